@@ -1,0 +1,46 @@
+//===- ONNXImport.h - onnx::ModelProto -> MLIR (onnx dialect) -------------===//
+#ifndef OCTET_CONVERSION_ONNXIMPORT_H
+#define OCTET_CONVERSION_ONNXIMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace octet {
+
+struct ImportOptions {
+  /// Name of the function the main graph becomes.
+  std::string funcName = "main_graph";
+  /// Directory that external data locations are relative to ("" = cwd).
+  std::string baseDir;
+  /// File name used in diagnostics.
+  std::string fileName = "<model>";
+  /// Run ONNX shape inference first (only where libonnx knows the opsets).
+  bool inferShapes = true;
+  /// Import every node as the generic `onnx.node` (no typed ops).
+  bool genericOnly = false;
+};
+
+/// Imports a parsed model. Errors are emitted as MLIR diagnostics located at
+/// the file and node; returns null on failure.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(const onnx::ModelProto &model,
+                                                  mlir::MLIRContext *context,
+                                                  const ImportOptions &options);
+
+/// Parses serialized ModelProto bytes and imports them.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxBuffer(llvm::StringRef bytes,
+                                                   mlir::MLIRContext *context,
+                                                   const ImportOptions &options);
+
+/// Reads a model file (external data relative to it) and imports it.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(llvm::StringRef path, mlir::MLIRContext *context,
+                                                 ImportOptions options = {});
+
+} // namespace octet
+
+#endif // OCTET_CONVERSION_ONNXIMPORT_H

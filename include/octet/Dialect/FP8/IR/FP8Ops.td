@@ -1,0 +1,181 @@
+//===- FP8Ops.td - The fp8 dialect: casts, scaling and FP8 GEMMs ----------===//
+//
+// The vocabulary the recipes lower to and the runtime executes. Element
+// types are MLIR's builtin f8E4M3FN (max 448) and f8E5M2 (max 57344).
+// Scales follow TransformerEngine: `q = saturate(x * scale)`, and
+// `scale_inv = 1 / scale` dequantizes (`x ~= q * scale_inv`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_DIALECT_FP8_IR_FP8OPS_TD
+#define OCTET_DIALECT_FP8_IR_FP8OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def FP8_Dialect : Dialect {
+  let name = "fp8";
+  let summary = "FP8 mixed-precision training: casts, amax, scaling, FP8 GEMM, FP8 all-reduce";
+  let cppNamespace = "::octet::fp8";
+  let useDefaultAttributePrinterParser = 1;
+  let useFoldAPI = kEmitFoldAdaptorFolder;
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def FP8_AmaxAlgo : I32EnumAttr<"AmaxComputeAlgo", "how an amax history becomes one amax", [
+    I32EnumAttrCase<"max", 0>, I32EnumAttrCase<"most_recent", 1>]> {
+  let cppNamespace = "::octet::fp8";
+  let genSpecializedAttr = 0;
+}
+def FP8_AmaxAlgoAttr : EnumAttr<FP8_Dialect, FP8_AmaxAlgo, "amax_algo">;
+
+def FP8_Accumulation : I32EnumAttr<"Accumulation", "GEMM accumulation mode", [
+    I32EnumAttrCase<"fast", 0>, I32EnumAttrCase<"split", 1>]> {
+  let cppNamespace = "::octet::fp8";
+  let genSpecializedAttr = 0;
+}
+def FP8_AccumulationAttr : EnumAttr<FP8_Dialect, FP8_Accumulation, "accumulation">;
+
+def FP8_Reduction : I32EnumAttr<"Reduction", "collective reduction", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>]> {
+  let cppNamespace = "::octet::fp8";
+  let genSpecializedAttr = 0;
+}
+def FP8_ReductionAttr : EnumAttr<FP8_Dialect, FP8_Reduction, "reduction">;
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def FP8_Element : AnyTypeOf<[F8E4M3FN, F8E5M2]>;
+def FP8_Tensor : TensorOf<[F8E4M3FN, F8E5M2]>;
+def FP8_HighTensor : TensorOf<[F32, F16, BF16]>;
+def FP8_ScaleTensor : TensorOf<[F32]>;
+
+class FP8_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FP8_Dialect, mnemonic, !listconcat([Pure], traits)>;
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+def FP8_CastOp : FP8_Op<"cast"> {
+  let summary = "Quantize to FP8: q = saturate(round_to_nearest_even(x * scale))";
+  let description = [{
+    `scale` is a 0-d tensor (per tensor) or a tensor with one scale per row of
+    `x` (shape `[..., 1]`, rowwise recipes). With `saturate` (the default)
+    values beyond the format's largest finite value clamp to it; without,
+    they become NaN (E4M3FN) or Inf (E5M2), as ONNX Cast with saturate=0.
+    Example: `%q = fp8.cast %x, %s : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>`
+  }];
+  let arguments = (ins FP8_HighTensor:$input, FP8_ScaleTensor:$scale,
+                   DefaultValuedAttr<BoolAttr, "true">:$saturate);
+  let results = (outs FP8_Tensor:$output);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` type($input) `,` type($scale) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_DequantizeOp : FP8_Op<"dequantize"> {
+  let summary = "Dequantize from FP8: x = q * scale_inv";
+  let arguments = (ins FP8_Tensor:$input, FP8_ScaleTensor:$scale_inv);
+  let results = (outs FP8_HighTensor:$output);
+  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_AmaxOp : FP8_Op<"amax"> {
+  let summary = "max(|x|) over the whole tensor, or per row (`rowwise`)";
+  let description = [{
+    NaN propagates (an amax of NaN marks the step's scale as unusable).
+    Example: `%a = fp8.amax %x : tensor<16x64xf32> -> tensor<f32>`
+  }];
+  let arguments = (ins FP8_HighTensor:$input, DefaultValuedAttr<BoolAttr, "false">:$rowwise);
+  let results = (outs FP8_ScaleTensor:$amax);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($amax)";
+  let hasVerifier = 1;
+}
+
+def FP8_DelayedScaleOp : FP8_Op<"delayed_scale", [AllTypesMatch<["history", "new_history"]>,
+    AllTypesMatch<["prev_scale", "scale", "scale_inv"]>]> {
+  let summary = "TransformerEngine delayed scaling: new scale from an amax history";
+  let description = [{
+    amax = max(history) or history[0] (`most_recent`);
+    scale = (fp8_max(format) / amax) / 2^margin, or its power of two
+    2^(floor(log2(fp8_max / amax)) - margin) with `power_of_two` (MS-AMP).
+    A zero or non-finite amax keeps `prev_scale`; an infinite scale becomes
+    FLT_MAX. Then the history rolls: slot 0 takes `new_amax`, the rest shift
+    by one. Results: the new history, scale and scale_inv.
+    Example:
+    `%h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 0 : i64, algo = #fp8.amax_algo<max>} : tensor<1024xf32>, tensor<f32>, tensor<f32>`
+  }];
+  let arguments = (ins FP8_ScaleTensor:$history, FP8_ScaleTensor:$prev_scale, FP8_ScaleTensor:$new_amax,
+                   TypeAttrOf<FP8_Element>:$format, DefaultValuedAttr<I64Attr, "0">:$margin,
+                   DefaultValuedAttr<FP8_AmaxAlgoAttr, "::octet::fp8::AmaxComputeAlgo::max">:$algo,
+                   DefaultValuedAttr<BoolAttr, "false">:$power_of_two);
+  let results = (outs FP8_ScaleTensor:$new_history, FP8_ScaleTensor:$scale, FP8_ScaleTensor:$scale_inv);
+  let assemblyFormat = "$history `,` $prev_scale `,` $new_amax attr-dict `:` type($history) `,` type($prev_scale) `,` type($new_amax)";
+  let hasVerifier = 1;
+}
+
+def FP8_DynamicScaleOp : FP8_Op<"dynamic_scale", [AllTypesMatch<["amax", "scale", "scale_inv"]>]> {
+  let summary = "Dynamic (current) scaling: scale from this tensor's amax (torchao)";
+  let description = [{
+    scale = fp8_max(format) / max(amax, eps), rounded down to a power of two
+    with `power_of_two`. Per tensor (0-d amax) or per row.
+    Example: `%s, %si = fp8.dynamic_scale %a {format = f8E4M3FN} : tensor<f32>`
+  }];
+  let arguments = (ins FP8_ScaleTensor:$amax, TypeAttrOf<FP8_Element>:$format,
+                   DefaultValuedAttr<BoolAttr, "false">:$power_of_two,
+                   DefaultValuedAttr<F32Attr, "1.0e-12">:$eps);
+  let results = (outs FP8_ScaleTensor:$scale, FP8_ScaleTensor:$scale_inv);
+  let assemblyFormat = "$amax attr-dict `:` type($amax)";
+  let hasVerifier = 1;
+}
+
+def FP8_GemmOp : FP8_Op<"gemm", [AttrSizedOperandSegments]> {
+  let summary = "FP8 GEMM: D = (op(A) * a_scale_inv) x (op(B) * b_scale_inv) [+ bias], FP32 accumulation";
+  let description = [{
+    A is [M, K] (or [K, M] with `transpose_a`), B is [K, N] (or [N, K] with
+    `transpose_b`); leading batch dims of A are flattened. At most one
+    operand may be E5M2 (Hopper's FP8 tensor cores take E4M3 x E4M3,
+    E4M3 x E5M2 and E5M2 x E4M3). The output is BF16/F16/F32, or FP8 with a
+    `d_scale`; `with_amax` adds the amax of D (before any output scaling)
+    as a second result. `accumulation` is `fast` (fprop) or `split`
+    (dgrad/wgrad: periodic promotion to FP32).
+    Example:
+    `%d = fp8.gemm %a, %b, %sa, %sb {accumulation = #fp8.accumulation<fast>} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>`
+  }];
+  let arguments = (ins FP8_Tensor:$a, FP8_Tensor:$b, FP8_ScaleTensor:$a_scale_inv,
+                   FP8_ScaleTensor:$b_scale_inv, Optional<FP8_HighTensor>:$bias,
+                   Optional<FP8_ScaleTensor>:$d_scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                   DefaultValuedAttr<FP8_AccumulationAttr, "::octet::fp8::Accumulation::fast">:$accumulation,
+                   DefaultValuedAttr<BoolAttr, "false">:$with_amax);
+  let results = (outs AnyTypeOf<[FP8_HighTensor, FP8_Tensor]>:$d, Variadic<FP8_ScaleTensor>:$d_amax);
+  let assemblyFormat = [{
+    $a `,` $b `,` $a_scale_inv `,` $b_scale_inv (`bias` $bias^)? (`d_scale` $d_scale^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FP8_AllReduceOp : FP8_Op<"all_reduce"> {
+  let summary = "All-reduce of an FP8 tensor across data-parallel ranks (MS-AMP style)";
+  let description = [{
+    Every rank casts with the same scale (agreed by an all-reduce(max) of the
+    amaxes, then a 1/world_size pre-scale) and the FP8 payload is summed in
+    FP8 by the collective. `scale_inv` dequantizes the result.
+    Example: `%r = fp8.all_reduce %q, %si {reduction = #fp8.reduction<sum>} : tensor<64xf8E5M2>, tensor<f32> -> tensor<64xf8E5M2>`
+  }];
+  let arguments = (ins FP8_Tensor:$input, FP8_ScaleTensor:$scale_inv,
+                   DefaultValuedAttr<FP8_ReductionAttr, "::octet::fp8::Reduction::sum">:$reduction);
+  let results = (outs FP8_Tensor:$output);
+  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+#endif // OCTET_DIALECT_FP8_IR_FP8OPS_TD

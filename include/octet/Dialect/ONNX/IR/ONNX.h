@@ -1,0 +1,51 @@
+//===- ONNX.h - The onnx dialect ------------------------------------------===//
+#ifndef OCTET_DIALECT_ONNX_IR_ONNX_H
+#define OCTET_DIALECT_ONNX_IR_ONNX_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "octet/Dialect/ONNX/IR/ONNXOpsDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "octet/Dialect/ONNX/IR/ONNXOpsTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "octet/Dialect/ONNX/IR/ONNXOps.h.inc"
+
+namespace octet::onnx_dialect {
+/// Module attributes that hold ModelProto fields outside the graph.
+constexpr llvm::StringLiteral kIrVersionAttr = "onnx.ir_version";
+constexpr llvm::StringLiteral kOpsetImportAttr = "onnx.opset_import";
+constexpr llvm::StringLiteral kProducerNameAttr = "onnx.producer_name";
+constexpr llvm::StringLiteral kProducerVersionAttr = "onnx.producer_version";
+constexpr llvm::StringLiteral kDomainAttr = "onnx.domain";
+constexpr llvm::StringLiteral kModelVersionAttr = "onnx.model_version";
+constexpr llvm::StringLiteral kDocStringAttr = "onnx.doc_string";
+constexpr llvm::StringLiteral kMetadataAttr = "onnx.metadata_props";
+constexpr llvm::StringLiteral kGraphNameAttr = "onnx.graph_name";
+/// Argument/result attributes: the ONNX value name and symbolic dim names.
+constexpr llvm::StringLiteral kNameAttr = "onnx.name";
+constexpr llvm::StringLiteral kDimParamsAttr = "onnx.dim_params";
+/// Argument attribute: an initializer that is also a graph input (a default).
+constexpr llvm::StringLiteral kDefaultAttr = "onnx.default";
+/// The function a model is imported into.
+constexpr llvm::StringLiteral kMainGraphName = "main_graph";
+
+/// The default opset version of a domain in the module ("" is ai.onnx), or 0.
+int64_t getOpsetVersion(mlir::Operation *moduleOrNested, llvm::StringRef domain = "");
+
+/// ONNX TensorProto.DataType code <-> MLIR element type (null / 0 if none).
+mlir::Type getElementTypeForOnnxCode(mlir::MLIRContext *ctx, int64_t code);
+int64_t getOnnxCodeForElementType(mlir::Type type);
+/// "FLOAT", "FLOAT8E4M3FN", ... for diagnostics.
+llvm::StringRef getOnnxTypeName(int64_t code);
+} // namespace octet::onnx_dialect
+
+#endif // OCTET_DIALECT_ONNX_IR_ONNX_H

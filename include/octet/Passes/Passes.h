@@ -1,0 +1,38 @@
+//===- Passes.h - Octet's pass library and named pipelines ----------------===//
+#ifndef OCTET_PASSES_PASSES_H
+#define OCTET_PASSES_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringRef.h"
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace octet {
+
+#define GEN_PASS_DECL
+#include "octet/Passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "octet/Passes/Passes.h.inc"
+
+/// A named FP8 recipe pipeline (`fp8-opt --recipe NAME`). Each is also a
+/// registered pass pipeline `octet-recipe-NAME` usable from --pass-pipeline.
+struct RecipeInfo {
+  std::string name;
+  std::string description;
+  std::function<void(mlir::OpPassManager &)> build;
+};
+
+/// The recipes known to this build, in registration order.
+const std::vector<RecipeInfo> &getRecipes();
+/// The recipe called `name`, or nullptr.
+const RecipeInfo *lookupRecipe(llvm::StringRef name);
+/// Registers the recipe pipelines with MLIR's pass pipeline registry.
+void registerRecipePipelines();
+
+} // namespace octet
+
+#endif // OCTET_PASSES_PASSES_H

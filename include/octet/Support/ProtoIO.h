@@ -1,0 +1,36 @@
+//===- ProtoIO.h - ONNX protobuf I/O without exceptions escaping ----------===//
+//
+// The only code that calls into libonnx and protobuf parsing. It is built
+// with exceptions (ONNX's checker and shape inference throw) and never
+// includes LLVM headers; every function reports failure through a message.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_SUPPORT_PROTOIO_H
+#define OCTET_SUPPORT_PROTOIO_H
+
+#include <onnx/onnx_pb.h>
+#include <string>
+
+namespace octet::proto {
+
+/// Parses a serialized ModelProto. Fails on bytes that are not a ModelProto,
+/// on truncation, and on a model without a graph.
+bool parseModel(const void *data, size_t size, onnx::ModelProto &model, std::string &error);
+
+/// Reads and parses a model file.
+bool loadModelFile(const std::string &path, onnx::ModelProto &model, std::string &error);
+
+/// Runs ONNX's shape inference in place when this libonnx knows every opset
+/// the model imports (an older libonnx would apply old op semantics). Returns
+/// false with a reason when it was skipped or failed; the model is unchanged then.
+bool inferShapes(onnx::ModelProto &model, std::string &reason);
+
+/// Serializes a model; fails for models over protobuf's 2 GiB limit.
+bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::string &error);
+
+/// Writes a file atomically: a temporary beside it, fsync, then rename.
+bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error);
+
+} // namespace octet::proto
+
+#endif // OCTET_SUPPORT_PROTOIO_H

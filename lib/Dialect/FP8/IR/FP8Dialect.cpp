@@ -1,0 +1,158 @@
+//===- FP8Dialect.cpp - fp8 dialect registration and verifiers ------------===//
+#include "octet/Dialect/FP8/IR/FP8.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace octet::fp8;
+
+#include "octet/Dialect/FP8/IR/FP8OpsDialect.cpp.inc"
+#include "octet/Dialect/FP8/IR/FP8OpsEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "octet/Dialect/FP8/IR/FP8OpsAttributes.cpp.inc"
+
+void FP8Dialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "octet/Dialect/FP8/IR/FP8Ops.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "octet/Dialect/FP8/IR/FP8OpsAttributes.cpp.inc"
+      >();
+}
+
+double octet::fp8::getFormatMax(Type t) {
+  if (t.isFloat8E4M3FN())
+    return 448.0;
+  if (t.isFloat8E5M2())
+    return 57344.0;
+  return 0.0;
+}
+
+namespace {
+/// A scale is per tensor (0-d or one element) or one per row of `data`:
+/// the same shape as data with the last dim 1.
+LogicalResult verifyScaleShape(Operation *op, Value scale, Value data, StringRef what) {
+  auto s = scale.getType().dyn_cast<RankedTensorType>();
+  auto d = data.getType().dyn_cast<RankedTensorType>();
+  if (!s || !d || s.getRank() == 0 || (s.getRank() == 1 && s.getDimSize(0) == 1))
+    return success();
+  if (s.getRank() == d.getRank() && s.getShape().back() == 1) {
+    for (int64_t i = 0; i + 1 < d.getRank(); ++i)
+      if (!s.isDynamicDim(i) && !d.isDynamicDim(i) && s.getDimSize(i) != d.getDimSize(i))
+        return op->emitOpError() << what << " shape " << s << " is not per-row for " << d;
+    return success();
+  }
+  return op->emitOpError() << what << " must be per-tensor (0-d) or per-row ([..., 1]), got " << s;
+}
+
+LogicalResult verifySameShape(Operation *op, Value a, Value b) {
+  if (failed(verifyCompatibleShape(a.getType(), b.getType())))
+    return op->emitOpError() << "input and result shapes differ: " << a.getType() << " vs "
+                             << b.getType();
+  return success();
+}
+
+bool isScalarLike(Type t) {
+  auto r = t.dyn_cast<RankedTensorType>();
+  return !r || r.getRank() == 0 || (r.getRank() == 1 && r.getDimSize(0) == 1);
+}
+} // namespace
+
+LogicalResult CastOp::verify() {
+  if (failed(verifySameShape(*this, getInput(), getOutput())))
+    return failure();
+  return verifyScaleShape(*this, getScale(), getInput(), "scale");
+}
+
+LogicalResult DequantizeOp::verify() {
+  if (failed(verifySameShape(*this, getInput(), getOutput())))
+    return failure();
+  return verifyScaleShape(*this, getScaleInv(), getInput(), "scale_inv");
+}
+
+LogicalResult AmaxOp::verify() {
+  auto in = getInput().getType().dyn_cast<RankedTensorType>();
+  auto out = getAmax().getType().dyn_cast<RankedTensorType>();
+  if (!getRowwise()) {
+    if (!isScalarLike(getAmax().getType()))
+      return emitOpError() << "a per-tensor amax must be 0-d, got " << getAmax().getType();
+    return success();
+  }
+  if (in && in.getRank() == 0)
+    return emitOpError("rowwise amax needs an input of rank >= 1");
+  if (in && out) {
+    if (out.getRank() != in.getRank() || out.getShape().back() != 1)
+      return emitOpError() << "rowwise amax must have shape [..., 1] matching the input, got "
+                           << out;
+  }
+  return success();
+}
+
+LogicalResult DelayedScaleOp::verify() {
+  auto h = getHistory().getType().dyn_cast<RankedTensorType>();
+  if (h && (h.getRank() != 1 || h.getDimSize(0) == 0))
+    return emitOpError() << "history must be a non-empty 1-D tensor, got " << h;
+  if (getNewHistory().getType() != getHistory().getType())
+    return emitOpError("new_history must have the history's type");
+  for (Value v : std::initializer_list<Value>{getPrevScale(), getNewAmax(), getScale(), getScaleInv()})
+    if (!isScalarLike(v.getType()))
+      return emitOpError() << "scales and amax must be 0-d, got " << v.getType();
+  if (getMargin() < 0)
+    return emitOpError() << "margin must be >= 0, got " << getMargin();
+  return success();
+}
+
+LogicalResult DynamicScaleOp::verify() {
+  if (getScale().getType() != getAmax().getType() || getScaleInv().getType() != getAmax().getType())
+    return emitOpError("scale and scale_inv must have the amax's type");
+  if (!(getEps().convertToDouble() > 0.0))
+    return emitOpError("eps must be positive");
+  return success();
+}
+
+LogicalResult GemmOp::verify() {
+  Type ea = getElementTypeOrSelf(getA().getType());
+  Type eb = getElementTypeOrSelf(getB().getType());
+  if (ea.isFloat8E5M2() && eb.isFloat8E5M2())
+    return emitOpError("E5M2 x E5M2 is not supported by FP8 tensor cores; one operand must be E4M3");
+  auto a = getA().getType().dyn_cast<RankedTensorType>();
+  auto b = getB().getType().dyn_cast<RankedTensorType>();
+  if (b && b.getRank() != 2)
+    return emitOpError() << "B must be 2-D, got " << b;
+  if (a && a.getRank() < 2)
+    return emitOpError() << "A must have rank >= 2, got " << a;
+  if (a && b) {
+    int64_t ka = getTransposeA() ? a.getDimSize(a.getRank() - 2) : a.getShape().back();
+    int64_t kb = getTransposeB() ? b.getDimSize(1) : b.getDimSize(0);
+    if (!ShapedType::isDynamic(ka) && !ShapedType::isDynamic(kb) && ka != kb)
+      return emitOpError() << "contraction dimensions differ: K=" << ka << " vs K=" << kb;
+  }
+  Type ed = getElementTypeOrSelf(getD().getType());
+  bool fp8Out = ed.isFloat8E4M3FN() || ed.isFloat8E5M2();
+  if (fp8Out && !getDScale())
+    return emitOpError("an FP8 output needs a d_scale operand");
+  if (!fp8Out && getDScale())
+    return emitOpError("d_scale is only meaningful for an FP8 output");
+  if (getWithAmax() != (getDAmax().size() == 1))
+    return emitOpError("with_amax requires exactly one d_amax result (and vice versa)");
+  for (Value s : std::initializer_list<Value>{getAScaleInv(), getBScaleInv()})
+    if (!isScalarLike(s.getType()))
+      return emitOpError() << "operand scales must be per-tensor (0-d), got " << s.getType();
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInput().getType() != getOutput().getType())
+    return emitOpError("input and result types must match");
+  if (!isScalarLike(getScaleInv().getType()))
+    return emitOpError("scale_inv must be per-tensor (0-d)");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "octet/Dialect/FP8/IR/FP8Ops.cpp.inc"

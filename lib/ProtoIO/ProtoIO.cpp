@@ -1,0 +1,145 @@
+//===- ProtoIO.cpp - ONNX protobuf I/O (built with exceptions) ------------===//
+#include "octet/Support/ProtoIO.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace octet::proto {
+
+bool parseModel(const void *data, size_t size, onnx::ModelProto &model, std::string &error) {
+  if (size == 0) {
+    error = "the file is empty, not an ONNX model";
+    return false;
+  }
+  if (size > static_cast<size_t>(INT_MAX)) {
+    error = "the model is over 2 GiB; store its weights as external data";
+    return false;
+  }
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t *>(data),
+                                            static_cast<int>(size));
+  in.SetTotalBytesLimit(INT_MAX);
+  if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    error = "not a valid ONNX model (protobuf parse failed: the file is truncated, corrupt or "
+            "not an ONNX ModelProto)";
+    return false;
+  }
+  if (!model.has_graph()) {
+    error = "not a valid ONNX model: it has no graph (truncated or not an ONNX ModelProto)";
+    return false;
+  }
+  if (model.opset_import_size() == 0 && model.ir_version() >= 3) {
+    error = "not a valid ONNX model: it imports no opset (truncated?)";
+    return false;
+  }
+  return true;
+}
+
+bool loadModelFile(const std::string &path, onnx::ModelProto &model, std::string &error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    error = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    error = "is a directory, not an ONNX model";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parseModel(bytes.data(), bytes.size(), model, error);
+}
+
+bool inferShapes(onnx::ModelProto &model, std::string &reason) {
+  const auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  for (const auto &opset : model.opset_import()) {
+    std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    auto it = ranges.find(domain);
+    if (it == ranges.end()) {
+      reason = "shape inference skipped: unknown domain '" + domain + "'";
+      return false;
+    }
+    if (opset.version() > it->second.second) {
+      reason = "shape inference skipped: opset " + std::to_string(opset.version()) +
+               " of domain '" + domain + "' is newer than libonnx's " +
+               std::to_string(it->second.second);
+      return false;
+    }
+  }
+  try {
+    onnx::ModelProto copy = model;
+    onnx::shape_inference::InferShapes(copy);
+    model.Swap(&copy);
+    return true;
+  } catch (const std::exception &e) {
+    reason = std::string("shape inference failed: ") + e.what();
+    return false;
+  }
+}
+
+bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::string &error) {
+  if (model.ByteSizeLong() > static_cast<size_t>(INT_MAX)) {
+    error = "the model is over protobuf's 2 GiB limit";
+    return false;
+  }
+  if (!model.SerializeToString(&bytes)) {
+    error = "protobuf serialization failed";
+    return false;
+  }
+  return true;
+}
+
+bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error) {
+  std::string tmpl = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    error = std::string("cannot create a temporary file beside it: ") + std::strerror(errno);
+    return false;
+  }
+  const char *p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      error = std::string("write failed: ") + std::strerror(errno);
+      ::close(fd);
+      ::unlink(name.data());
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ::fchmod(fd, 0644);
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    error = std::string("fsync/close failed: ") + std::strerror(errno);
+    ::unlink(name.data());
+    return false;
+  }
+  if (::rename(name.data(), path.c_str()) != 0) {
+    error = std::string("rename failed: ") + std::strerror(errno);
+    ::unlink(name.data());
+    return false;
+  }
+  return true;
+}
+
+} // namespace octet::proto

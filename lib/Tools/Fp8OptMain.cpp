@@ -1,0 +1,284 @@
+//===- Fp8OptMain.cpp - The fp8-opt driver --------------------------------===//
+#include "octet/Tools/Fp8OptMain.h"
+
+#include "octet/Conversion/ONNXExport.h"
+#include "octet/Conversion/ONNXImport.h"
+#include "octet/InitAll.h"
+#include "octet/Passes/Passes.h"
+#include "octet/Support/ProtoIO.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Support/ToolUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <onnx/onnx_pb.h>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+#ifndef OCTET_VERSION
+#define OCTET_VERSION "0.0.0"
+#endif
+
+namespace {
+
+enum class Emit { Auto, MLIR, ONNX };
+enum class InputFormat { Auto, MLIR, ONNX };
+
+/// "file: 'node'" / "file:line:col" / "file" for one-line diagnostics.
+std::string describeLocation(Location loc) {
+  std::string name, file;
+  unsigned line = 0, col = 0;
+  std::function<void(Location)> visit = [&](Location l) {
+    if (auto n = l.dyn_cast<NameLoc>()) {
+      if (name.empty())
+        name = n.getName().str();
+      visit(n.getChildLoc());
+    } else if (auto f = l.dyn_cast<FileLineColLoc>()) {
+      if (file.empty()) {
+        file = f.getFilename().str();
+        line = f.getLine();
+        col = f.getColumn();
+      }
+    } else if (auto fused = l.dyn_cast<FusedLoc>()) {
+      for (Location x : fused.getLocations())
+        visit(x);
+    } else if (auto cs = l.dyn_cast<CallSiteLoc>()) {
+      visit(cs.getCallee());
+    }
+  };
+  visit(loc);
+  std::string out = file;
+  if (line)
+    out += ":" + std::to_string(line) + ":" + std::to_string(col);
+  if (!name.empty())
+    out += (out.empty() ? "" : ": ") + std::string("node '") + name + "'";
+  return out;
+}
+
+/// Writes the result: stdout for "-", in place for devices like /dev/null,
+/// otherwise atomically (temporary, fsync, rename) so nothing half-written stays.
+bool writeOutput(llvm::StringRef path, const std::string &data) {
+  if (path == "-") {
+    llvm::outs() << data;
+    llvm::outs().flush();
+    return true;
+  }
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && st.type() != llvm::sys::fs::file_type::regular_file &&
+      st.type() != llvm::sys::fs::file_type::file_not_found) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << ec.message() << "\n";
+      return false;
+    }
+    os << data;
+    return true;
+  }
+  std::string error;
+  if (!octet::proto::writeFileAtomically(path.str(), data, error)) {
+    llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << error << "\n";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int octet::fp8OptMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  registerAllPasses();
+  DialectRegistry registry;
+  registerAllDialects(registry);
+
+  static cl::OptionCategory category("fp8-opt options");
+  static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx | input.mlir>"),
+                                            cl::init("-"), cl::cat(category));
+  static cl::opt<std::string> outputFilename("o", cl::desc("Output file ('-' is stdout)"),
+                                             cl::value_desc("file"), cl::init("-"), cl::cat(category));
+  static cl::opt<Emit> emit(
+      "emit", cl::desc("Output format (default: from the -o extension, else mlir)"),
+      cl::values(clEnumValN(Emit::MLIR, "mlir", "MLIR text"),
+                 clEnumValN(Emit::ONNX, "onnx", "ONNX ModelProto (binary protobuf)")),
+      cl::init(Emit::Auto), cl::cat(category));
+  static cl::opt<InputFormat> inputFormat(
+      "input-format", cl::desc("Input format (default: from the extension, else sniffed)"),
+      cl::values(clEnumValN(InputFormat::MLIR, "mlir", "MLIR text"),
+                 clEnumValN(InputFormat::ONNX, "onnx", "ONNX ModelProto")),
+      cl::init(InputFormat::Auto), cl::cat(category));
+  static cl::opt<std::string> recipe("recipe", cl::desc("FP8 recipe pipeline to run (see --list-recipes)"),
+                                     cl::value_desc("name"), cl::cat(category));
+  static cl::opt<bool> listRecipes("list-recipes", cl::desc("List the recipes and exit"),
+                                   cl::cat(category));
+  static cl::opt<bool> splitInputFile("split-input-file",
+                                      cl::desc("Split MLIR input at '// -----' and process each chunk"),
+                                      cl::cat(category));
+  static cl::opt<bool> verifyDiagnostics(
+      "verify-diagnostics", cl::desc("Check diagnostics against expected-* comments in MLIR input"),
+      cl::cat(category));
+  static cl::opt<bool> noShapeInference("no-shape-inference",
+                                        cl::desc("Do not run ONNX shape inference on import"),
+                                        cl::cat(category));
+  static cl::opt<bool> genericOnly("import-generic",
+                                   cl::desc("Import every ONNX node as the generic onnx.node"),
+                                   cl::cat(category));
+
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
+
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "Octet fp8-opt " << OCTET_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "fp8-opt: rewrites ONNX training graphs for FP8 mixed-precision training\n\n"
+      "  fp8-opt model.onnx -o model.mlir               import to MLIR\n"
+      "  fp8-opt model.onnx -o out.onnx                 import and export (round trip)\n"
+      "  fp8-opt model.onnx --recipe te -o out.onnx     apply an FP8 recipe\n"
+      "  fp8-opt model.onnx --octet-model-summary -o /dev/null   what the model holds\n"
+      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n");
+
+  auto error = [](const llvm::Twine &msg) {
+    llvm::WithColor::error(llvm::errs(), "fp8-opt") << msg << "\n";
+    return 1;
+  };
+
+  if (listRecipes) {
+    for (const RecipeInfo &r : getRecipes())
+      llvm::outs() << r.name << "\t" << r.description << "\n";
+    return 0;
+  }
+  const RecipeInfo *recipeInfo = nullptr;
+  if (!recipe.empty()) {
+    recipeInfo = lookupRecipe(recipe);
+    if (!recipeInfo) {
+      std::string known;
+      for (const RecipeInfo &r : getRecipes())
+        known += (known.empty() ? "" : ", ") + r.name;
+      return error("unknown recipe '" + recipe + "' (--recipe); known recipes: " + known);
+    }
+  }
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFilename, &errorMessage);
+  if (!input)
+    return error("cannot read '" + inputFilename + "': " + errorMessage);
+
+  InputFormat format = inputFormat;
+  if (format == InputFormat::Auto) {
+    llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
+    if (ext == ".onnx")
+      format = InputFormat::ONNX;
+    else if (ext == ".mlir")
+      format = InputFormat::MLIR;
+    else // a ModelProto starts with field 1 (ir_version), tag byte 0x08
+      format = !input->getBuffer().empty() && input->getBuffer()[0] == '\x08' ? InputFormat::ONNX
+                                                                              : InputFormat::MLIR;
+  }
+  Emit out = emit;
+  if (out == Emit::Auto)
+    out = llvm::sys::path::extension(outputFilename) == ".onnx" ? Emit::ONNX : Emit::MLIR;
+  if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
+    return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
+
+  auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
+    PassManager pm(&ctx, ModuleOp::getOperationName());
+    applyPassManagerCLOptions(pm);
+    applyDefaultTimingPassManagerCLOptions(pm);
+    if (recipeInfo)
+      recipeInfo->build(pm);
+    auto errorHandler = [&](const llvm::Twine &msg) {
+      emitError(UnknownLoc::get(&ctx)) << msg;
+      return failure();
+    };
+    if (failed(passPipeline.addToPipeline(pm, errorHandler)))
+      return failure();
+    return pm.run(module);
+  };
+  auto emitModule = [&](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
+    if (out == Emit::MLIR) {
+      module.print(os);
+      os << "\n";
+      return success();
+    }
+    std::string bytes;
+    if (failed(exportToOnnxBytes(module, bytes)))
+      return failure();
+    os << bytes;
+    return success();
+  };
+
+  std::string result;
+  llvm::raw_string_ostream resultStream(result);
+
+  if (format == InputFormat::ONNX) {
+    MLIRContext ctx(registry);
+    ctx.printOpOnDiagnostic(false);
+    ScopedDiagnosticHandler handler(&ctx, [](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Note)
+        return success();
+      std::string where = describeLocation(d.getLocation());
+      auto &os = d.getSeverity() == DiagnosticSeverity::Error
+                     ? llvm::WithColor::error(llvm::errs(), "fp8-opt")
+                     : llvm::WithColor::warning(llvm::errs(), "fp8-opt");
+      os << (where.empty() ? "" : where + ": ") << d.str() << "\n";
+      return success();
+    });
+    ImportOptions opts;
+    opts.fileName = inputFilename == "-" ? "<stdin>" : inputFilename.getValue();
+    opts.baseDir = llvm::sys::path::parent_path(inputFilename).str();
+    opts.inferShapes = !noShapeInference;
+    opts.genericOnly = genericOnly;
+    OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
+    if (!module || failed(runPasses(*module, ctx)) || failed(emitModule(*module, resultStream)))
+      return 1;
+    resultStream.flush();
+    return writeOutput(outputFilename, result) ? 0 : 1;
+  }
+
+  // MLIR input: one fresh context per chunk, as mlir-opt does.
+  auto processChunk = [&](std::unique_ptr<llvm::MemoryBuffer> chunk, llvm::raw_ostream &os) {
+    MLIRContext ctx(registry);
+    ctx.allowUnregisteredDialects(false);
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(chunk), llvm::SMLoc());
+    auto body = [&]() -> LogicalResult {
+      OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+      if (!module || failed(runPasses(*module, ctx)))
+        return failure();
+      return emitModule(*module, os);
+    };
+    if (!verifyDiagnostics) {
+      SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+      return body();
+    }
+    SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &ctx);
+    (void)body();
+    return handler.verify();
+  };
+  if (failed(splitAndProcessBuffer(std::move(input), processChunk, resultStream, splitInputFile,
+                                   /*insertMarkerInOutput=*/true)))
+    return 1;
+  resultStream.flush();
+  return writeOutput(outputFilename, result) ? 0 : 1;
+}

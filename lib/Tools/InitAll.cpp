@@ -1,0 +1,24 @@
+//===- InitAll.cpp - Register everything Octet provides -------------------===//
+#include "octet/InitAll.h"
+
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void octet::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<onnx_dialect::ONNXDialect, fp8::FP8Dialect, mlir::func::FuncDialect>();
+}
+
+void octet::registerAllPasses() {
+  static bool done = false;
+  if (done)
+    return;
+  done = true;
+  registerOctetPasses();
+  registerRecipePipelines();
+  mlir::registerTransformsPasses(); // canonicalize, cse, symbol-dce, ...
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Exports tiny GPT-2, Llama and BERT models (random weights) that return their loss to ONNX.
+
+Runs where PyTorch and transformers are installed (the device machine). For each model it writes
+  <out>/<name>.onnx        torch.onnx.export (dynamo exporter, opset 20), outputs (loss, logits)
+  <out>/<name>.ref.npz     inputs, PyTorch outputs, and d(loss)/d(param) for every parameter,
+                           keyed 'grad:<onnx initializer name>'
+The committed copies under test/models/exported/ come from this script; keep them small.
+"""
+import argparse, json, os, sys
+import numpy as np
+import torch
+
+
+class WithLoss(torch.nn.Module):
+    def __init__(self, model, kind):
+        super().__init__()
+        self.model = model
+        self.kind = kind
+
+    def forward(self, input_ids, labels):
+        out = self.model(input_ids=input_ids, labels=labels)
+        return out.loss, out.logits
+
+
+def build(name):
+    import transformers as tf
+    if name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cfg._attn_implementation = "eager"
+        return tf.GPT2LMHeadModel(cfg)
+    if name == "llama":
+        cfg = tf.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             tie_word_embeddings=False)
+        cfg._attn_implementation = "eager"
+        return tf.LlamaForCausalLM(cfg)
+    if name == "bert":
+        cfg = tf.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=64,
+                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        cfg._attn_implementation = "eager"
+        return tf.BertForMaskedLM(cfg)
+    raise SystemExit(f"unknown model {name}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="gpt2,llama,bert")
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=16)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    import onnx
+    summary = {}
+    for name in args.models.split(","):
+        torch.manual_seed(0)
+        model = build(name).float().eval()
+        wrapper = WithLoss(model, name).eval()
+        g = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, 256, (args.batch, args.seq), generator=g)
+        labels = ids.clone()
+        if name == "bert":  # masked LM: score a third of the positions
+            mask = torch.rand(ids.shape, generator=g) < 0.33
+            labels[~mask] = -100
+        path = os.path.join(args.out, f"{name}.onnx")
+        torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
+                          input_names=["input_ids", "labels"], output_names=["loss", "logits"],
+                          external_data=False)
+        # Reference: loss, logits and every parameter gradient from PyTorch autograd.
+        wrapper.zero_grad()
+        loss, logits = wrapper(ids, labels)
+        loss.backward()
+        m = onnx.load(path)
+        init_names = {i.name for i in m.graph.initializer}
+        ref = {"input:input_ids": ids.numpy(), "input:labels": labels.numpy(),
+               "output:loss": loss.detach().numpy(), "output:logits": logits.detach().numpy()}
+        unmatched = []
+        for pname, p in wrapper.named_parameters():
+            if p.grad is None:
+                continue
+            key = pname if pname in init_names else None
+            if key is None:  # exporters sometimes drop the wrapper prefix
+                for cand in (pname.split(".", 1)[1] if "." in pname else pname,):
+                    if cand in init_names:
+                        key = cand
+            if key is None:
+                unmatched.append(pname)
+                key = pname
+            ref["grad:" + key] = p.grad.detach().numpy()
+            ref["param:" + key] = p.detach().numpy()
+        np.savez_compressed(os.path.join(args.out, f"{name}.ref.npz"), **ref)
+        ops = {}
+        for n in m.graph.node:
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+        summary[name] = {"ops": ops, "initializers": len(init_names), "unmatched_params": unmatched,
+                         "opset": [(o.domain, o.version) for o in m.opset_import], "ir": m.ir_version,
+                         "bytes": os.path.getsize(path), "loss": float(loss)}
+        print(name, json.dumps(summary[name]))
+    with open(os.path.join(args.out, "export-summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    print("torch", torch.__version__)
+
+
+if __name__ == "__main__":
+    main()

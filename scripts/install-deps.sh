@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything Octet needs to build and test: Debian packages and a Python venv.
+# Idempotent: quiet and fast when everything is already present.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+venv=${OCTET_VENV:-$here/.venv}
+
+pkgs=(
+  cmake ninja-build g++ clang-14 libclang-rt-14-dev pkg-config
+  llvm-16-dev libmlir-16-dev mlir-16-tools llvm-16-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libyaml-cpp-dev libopenblas-dev libgtest-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python venv with the independent oracles used by tests (onnx, onnxruntime, numpy).
+py=${PYTHON:-python3}
+stamp=$venv/.octet-deps-v1
+if [ ! -f "$stamp" ]; then
+  echo "install-deps: creating Python venv at $venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check 'numpy<2.3' 'onnx==1.17.0' 'onnxruntime==1.20.1' 'pyyaml'
+  touch "$stamp"
+fi
