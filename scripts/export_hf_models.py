@@ -68,7 +68,7 @@ def main():
         path = os.path.join(args.out, f"{name}.onnx")
         torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
                           input_names=["input_ids", "labels"], output_names=["loss", "logits"],
-                          external_data=False)
+                          external_data=False, optimize=False)  # the optimizer folds parameters away
         # Reference: loss, logits and every parameter gradient from PyTorch autograd.
         wrapper.zero_grad()
         loss, logits = wrapper(ids, labels)
@@ -78,30 +78,32 @@ def main():
         ref = {"input:input_ids": ids.numpy(), "input:labels": labels.numpy(),
                "output:loss": loss.detach().numpy(), "output:logits": logits.detach().numpy()}
         unmatched = []
-        for pname, p in wrapper.named_parameters():
+        aliases = {}  # tied weights: every name of one parameter
+        for pname, p in wrapper.named_parameters(remove_duplicate=False):
+            aliases.setdefault(id(p), (p, []))[1].append(pname)
+        for p, pnames in aliases.values():
             if p.grad is None:
                 continue
-            key = pname if pname in init_names else None
-            if key is None:  # exporters sometimes drop the wrapper prefix
-                for cand in (pname.split(".", 1)[1] if "." in pname else pname,):
-                    if cand in init_names:
-                        key = cand
-            if key is None:
-                unmatched.append(pname)
-                key = pname
-            ref["grad:" + key] = p.grad.detach().numpy()
-            ref["param:" + key] = p.detach().numpy()
+            keys = [k for k in pnames if k in init_names]
+            if not keys:
+                unmatched.append(pnames[0])
+                continue
+            ref["grad:" + keys[0]] = p.grad.detach().numpy()
+            ref["param:" + keys[0]] = p.detach().numpy()
         np.savez_compressed(os.path.join(args.out, f"{name}.ref.npz"), **ref)
         ops = {}
         for n in m.graph.node:
             ops[n.op_type] = ops.get(n.op_type, 0) + 1
         summary[name] = {"ops": ops, "initializers": len(init_names), "unmatched_params": unmatched,
                          "opset": [(o.domain, o.version) for o in m.opset_import], "ir": m.ir_version,
-                         "bytes": os.path.getsize(path), "loss": float(loss)}
+                         "bytes": os.path.getsize(path), "loss": float(loss.detach())}
         print(name, json.dumps(summary[name]))
     with open(os.path.join(args.out, "export-summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     print("torch", torch.__version__)
+    bad = {k: v["unmatched_params"] for k, v in summary.items() if v["unmatched_params"]}
+    if bad:
+        raise SystemExit(f"parameters that are not ONNX initializers: {bad}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Dialect/Traits.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -97,6 +98,194 @@ const llvm::StringMap<TypedOpInfo> &typedOps() {
     return t;
   }();
   return table;
+}
+
+/// Result types for nodes whose outputs the model leaves untyped (exporters
+/// often omit value_info). Conservative: returns null when unsure, and the
+/// value stays `tensor<*x!onnx.unknown>`.
+Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> operands,
+                     ArrayRef<NamedAttribute> attrs, unsigned index) {
+  auto attr = [&](llvm::StringRef name) -> Attribute {
+    for (const NamedAttribute &a : attrs)
+      if (a.getName() == name)
+        return a.getValue();
+    return {};
+  };
+  auto known = [](Value v) -> ShapedType {
+    if (!v)
+      return {};
+    auto t = v.getType().dyn_cast<TensorType>();
+    return t && !t.getElementType().isa<ox::UnknownType>() ? t : ShapedType();
+  };
+  auto like = [](ShapedType t, Type elt) -> Type {
+    if (t.hasRank())
+      return RankedTensorType::get(t.getShape(), elt);
+    return UnrankedTensorType::get(elt);
+  };
+  /// Values of a 1-D int64 constant operand (an ONNX Constant or initializer).
+  auto constInts = [](Value v, SmallVectorImpl<int64_t> &out) -> bool {
+    ElementsAttr e;
+    if (auto c = v.getDefiningOp<ox::GenericNodeOp>(); c && c.getOpType() == "Constant")
+      e = c.getAttrs().getAs<ElementsAttr>("value");
+    else if (auto c = v.getDefiningOp<ox::ConstantOp>())
+      e = c.getValue() ? *c.getValue() : ElementsAttr();
+    auto dense = e ? e.dyn_cast<DenseIntElementsAttr>() : DenseIntElementsAttr();
+    if (!dense)
+      return false;
+    for (const APInt &x : dense.getValues<APInt>())
+      out.push_back(x.getSExtValue());
+    return true;
+  };
+  if (index != 0)
+    return {};
+  if (opType == "Constant") {
+    if (auto e = attr("value").dyn_cast_or_null<ElementsAttr>())
+      return e.getType();
+    Builder b(ctx);
+    if (attr("value_float"))
+      return RankedTensorType::get({}, b.getF32Type());
+    if (attr("value_int"))
+      return RankedTensorType::get({}, b.getI64Type());
+    if (auto a = attr("value_ints").dyn_cast_or_null<DenseI64ArrayAttr>())
+      return RankedTensorType::get({a.size()}, b.getI64Type());
+    if (auto a = attr("value_floats").dyn_cast_or_null<DenseF32ArrayAttr>())
+      return RankedTensorType::get({a.size()}, b.getF32Type());
+    return {};
+  }
+  if (operands.empty())
+    return {};
+  ShapedType x = known(operands[0]);
+  if (opType == "Cast") {
+    auto to = attr("to").dyn_cast_or_null<IntegerAttr>();
+    Type elt = to ? ox::getElementTypeForOnnxCode(ctx, to.getInt()) : Type();
+    return x && elt ? like(x, elt) : Type();
+  }
+  if (opType == "CastLike") {
+    ShapedType t = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    return x && t ? like(x, t.getElementType()) : Type();
+  }
+  if (!x)
+    return {};
+  static const llvm::StringSet<> sameType = {
+      "Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Exp", "Log",
+      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout"};
+  if (sameType.contains(opType))
+    return x;
+  static const llvm::StringSet<> broadcast = {"Add", "Sub", "Mul", "Div", "Pow",
+                                              "Equal", "Less", "LessOrEqual", "Greater",
+                                              "GreaterOrEqual", "And", "Or", "Where"};
+  if (broadcast.contains(opType)) {
+    SmallVector<int64_t> shape;
+    bool ranked = true, first = true;
+    for (Value v : operands) {
+      ShapedType t = known(v);
+      if (!t || !t.hasRank()) {
+        ranked = false;
+        break;
+      }
+      SmallVector<int64_t> out;
+      if (first) {
+        shape.assign(t.getShape().begin(), t.getShape().end());
+        first = false;
+      } else if (OpTrait::util::getBroadcastedShape(shape, t.getShape(), out)) {
+        shape = out;
+      } else {
+        return {};
+      }
+    }
+    Type elt = opType == "Where" ? (known(operands[1]) ? known(operands[1]).getElementType() : Type())
+                                 : x.getElementType();
+    static const llvm::StringSet<> compare = {"Equal", "Less", "LessOrEqual", "Greater",
+                                              "GreaterOrEqual"};
+    if (compare.contains(opType))
+      elt = IntegerType::get(ctx, 1);
+    if (!elt)
+      return {};
+    return ranked ? Type(RankedTensorType::get(shape, elt)) : Type(UnrankedTensorType::get(elt));
+  }
+  if (opType == "Transpose") {
+    if (!x.hasRank())
+      return x;
+    SmallVector<int64_t> perm;
+    if (auto p = attr("perm").dyn_cast_or_null<DenseI64ArrayAttr>())
+      perm.assign(p.asArrayRef().begin(), p.asArrayRef().end());
+    else
+      for (int64_t i = x.getRank() - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (static_cast<int64_t>(perm.size()) != x.getRank())
+      return {};
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= x.getRank())
+        return {};
+      shape.push_back(x.getDimSize(p));
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "MatMul") {
+    ShapedType y = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    if (!y || !x.hasRank() || !y.hasRank() || x.getRank() < 2 || y.getRank() < 2)
+      return y ? Type(UnrankedTensorType::get(x.getElementType())) : Type();
+    SmallVector<int64_t> batch;
+    if (!OpTrait::util::getBroadcastedShape(x.getShape().drop_back(2), y.getShape().drop_back(2), batch))
+      return {};
+    batch.push_back(x.getDimSize(x.getRank() - 2));
+    batch.push_back(y.getDimSize(y.getRank() - 1));
+    return RankedTensorType::get(batch, x.getElementType());
+  }
+  if (opType == "Concat") {
+    auto axisAttr = attr("axis").dyn_cast_or_null<IntegerAttr>();
+    if (!axisAttr || !x.hasRank())
+      return UnrankedTensorType::get(x.getElementType());
+    int64_t rank = x.getRank(), axis = axisAttr.getInt();
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis >= rank)
+      return {};
+    SmallVector<int64_t> shape(x.getShape().begin(), x.getShape().end());
+    shape[axis] = 0;
+    for (Value v : operands) {
+      ShapedType t = known(v);
+      if (!t || !t.hasRank() || t.getRank() != rank)
+        return UnrankedTensorType::get(x.getElementType());
+      int64_t d = t.getDimSize(axis);
+      shape[axis] = ShapedType::isDynamic(d) || ShapedType::isDynamic(shape[axis]) ? ShapedType::kDynamic
+                                                                                   : shape[axis] + d;
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "Reshape") {
+    SmallVector<int64_t> target;
+    if (operands.size() < 2 || !constInts(operands[1], target)) {
+      ShapedType s = operands.size() > 1 ? known(operands[1]) : ShapedType();
+      if (s && s.hasRank() && s.getRank() == 1 && !s.isDynamicDim(0))
+        return RankedTensorType::get(SmallVector<int64_t>(s.getDimSize(0), ShapedType::kDynamic),
+                                     x.getElementType());
+      return UnrankedTensorType::get(x.getElementType());
+    }
+    auto allowzero = attr("allowzero").dyn_cast_or_null<IntegerAttr>();
+    int64_t known = 1, infer = -1;
+    for (auto [i, d] : llvm::enumerate(target)) {
+      if (d == 0 && !(allowzero && allowzero.getInt())) {
+        d = x.hasRank() && static_cast<int64_t>(i) < x.getRank() ? x.getDimSize(i) : ShapedType::kDynamic;
+        target[i] = d;
+      }
+      if (d == -1)
+        infer = i;
+      else if (ShapedType::isDynamic(d))
+        known = -1;
+      else if (known >= 0)
+        known *= d;
+    }
+    if (infer >= 0) {
+      int64_t total = x.hasStaticShape() ? x.getNumElements() : -1;
+      target[infer] = total >= 0 && known > 0 ? total / known : ShapedType::kDynamic;
+    }
+    return RankedTensorType::get(target, x.getElementType());
+  }
+  if (opType == "SplitToSequence")
+    return ox::SeqType::get(ctx, UnrankedTensorType::get(x.getElementType()));
+  return {};
 }
 
 /// Names visible in a graph: its own values, then its enclosing graphs'.
@@ -599,7 +788,7 @@ LogicalResult Importer::importGraph(const onnx::GraphProto &graph, Block *block,
   for (const auto &init : graph.initializer()) {
     if (scope.values.count(init.name()))
       continue;
-    Location loc = NameLoc::get(builder.getStringAttr(init.name()), fileLoc);
+    Location loc = fileLoc; // messages name the tensor themselves
     auto value = convertTensor(init, loc, /*allowResource=*/true);
     if (failed(value))
       return failure();
@@ -739,10 +928,15 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
       continue;
     }
     auto it = valueTypes.find(out);
-    Type t = it != valueTypes.end() ? convertType(*it->second, loc, nullptr)
-                                    : UnrankedTensorType::get(ox::UnknownType::get(ctx));
-    if (!t)
-      return failure();
+    Type t;
+    if (it != valueTypes.end()) {
+      if (!(t = convertType(*it->second, loc, nullptr)))
+        return failure();
+    } else {
+      t = inferResultType(ctx, node.op_type(), operands, attrs, resultTypes.size());
+      if (!t)
+        t = UnrankedTensorType::get(ox::UnknownType::get(ctx));
+    }
     resultTypes.push_back(t);
   }
 
@@ -916,6 +1110,12 @@ OwningOpRef<ModuleOp> Importer::run() {
     if (v.getType() != resultTypes[i]) {
       auto vt = v.getType().dyn_cast<ShapedType>(), rt = resultTypes[i].dyn_cast<ShapedType>();
       bool unknownOut = rt && rt.getElementType().isa<ox::UnknownType>();
+      bool unknownIn = vt && vt.getElementType().isa<ox::UnknownType>();
+      if (unknownIn && !unknownOut && v.isa<OpResult>() &&
+          isa<ox::GenericNodeOp>(v.getDefiningOp())) {
+        v.setType(resultTypes[i]); // the graph declares what the untyped producer gives
+        continue;
+      }
       if (unknownOut || !vt || !rt || vt.getElementType() != rt.getElementType()) {
         if (unknownOut) {
           resultTypes[i] = v.getType();

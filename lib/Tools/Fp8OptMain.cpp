@@ -260,6 +260,7 @@ int octet::fp8OptMain(int argc, char **argv) {
   auto processChunk = [&](std::unique_ptr<llvm::MemoryBuffer> chunk, llvm::raw_ostream &os) {
     MLIRContext ctx(registry);
     ctx.allowUnregisteredDialects(false);
+    ctx.printOpOnDiagnostic(!verifyDiagnostics);
     llvm::SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(chunk), llvm::SMLoc());
     auto body = [&]() -> LogicalResult {

@@ -93,7 +93,16 @@ LogicalResult AmaxOp::verify() {
   return success();
 }
 
+/// TypeAttrOf<AnyTypeOf<...>> does not check the element list: do it here.
+static LogicalResult verifyFormat(Operation *op, Type format) {
+  if (getFormatMax(format) == 0.0)
+    return op->emitOpError() << "format must be f8E4M3FN or f8E5M2, got " << format;
+  return success();
+}
+
 LogicalResult DelayedScaleOp::verify() {
+  if (failed(verifyFormat(*this, getFormat())))
+    return failure();
   auto h = getHistory().getType().dyn_cast<RankedTensorType>();
   if (h && (h.getRank() != 1 || h.getDimSize(0) == 0))
     return emitOpError() << "history must be a non-empty 1-D tensor, got " << h;
@@ -108,6 +117,8 @@ LogicalResult DelayedScaleOp::verify() {
 }
 
 LogicalResult DynamicScaleOp::verify() {
+  if (failed(verifyFormat(*this, getFormat())))
+    return failure();
   if (getScale().getType() != getAmax().getType() || getScaleInv().getType() != getAmax().getType())
     return emitOpError("scale and scale_inv must have the amax's type");
   if (!(getEps().convertToDouble() > 0.0))

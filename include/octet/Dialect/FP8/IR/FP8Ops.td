@@ -30,21 +30,27 @@ def FP8_AmaxAlgo : I32EnumAttr<"AmaxComputeAlgo", "how an amax history becomes o
   let cppNamespace = "::octet::fp8";
   let genSpecializedAttr = 0;
 }
-def FP8_AmaxAlgoAttr : EnumAttr<FP8_Dialect, FP8_AmaxAlgo, "amax_algo">;
+def FP8_AmaxAlgoAttr : EnumAttr<FP8_Dialect, FP8_AmaxAlgo, "amax_algo"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def FP8_Accumulation : I32EnumAttr<"Accumulation", "GEMM accumulation mode", [
     I32EnumAttrCase<"fast", 0>, I32EnumAttrCase<"split", 1>]> {
   let cppNamespace = "::octet::fp8";
   let genSpecializedAttr = 0;
 }
-def FP8_AccumulationAttr : EnumAttr<FP8_Dialect, FP8_Accumulation, "accumulation">;
+def FP8_AccumulationAttr : EnumAttr<FP8_Dialect, FP8_Accumulation, "accumulation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def FP8_Reduction : I32EnumAttr<"Reduction", "collective reduction", [
     I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>]> {
   let cppNamespace = "::octet::fp8";
   let genSpecializedAttr = 0;
 }
-def FP8_ReductionAttr : EnumAttr<FP8_Dialect, FP8_Reduction, "reduction">;
+def FP8_ReductionAttr : EnumAttr<FP8_Dialect, FP8_Reduction, "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 //===----------------------------------------------------------------------===//
 // Type constraints
@@ -109,10 +115,10 @@ def FP8_DelayedScaleOp : FP8_Op<"delayed_scale", [AllTypesMatch<["history", "new
     FLT_MAX. Then the history rolls: slot 0 takes `new_amax`, the rest shift
     by one. Results: the new history, scale and scale_inv.
     Example:
-    `%h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 0 : i64, algo = #fp8.amax_algo<max>} : tensor<1024xf32>, tensor<f32>, tensor<f32>`
+    `%h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 0 : si64, algo = #fp8.amax_algo<max>} : tensor<1024xf32>, tensor<f32>, tensor<f32>`
   }];
   let arguments = (ins FP8_ScaleTensor:$history, FP8_ScaleTensor:$prev_scale, FP8_ScaleTensor:$new_amax,
-                   TypeAttrOf<FP8_Element>:$format, DefaultValuedAttr<I64Attr, "0">:$margin,
+                   TypeAttrOf<FP8_Element>:$format, DefaultValuedAttr<SI64Attr, "0">:$margin,
                    DefaultValuedAttr<FP8_AmaxAlgoAttr, "::octet::fp8::AmaxComputeAlgo::max">:$algo,
                    DefaultValuedAttr<BoolAttr, "false">:$power_of_two);
   let results = (outs FP8_ScaleTensor:$new_history, FP8_ScaleTensor:$scale, FP8_ScaleTensor:$scale_inv);

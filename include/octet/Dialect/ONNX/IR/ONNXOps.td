@@ -114,14 +114,16 @@ class ONNX_Binary<string mnemonic, Type operandTy, Type resultTy, string desc,
 // Structural ops
 //===----------------------------------------------------------------------===//
 
-def ONNX_InitializerOp : ONNX_Op<"initializer", [Pure]> {
+def ONNX_InitializerOp : ONNX_Op<"initializer", [Pure,
+    TypesMatchWith<"result type matches the value's type", "value", "output",
+                   "$_self">]> {
   let summary = "A graph initializer: a named tensor (trainable weights live here)";
   let description = [{
-    Example: `%w = onnx.initializer "h.0.attn.c_attn.weight" dense<...> : tensor<64x192xf32>`
+    Example: `%w = onnx.initializer "h.0.attn.c_attn.weight" = dense<...> : tensor<64x192xf32>`
   }];
   let arguments = (ins StrAttr:$name, ElementsAttr:$value);
   let results = (outs AnyTensor:$output);
-  let assemblyFormat = "$name $value attr-dict `:` type($output)";
+  let assemblyFormat = "$name `=` $value attr-dict";
   let hasVerifier = 1;
 }
 

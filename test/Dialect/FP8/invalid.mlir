@@ -1,0 +1,175 @@
+// RUN: fp8-opt %s -split-input-file -verify-diagnostics
+
+func.func @cast_shape(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<16x32xf8E4M3FN> {
+  // expected-error @+1 {{input and result shapes differ}}
+  %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x32xf8E4M3FN>
+  return %q : tensor<16x32xf8E4M3FN>
+}
+
+// -----
+
+func.func @cast_scale(%x: tensor<16x64xf32>, %s: tensor<64xf32>) -> tensor<16x64xf8E4M3FN> {
+  // expected-error @+1 {{scale must be per-tensor (0-d) or per-row ([..., 1])}}
+  %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<64xf32> -> tensor<16x64xf8E4M3FN>
+  return %q : tensor<16x64xf8E4M3FN>
+}
+
+// -----
+
+func.func @cast_rows(%x: tensor<16x64xf32>, %s: tensor<8x1xf32>) -> tensor<16x64xf8E4M3FN> {
+  // expected-error @+1 {{scale shape 'tensor<8x1xf32>' is not per-row for 'tensor<16x64xf32>'}}
+  %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<8x1xf32> -> tensor<16x64xf8E4M3FN>
+  return %q : tensor<16x64xf8E4M3FN>
+}
+
+// -----
+
+func.func @dequantize_shape(%q: tensor<4xf8E5M2>, %s: tensor<f32>) -> tensor<8xf32> {
+  // expected-error @+1 {{input and result shapes differ}}
+  %x = fp8.dequantize %q, %s : tensor<4xf8E5M2>, tensor<f32> -> tensor<8xf32>
+  return %x : tensor<8xf32>
+}
+
+// -----
+
+func.func @amax_tensor(%x: tensor<16x64xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{a per-tensor amax must be 0-d}}
+  %a = fp8.amax %x : tensor<16x64xf32> -> tensor<16xf32>
+  return %a : tensor<16xf32>
+}
+
+// -----
+
+func.func @amax_rows(%x: tensor<16x64xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{rowwise amax must have shape [..., 1] matching the input}}
+  %a = fp8.amax %x {rowwise = true} : tensor<16x64xf32> -> tensor<16xf32>
+  return %a : tensor<16xf32>
+}
+
+// -----
+
+func.func @amax_rank0(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{rowwise amax needs an input of rank >= 1}}
+  %a = fp8.amax %x {rowwise = true} : tensor<f32> -> tensor<f32>
+  return %a : tensor<f32>
+}
+
+// -----
+
+func.func @history_rank(%h: tensor<4x4xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{history must be a non-empty 1-D tensor}}
+  %h2, %n, %ni = fp8.delayed_scale %h, %s, %s {format = f8E4M3FN} : tensor<4x4xf32>, tensor<f32>, tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+func.func @history_scale(%h: tensor<16xf32>, %s: tensor<2xf32>, %a: tensor<f32>) -> tensor<2xf32> {
+  // expected-error @+1 {{scales and amax must be 0-d}}
+  %h2, %n, %ni = fp8.delayed_scale %h, %s, %a {format = f8E4M3FN} : tensor<16xf32>, tensor<2xf32>, tensor<f32>
+  return %n : tensor<2xf32>
+}
+
+// -----
+
+func.func @margin(%h: tensor<16xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{margin must be >= 0, got -1}}
+  %h2, %n, %ni = fp8.delayed_scale %h, %s, %s {format = f8E5M2, margin = -1 : si64} : tensor<16xf32>, tensor<f32>, tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+func.func @format(%h: tensor<16xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{format must be f8E4M3FN or f8E5M2, got 'f16'}}
+  %h2, %n, %ni = fp8.delayed_scale %h, %s, %s {format = f16} : tensor<16xf32>, tensor<f32>, tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+func.func @eps(%a: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{eps must be positive}}
+  %s, %si = fp8.dynamic_scale %a {format = f8E4M3FN, eps = 0.0 : f32} : tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+func.func @e5m2_both(%a: tensor<16x64xf8E5M2>, %b: tensor<64x32xf8E5M2>, %s: tensor<f32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{E5M2 x E5M2 is not supported by FP8 tensor cores}}
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E5M2>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_k(%a: tensor<16x64xf8E4M3FN>, %b: tensor<32x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{contraction dimensions differ: K=64 vs K=32}}
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E4M3FN>, tensor<32x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_b_rank(%a: tensor<16x64xf8E4M3FN>, %b: tensor<2x64x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{B must be 2-D}}
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E4M3FN>, tensor<2x64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_a_rank(%a: tensor<64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<32xbf16> {
+  // expected-error @+1 {{A must have rank >= 2}}
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32xbf16>
+  return %d : tensor<32xbf16>
+}
+
+// -----
+
+func.func @gemm_fp8_out(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xf8E4M3FN> {
+  // expected-error @+1 {{an FP8 output needs a d_scale operand}}
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
+  return %d : tensor<16x32xf8E4M3FN>
+}
+
+// -----
+
+func.func @gemm_d_scale(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{d_scale is only meaningful for an FP8 output}}
+  %d = fp8.gemm %a, %b, %s, %s d_scale %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_amax(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{with_amax requires exactly one d_amax result}}
+  %d = fp8.gemm %a, %b, %s, %s {with_amax = true} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_scales(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %r: tensor<16x1xf32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{operand scales must be per-tensor (0-d)}}
+  %d = fp8.gemm %a, %b, %r, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<16x1xf32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @all_reduce_types(%q: tensor<64xf8E5M2>, %s: tensor<f32>) -> tensor<64xf8E4M3FN> {
+  // expected-error @+1 {{input and result types must match}}
+  %r = fp8.all_reduce %q, %s : tensor<64xf8E5M2>, tensor<f32> -> tensor<64xf8E4M3FN>
+  return %r : tensor<64xf8E4M3FN>
+}
+
+// -----
+
+func.func @all_reduce_scale(%q: tensor<64xf8E5M2>, %s: tensor<4xf32>) -> tensor<64xf8E5M2> {
+  // expected-error @+1 {{scale_inv must be per-tensor (0-d)}}
+  %r = fp8.all_reduce %q, %s : tensor<64xf8E5M2>, tensor<4xf32> -> tensor<64xf8E5M2>
+  return %r : tensor<64xf8E5M2>
+}

@@ -1,0 +1,44 @@
+// RUN: fp8-opt %s -split-input-file | fp8-opt -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func.func @delayed
+// CHECK: %[[A:.+]] = fp8.amax %{{.+}} : tensor<16x64xbf16> -> tensor<f32>
+// CHECK: fp8.delayed_scale %{{.+}}, %{{.+}}, %[[A]] {algo = #fp8.amax_algo<most_recent>, format = f8E4M3FN, margin = 1 : si64}
+// CHECK: fp8.cast %{{.+}}, %{{.+}} : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>
+// CHECK: fp8.dequantize
+func.func @delayed(%x: tensor<16x64xbf16>, %h: tensor<1024xf32>, %s0: tensor<f32>) -> tensor<16x64xbf16> {
+  %a = fp8.amax %x : tensor<16x64xbf16> -> tensor<f32>
+  %h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 1 : si64, algo = #fp8.amax_algo<most_recent>} : tensor<1024xf32>, tensor<f32>, tensor<f32>
+  %q = fp8.cast %x, %s : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>
+  %d = fp8.dequantize %q, %si : tensor<16x64xf8E4M3FN>, tensor<f32> -> tensor<16x64xbf16>
+  return %d : tensor<16x64xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @dynamic_rowwise
+// CHECK: fp8.amax %{{.+}} {rowwise = true} : tensor<16x64xf32> -> tensor<16x1xf32>
+// CHECK: fp8.dynamic_scale %{{.+}} {format = f8E4M3FN, power_of_two = true} : tensor<16x1xf32>
+// CHECK: fp8.cast {{.*}} {saturate = false}
+func.func @dynamic_rowwise(%x: tensor<16x64xf32>) -> tensor<16x64xf8E4M3FN> {
+  %a = fp8.amax %x {rowwise = true} : tensor<16x64xf32> -> tensor<16x1xf32>
+  %s, %si = fp8.dynamic_scale %a {format = f8E4M3FN, power_of_two = true} : tensor<16x1xf32>
+  %q = fp8.cast %x, %s {saturate = false} : tensor<16x64xf32>, tensor<16x1xf32> -> tensor<16x64xf8E4M3FN>
+  return %q : tensor<16x64xf8E4M3FN>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @gemms
+// CHECK: fp8.gemm %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+// CHECK: fp8.gemm {{.*}} bias %{{.+}} {accumulation = #fp8.accumulation<split>, transpose_b = true, with_amax = true}
+// CHECK-SAME: -> (tensor<16x32xf32>, tensor<f32>)
+// CHECK: fp8.gemm {{.*}} d_scale %{{.+}} :
+// CHECK: fp8.all_reduce %{{.+}}, %{{.+}} {reduction = #fp8.reduction<max>} : tensor<32x64xf8E5M2>
+func.func @gemms(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %g: tensor<32x64xf8E5M2>,
+                 %s: tensor<f32>, %bias: tensor<32xf32>) -> (tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>) {
+  %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
+  %e, %amax = fp8.gemm %a, %g, %s, %s bias %bias {transpose_b = true, accumulation = #fp8.accumulation<split>, with_amax = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<f32>, tensor<f32>, tensor<32xf32>) -> (tensor<16x32xf32>, tensor<f32>)
+  %f = fp8.gemm %a, %b, %s, %s d_scale %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
+  %r = fp8.all_reduce %g, %s {reduction = #fp8.reduction<max>} : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %d, %e, %amax, %f, %r : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>
+}

@@ -1,0 +1,21 @@
+# lit configuration for Octet's regression tests.
+import os
+import lit.formats
+
+config.name = "Octet"
+config.test_format = lit.formats.ShTest(not lit.util.which("bash") is None)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.octet_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "models", "tools", "unit",
+                   "package", "fuzz", "Inputs"]
+config.environment["PATH"] = os.pathsep.join(
+    [config.octet_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+for var in ("HOME", "TMPDIR"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%models", config.models_dir))
+config.substitutions.append(("%exported", os.path.join(config.test_source_root, "models", "exported")))
+config.substitutions.append(("%ort-compare", config.python + " " +
+                             os.path.join(config.test_source_root, "tools", "ort_compare.py")))

@@ -1,0 +1,25 @@
+# Installs Octet into a scratch prefix, builds a consumer with find_package(Octet)
+# and runs it. Invoked by ctest (package-consumer).
+set(prefix ${OCTET_BINARY_DIR}/test/package/prefix)
+set(build ${OCTET_BINARY_DIR}/test/package/build)
+file(REMOVE_RECURSE ${prefix} ${build})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${OCTET_BINARY_DIR} --prefix ${prefix}
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${OCTET_SOURCE_DIR}/test/package/consumer -B ${build}
+                        -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer failed:\n${out}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${build} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed:\n${out}")
+endif()
+execute_process(COMMAND ${build}/octet-consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc OR NOT out MATCHES "linear candidates: 1")
+  message(FATAL_ERROR "consumer failed (${rc}):\n${out}\n${err}")
+endif()
+message(STATUS "consumer ran the installed pass library:\n${out}")
