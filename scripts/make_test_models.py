@@ -39,8 +39,8 @@ f32 = rng.standard_normal((2, 3)).astype(np.float32)
 inits = [
     nh.from_array(f32, "w_raw"),
     h.make_tensor("w_floats", TP.FLOAT, [2, 3], f32.flatten().tolist()),
-    h.make_tensor("w_f16", TP.FLOAT16, [2, 3], np.float16(f32).view(np.uint16).flatten().tolist()),
-    h.make_tensor("w_bf16", TP.BFLOAT16, [2, 3], [0x3F80, 0x4000, 0xBF80, 0, 0x3F00, 0x4040]),
+    h.make_tensor("w_f16", TP.FLOAT16, [2, 3], [0.5, -1.25, 2.0, 1024.0, 0.0, -3.0]),  # int32_data
+    h.make_tensor("w_bf16", TP.BFLOAT16, [2, 3], [1.0, 2.0, -1.0, 0.0, 0.5, 3.0]),
     h.make_tensor("w_f64", TP.DOUBLE, [2, 3], f32.astype(np.float64).flatten().tolist()),
     h.make_tensor("w_i64", TP.INT64, [3], [1, -2, 3]),
     h.make_tensor("w_i8", TP.INT8, [3], [-1, 2, -3]),

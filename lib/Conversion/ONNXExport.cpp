@@ -391,9 +391,10 @@ LogicalResult Exporter::run(func::FuncOp func, onnx::ModelProto &model) {
   if (auto opsets = m->getAttrOfType<DictionaryAttr>(ox::kOpsetImportAttr)) {
     for (NamedAttribute o : opsets) {
       auto *id = model.add_opset_import();
-      id->set_domain(o.getName().str());
+      bool isDefault = o.getName() == "ai.onnx" || o.getName().getValue().empty();
+      id->set_domain(isDefault ? "" : o.getName().str());
       int64_t v = o.getValue().cast<IntegerAttr>().getInt();
-      id->set_version(o.getName().getValue().empty() && hasFloat8 ? std::max<int64_t>(v, 19) : v);
+      id->set_version(isDefault && hasFloat8 ? std::max<int64_t>(v, 19) : v);
     }
   } else {
     auto *id = model.add_opset_import();

@@ -129,6 +129,8 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
       e = c.getAttrs().getAs<ElementsAttr>("value");
     else if (auto c = v.getDefiningOp<ox::ConstantOp>())
       e = c.getValue() ? *c.getValue() : ElementsAttr();
+    else if (auto init = v.getDefiningOp<ox::InitializerOp>())
+      e = init.getValue();
     auto dense = e ? e.dyn_cast<DenseIntElementsAttr>() : DenseIntElementsAttr();
     if (!dense)
       return false;
@@ -282,6 +284,48 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
       target[infer] = total >= 0 && known > 0 ? total / known : ShapedType::kDynamic;
     }
     return RankedTensorType::get(target, x.getElementType());
+  }
+  if (opType == "ReduceMean" || opType == "ReduceSum" || opType == "ReduceMax") {
+    auto keep = attr("keepdims").dyn_cast_or_null<IntegerAttr>();
+    bool keepdims = !keep || keep.getInt() != 0;
+    SmallVector<int64_t> axes;
+    bool haveAxes = operands.size() > 1 && !operands[1].getType().isa<NoneType>();
+    if (!x.hasRank() || (haveAxes && !constInts(operands[1], axes)))
+      return UnrankedTensorType::get(x.getElementType());
+    if (!haveAxes) { // all axes (noop_with_empty_axes aside)
+      auto noop = attr("noop_with_empty_axes").dyn_cast_or_null<IntegerAttr>();
+      if (noop && noop.getInt())
+        return x;
+      for (int64_t i = 0; i < x.getRank(); ++i)
+        axes.push_back(i);
+    }
+    SmallVector<bool> reduced(x.getRank(), false);
+    for (int64_t a : axes) {
+      if (a < 0)
+        a += x.getRank();
+      if (a < 0 || a >= x.getRank())
+        return {};
+      reduced[a] = true;
+    }
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < x.getRank(); ++i)
+      if (!reduced[i])
+        shape.push_back(x.getDimSize(i));
+      else if (keepdims)
+        shape.push_back(1);
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "QuantizeLinear") {
+    ShapedType zp = operands.size() > 2 ? known(operands[2]) : ShapedType();
+    if (zp)
+      return like(x, zp.getElementType());
+    bool noZeroPoint = operands.size() < 3 || operands[2].getType().isa<NoneType>();
+    return noZeroPoint && !attr("output_dtype") ? like(x, IntegerType::get(ctx, 8, IntegerType::Unsigned))
+                                                : Type();
+  }
+  if (opType == "DequantizeLinear") {
+    ShapedType scale = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    return scale ? like(x, scale.getElementType()) : Type();
   }
   if (opType == "SplitToSequence")
     return ox::SeqType::get(ctx, UnrankedTensorType::get(x.getElementType()));
@@ -1024,7 +1068,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   Builder b(ctx);
   SmallVector<NamedAttribute> opsetAttrs;
   for (const auto &o : model.opset_import())
-    opsetAttrs.push_back(b.getNamedAttr(o.domain() == "ai.onnx" ? "" : o.domain(),
+    // The default domain is spelled "ai.onnx": an empty attribute name does not parse back.
+    opsetAttrs.push_back(b.getNamedAttr(o.domain().empty() ? "ai.onnx" : o.domain(),
                                         b.getI64IntegerAttr(o.version())));
   Operation *m = module->getOperation();
   m->setAttr(ox::kIrVersionAttr, b.getI64IntegerAttr(model.ir_version()));

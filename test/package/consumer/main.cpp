@@ -22,7 +22,7 @@ int main() {
   if (!module)
     return 1;
   mlir::PassManager pm(&ctx);
-  if (mlir::failed(mlir::parsePassPipeline("builtin.module(octet-model-summary)", pm)) ||
+  if (mlir::failed(mlir::parsePassPipeline("octet-model-summary", pm)) ||
       mlir::failed(pm.run(*module)))
     return 1;
   return 0;

@@ -46,7 +46,7 @@ int64_t octet::onnx_dialect::getOpsetVersion(Operation *op, StringRef domain) {
     auto dict = cur->getAttrOfType<DictionaryAttr>(kOpsetImportAttr);
     if (!dict)
       continue;
-    StringRef key = domain == "ai.onnx" ? "" : domain;
+    StringRef key = domain.empty() ? "ai.onnx" : domain;
     if (auto v = dict.getAs<IntegerAttr>(key))
       return v.getInt();
     return 0;
