@@ -1096,19 +1096,26 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &t : graph.initializer())
     inits[t.name()] = &t;
 
+  // A graph input/output: its type, name and symbolic dim names.
+  auto signatureEntry = [&](const onnx::ValueInfoProto &vi, Location loc,
+                            SmallVectorImpl<NamedAttribute> &attrs) -> Type {
+    SmallVector<Attribute> dimParams;
+    Type t = vi.has_type() ? convertType(vi.type(), loc, &dimParams)
+                           : UnrankedTensorType::get(ox::UnknownType::get(ctx));
+    attrs.push_back(b.getNamedAttr(ox::kNameAttr, b.getStringAttr(vi.name())));
+    if (llvm::any_of(dimParams, [](Attribute a) { return !a.cast<StringAttr>().getValue().empty(); }))
+      attrs.push_back(b.getNamedAttr(ox::kDimParamsAttr, b.getArrayAttr(dimParams)));
+    return t;
+  };
   // Signature: graph inputs (an initializer of the same name is a default).
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
   for (const auto &in : graph.input()) {
-    SmallVector<Attribute> dimParams;
     Location loc = NameLoc::get(b.getStringAttr(in.name()), fileLoc);
-    Type t = in.has_type() ? convertType(in.type(), loc, &dimParams)
-                           : UnrankedTensorType::get(ox::UnknownType::get(ctx));
+    SmallVector<NamedAttribute> attrs;
+    Type t = signatureEntry(in, loc, attrs);
     if (!t)
       return nullptr;
-    SmallVector<NamedAttribute> attrs{b.getNamedAttr(ox::kNameAttr, b.getStringAttr(in.name()))};
-    if (llvm::any_of(dimParams, [](Attribute a) { return !a.cast<StringAttr>().getValue().empty(); }))
-      attrs.push_back(b.getNamedAttr(ox::kDimParamsAttr, b.getArrayAttr(dimParams)));
     if (auto it = inits.find(in.name()); it != inits.end()) {
       auto v = convertTensor(*it->second, loc, true);
       if (failed(v))
@@ -1121,15 +1128,10 @@ OwningOpRef<ModuleOp> Importer::run() {
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
   for (const auto &out : graph.output()) {
-    SmallVector<Attribute> dimParams;
-    Location loc = NameLoc::get(b.getStringAttr(out.name()), fileLoc);
-    Type t = out.has_type() ? convertType(out.type(), loc, &dimParams)
-                            : UnrankedTensorType::get(ox::UnknownType::get(ctx));
+    SmallVector<NamedAttribute> attrs;
+    Type t = signatureEntry(out, NameLoc::get(b.getStringAttr(out.name()), fileLoc), attrs);
     if (!t)
       return nullptr;
-    SmallVector<NamedAttribute> attrs{b.getNamedAttr(ox::kNameAttr, b.getStringAttr(out.name()))};
-    if (llvm::any_of(dimParams, [](Attribute a) { return !a.cast<StringAttr>().getValue().empty(); }))
-      attrs.push_back(b.getNamedAttr(ox::kDimParamsAttr, b.getArrayAttr(dimParams)));
     resultTypes.push_back(t);
     resultAttrs.push_back(b.getDictionaryAttr(attrs));
   }

@@ -230,21 +230,16 @@ OCTET_BINARY_VERIFIER(AndOp, true)
 OCTET_BINARY_VERIFIER(OrOp, true)
 #undef OCTET_BINARY_VERIFIER
 
-LogicalResult MaxOp::verify() {
-  if (getData_0().empty())
-    return emitOpError("needs at least one input");
-  if (failed(verifySameElementType(*this, getData_0(), "inputs")))
+/// Max and Min: one or more inputs of one element type, broadcast together.
+static LogicalResult verifyVariadicBroadcast(Operation *op, ValueRange inputs, Value result) {
+  if (inputs.empty())
+    return op->emitOpError("needs at least one input");
+  if (failed(verifySameElementType(op, inputs, "inputs")))
     return failure();
-  return verifyBroadcast(*this, getData_0(), getMax());
+  return verifyBroadcast(op, inputs, result);
 }
-
-LogicalResult MinOp::verify() {
-  if (getData_0().empty())
-    return emitOpError("needs at least one input");
-  if (failed(verifySameElementType(*this, getData_0(), "inputs")))
-    return failure();
-  return verifyBroadcast(*this, getData_0(), getMin());
-}
+LogicalResult MaxOp::verify() { return verifyVariadicBroadcast(*this, getData_0(), getMax()); }
+LogicalResult MinOp::verify() { return verifyVariadicBroadcast(*this, getData_0(), getMin()); }
 
 LogicalResult WhereOp::verify() {
   if (failed(verifySameElementType(*this, {getX(), getY(), getOutput()}, "X, Y and the result")))
