@@ -370,18 +370,15 @@ private:
 
   // Graphs and nodes.
   LogicalResult importGraph(const onnx::GraphProto &graph, Block *block, Scope &scope,
-                            const llvm::StringMap<int64_t> &opsets, bool isMain,
-                            SmallVectorImpl<Value> *outputs);
+                            const llvm::StringMap<int64_t> &opsets, SmallVectorImpl<Value> *outputs);
   LogicalResult importNode(const onnx::NodeProto &node, Scope &scope,
                            const llvm::StringMap<int64_t> &opsets,
                            const llvm::StringMap<const onnx::TypeProto *> &valueTypes,
                            const std::string &namePrefix,
                            const onnx::NodeProto *caller);
   LogicalResult inlineFunction(const onnx::FunctionProto &fn, const onnx::NodeProto &node,
-                               Scope &scope,
-                               const llvm::StringMap<const onnx::TypeProto *> &valueTypes,
-                               const std::string &namePrefix, const onnx::NodeProto *caller);
-  LogicalResult sortNodes(const onnx::GraphProto &graph, const Scope &scope,
+                               Scope &scope, const std::string &namePrefix);
+  LogicalResult sortNodes(const Scope &scope,
                           llvm::ArrayRef<const onnx::NodeProto *> nodes,
                           std::vector<const onnx::NodeProto *> &order,
                           const llvm::StringSet<> &graphInputs);
@@ -721,7 +718,7 @@ FailureOr<Attribute> Importer::convertAttribute(const onnx::AttributeProto &a, L
 /// Orders nodes so that every value is defined before use (Kahn's algorithm,
 /// keeping the file order where it already is one). Reports dangling inputs
 /// and cycles at the node.
-LogicalResult Importer::sortNodes(const onnx::GraphProto &graph, const Scope &scope,
+LogicalResult Importer::sortNodes(const Scope &scope,
                                   llvm::ArrayRef<const onnx::NodeProto *> nodes,
                                   std::vector<const onnx::NodeProto *> &order,
                                   const llvm::StringSet<> &graphInputs) {
@@ -807,7 +804,7 @@ LogicalResult Importer::sortNodes(const onnx::GraphProto &graph, const Scope &sc
 }
 
 LogicalResult Importer::importGraph(const onnx::GraphProto &graph, Block *block, Scope &scope,
-                                    const llvm::StringMap<int64_t> &opsets, bool isMain,
+                                    const llvm::StringMap<int64_t> &opsets,
                                     SmallVectorImpl<Value> *outputs) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(block);
@@ -843,7 +840,7 @@ LogicalResult Importer::importGraph(const onnx::GraphProto &graph, Block *block,
   std::vector<const onnx::NodeProto *> nodes, order;
   for (const auto &n : graph.node())
     nodes.push_back(&n);
-  if (failed(sortNodes(graph, scope, nodes, order, graphInputs)))
+  if (failed(sortNodes(scope, nodes, order, graphInputs)))
     return failure();
   for (const onnx::NodeProto *n : order)
     if (failed(importNode(*n, scope, opsets, valueTypes, "", nullptr)))
@@ -857,15 +854,11 @@ LogicalResult Importer::importGraph(const onnx::GraphProto &graph, Block *block,
              failure();
     outputs->push_back(v);
   }
-  (void)isMain;
   return success();
 }
 
 LogicalResult Importer::inlineFunction(const onnx::FunctionProto &fn, const onnx::NodeProto &node,
-                                       Scope &scope,
-                                       const llvm::StringMap<const onnx::TypeProto *> &valueTypes,
-                                       const std::string &namePrefix,
-                                       const onnx::NodeProto *caller) {
+                                       Scope &scope, const std::string &namePrefix) {
   if (++inlineDepth > 64)
     return emitError(fileLoc) << "model-local function '" << fn.name()
                               << "' calls itself recursively",
@@ -899,8 +892,6 @@ LogicalResult Importer::inlineFunction(const onnx::FunctionProto &fn, const onnx
              failure();
     scope.values[node.output(i)] = v;
   }
-  (void)valueTypes;
-  (void)caller;
   --inlineDepth;
   return success();
 }
@@ -914,7 +905,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
     return emitError(loc) << "node has no op_type", failure();
 
   if (const onnx::FunctionProto *fn = findFunction(node))
-    return inlineFunction(*fn, node, scope, valueTypes, namePrefix, caller);
+    return inlineFunction(*fn, node, scope, namePrefix);
 
   // Attributes; `ref_attr_name` refers to the calling node's attribute.
   SmallVector<NamedAttribute> attrs;
@@ -1047,7 +1038,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
       sub.values[in.name()] = body->addArgument(t, loc);
     }
     SmallVector<Value> outs;
-    if (failed(importGraph(*g, body, sub, opsets, /*isMain=*/false, &outs)))
+    if (failed(importGraph(*g, body, sub, opsets, &outs)))
       return failure();
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToEnd(body);
@@ -1149,7 +1140,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (auto [in, arg] : llvm::zip(graph.input(), entry->getArguments()))
     scope.values[in.name()] = arg;
   SmallVector<Value> outputs;
-  if (failed(importGraph(graph, entry, scope, opsetMap(model.opset_import()), true, &outputs)))
+  if (failed(importGraph(graph, entry, scope, opsetMap(model.opset_import()), &outputs)))
     return nullptr;
   // Output types come from the graph's declaration; a value of a refined type
   // is returned as is when compatible.
