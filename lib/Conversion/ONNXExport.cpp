@@ -105,42 +105,19 @@ LogicalResult Exporter::exportTensor(ElementsAttr attr, onnx::TensorProto &t, Lo
   if (code == 0)
     return emitError(loc) << "element type " << elt << " has no ONNX form";
   t.set_data_type(static_cast<int32_t>(code));
-  int64_t n = type.getNumElements();
 
-  if (auto res = attr.dyn_cast<DenseResourceElementsAttr>()) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob)
-      return emitError(loc) << "tensor '" << t.name() << "' refers to a resource blob with no data";
-    ArrayRef<char> data = blob->getData();
-    t.set_raw_data(data.data(), data.size());
-    return success();
-  }
-  auto dense = attr.dyn_cast<DenseElementsAttr>();
-  if (!dense)
-    return emitError(loc) << "only dense and resource tensors can be exported";
-  if (code == onnx::TensorProto::STRING) {
+  if (auto dense = attr.dyn_cast<DenseElementsAttr>(); dense && code == onnx::TensorProto::STRING) {
     for (StringRef s : dense.getValues<StringRef>())
       t.add_string_data(s.str());
     return success();
   }
-  if (elt.isInteger(1)) {
-    std::string raw(n, '\0');
-    int64_t i = 0;
-    for (bool b : dense.getValues<bool>())
-      raw[i++] = b ? 1 : 0;
-    t.set_raw_data(raw);
-    return success();
+  std::string raw;
+  if (failed(ox::getRawTensorBytes(attr, raw))) {
+    if (attr.isa<DenseResourceElementsAttr>())
+      return emitError(loc) << "tensor '" << t.name() << "' refers to a resource blob with no data";
+    return emitError(loc) << "only dense and resource tensors can be exported";
   }
-  ArrayRef<char> raw = dense.getRawData();
-  if (dense.isSplat() && n != 1) {
-    std::string out;
-    out.reserve(raw.size() * n);
-    for (int64_t i = 0; i < n; ++i)
-      out.append(raw.data(), raw.size());
-    t.set_raw_data(out);
-  } else {
-    t.set_raw_data(raw.data(), raw.size());
-  }
+  t.set_raw_data(std::move(raw));
   return success();
 }
 

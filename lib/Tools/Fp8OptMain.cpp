@@ -3,6 +3,7 @@
 
 #include "octet/Conversion/ONNXExport.h"
 #include "octet/Conversion/ONNXImport.h"
+#include "octet/Conversion/PlanExport.h"
 #include "octet/InitAll.h"
 #include "octet/Passes/Passes.h"
 #include "octet/Support/ProtoIO.h"
@@ -38,7 +39,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class Emit { Auto, MLIR, ONNX };
+enum class Emit { Auto, MLIR, ONNX, Plan };
 enum class InputFormat { Auto, MLIR, ONNX };
 
 /// "file: 'node'" / "file:line:col" / "file" for one-line diagnostics.
@@ -116,7 +117,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<Emit> emit(
       "emit", cl::desc("Output format (default: from the -o extension, else mlir)"),
       cl::values(clEnumValN(Emit::MLIR, "mlir", "MLIR text"),
-                 clEnumValN(Emit::ONNX, "onnx", "ONNX ModelProto (binary protobuf)")),
+                 clEnumValN(Emit::ONNX, "onnx", "ONNX ModelProto (binary protobuf)"),
+                 clEnumValN(Emit::Plan, "plan", "runtime plan for fp8-run (docs/PLAN.md)")),
       cl::init(Emit::Auto), cl::cat(category));
   static cl::opt<InputFormat> inputFormat(
       "input-format", cl::desc("Input format (default: from the extension, else sniffed)"),
@@ -197,7 +199,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   }
   Emit out = emit;
   if (out == Emit::Auto)
-    out = llvm::sys::path::extension(outputFilename) == ".onnx" ? Emit::ONNX : Emit::MLIR;
+    out = llvm::sys::path::extension(outputFilename) == ".onnx"  ? Emit::ONNX
+          : llvm::sys::path::extension(outputFilename) == ".plan" ? Emit::Plan
+                                                                  : Emit::MLIR;
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 
@@ -222,8 +226,12 @@ int octet::fp8OptMain(int argc, char **argv) {
       return success();
     }
     std::string bytes;
-    if (failed(exportToOnnxBytes(module, bytes)))
+    if (out == Emit::Plan) {
+      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION)))
+        return failure();
+    } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();
+    }
     os << bytes;
     return success();
   };

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallSet.h"
@@ -39,6 +40,39 @@ StringRef ONNXDialect::getOnnxOpType(Operation *op) {
     return "";
   // Typed ops are named after their ONNX op_type.
   return op->getName().stripDialect();
+}
+
+LogicalResult octet::onnx_dialect::getRawTensorBytes(ElementsAttr attr, std::string &out) {
+  auto type = attr.getType().cast<ShapedType>();
+  int64_t n = type.getNumElements();
+  if (auto res = attr.dyn_cast<DenseResourceElementsAttr>()) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob)
+      return failure();
+    ArrayRef<char> data = blob->getData();
+    out.assign(data.data(), data.size());
+    return success();
+  }
+  auto dense = attr.dyn_cast<DenseElementsAttr>();
+  if (!dense || type.getElementType().isa<StringType>())
+    return failure();
+  if (type.getElementType().isInteger(1)) {
+    out.assign(n, '\0');
+    int64_t i = 0;
+    for (bool b : dense.getValues<bool>())
+      out[i++] = b ? 1 : 0;
+    return success();
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat() && n != 1) {
+    out.clear();
+    out.reserve(raw.size() * n);
+    for (int64_t i = 0; i < n; ++i)
+      out.append(raw.data(), raw.size());
+  } else {
+    out.assign(raw.data(), raw.size());
+  }
+  return success();
 }
 
 int64_t octet::onnx_dialect::getOpsetVersion(Operation *op, StringRef domain) {

@@ -46,6 +46,11 @@ mlir::Type getElementTypeForOnnxCode(mlir::MLIRContext *ctx, int64_t code);
 int64_t getOnnxCodeForElementType(mlir::Type type);
 /// "FLOAT", "FLOAT8E4M3FN", ... for diagnostics.
 llvm::StringRef getOnnxTypeName(int64_t code);
+
+/// The little-endian row-major bytes of a dense or resource tensor, splats
+/// expanded and i1 stored one byte per element (ONNX raw_data). Fails for
+/// strings, sparse tensors and resources without data.
+mlir::LogicalResult getRawTensorBytes(mlir::ElementsAttr attr, std::string &out);
 } // namespace octet::onnx_dialect
 
 #endif // OCTET_DIALECT_ONNX_IR_ONNX_H

@@ -1,0 +1,35 @@
+//===- PlanExport.h - MLIR (onnx + fp8 dialects) -> runtime plan ----------===//
+//
+// Writes the artifact the runtime executes (format: docs/PLAN.md, reader:
+// runtime/src/Plan.cpp). The function must hold only onnx-dialect and
+// fp8-dialect ops: recognized layers are lowered first (octet-lower-layers).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_CONVERSION_PLANEXPORT_H
+#define OCTET_CONVERSION_PLANEXPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+
+namespace octet {
+
+/// Plan format version written; runtime/include/octet/runtime/Plan.h reads it.
+constexpr unsigned kPlanFormatVersion = 1;
+
+/// Attribute names that connect the IR to the plan.
+/// On an onnx.initializer: the tensor is FP8 scaling state (kind "state").
+constexpr llvm::StringLiteral kFp8StateAttr = "octet.fp8_state";
+/// On a function result: the new value of the named state initializer.
+constexpr llvm::StringLiteral kStateUpdateAttr = "octet.state_update";
+/// On any op: an array of names for its results (plan values, ONNX names).
+constexpr llvm::StringLiteral kResultNamesAttr = "octet.result_names";
+/// On the module: the recipe the graph was rewritten for.
+constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
+
+mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer);
+
+} // namespace octet
+
+#endif

@@ -1,0 +1,377 @@
+//===- PlanExport.cpp - MLIR -> runtime plan -------------------------------===//
+#include "octet/Conversion/PlanExport.h"
+
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+
+namespace {
+
+StringRef dtypeName(Type t) {
+  if (t.isF32())
+    return "float32";
+  if (t.isF64())
+    return "float64";
+  if (t.isF16())
+    return "float16";
+  if (t.isBF16())
+    return "bfloat16";
+  if (t.isFloat8E4M3FN())
+    return "float8e4m3fn";
+  if (t.isFloat8E5M2())
+    return "float8e5m2";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = t.dyn_cast<IntegerType>()) {
+    if (i.isUnsigned())
+      return i.getWidth() == 8 ? "uint8" : "";
+    switch (i.getWidth()) {
+    case 64: return "int64";
+    case 32: return "int32";
+    case 16: return "int16";
+    case 8: return "int8";
+    }
+  }
+  return "";
+}
+
+std::string formatFloat(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+class PlanWriter {
+public:
+  explicit PlanWriter(func::FuncOp func) : func(func) {}
+  LogicalResult run(std::string &bytes, const std::string &producer, StringRef recipe);
+
+private:
+  int idOf(Value v) {
+    auto it = ids.find(v);
+    return it == ids.end() ? -1 : it->second;
+  }
+  LogicalResult addValue(Value v, std::string name, Location loc);
+  LogicalResult addConstant(Value v, ElementsAttr data, StringRef kind, Location loc);
+  LogicalResult convertAttr(StringRef name, Attribute a, llvm::json::Object &out, Location loc);
+  LogicalResult lowerOp(Operation &op);
+  LogicalResult lowerConstantOp(ox::ConstantOp op);
+
+  func::FuncOp func;
+  llvm::DenseMap<Value, int> ids;
+  llvm::json::Array values, constants, ops, stateUpdates;
+  llvm::StringMap<int> stateIds;
+  std::string data;
+};
+
+LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
+  Type type = v.getType();
+  if (type.isa<NoneType>())
+    return success();
+  llvm::json::Object o;
+  bool seq = false;
+  if (auto s = type.dyn_cast<ox::SeqType>()) {
+    seq = true;
+    type = s.getElementType();
+  }
+  auto tt = type.dyn_cast<TensorType>();
+  StringRef dt = tt ? dtypeName(tt.getElementType()) : "";
+  if (dt.empty())
+    return emitError(loc) << "type " << v.getType() << " cannot be represented in a plan";
+  if (name.empty())
+    name = "%" + std::to_string(values.size());
+  o["name"] = name;
+  o["dtype"] = dt;
+  if (seq)
+    o["sequence"] = true;
+  else if (tt.hasStaticShape())
+    o["shape"] = llvm::json::Array(tt.getShape());
+  ids[v] = int(values.size());
+  values.push_back(std::move(o));
+  return success();
+}
+
+LogicalResult PlanWriter::addConstant(Value v, ElementsAttr attr, StringRef kind, Location loc) {
+  std::string raw;
+  if (failed(ox::getRawTensorBytes(attr, raw)))
+    return emitError(loc) << "constant has no raw data (strings and sparse tensors are not supported in plans)";
+  // The plan value carries the attribute's static type (results may be unranked).
+  auto &obj = *values[size_t(idOf(v))].getAsObject();
+  obj["shape"] = llvm::json::Array(attr.getType().cast<ShapedType>().getShape());
+  data.append((64 - data.size() % 64) % 64, '\0');
+  llvm::json::Object c{{"value", idOf(v)}, {"offset", int64_t(data.size())}, {"bytes", int64_t(raw.size())},
+                       {"kind", kind}};
+  data += raw;
+  constants.push_back(std::move(c));
+  return success();
+}
+
+LogicalResult PlanWriter::convertAttr(StringRef name, Attribute a, llvm::json::Object &out, Location loc) {
+  auto put = [&](StringRef kind, llvm::json::Value v) {
+    out[name] = llvm::json::Object{{kind, std::move(v)}};
+    return success();
+  };
+  if (auto b = a.dyn_cast<BoolAttr>())
+    return put("i", int64_t(b.getValue()));
+  if (auto i = a.dyn_cast<IntegerAttr>())
+    return put("i", i.getValue().getSExtValue());
+  if (auto f = a.dyn_cast<FloatAttr>())
+    return put("f", formatFloat(f.getValueAsDouble()));
+  if (auto s = a.dyn_cast<StringAttr>())
+    return put("s", s.getValue());
+  if (auto t = a.dyn_cast<TypeAttr>())
+    return put("s", dtypeName(t.getValue()));
+  if (auto e = a.dyn_cast<fp8::AmaxComputeAlgoAttr>())
+    return put("s", fp8::stringifyAmaxComputeAlgo(e.getValue()));
+  if (auto e = a.dyn_cast<fp8::AccumulationAttr>())
+    return put("s", fp8::stringifyAccumulation(e.getValue()));
+  if (auto e = a.dyn_cast<fp8::ReductionAttr>())
+    return put("s", fp8::stringifyReduction(e.getValue()));
+  if (auto arr = a.dyn_cast<DenseI64ArrayAttr>())
+    return put("ints", llvm::json::Array(arr.asArrayRef()));
+  if (auto arr = a.dyn_cast<DenseF32ArrayAttr>()) {
+    llvm::json::Array fs;
+    for (float f : arr.asArrayRef())
+      fs.push_back(double(f));
+    return put("floats", std::move(fs));
+  }
+  if (auto arr = a.dyn_cast<ArrayAttr>()) {
+    llvm::json::Array xs;
+    StringRef kind = "ints";
+    for (Attribute e : arr) {
+      if (auto s = e.dyn_cast<StringAttr>()) {
+        kind = "strings";
+        xs.push_back(s.getValue());
+      } else if (auto i = e.dyn_cast<IntegerAttr>()) {
+        xs.push_back(i.getValue().getSExtValue());
+      } else if (auto f = e.dyn_cast<FloatAttr>()) {
+        kind = "floats";
+        xs.push_back(f.getValueAsDouble());
+      } else {
+        return emitError(loc) << "attribute '" << name << "' has an element with no plan form";
+      }
+    }
+    return put(kind, std::move(xs));
+  }
+  if (auto e = a.dyn_cast<ElementsAttr>()) {
+    auto dense = e.dyn_cast<DenseElementsAttr>();
+    auto st = e.getType().cast<ShapedType>();
+    StringRef dt = dtypeName(st.getElementType());
+    if (!dense || dt.empty())
+      return emitError(loc) << "tensor attribute '" << name << "' has no plan form";
+    llvm::json::Array vals;
+    if (st.getElementType().isa<FloatType>())
+      for (APFloat f : dense.getValues<APFloat>())
+        vals.push_back(f.convertToDouble());
+    else
+      for (APInt i : dense.getValues<APInt>())
+        vals.push_back(st.getElementType().isInteger(1) ? int64_t(i.getBoolValue()) : i.getSExtValue());
+    return put("tensor", llvm::json::Object{{"dtype", dt},
+                                            {"shape", llvm::json::Array(st.getShape())},
+                                            {"data", std::move(vals)}});
+  }
+  return emitError(loc) << "attribute '" << name << "' (" << a << ") has no plan form";
+}
+
+LogicalResult PlanWriter::lowerConstantOp(ox::ConstantOp op) {
+  MLIRContext *ctx = op.getContext();
+  ElementsAttr value;
+  if (auto v = op.getValueAttr())
+    value = v;
+  else if (auto f = op.getValueFloatAttr())
+    value = DenseElementsAttr::get(RankedTensorType::get({}, Float32Type::get(ctx)), f.getValue());
+  else if (auto i = op.getValueIntAttr())
+    value = DenseElementsAttr::get(RankedTensorType::get({}, IntegerType::get(ctx, 64)), i.getValue().getSExtValue());
+  else if (auto fs = op.getValueFloatsAttr())
+    value = DenseElementsAttr::get(RankedTensorType::get({int64_t(fs.size())}, Float32Type::get(ctx)), fs.asArrayRef());
+  else if (auto is = op.getValueIntsAttr())
+    value = DenseElementsAttr::get(RankedTensorType::get({int64_t(is.size())}, IntegerType::get(ctx, 64)),
+                                   is.asArrayRef());
+  else
+    return op.emitError("string constants cannot be represented in a plan");
+  return addConstant(op.getResult(), value, "const", op.getLoc());
+}
+
+std::string nodeName(Operation &op) {
+  if (auto n = op.getLoc().dyn_cast<NameLoc>())
+    return n.getName().str();
+  if (auto f = op.getLoc().dyn_cast<FusedLoc>())
+    for (Location l : f.getLocations())
+      if (auto n = l.dyn_cast<NameLoc>())
+        return n.getName().str();
+  return "";
+}
+
+LogicalResult PlanWriter::lowerOp(Operation &op) {
+  auto names = op.getAttrOfType<ArrayAttr>(octet::kResultNamesAttr);
+  auto resultName = [&](unsigned i) -> std::string {
+    if (names && i < names.size())
+      if (auto s = names[i].dyn_cast<StringAttr>())
+        return s.str();
+    return "";
+  };
+  for (OpResult r : op.getResults())
+    if (failed(addValue(r, resultName(r.getResultNumber()), op.getLoc())))
+      return failure();
+
+  if (auto init = dyn_cast<ox::InitializerOp>(op)) {
+    auto &obj = *values[size_t(idOf(init.getResult()))].getAsObject();
+    obj["name"] = init.getName();
+    bool state = op.hasAttr(octet::kFp8StateAttr);
+    if (state)
+      stateIds[init.getName()] = idOf(init.getResult());
+    Type elt = init.getType().cast<ShapedType>().getElementType();
+    return addConstant(init.getResult(), init.getValue(), state ? "state" : elt.isa<FloatType>() ? "param" : "const",
+                       op.getLoc());
+  }
+  if (auto c = dyn_cast<ox::ConstantOp>(op))
+    return lowerConstantOp(c);
+  if (isa<ox::NoneOp>(op))
+    return success();
+
+  llvm::json::Object o;
+  llvm::json::Object attrs;
+  std::string type;
+  if (auto node = dyn_cast<ox::GenericNodeOp>(op)) {
+    if (op.getNumRegions())
+      return op.emitError("ops with subgraphs (") << node.getOpType() << ") cannot be run by the CPU runtime";
+    type = node.getOpType().str();
+    if (!node.getDomain().empty() && node.getDomain() != "ai.onnx")
+      type = node.getDomain().str() + "::" + type;
+    if (auto dict = node.getAttrsAttr())
+      for (NamedAttribute a : dict)
+        if (failed(convertAttr(a.getName(), a.getValue(), attrs, op.getLoc())))
+          return failure();
+  } else if (isa<ox::ONNXDialect>(op.getDialect()) || isa<fp8::FP8Dialect>(op.getDialect())) {
+    type = isa<ox::ONNXDialect>(op.getDialect()) ? ox::ONNXDialect::getOnnxOpType(&op).str()
+                                                  : op.getName().getStringRef().str();
+    for (NamedAttribute a : op.getAttrs()) {
+      StringRef n = a.getName().getValue();
+      if (n.startswith("onnx.") || n.startswith("octet.") || n == "operand_segment_sizes")
+        continue;
+      if (failed(convertAttr(n, a.getValue(), attrs, op.getLoc())))
+        return failure();
+    }
+  } else {
+    return op.emitError("op '") << op.getName()
+                                << "' cannot be written to a plan; lower it first (fp8-opt --emit=plan runs "
+                                   "octet-lower-layers)";
+  }
+  llvm::json::Array ins, outs;
+  for (Value v : op.getOperands())
+    ins.push_back(v.getType().isa<NoneType>() ? -1 : idOf(v));
+  for (OpResult r : op.getResults())
+    outs.push_back(idOf(r));
+  o["type"] = type;
+  o["name"] = nodeName(op);
+  o["in"] = std::move(ins);
+  o["out"] = std::move(outs);
+  if (!attrs.empty())
+    o["attrs"] = std::move(attrs);
+  ops.push_back(std::move(o));
+  return success();
+}
+
+LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, StringRef recipe) {
+  llvm::json::Array inputs, outputs;
+  for (BlockArgument arg : func.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ox::kNameAttr);
+    if (failed(addValue(arg, name ? name.str() : "", func.getLoc())))
+      return failure();
+    if (auto dflt = func.getArgAttrOfType<ElementsAttr>(arg.getArgNumber(), ox::kDefaultAttr)) {
+      if (failed(addConstant(arg, dflt, "param", func.getLoc())))
+        return failure();
+    } else {
+      inputs.push_back(idOf(arg));
+    }
+  }
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        int id = idOf(v);
+        if (id < 0)
+          return ret.emitError("result ") << i << " cannot be represented in a plan";
+        auto name = func.getResultAttrOfType<StringAttr>(i, ox::kNameAttr);
+        // Outputs are named after the graph output (a value may be returned twice:
+        // the plan names the value after its first output).
+        if (name && values[size_t(id)].getAsObject()->getString("name")->startswith("%"))
+          (*values[size_t(id)].getAsObject())["name"] = name.getValue();
+        outputs.push_back(id);
+        if (auto st = func.getResultAttrOfType<StringAttr>(i, octet::kStateUpdateAttr)) {
+          auto it = stateIds.find(st.getValue());
+          if (it == stateIds.end())
+            return ret.emitError("result ") << i << " updates '" << st.getValue()
+                                            << "', which is not an FP8 state initializer";
+          stateUpdates.push_back(llvm::json::Object{{"state", it->second}, {"value", id}});
+        }
+      }
+      continue;
+    }
+    if (failed(lowerOp(op)))
+      return failure();
+  }
+  llvm::json::Object root{{"format", "octet-plan"},
+                          {"version", int64_t(octet::kPlanFormatVersion)},
+                          {"producer", producer},
+                          {"recipe", recipe},
+                          {"values", std::move(values)},
+                          {"inputs", std::move(inputs)},
+                          {"outputs", std::move(outputs)},
+                          {"constants", std::move(constants)},
+                          {"state_updates", std::move(stateUpdates)},
+                          {"ops", std::move(ops)}};
+  std::string header;
+  llvm::raw_string_ostream os(header);
+  os << llvm::json::Value(std::move(root));
+  os.flush();
+
+  // Fixed part: magic, version, flags, header size, data offset, data size, crc32.
+  uint64_t headerSize = header.size();
+  uint64_t dataOffset = (48 + headerSize + 63) / 64 * 64;
+  uint64_t dataSize = data.size();
+  uint32_t crc = llvm::crc32(0, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(header.data()), header.size()));
+  crc = llvm::crc32(crc, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(data.data()), data.size()));
+  bytes.assign("OCTPLAN\0", 8);
+  auto put32 = [&](uint32_t v) { bytes.append(reinterpret_cast<const char *>(&v), 4); };
+  auto put64 = [&](uint64_t v) { bytes.append(reinterpret_cast<const char *>(&v), 8); };
+  put32(octet::kPlanFormatVersion);
+  put32(0);
+  put64(headerSize);
+  put64(dataOffset);
+  put64(dataSize);
+  put32(crc);
+  put32(0);
+  bytes += header;
+  bytes.append(dataOffset - bytes.size(), '\0');
+  bytes += data;
+  return success();
+}
+
+} // namespace
+
+LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer) {
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!func || f.getName() == ox::kMainGraphName)
+      func = f;
+  if (!func)
+    return module.emitError("no function to write as a plan");
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("the function must have a single block");
+  StringRef recipe;
+  if (auto r = module->getAttrOfType<StringAttr>(kRecipeAttr))
+    recipe = r.getValue();
+  return PlanWriter(func).run(bytes, producer, recipe);
+}

@@ -1,0 +1,30 @@
+//===- Npz.h - NumPy .npy / .npz files --------------------------*- C++ -*-===//
+//
+// Inputs, outputs, dumped values and FP8 state travel as NumPy archives so
+// Python (numpy, onnxruntime) reads them directly. FP8 tensors are stored as
+// their uint8 codes. Writes are atomic (temporary file, fsync, rename).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_NPZ_H
+#define OCTET_RUNTIME_NPZ_H
+
+#include "octet/runtime/Tensor.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace octet::rt {
+
+using NamedTensors = std::vector<std::pair<std::string, TensorPtr>>;
+
+std::string encodeNpy(const Tensor &t);
+TensorPtr decodeNpy(const std::string &bytes, const std::string &what);
+NamedTensors readNpz(const std::string &path);
+void writeNpz(const std::string &path, const NamedTensors &tensors);
+/// Writes bytes to path atomically; throws Error.
+void writeFileAtomically(const std::string &path, const std::string &bytes);
+
+} // namespace octet::rt
+
+#endif

@@ -1,0 +1,73 @@
+//===- Plan.h - The compiler/runtime artifact (plan file) -------*- C++ -*-===//
+//
+// A plan is what `fp8-opt --emit=plan` writes and `fp8-run` executes: a
+// fixed binary header, a JSON description of values and ops, and a data
+// blob with every constant, parameter and FP8 state tensor. The format is
+// documented in docs/PLAN.md; bump kPlanVersion on any incompatible change.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_PLAN_H
+#define OCTET_RUNTIME_PLAN_H
+
+#include "octet/runtime/Tensor.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace octet::rt {
+
+constexpr char kPlanMagic[8] = {'O', 'C', 'T', 'P', 'L', 'A', 'N', '\0'};
+constexpr uint32_t kPlanVersion = 1;
+constexpr size_t kPlanHeaderBytes = 48; // fixed part before the JSON
+constexpr size_t kPlanDataAlign = 64;
+
+/// An op attribute. Exactly one member is meaningful, chosen by `kind`.
+struct Attr {
+  enum Kind { Int, Float, String, Ints, Floats, Strings, Tensor_ } kind = Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+  TensorPtr tensor;
+};
+
+struct PlanValue {
+  std::string name;
+  DType dtype = DType::F32;
+  bool isSequence = false;
+  bool hasShape = false;
+  Shape shape;
+};
+
+struct PlanOp {
+  std::string type; // ONNX op type ("Gemm") or a runtime op ("fp8.gemm")
+  std::string name; // the node name, for messages
+  std::vector<int> inputs, outputs; // value ids; -1 is a missing optional
+  std::map<std::string, Attr> attrs;
+};
+
+enum class ConstantKind { Const, Param, State };
+
+struct Plan {
+  uint32_t version = kPlanVersion;
+  std::string producer, recipe;
+  std::vector<PlanValue> values;
+  std::vector<int> inputs, outputs;
+  std::vector<PlanOp> ops;
+  std::map<int, TensorPtr> constants;
+  std::map<int, ConstantKind> constantKinds;
+  /// FP8 state: after each run, value `second` becomes state value `first`.
+  std::vector<std::pair<int, int>> stateUpdates;
+
+  int findValue(const std::string &name) const; // -1 when absent
+};
+
+/// Reads and validates a plan file; throws Error with a one-line message.
+Plan loadPlan(const std::string &path);
+
+} // namespace octet::rt
+
+#endif

@@ -1,0 +1,147 @@
+//===- Fp8.cpp - Bit-exact FP8 conversions --------------------------------===//
+#include "octet/runtime/Fp8.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace octet::rt {
+namespace {
+
+struct Layout {
+  int mantBits;      // stored mantissa bits
+  int bias;          // exponent bias
+  uint32_t maxCode;  // largest finite code (without sign)
+  uint8_t overflow;  // code for a non-saturated overflow
+  uint8_t nan;       // canonical NaN code (without sign)
+};
+
+constexpr Layout layoutOf(Fp8Format f) {
+  return f == Fp8Format::E4M3FN ? Layout{3, 7, 0x7E, 0x7F, 0x7F} : Layout{2, 15, 0x7B, 0x7C, 0x7F};
+}
+
+uint32_t bitsOf(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+float floatOf(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+/// Rounds `value >> shift` to nearest, ties to even.
+uint64_t roundShift(uint64_t value, unsigned shift) {
+  if (shift == 0)
+    return value;
+  if (shift > 40)
+    return 0;
+  uint64_t q = value >> shift;
+  uint64_t rem = value & ((uint64_t(1) << shift) - 1);
+  uint64_t half = uint64_t(1) << (shift - 1);
+  if (rem > half || (rem == half && (q & 1)))
+    ++q;
+  return q;
+}
+
+struct Tables {
+  float e4m3[256];
+  float e5m2[256];
+  Tables() {
+    for (int c = 0; c < 256; ++c) {
+      e4m3[c] = decodeSlow(uint8_t(c), Fp8Format::E4M3FN);
+      e5m2[c] = decodeSlow(uint8_t(c), Fp8Format::E5M2);
+    }
+  }
+  static float decodeSlow(uint8_t code, Fp8Format f) {
+    Layout l = layoutOf(f);
+    bool neg = code & 0x80;
+    uint32_t mag = code & 0x7F;
+    int e = int(mag >> l.mantBits);
+    uint32_t m = mag & ((1u << l.mantBits) - 1);
+    float v;
+    if (f == Fp8Format::E4M3FN && mag == 0x7F)
+      v = NAN;
+    else if (f == Fp8Format::E5M2 && e == 31)
+      v = m == 0 ? INFINITY : NAN;
+    else if (e == 0)
+      v = std::ldexp(float(m), 1 - l.bias - l.mantBits);
+    else
+      v = std::ldexp(float((1u << l.mantBits) | m), e - l.bias - l.mantBits);
+    return neg ? -v : v;
+  }
+};
+
+const Tables &tables() {
+  static const Tables t;
+  return t;
+}
+
+} // namespace
+
+float fp8Max(Fp8Format f) { return f == Fp8Format::E4M3FN ? 448.0f : 57344.0f; }
+
+uint8_t fp8Encode(float x, Fp8Format f, bool saturate) {
+  Layout l = layoutOf(f);
+  uint32_t b = bitsOf(x);
+  uint8_t sign = uint8_t((b >> 24) & 0x80);
+  uint32_t exp32 = (b >> 23) & 0xFF;
+  uint32_t man32 = b & 0x7FFFFF;
+  if (exp32 == 0xFF && man32 != 0)
+    return sign | l.nan;
+  if (exp32 == 0xFF) // infinity
+    return sign | (saturate ? l.maxCode : l.overflow);
+  if (exp32 == 0) // zero or an FP32 subnormal: far below half the smallest FP8 subnormal
+    return sign;
+  // value = sig * 2^(exp32 - 127 - 23), sig has 24 bits.
+  uint64_t sig = (uint64_t(1) << 23) | man32;
+  int e = int(exp32) - 127 + l.bias; // biased FP8 exponent if normal
+  uint64_t code;
+  if (e >= 1) {
+    // Normal: keep mantBits bits; a carry out of the mantissa bumps the exponent.
+    uint64_t q = roundShift(sig, unsigned(23 - l.mantBits));
+    code = (uint64_t(e) << l.mantBits) + (q - (uint64_t(1) << l.mantBits));
+  } else {
+    // Subnormal: the value in units of the smallest subnormal.
+    code = roundShift(sig, unsigned(23 - l.mantBits + (1 - e)));
+  }
+  if (code > l.maxCode)
+    return sign | (saturate ? l.maxCode : l.overflow);
+  return sign | uint8_t(code);
+}
+
+float fp8Decode(uint8_t code, Fp8Format f) { return fp8DecodeTable(f)[code]; }
+
+const float *fp8DecodeTable(Fp8Format f) {
+  return f == Fp8Format::E4M3FN ? tables().e4m3 : tables().e5m2;
+}
+
+void fp8Quantize(const float *in, size_t n, float scaleInv, Fp8Format f, bool saturate, uint8_t *out) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = fp8Encode(in[i] / scaleInv, f, saturate);
+}
+
+float halfToFloat(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return float(v);
+}
+
+uint16_t floatToHalf(float f) {
+  _Float16 v = _Float16(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+
+float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+uint16_t floatToBf16(float f) {
+  uint32_t b = bitsOf(f);
+  if ((b & 0x7F800000) == 0x7F800000 && (b & 0x7FFFFF))
+    return uint16_t((b >> 16) | 0x40); // quiet NaN
+  return uint16_t(roundShift(b, 16));
+}
+
+} // namespace octet::rt

@@ -1,0 +1,232 @@
+//===- Fp8Kernels.cpp - CPU reference kernels for the fp8 dialect ---------===//
+//
+// Semantics are those of include/octet/Dialect/FP8/IR/FP8Ops.td:
+//   fp8.cast          q = encode(x / scale_inv)   (ONNX QuantizeLinear)
+//   fp8.dequantize    x = decode(q) * scale_inv   (ONNX DequantizeLinear)
+//   fp8.amax          max |x| (NaN propagates), per tensor or per row
+//   fp8.delayed_scale TransformerEngine's delayed-scaling update
+//   fp8.dynamic_scale torchao's current scaling
+//   fp8.gemm          exact FP8 products, FP32 accumulation, then scales
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <cblas.h>
+
+#include <cfloat>
+#include <cmath>
+
+namespace octet::rt {
+namespace {
+
+Fp8Format formatAttr(const KernelContext &c) {
+  std::string f = c.attrString("format", "");
+  if (f == "float8e4m3fn")
+    return Fp8Format::E4M3FN;
+  if (f == "float8e5m2")
+    return Fp8Format::E5M2;
+  c.fail("format must be float8e4m3fn or float8e5m2, got '" + f + "'");
+}
+
+/// Float view of a high-precision tensor (F32 as is, F16/BF16 widened).
+Tensor asF32(const Tensor &t) { return t.dtype == DType::F32 ? t : t.castTo(DType::F32); }
+
+/// Number of rows a per-row scale applies to (1 for a per-tensor scale).
+int64_t scaleRows(const KernelContext &c, const Tensor &x, const Tensor &s) {
+  if (s.numel() == 1)
+    return 1;
+  Shape expect = x.shape;
+  if (!expect.empty())
+    expect.back() = 1;
+  if (s.shape != expect)
+    c.fail("scale shape " + shapeString(s.shape) + " is neither per tensor nor per row of " + shapeString(x.shape));
+  return s.numel();
+}
+
+void castKernel(KernelContext &c) {
+  Tensor x = asF32(c.input(0));
+  const Tensor &s = c.input(1);
+  DType to = c.outputDType(0);
+  if (!isFp8(to))
+    c.fail("result must be an FP8 type");
+  bool sat = c.attrInt("saturate", 1) != 0;
+  int64_t rows = scaleRows(c, x, s), inner = x.numel() / std::max<int64_t>(rows, 1);
+  Tensor q(to, x.shape);
+  for (int64_t r = 0; r < rows; ++r)
+    fp8Quantize(x.data<float>() + r * inner, size_t(inner), s.data<float>()[r], fp8FormatOf(to), sat,
+                q.data<uint8_t>() + r * inner);
+  c.setOutput(0, std::move(q));
+}
+
+void dequantizeKernel(KernelContext &c) {
+  const Tensor &q = c.input(0), &s = c.input(1);
+  if (!isFp8(q.dtype))
+    c.fail("input must be FP8");
+  int64_t rows = scaleRows(c, q, s), inner = q.numel() / std::max<int64_t>(rows, 1);
+  const float *table = fp8DecodeTable(fp8FormatOf(q.dtype));
+  Tensor x(DType::F32, q.shape);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < inner; ++i)
+      x.data<float>()[r * inner + i] = table[q.data<uint8_t>()[r * inner + i]] * s.data<float>()[r];
+  c.setOutput(0, c.outputDType(0) == DType::F32 ? x : x.castTo(c.outputDType(0)));
+}
+
+float amaxOf(const float *p, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float a = std::fabs(p[i]);
+    if (std::isnan(a))
+      return a;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+void amaxKernel(KernelContext &c) {
+  Tensor x = asF32(c.input(0));
+  bool rowwise = c.attrInt("rowwise", 0);
+  if (!rowwise) {
+    Tensor r(DType::F32, {});
+    r.data<float>()[0] = amaxOf(x.data<float>(), x.numel());
+    c.setOutput(0, std::move(r));
+    return;
+  }
+  Shape s = x.shape;
+  if (s.empty())
+    c.fail("rowwise amax of a scalar");
+  int64_t inner = s.back();
+  s.back() = 1;
+  Tensor r(DType::F32, s);
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.data<float>()[i] = amaxOf(x.data<float>() + i * inner, inner);
+  c.setOutput(0, std::move(r));
+}
+
+/// 2^floor(log2(v)) for finite positive v.
+float powerOfTwoFloor(float v) { return std::ldexp(1.0f, std::ilogb(v)); }
+
+void delayedScaleKernel(KernelContext &c) {
+  const Tensor &hist = c.input(0), &prev = c.input(1), &amax = c.input(2);
+  if (hist.dtype != DType::F32 || hist.rank() != 1 || hist.numel() < 1)
+    c.fail("history must be a non-empty 1-D float32 tensor");
+  Fp8Format fmt = formatAttr(c);
+  int64_t margin = c.attrInt("margin", 0), interval = c.attrInt("interval", 1);
+  bool mostRecent = c.attrString("algo", "max") == "most_recent";
+  bool pow2 = c.attrInt("power_of_two", 0);
+  int64_t L = hist.numel();
+  Tensor nh(DType::F32, hist.shape);
+  nh.data<float>()[0] = amax.data<float>()[0];
+  for (int64_t i = 1; i < L; ++i)
+    nh.data<float>()[i] = hist.data<float>()[i - 1];
+  float a = mostRecent ? nh.data<float>()[0] : amaxOf(nh.data<float>(), L);
+  float p = prev.data<float>()[0], s = p;
+  bool due = true;
+  if (interval > 1 && c.hasInput(3))
+    due = c.input(3).getInt(0) % interval == 0;
+  if (due && a > 0.0f && std::isfinite(a)) {
+    if (pow2) {
+      float ratio = fp8Max(fmt) / a;
+      s = std::isfinite(ratio) ? std::ldexp(powerOfTwoFloor(ratio), -int(margin)) : FLT_MAX;
+    } else {
+      s = (fp8Max(fmt) / a) / std::ldexp(1.0f, int(margin));
+    }
+    if (!std::isfinite(s))
+      s = FLT_MAX;
+  }
+  Tensor ts(DType::F32, prev.shape), tsi(DType::F32, prev.shape);
+  ts.data<float>()[0] = s;
+  tsi.data<float>()[0] = 1.0f / s;
+  c.setOutput(0, std::move(nh));
+  c.setOutput(1, std::move(ts));
+  c.setOutput(2, std::move(tsi));
+}
+
+void dynamicScaleKernel(KernelContext &c) {
+  const Tensor &amax = c.input(0);
+  Fp8Format fmt = formatAttr(c);
+  bool pow2 = c.attrInt("power_of_two", 0);
+  float eps = c.attrFloat("eps", 1e-12f);
+  Tensor s(DType::F32, amax.shape), si(DType::F32, amax.shape);
+  for (int64_t i = 0; i < amax.numel(); ++i) {
+    float a = amax.data<float>()[i];
+    float v = fp8Max(fmt) / std::max(a, eps);
+    if (pow2 && std::isfinite(v) && v > 0)
+      v = powerOfTwoFloor(v);
+    s.data<float>()[i] = v;
+    si.data<float>()[i] = 1.0f / v;
+  }
+  c.setOutput(0, std::move(s));
+  c.setOutput(1, std::move(si));
+}
+
+/// Decodes an FP8 tensor to FP32 exactly.
+Tensor decode(const KernelContext &c, const Tensor &q) {
+  if (!isFp8(q.dtype))
+    c.fail("GEMM operands must be FP8");
+  const float *table = fp8DecodeTable(fp8FormatOf(q.dtype));
+  Tensor r(DType::F32, q.shape);
+  for (int64_t i = 0; i < q.numel(); ++i)
+    r.data<float>()[i] = table[q.data<uint8_t>()[i]];
+  return r;
+}
+
+void gemmKernel(KernelContext &c) {
+  const Tensor &qa = c.input(0), &qb = c.input(1), &sa = c.input(2), &sb = c.input(3);
+  if (c.hasInput(5))
+    c.fail("an FP8 output (d_scale) is not supported by the CPU runtime");
+  bool ta = c.attrInt("transpose_a", 0), tb = c.attrInt("transpose_b", 0);
+  if (qb.rank() != 2 || (ta && qa.rank() != 2) || qa.rank() < 1)
+    c.fail("operand ranks are not [.., K] x [K, N]");
+  int64_t K = ta ? qa.shape[0] : qa.shape.back(), M = qa.numel() / K;
+  int64_t N = tb ? qb.shape[0] : qb.shape[1], Kb = tb ? qb.shape[1] : qb.shape[0];
+  if (K != Kb)
+    c.fail("inner dimensions differ: " + std::to_string(K) + " vs " + std::to_string(Kb));
+  bool rowA = sa.numel() != 1, colB = sb.numel() != 1;
+  if ((rowA && sa.numel() != M) || (colB && sb.numel() != N))
+    c.fail("scale_inv shapes " + shapeString(sa.shape) + ", " + shapeString(sb.shape) + " fit neither per tensor nor per row");
+  Tensor a = decode(c, qa), b = decode(c, qb);
+  Shape outShape = ta ? Shape{M, N} : Shape(qa.shape.begin(), qa.shape.end() - 1);
+  if (!ta)
+    outShape.push_back(N);
+  Tensor d(DType::F32, outShape);
+  float *o = d.data<float>();
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              1.0f, a.data<float>(), int(ta ? M : K), b.data<float>(), int(tb ? K : N), 0.0f, o, int(N));
+  const float *pa = sa.data<float>(), *pb = sb.data<float>();
+  Tensor bias;
+  if (c.hasInput(4)) {
+    bias = asF32(c.input(4));
+    if (bias.numel() != N)
+      c.fail("bias must have N = " + std::to_string(N) + " elements");
+  }
+  float amax = 0.0f;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float v = rowA || colB ? o[m * N + n] * pa[rowA ? m : 0] * pb[colB ? n : 0] : o[m * N + n] * (pa[0] * pb[0]);
+      if (c.hasInput(4))
+        v += bias.data<float>()[n];
+      o[m * N + n] = v;
+      float av = std::fabs(v);
+      amax = std::isnan(av) || std::isnan(amax) ? NAN : std::max(amax, av);
+    }
+  DType outType = c.outputDType(0);
+  c.setOutput(0, outType == DType::F32 ? d : d.castTo(outType));
+  if (c.wantsOutput(1)) {
+    Tensor t(DType::F32, {});
+    t.data<float>()[0] = amax;
+    c.setOutput(1, std::move(t));
+  }
+}
+
+} // namespace
+
+void registerFp8Kernels(std::map<std::string, Kernel> &k) {
+  k["fp8.cast"] = castKernel;
+  k["fp8.dequantize"] = dequantizeKernel;
+  k["fp8.amax"] = amaxKernel;
+  k["fp8.delayed_scale"] = delayedScaleKernel;
+  k["fp8.dynamic_scale"] = dynamicScaleKernel;
+  k["fp8.gemm"] = gemmKernel;
+}
+
+} // namespace octet::rt

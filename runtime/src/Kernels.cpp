@@ -1,0 +1,1049 @@
+//===- Kernels.cpp - CPU reference kernels for ONNX ops --------------------===//
+//
+// One function per ONNX op type the exported models use. Floating-point math
+// is FP32 (reductions accumulate in FP64 where ONNX leaves it open); GEMMs go
+// through OpenBLAS. FP8 kernels live in Fp8Kernels.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace octet::rt {
+
+//===----------------------------------------------------------------------===//
+// Shapes and broadcasting
+//===----------------------------------------------------------------------===//
+
+int64_t normAxis(const KernelContext &c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Shape broadcastShapes(const KernelContext &c, const std::vector<Shape> &shapes) {
+  size_t rank = 0;
+  for (const Shape &s : shapes)
+    rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const Shape &s : shapes)
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t &o = out[rank - s.size() + i];
+      int64_t d = s[i];
+      if (d == o || d == 1)
+        continue;
+      if (o != 1)
+        c.fail("shapes do not broadcast: " + shapeString(shapes[0]) + " and " + shapeString(s));
+      o = d;
+    }
+  return out;
+}
+
+/// Element strides of `s` viewed at rank `rank` with broadcast dims at 0.
+std::vector<int64_t> broadcastStrides(const Shape &s, const Shape &out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    size_t o = out.size() - s.size() + i;
+    st[o] = s[i] == 1 ? 0 : stride;
+    stride *= s[i];
+  }
+  return st;
+}
+
+/// Calls f(outIndex, offsets) for every output element.
+template <typename F>
+void forEachBroadcast(const Shape &out, const std::vector<std::vector<int64_t>> &strides, F f) {
+  int64_t n = numElements(out);
+  size_t rank = out.size(), k = strides.size();
+  std::vector<int64_t> idx(rank, 0), off(k, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, off.data());
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      for (size_t j = 0; j < k; ++j)
+        off[j] += strides[j][d];
+      if (idx[d] < out[d])
+        break;
+      for (size_t j = 0; j < k; ++j)
+        off[j] -= strides[j][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+std::vector<int64_t> contiguousStrides(const Shape &s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;)
+    st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+namespace {
+
+template <typename F> void dispatchNumeric(const KernelContext &c, DType t, F f) {
+  switch (t) {
+  case DType::F32: f(float()); return;
+  case DType::F64: f(double()); return;
+  case DType::I64: f(int64_t()); return;
+  case DType::I32: f(int32_t()); return;
+  case DType::I8: f(int8_t()); return;
+  case DType::U8: f(uint8_t()); return;
+  case DType::Bool: f(uint8_t()); return;
+  default: c.fail(std::string("element type ") + dtypeName(t) + " is not supported here");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename In, typename Out, typename F>
+Tensor binaryLoop(const KernelContext &c, const Tensor &a, const Tensor &b, DType outType, F f) {
+  Shape out = broadcastShapes(c, {a.shape, b.shape});
+  Tensor r(outType, out);
+  const In *pa = a.data<In>(), *pb = b.data<In>();
+  Out *po = r.data<Out>();
+  if (a.shape == b.shape) {
+    for (int64_t i = 0; i < r.numel(); ++i)
+      po[i] = f(pa[i], pb[i]);
+  } else if (b.numel() == 1) {
+    for (int64_t i = 0; i < r.numel(); ++i)
+      po[i] = f(pa[i], pb[0]);
+  } else {
+    forEachBroadcast(out, {broadcastStrides(a.shape, out), broadcastStrides(b.shape, out)},
+                     [&](int64_t i, const int64_t *off) { po[i] = f(pa[off[0]], pb[off[1]]); });
+  }
+  return r;
+}
+
+enum class Arith { Add, Sub, Mul, Div, Pow, Max, Min };
+
+template <typename T> T arith(Arith k, T a, T b) {
+  switch (k) {
+  case Arith::Add: return a + b;
+  case Arith::Sub: return a - b;
+  case Arith::Mul: return a * b;
+  case Arith::Div:
+    if constexpr (std::is_integral_v<T>)
+      return b == 0 ? T(0) : T(a / b);
+    else
+      return a / b;
+  case Arith::Pow:
+    if constexpr (std::is_integral_v<T>)
+      return T(std::pow(double(a), double(b)));
+    else
+      return T(std::pow(a, b));
+  case Arith::Max:
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return NAN;
+    return std::max(a, b);
+  case Arith::Min:
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return NAN;
+    return std::min(a, b);
+  }
+  return a;
+}
+
+Tensor arithTensors(const KernelContext &c, Arith k, const Tensor &a, const Tensor &bIn) {
+  // Pow allows a different exponent type: compute it in the base's type.
+  Tensor bConv;
+  const Tensor *b = &bIn;
+  if (bIn.dtype != a.dtype) {
+    if (k != Arith::Pow)
+      c.fail(std::string("operands have different types: ") + dtypeName(a.dtype) + " and " + dtypeName(bIn.dtype));
+    bConv = bIn.castTo(a.dtype);
+    b = &bConv;
+  }
+  Tensor r;
+  dispatchNumeric(c, a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    r = binaryLoop<T, T>(c, a, *b, a.dtype, [k](T x, T y) { return arith<T>(k, x, y); });
+  });
+  return r;
+}
+
+void arithKernel(KernelContext &c, Arith k) {
+  Tensor r = arithTensors(c, k, c.input(0), c.input(1));
+  for (size_t i = 2; i < c.numInputs(); ++i) // variadic Max / Min
+    r = arithTensors(c, k, r, c.input(i));
+  c.setOutput(0, std::move(r));
+}
+
+enum class Cmp { Eq, Lt, Le, Gt, Ge };
+
+void compareKernel(KernelContext &c, Cmp k) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  if (a.dtype != b.dtype)
+    c.fail("operands have different types");
+  Tensor r;
+  dispatchNumeric(c, a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    r = binaryLoop<T, uint8_t>(c, a, b, DType::Bool, [k](T x, T y) -> uint8_t {
+      switch (k) {
+      case Cmp::Eq: return x == y;
+      case Cmp::Lt: return x < y;
+      case Cmp::Le: return x <= y;
+      case Cmp::Gt: return x > y;
+      case Cmp::Ge: return x >= y;
+      }
+      return 0;
+    });
+  });
+  c.setOutput(0, std::move(r));
+}
+
+void logicKernel(KernelContext &c, bool isAnd) {
+  c.setOutput(0, binaryLoop<uint8_t, uint8_t>(c, c.input(0), c.input(1), DType::Bool, [isAnd](uint8_t x, uint8_t y) {
+                return uint8_t(isAnd ? (x && y) : (x || y));
+              }));
+}
+
+template <typename F> void unaryFloat(KernelContext &c, F f) {
+  const Tensor &x = c.input(0);
+  if (x.dtype != DType::F32)
+    c.fail(std::string("expects float32, got ") + dtypeName(x.dtype));
+  Tensor r(DType::F32, x.shape);
+  const float *p = x.data<float>();
+  float *o = r.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    o[i] = f(p[i]);
+  c.setOutput(0, std::move(r));
+}
+
+void negAbs(KernelContext &c, bool neg) {
+  const Tensor &x = c.input(0);
+  Tensor r(x.dtype, x.shape);
+  dispatchNumeric(c, x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = x.data<T>();
+    T *o = r.data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i)
+      o[i] = neg ? T(-p[i]) : (p[i] < 0 ? T(-p[i]) : p[i]);
+  });
+  c.setOutput(0, std::move(r));
+}
+
+float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+}
+
+void whereKernel(KernelContext &c) {
+  const Tensor &cond = c.input(0), &x = c.input(1), &y = c.input(2);
+  if (x.dtype != y.dtype)
+    c.fail("X and Y have different types");
+  Shape out = broadcastShapes(c, {cond.shape, x.shape, y.shape});
+  Tensor r(x.dtype, out);
+  size_t es = dtypeSize(x.dtype);
+  const uint8_t *pc = cond.data<uint8_t>(), *px = x.bytes.data(), *py = y.bytes.data();
+  uint8_t *po = r.bytes.data();
+  forEachBroadcast(out, {broadcastStrides(cond.shape, out), broadcastStrides(x.shape, out), broadcastStrides(y.shape, out)},
+                   [&](int64_t i, const int64_t *off) {
+                     std::memcpy(po + i * es, pc[off[0]] ? px + off[1] * es : py + off[2] * es, es);
+                   });
+  c.setOutput(0, std::move(r));
+}
+
+void clipKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  if (x.dtype != DType::F32)
+    c.fail("Clip supports float32 only");
+  float lo = c.hasInput(1) ? float(c.input(1).getDouble(0)) : -INFINITY;
+  float hi = c.hasInput(2) ? float(c.input(2).getDouble(0)) : INFINITY;
+  unaryFloat(c, [lo, hi](float v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); });
+}
+
+//===----------------------------------------------------------------------===//
+// Type conversion
+//===----------------------------------------------------------------------===//
+
+void castKernel(KernelContext &c, bool like) {
+  DType to = like ? c.input(1).dtype : dtypeFromOnnx(int(c.attrInt("to", 0)));
+  if (to == DType::Invalid)
+    c.fail("target type is not supported");
+  c.setOutput(0, c.input(0).castTo(to, c.attrInt("saturate", 1) != 0));
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+void matmulKernel(KernelContext &c) {
+  const Tensor &a0 = c.input(0), &b0 = c.input(1);
+  if (a0.dtype != DType::F32 || b0.dtype != DType::F32)
+    c.fail("MatMul supports float32 only");
+  Shape as = a0.shape, bs = b0.shape;
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  if (as.size() < 2 || bs.size() < 2 || as.back() != bs[bs.size() - 2])
+    c.fail("shapes " + shapeString(a0.shape) + " and " + shapeString(b0.shape) + " do not multiply");
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  Shape batch = broadcastShapes(c, {ab, bb});
+  Shape out = batch;
+  if (!aVec)
+    out.push_back(M);
+  if (!bVec)
+    out.push_back(N);
+  Tensor r(DType::F32, out);
+  std::vector<int64_t> sa = broadcastStrides(ab, batch), sb = broadcastStrides(bb, batch);
+  forEachBroadcast(batch, {sa, sb}, [&](int64_t i, const int64_t *off) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f,
+                a0.data<float>() + off[0] * M * K, int(K), b0.data<float>() + off[1] * K * N, int(N), 0.0f,
+                r.data<float>() + i * M * N, int(N));
+  });
+  c.setOutput(0, std::move(r));
+}
+
+void gemmKernel(KernelContext &c) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  if (a.dtype != DType::F32 || b.dtype != DType::F32 || a.rank() != 2 || b.rank() != 2)
+    c.fail("Gemm takes 2-D float32 A and B");
+  bool ta = c.attrInt("transA", 0), tb = c.attrInt("transB", 0);
+  float alpha = c.attrFloat("alpha", 1.0f), beta = c.attrFloat("beta", 1.0f);
+  int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
+  int64_t Kb = tb ? b.shape[1] : b.shape[0], N = tb ? b.shape[0] : b.shape[1];
+  if (K != Kb)
+    c.fail("inner dimensions differ: " + std::to_string(K) + " vs " + std::to_string(Kb));
+  Tensor r(DType::F32, {M, N});
+  float *o = r.data<float>();
+  float betaEff = 0.0f;
+  if (c.hasInput(2) && beta != 0.0f) {
+    const Tensor &cc = c.input(2);
+    Shape out{M, N};
+    if (broadcastShapes(c, {cc.shape, out}) != out)
+      c.fail("C does not broadcast to [M, N]");
+    Tensor cf = cc.castTo(DType::F32);
+    const float *pc = cf.data<float>();
+    forEachBroadcast(out, {broadcastStrides(cc.shape, out)}, [&](int64_t i, const int64_t *off) { o[i] = pc[off[0]]; });
+    betaEff = beta;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              alpha, a.data<float>(), int(a.shape[1]), b.data<float>(), int(b.shape[1]), betaEff, o, int(N));
+  c.setOutput(0, std::move(r));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, softmax, loss
+//===----------------------------------------------------------------------===//
+
+void softmaxKernel(KernelContext &c, bool log) {
+  const Tensor &x = c.input(0);
+  if (x.dtype != DType::F32)
+    c.fail("supports float32 only");
+  int64_t axis = normAxis(c, c.attrInt("axis", -1), x.rank());
+  int64_t outer = 1, n = x.shape[size_t(axis)], inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[size_t(i)];
+  for (int64_t i = axis + 1; i < x.rank(); ++i)
+    inner *= x.shape[size_t(i)];
+  Tensor r(DType::F32, x.shape);
+  const float *p = x.data<float>();
+  float *o = r.data<float>();
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t b = 0; b < inner; ++b) {
+      const float *px = p + a * n * inner + b;
+      float *po = o + a * n * inner + b;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n; ++i)
+        mx = std::max(mx, px[i * inner]);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(double(px[i * inner]) - mx);
+      for (int64_t i = 0; i < n; ++i)
+        po[i * inner] = log ? float(double(px[i * inner]) - mx - std::log(sum))
+                            : float(std::exp(double(px[i * inner]) - mx) / sum);
+    }
+  c.setOutput(0, std::move(r));
+}
+
+void layerNormKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &scale = c.input(1);
+  if (x.dtype != DType::F32)
+    c.fail("supports float32 only");
+  int64_t axis = normAxis(c, c.attrInt("axis", -1), x.rank());
+  float eps = c.attrFloat("epsilon", 1e-5f);
+  int64_t outer = 1, n = 1;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    (i < axis ? outer : n) *= x.shape[size_t(i)];
+  Shape ps(x.shape.begin() + axis, x.shape.end());
+  auto param = [&](const Tensor &t) {
+    if (broadcastShapes(c, {t.shape, ps}) != ps)
+      c.fail("scale/bias shape " + shapeString(t.shape) + " does not broadcast to " + shapeString(ps));
+    Tensor full(DType::F32, ps);
+    Tensor tf = t.castTo(DType::F32);
+    forEachBroadcast(ps, {broadcastStrides(t.shape, ps)},
+                     [&](int64_t i, const int64_t *off) { full.data<float>()[i] = tf.data<float>()[off[0]]; });
+    return full;
+  };
+  Tensor sc = param(scale);
+  Tensor bias = c.hasInput(2) ? param(c.input(2)) : Tensor(DType::F32, ps);
+  Tensor y(DType::F32, x.shape);
+  Shape statShape = x.shape;
+  for (int64_t i = axis; i < x.rank(); ++i)
+    statShape[size_t(i)] = 1;
+  Tensor mean(DType::F32, statShape), inv(DType::F32, statShape);
+  for (int64_t r = 0; r < outer; ++r) {
+    const float *px = x.data<float>() + r * n;
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i)
+      s += px[i];
+    double m = s / double(n), v = 0;
+    for (int64_t i = 0; i < n; ++i)
+      v += (px[i] - m) * (px[i] - m);
+    v /= double(n);
+    double is = 1.0 / std::sqrt(v + eps);
+    for (int64_t i = 0; i < n; ++i)
+      y.data<float>()[r * n + i] = float((px[i] - m) * is) * sc.data<float>()[i] + bias.data<float>()[i];
+    mean.data<float>()[r] = float(m);
+    inv.data<float>()[r] = float(is);
+  }
+  c.setOutput(0, std::move(y));
+  if (c.wantsOutput(1))
+    c.setOutput(1, std::move(mean));
+  if (c.wantsOutput(2))
+    c.setOutput(2, std::move(inv));
+}
+
+void softmaxCrossEntropyKernel(KernelContext &c) {
+  const Tensor &scores = c.input(0), &labels = c.input(1);
+  if (scores.dtype != DType::F32 || scores.rank() < 2)
+    c.fail("scores must be float32 [N, C, ...]");
+  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / (N * C);
+  if (labels.numel() != N * D)
+    c.fail("labels shape " + shapeString(labels.shape) + " does not match scores " + shapeString(scores.shape));
+  std::vector<int64_t> lab = labels.toInts();
+  const Tensor *w = c.hasInput(2) ? &c.input(2) : nullptr;
+  bool hasIgnore = c.hasAttr("ignore_index");
+  int64_t ignore = c.attrInt("ignore_index", 0);
+  std::string reduction = c.attrString("reduction", "mean");
+  Tensor logp(DType::F32, scores.shape);
+  const float *ps = scores.data<float>();
+  float *pl = logp.data<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < D; ++d) {
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < C; ++k)
+        mx = std::max(mx, ps[(n * C + k) * D + d]);
+      double sum = 0;
+      for (int64_t k = 0; k < C; ++k)
+        sum += std::exp(double(ps[(n * C + k) * D + d]) - mx);
+      double lse = std::log(sum) + mx;
+      for (int64_t k = 0; k < C; ++k)
+        pl[(n * C + k) * D + d] = float(double(ps[(n * C + k) * D + d]) - lse);
+    }
+  Shape lossShape = labels.shape;
+  Tensor per(DType::F32, lossShape);
+  double total = 0, wsum = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < D; ++d) {
+      int64_t l = lab[size_t(n * D + d)];
+      float val = 0, wt = 0;
+      if (!(hasIgnore && l == ignore)) {
+        if (l < 0 || l >= C)
+          c.fail("label " + std::to_string(l) + " is outside [0, " + std::to_string(C) + ")");
+        wt = w ? float(w->getDouble(l)) : 1.0f;
+        val = -pl[(n * C + l) * D + d] * wt;
+      }
+      per.data<float>()[n * D + d] = val;
+      total += val;
+      wsum += wt;
+    }
+  if (reduction == "none") {
+    c.setOutput(0, std::move(per));
+  } else {
+    Tensor r(DType::F32, {});
+    r.data<float>()[0] = float(reduction == "sum" ? total : total / wsum);
+    c.setOutput(0, std::move(r));
+  }
+  if (c.wantsOutput(1))
+    c.setOutput(1, std::move(logp));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class Reduce { Mean, Sum, Max, Min };
+
+void reduceKernel(KernelContext &c, Reduce k) {
+  const Tensor &x = c.input(0);
+  std::vector<int64_t> axes = c.hasInput(1) ? c.input(1).toInts() : c.attrInts("axes");
+  bool keep = c.attrInt("keepdims", 1);
+  if (axes.empty() && c.attrInt("noop_with_empty_axes", 0)) {
+    c.setOutput(0, std::make_shared<Tensor>(x));
+    return;
+  }
+  std::vector<bool> red(size_t(x.rank()), axes.empty());
+  for (int64_t a : axes)
+    red[size_t(normAxis(c, a, x.rank()))] = true;
+  Shape out, keptShape;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    keptShape.push_back(red[size_t(i)] ? 1 : x.shape[size_t(i)]);
+    if (!red[size_t(i)])
+      out.push_back(x.shape[size_t(i)]);
+    else if (keep)
+      out.push_back(1);
+  }
+  int64_t no = numElements(keptShape);
+  std::vector<double> acc(size_t(no), k == Reduce::Max ? -INFINITY : k == Reduce::Min ? INFINITY : 0.0);
+  std::vector<int64_t> st = broadcastStrides(keptShape, x.shape);
+  forEachBroadcast(x.shape, {st}, [&](int64_t i, const int64_t *off) {
+    double v = x.getDouble(i);
+    double &a = acc[size_t(off[0])];
+    if (k == Reduce::Max)
+      a = (std::isnan(v) || v > a) ? v : a;
+    else if (k == Reduce::Min)
+      a = (std::isnan(v) || v < a) ? v : a;
+    else
+      a += v;
+  });
+  int64_t count = x.numel() / std::max<int64_t>(no, 1);
+  Tensor r(x.dtype, out);
+  Tensor d(DType::F64, out);
+  for (int64_t i = 0; i < no; ++i)
+    d.data<double>()[i] = k == Reduce::Mean ? acc[size_t(i)] / double(count) : acc[size_t(i)];
+  c.setOutput(0, d.castTo(x.dtype));
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Tensor reshapeTo(const Tensor &x, Shape s) {
+  Tensor r;
+  r.dtype = x.dtype;
+  r.shape = std::move(s);
+  r.bytes = x.bytes;
+  return r;
+}
+
+void reshapeKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  std::vector<int64_t> s = c.input(1).toInts();
+  bool allowZero = c.attrInt("allowzero", 0);
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == 0 && !allowZero) {
+      if (i >= x.shape.size())
+        c.fail("shape entry 0 copies a dimension the input does not have");
+      s[i] = x.shape[i];
+    }
+    if (s[i] == -1) {
+      if (infer >= 0)
+        c.fail("more than one -1 in the target shape");
+      infer = int64_t(i);
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0)
+    s[size_t(infer)] = known ? x.numel() / known : 0;
+  if (numElements(s) != x.numel())
+    c.fail("cannot reshape " + shapeString(x.shape) + " to " + shapeString(s));
+  c.setOutput(0, reshapeTo(x, s));
+}
+
+} // namespace
+
+Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm) {
+  Shape out(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    out[i] = x.shape[size_t(perm[i])];
+  Tensor r(x.dtype, out);
+  std::vector<int64_t> xs = contiguousStrides(x.shape), st(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    st[i] = xs[size_t(perm[i])];
+  size_t es = dtypeSize(x.dtype);
+  forEachBroadcast(out, {st}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(r.bytes.data() + i * es, x.bytes.data() + off[0] * es, es);
+  });
+  return r;
+}
+
+namespace {
+
+void transposeKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  std::vector<int64_t> perm = c.attrInts("perm");
+  if (perm.empty())
+    for (int64_t i = x.rank(); i-- > 0;)
+      perm.push_back(i);
+  if (int64_t(perm.size()) != x.rank())
+    c.fail("perm has the wrong length");
+  c.setOutput(0, transpose(x, perm));
+}
+
+void concatKernel(KernelContext &c) {
+  const Tensor &first = c.input(0);
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), first.rank());
+  Shape out = first.shape;
+  out[size_t(axis)] = 0;
+  for (size_t i = 0; i < c.numInputs(); ++i) {
+    const Tensor &t = c.input(i);
+    if (t.rank() != first.rank() || t.dtype != first.dtype)
+      c.fail("inputs differ in rank or type");
+    out[size_t(axis)] += t.shape[size_t(axis)];
+  }
+  Tensor r(first.dtype, out);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= out[size_t(i)];
+  size_t es = dtypeSize(first.dtype);
+  int64_t rowOut = r.numel() / std::max<int64_t>(outer, 1) * int64_t(es), pos = 0;
+  for (size_t i = 0; i < c.numInputs(); ++i) {
+    const Tensor &t = c.input(i);
+    int64_t row = t.numel() / std::max<int64_t>(outer, 1) * int64_t(es);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(r.bytes.data() + o * rowOut + pos, t.bytes.data() + o * row, size_t(row));
+    pos += row;
+  }
+  c.setOutput(0, std::move(r));
+}
+
+/// Splits x along axis into pieces of the given sizes.
+std::vector<TensorPtr> splitTensor(const KernelContext &c, const Tensor &x, int64_t axis,
+                                   const std::vector<int64_t> &sizes) {
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (total != x.shape[size_t(axis)])
+    c.fail("split sizes do not add up to the dimension");
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[size_t(i)];
+  for (int64_t i = axis + 1; i < x.rank(); ++i)
+    inner *= x.shape[size_t(i)];
+  size_t es = dtypeSize(x.dtype);
+  std::vector<TensorPtr> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    Shape sh = x.shape;
+    sh[size_t(axis)] = s;
+    auto t = std::make_shared<Tensor>(x.dtype, sh);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(t->bytes.data() + size_t(o * s * inner) * es,
+                  x.bytes.data() + size_t((o * x.shape[size_t(axis)] + start) * inner) * es, size_t(s * inner) * es);
+    out.push_back(t);
+    start += s;
+  }
+  return out;
+}
+
+void splitKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
+  std::vector<int64_t> sizes;
+  if (c.hasInput(1)) {
+    sizes = c.input(1).toInts();
+  } else {
+    int64_t n = c.attrInt("num_outputs", int64_t(c.numOutputs())), d = x.shape[size_t(axis)];
+    int64_t chunk = (d + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      sizes.push_back(std::min(chunk, d - i * chunk));
+  }
+  auto parts = splitTensor(c, x, axis, sizes);
+  for (size_t i = 0; i < parts.size() && i < c.numOutputs(); ++i)
+    c.setOutput(i, parts[i]);
+}
+
+void splitToSequenceKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
+  int64_t d = x.shape[size_t(axis)];
+  std::vector<int64_t> sizes;
+  bool squeeze = false;
+  if (!c.hasInput(1)) {
+    sizes.assign(size_t(d), 1);
+    squeeze = !c.attrInt("keepdims", 1);
+  } else if (c.input(1).rank() == 0) {
+    int64_t chunk = c.input(1).getInt(0);
+    if (chunk <= 0)
+      c.fail("split must be positive");
+    for (int64_t s = 0; s < d; s += chunk)
+      sizes.push_back(std::min(chunk, d - s));
+  } else {
+    sizes = c.input(1).toInts();
+  }
+  auto parts = splitTensor(c, x, axis, sizes);
+  if (squeeze)
+    for (auto &p : parts) {
+      Shape s = p->shape;
+      s.erase(s.begin() + axis);
+      p->shape = s;
+    }
+  c.setOutputSequence(0, parts);
+}
+
+void sequenceAtKernel(KernelContext &c) {
+  const Value &seq = c.inputValue(0);
+  if (!seq.isSequence)
+    c.fail("input 0 is not a sequence");
+  int64_t n = int64_t(seq.sequence.size()), i = c.input(1).getInt(0);
+  if (i < -n || i >= n)
+    c.fail("position " + std::to_string(i) + " is outside a sequence of " + std::to_string(n));
+  c.setOutput(0, seq.sequence[size_t(i < 0 ? i + n : i)]);
+}
+
+void sliceKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  std::vector<int64_t> starts = c.input(1).toInts(), ends = c.input(2).toInts();
+  std::vector<int64_t> axes, steps;
+  if (c.hasInput(3))
+    axes = c.input(3).toInts();
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  steps = c.hasInput(4) ? c.input(4).toInts() : std::vector<int64_t>(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps differ in length");
+  size_t r = size_t(x.rank());
+  std::vector<int64_t> st(r, 0), step(r, 1);
+  Shape out = x.shape;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = normAxis(c, axes[i], x.rank()), d = x.shape[size_t(a)], s = starts[i], e = ends[i], k = steps[i];
+    if (k == 0)
+      c.fail("step 0");
+    if (s < 0)
+      s += d;
+    if (e < 0)
+      e += d;
+    if (k > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      out[size_t(a)] = std::max<int64_t>(0, (e - s + k - 1) / k);
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      out[size_t(a)] = std::max<int64_t>(0, (s - e + (-k) - 1) / (-k));
+    }
+    st[size_t(a)] = s;
+    step[size_t(a)] = k;
+  }
+  Tensor res(x.dtype, out);
+  std::vector<int64_t> xs = contiguousStrides(x.shape), strides(r);
+  int64_t base = 0;
+  for (size_t i = 0; i < r; ++i) {
+    strides[i] = xs[i] * step[i];
+    base += st[i] * xs[i];
+  }
+  size_t es = dtypeSize(x.dtype);
+  forEachBroadcast(out, {strides}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(res.bytes.data() + i * es, x.bytes.data() + (base + off[0]) * es, es);
+  });
+  c.setOutput(0, std::move(res));
+}
+
+void gatherKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &idx = c.input(1);
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
+  std::vector<int64_t> ind = idx.toInts();
+  int64_t d = x.shape[size_t(axis)], outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[size_t(i)];
+  for (int64_t i = axis + 1; i < x.rank(); ++i)
+    inner *= x.shape[size_t(i)];
+  Shape out(x.shape.begin(), x.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+  Tensor r(x.dtype, out);
+  size_t es = dtypeSize(x.dtype), n = ind.size();
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t j = 0; j < n; ++j) {
+      int64_t k = ind[j] < 0 ? ind[j] + d : ind[j];
+      if (k < 0 || k >= d)
+        c.fail("index " + std::to_string(ind[j]) + " is out of range [" + std::to_string(-d) + ", " +
+               std::to_string(d) + ")");
+      std::memcpy(r.bytes.data() + (size_t(o) * n + j) * size_t(inner) * es,
+                  x.bytes.data() + size_t((o * d + k) * inner) * es, size_t(inner) * es);
+    }
+  c.setOutput(0, std::move(r));
+}
+
+void gatherElementsKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &idx = c.input(1);
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
+  if (idx.rank() != x.rank())
+    c.fail("indices and data differ in rank");
+  Tensor r(x.dtype, idx.shape);
+  std::vector<int64_t> xs = contiguousStrides(x.shape);
+  std::vector<int64_t> st = xs;
+  st[size_t(axis)] = 0;
+  std::vector<int64_t> ind = idx.toInts();
+  size_t es = dtypeSize(x.dtype);
+  int64_t d = x.shape[size_t(axis)];
+  forEachBroadcast(idx.shape, {st}, [&](int64_t i, const int64_t *off) {
+    int64_t k = ind[size_t(i)] < 0 ? ind[size_t(i)] + d : ind[size_t(i)];
+    if (k < 0 || k >= d)
+      c.fail("index out of range");
+    std::memcpy(r.bytes.data() + i * es, x.bytes.data() + (off[0] + k * xs[size_t(axis)]) * es, es);
+  });
+  c.setOutput(0, std::move(r));
+}
+
+void expandKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  Shape out = broadcastShapes(c, {x.shape, c.input(1).toInts()});
+  Tensor r(x.dtype, out);
+  size_t es = dtypeSize(x.dtype);
+  forEachBroadcast(out, {broadcastStrides(x.shape, out)}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(r.bytes.data() + i * es, x.bytes.data() + off[0] * es, es);
+  });
+  c.setOutput(0, std::move(r));
+}
+
+void unsqueezeKernel(KernelContext &c, bool squeeze) {
+  const Tensor &x = c.input(0);
+  std::vector<int64_t> axes = c.hasInput(1) ? c.input(1).toInts() : c.attrInts("axes");
+  Shape s = x.shape;
+  if (squeeze) {
+    int64_t r = x.rank();
+    std::vector<bool> drop(size_t(r), false);
+    if (axes.empty())
+      for (int64_t i = 0; i < r; ++i)
+        drop[size_t(i)] = s[size_t(i)] == 1;
+    for (int64_t a : axes) {
+      a = normAxis(c, a, r);
+      if (s[size_t(a)] != 1)
+        c.fail("cannot squeeze a dimension of size " + std::to_string(s[size_t(a)]));
+      drop[size_t(a)] = true;
+    }
+    Shape o;
+    for (int64_t i = 0; i < r; ++i)
+      if (!drop[size_t(i)])
+        o.push_back(s[size_t(i)]);
+    s = o;
+  } else {
+    int64_t r = x.rank() + int64_t(axes.size());
+    for (int64_t &a : axes)
+      a = normAxis(c, a, r);
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes)
+      s.insert(s.begin() + a, 1);
+  }
+  c.setOutput(0, reshapeTo(x, s));
+}
+
+void rangeKernel(KernelContext &c) {
+  const Tensor &s = c.input(0), &l = c.input(1), &d = c.input(2);
+  double start = s.getDouble(0), limit = l.getDouble(0), delta = d.getDouble(0);
+  if (delta == 0)
+    c.fail("delta is 0");
+  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+  Tensor r(s.dtype, {n});
+  dispatchNumeric(c, s.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T st = s.data<T>()[0], dl = d.data<T>()[0];
+    for (int64_t i = 0; i < n; ++i)
+      r.data<T>()[i] = T(st + T(i) * dl);
+  });
+  c.setOutput(0, std::move(r));
+}
+
+void padKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  if (c.attrString("mode", "constant") != "constant")
+    c.fail("only mode=constant is supported");
+  std::vector<int64_t> pads = c.input(1).toInts();
+  std::vector<int64_t> axes;
+  if (c.hasInput(3))
+    axes = c.input(3).toInts();
+  else
+    for (int64_t i = 0; i < x.rank(); ++i)
+      axes.push_back(i);
+  if (pads.size() != 2 * axes.size())
+    c.fail("pads has the wrong length");
+  size_t r = size_t(x.rank());
+  std::vector<int64_t> before(r, 0), after(r, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    size_t a = size_t(normAxis(c, axes[i], x.rank()));
+    before[a] = pads[i];
+    after[a] = pads[i + axes.size()];
+  }
+  Shape out = x.shape;
+  for (size_t i = 0; i < r; ++i)
+    out[i] += before[i] + after[i];
+  Tensor fill(x.dtype, {});
+  if (c.hasInput(2))
+    std::memcpy(fill.bytes.data(), c.input(2).bytes.data(), dtypeSize(x.dtype));
+  Tensor res(x.dtype, out);
+  size_t es = dtypeSize(x.dtype);
+  std::vector<int64_t> xs = contiguousStrides(x.shape);
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t i = 0; i < res.numel(); ++i) {
+    int64_t rem = i, off = 0;
+    bool inside = true;
+    for (size_t d = r; d-- > 0;) {
+      int64_t k = rem % out[d] - before[d];
+      rem /= out[d];
+      if (k < 0 || k >= x.shape[d])
+        inside = false;
+      else
+        off += k * xs[d];
+    }
+    std::memcpy(res.bytes.data() + i * es, inside ? x.bytes.data() + off * es : fill.bytes.data(), es);
+  }
+  c.setOutput(0, std::move(res));
+}
+
+void triluKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t k = c.hasInput(1) ? c.input(1).getInt(0) : 0;
+  bool upper = c.attrInt("upper", 1);
+  Tensor r = x;
+  int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
+  size_t es = dtypeSize(x.dtype);
+  for (int64_t b = 0; b < x.numel() / (R * C); ++b)
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j)
+        if (upper ? (j - i < k) : (j - i > k))
+          std::memset(r.bytes.data() + size_t((b * R + i) * C + j) * es, 0, es);
+  c.setOutput(0, std::move(r));
+}
+
+void shapeKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t r = x.rank(), s = c.attrInt("start", 0), e = c.attrInt("end", r);
+  s = std::clamp<int64_t>(s < 0 ? s + r : s, 0, r);
+  e = std::clamp<int64_t>(e < 0 ? e + r : e, 0, r);
+  Tensor t(DType::I64, {std::max<int64_t>(0, e - s)});
+  for (int64_t i = s; i < e; ++i)
+    t.data<int64_t>()[i - s] = x.shape[size_t(i)];
+  c.setOutput(0, std::move(t));
+}
+
+void constantOfShapeKernel(KernelContext &c) {
+  Shape s = c.input(0).toInts();
+  const Attr *v = c.attr("value");
+  Tensor r(v ? v->tensor->dtype : DType::F32, s);
+  if (v) {
+    size_t es = dtypeSize(r.dtype);
+    for (int64_t i = 0; i < r.numel(); ++i)
+      std::memcpy(r.bytes.data() + i * es, v->tensor->bytes.data(), es);
+  }
+  c.setOutput(0, std::move(r));
+}
+
+void identityKernel(KernelContext &c) {
+  const Value &v = c.inputValue(0);
+  if (v.isSequence)
+    c.setOutputSequence(0, v.sequence);
+  else
+    c.setOutput(0, v.tensor);
+  if (c.wantsOutput(1)) { // Dropout's mask: everything kept at inference
+    Tensor m(DType::Bool, v.tensor->shape);
+    std::fill(m.bytes.begin(), m.bytes.end(), 1);
+    c.setOutput(1, std::move(m));
+  }
+}
+
+} // namespace
+
+void registerOnnxKernels(std::map<std::string, Kernel> &k) {
+  k["Add"] = [](KernelContext &c) { arithKernel(c, Arith::Add); };
+  k["Sub"] = [](KernelContext &c) { arithKernel(c, Arith::Sub); };
+  k["Mul"] = [](KernelContext &c) { arithKernel(c, Arith::Mul); };
+  k["Div"] = [](KernelContext &c) { arithKernel(c, Arith::Div); };
+  k["Pow"] = [](KernelContext &c) { arithKernel(c, Arith::Pow); };
+  k["Max"] = [](KernelContext &c) { arithKernel(c, Arith::Max); };
+  k["Min"] = [](KernelContext &c) { arithKernel(c, Arith::Min); };
+  k["Equal"] = [](KernelContext &c) { compareKernel(c, Cmp::Eq); };
+  k["Less"] = [](KernelContext &c) { compareKernel(c, Cmp::Lt); };
+  k["LessOrEqual"] = [](KernelContext &c) { compareKernel(c, Cmp::Le); };
+  k["Greater"] = [](KernelContext &c) { compareKernel(c, Cmp::Gt); };
+  k["GreaterOrEqual"] = [](KernelContext &c) { compareKernel(c, Cmp::Ge); };
+  k["And"] = [](KernelContext &c) { logicKernel(c, true); };
+  k["Or"] = [](KernelContext &c) { logicKernel(c, false); };
+  k["Not"] = [](KernelContext &c) {
+    const Tensor &x = c.input(0);
+    Tensor r(DType::Bool, x.shape);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      r.data<uint8_t>()[i] = !x.data<uint8_t>()[i];
+    c.setOutput(0, std::move(r));
+  };
+  k["Neg"] = [](KernelContext &c) { negAbs(c, true); };
+  k["Abs"] = [](KernelContext &c) { negAbs(c, false); };
+  k["Sqrt"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::sqrt(v); }); };
+  k["Reciprocal"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return 1.0f / v; }); };
+  k["Tanh"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::tanh(v); }); };
+  k["Sigmoid"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); };
+  k["Erf"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::erf(v); }); };
+  k["Exp"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::exp(v); }); };
+  k["Log"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::log(v); }); };
+  k["Sin"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::sin(v); }); };
+  k["Cos"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::cos(v); }); };
+  k["Relu"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return v > 0 ? v : 0.0f; }); };
+  k["Gelu"] = [](KernelContext &c) {
+    bool t = c.attrString("approximate", "none") == "tanh";
+    unaryFloat(c, [t](float v) { return gelu(v, t); });
+  };
+  k["Where"] = whereKernel;
+  k["Clip"] = clipKernel;
+  k["Cast"] = [](KernelContext &c) { castKernel(c, false); };
+  k["CastLike"] = [](KernelContext &c) { castKernel(c, true); };
+  k["MatMul"] = matmulKernel;
+  k["Gemm"] = gemmKernel;
+  k["Softmax"] = [](KernelContext &c) { softmaxKernel(c, false); };
+  k["LogSoftmax"] = [](KernelContext &c) { softmaxKernel(c, true); };
+  k["LayerNormalization"] = layerNormKernel;
+  k["SoftmaxCrossEntropyLoss"] = softmaxCrossEntropyKernel;
+  k["ReduceMean"] = [](KernelContext &c) { reduceKernel(c, Reduce::Mean); };
+  k["ReduceSum"] = [](KernelContext &c) { reduceKernel(c, Reduce::Sum); };
+  k["ReduceMax"] = [](KernelContext &c) { reduceKernel(c, Reduce::Max); };
+  k["ReduceMin"] = [](KernelContext &c) { reduceKernel(c, Reduce::Min); };
+  k["Reshape"] = reshapeKernel;
+  k["Transpose"] = transposeKernel;
+  k["Concat"] = concatKernel;
+  k["Split"] = splitKernel;
+  k["SplitToSequence"] = splitToSequenceKernel;
+  k["SequenceAt"] = sequenceAtKernel;
+  k["Slice"] = sliceKernel;
+  k["Gather"] = gatherKernel;
+  k["GatherElements"] = gatherElementsKernel;
+  k["Expand"] = expandKernel;
+  k["Unsqueeze"] = [](KernelContext &c) { unsqueezeKernel(c, false); };
+  k["Squeeze"] = [](KernelContext &c) { unsqueezeKernel(c, true); };
+  k["Range"] = rangeKernel;
+  k["Pad"] = padKernel;
+  k["Trilu"] = triluKernel;
+  k["Shape"] = shapeKernel;
+  k["ConstantOfShape"] = constantOfShapeKernel;
+  k["Identity"] = identityKernel;
+  k["Dropout"] = identityKernel;
+}
+
+const Kernel *lookupKernel(const std::string &type) {
+  static const std::map<std::string, Kernel> table = [] {
+    std::map<std::string, Kernel> k;
+    registerOnnxKernels(k);
+    registerFp8Kernels(k);
+    return k;
+  }();
+  auto it = table.find(type);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> kernelNames() {
+  std::map<std::string, Kernel> k;
+  registerOnnxKernels(k);
+  registerFp8Kernels(k);
+  std::vector<std::string> r;
+  for (auto &kv : k)
+    r.push_back(kv.first);
+  return r;
+}
+
+} // namespace octet::rt

@@ -1,0 +1,205 @@
+//===- Npz.cpp - NumPy archives through libzip -----------------------------===//
+#include "octet/runtime/Npz.h"
+
+#include <zip.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <unistd.h>
+
+namespace octet::rt {
+namespace {
+
+const char *descrOf(DType t) {
+  switch (t) {
+  case DType::F32: return "<f4";
+  case DType::F64: return "<f8";
+  case DType::F16: return "<f2";
+  case DType::BF16: return "<u2"; // numpy has no bfloat16: the raw bits
+  case DType::I64: return "<i8";
+  case DType::I32: return "<i4";
+  case DType::I16: return "<i2";
+  case DType::I8: return "|i1";
+  case DType::Bool: return "|b1";
+  default: return "|u1"; // uint8 and FP8 codes
+  }
+}
+
+DType dtypeOfDescr(const std::string &d) {
+  static const std::pair<const char *, DType> table[] = {
+      {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i8", DType::I64}, {"i4", DType::I32},
+      {"i2", DType::I16}, {"i1", DType::I8},  {"u1", DType::U8},  {"b1", DType::Bool}, {"u2", DType::BF16}};
+  if (d.size() != 3 || (d[0] != '<' && d[0] != '|' && d[0] != '='))
+    return DType::Invalid;
+  for (auto &[s, t] : table)
+    if (d.substr(1) == s)
+      return t;
+  return DType::Invalid;
+}
+
+} // namespace
+
+std::string encodeNpy(const Tensor &t) {
+  std::string shape = "(";
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
+  shape += ")";
+  std::string dict = std::string("{'descr': '") + descrOf(t.dtype) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  uint16_t len = uint16_t(dict.size());
+  out.append(reinterpret_cast<const char *>(&len), 2);
+  out += dict;
+  out.append(reinterpret_cast<const char *>(t.bytes.data()), t.bytes.size());
+  return out;
+}
+
+TensorPtr decodeNpy(const std::string &b, const std::string &what) {
+  auto bad = [&](const std::string &m) { return Error(what + ": not a valid .npy array (" + m + ")"); };
+  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0)
+    throw bad("bad magic");
+  uint8_t major = uint8_t(b[6]);
+  size_t hl, start;
+  if (major == 1) {
+    uint16_t v;
+    std::memcpy(&v, b.data() + 8, 2);
+    hl = v;
+    start = 10;
+  } else {
+    uint32_t v;
+    if (b.size() < 12)
+      throw bad("truncated");
+    std::memcpy(&v, b.data() + 8, 4);
+    hl = v;
+    start = 12;
+  }
+  if (start + hl > b.size())
+    throw bad("truncated header");
+  std::string h = b.substr(start, hl);
+  auto field = [&](const std::string &key) {
+    size_t p = h.find("'" + key + "'");
+    if (p == std::string::npos)
+      throw bad("no " + key);
+    p = h.find(':', p);
+    return p + 1;
+  };
+  size_t p = h.find('\'', field("descr"));
+  std::string descr = h.substr(p + 1, h.find('\'', p + 1) - p - 1);
+  DType t = dtypeOfDescr(descr);
+  if (t == DType::Invalid)
+    throw bad("element type '" + descr + "' is not supported");
+  size_t fo = h.find_first_not_of(' ', field("fortran_order"));
+  if (fo != std::string::npos && h.compare(fo, 4, "True") == 0)
+    throw bad("Fortran order is not supported");
+  size_t s0 = h.find('(', field("shape")), s1 = h.find(')', s0);
+  Shape shape;
+  std::string dims = h.substr(s0 + 1, s1 - s0 - 1);
+  for (size_t i = 0; i < dims.size();) {
+    size_t j = dims.find(',', i);
+    std::string tok = dims.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (tok.find_first_not_of(' ') != std::string::npos)
+      shape.push_back(std::stoll(tok));
+    if (j == std::string::npos)
+      break;
+    i = j + 1;
+  }
+  auto tensor = std::make_shared<Tensor>(t, shape);
+  size_t data = start + hl;
+  if (b.size() - data != tensor->bytes.size())
+    throw bad("data size does not match the shape");
+  std::memcpy(tensor->bytes.data(), b.data() + data, tensor->bytes.size());
+  return tensor;
+}
+
+NamedTensors readNpz(const std::string &path) {
+  int err = 0;
+  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!z) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    std::string msg = zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    throw Error(path + ": cannot read as .npz (" + msg + ")");
+  }
+  std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
+  NamedTensors out;
+  zip_int64_t n = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(z, zip_uint64_t(i), 0, &st) != 0)
+      throw Error(path + ": corrupt .npz entry " + std::to_string(i));
+    std::string name = st.name;
+    zip_file_t *f = zip_fopen_index(z, zip_uint64_t(i), 0);
+    if (!f)
+      throw Error(path + ": cannot open entry '" + name + "'");
+    std::string bytes(size_t(st.size), '\0');
+    zip_int64_t got = zip_fread(f, bytes.data(), st.size);
+    zip_fclose(f);
+    if (got != zip_int64_t(st.size))
+      throw Error(path + ": truncated entry '" + name + "'");
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+      name.resize(name.size() - 4);
+    out.emplace_back(name, decodeNpy(bytes, path + ": '" + name + "'"));
+  }
+  return out;
+}
+
+static void fsyncAndRename(const std::string &tmp, const std::string &path) {
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  }
+}
+
+void writeNpz(const std::string &path, const NamedTensors &tensors) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int err = 0;
+  zip_t *z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  if (!z)
+    throw Error(path + ": cannot create the .npz file");
+  std::vector<std::string> blobs;
+  blobs.reserve(tensors.size());
+  for (auto &[name, t] : tensors) {
+    blobs.push_back(encodeNpy(*t));
+    zip_source_t *src = zip_source_buffer(z, blobs.back().data(), blobs.back().size(), 0);
+    zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8) : -1;
+    if (idx < 0) {
+      if (src)
+        zip_source_free(src);
+      zip_discard(z);
+      throw Error(path + ": cannot add '" + name + "'");
+    }
+    zip_set_file_compression(z, zip_uint64_t(idx), ZIP_CM_STORE, 0);
+  }
+  if (zip_close(z) != 0) {
+    zip_discard(z);
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write the .npz file");
+  }
+  fsyncAndRename(tmp, path);
+}
+
+void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0) {
+    if (f)
+      std::fclose(f);
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  }
+  ::fsync(fileno(f));
+  std::fclose(f);
+  fsyncAndRename(tmp, path);
+}
+
+} // namespace octet::rt

@@ -1,0 +1,181 @@
+//===- Plan.cpp - Reading plan files --------------------------------------===//
+#include "octet/runtime/Plan.h"
+
+#include <yaml-cpp/yaml.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace octet::rt {
+
+int Plan::findValue(const std::string &name) const {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == name)
+      return int(i);
+  return -1;
+}
+
+namespace {
+
+template <typename T> T readLE(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+struct Reader {
+  const std::string &path;
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw Error(path + ": " + msg + "; re-create it with `fp8-opt --emit=plan`");
+  }
+};
+
+Attr parseAttr(const YAML::Node &n, const Reader &r, const std::string &where) {
+  Attr a;
+  if (!n.IsMap() || n.size() != 1)
+    r.fail("attribute " + where + " is not a one-key map");
+  std::string k = n.begin()->first.as<std::string>();
+  const YAML::Node &v = n.begin()->second;
+  if (k == "i") {
+    a.kind = Attr::Int;
+    a.i = v.as<int64_t>();
+  } else if (k == "f") {
+    a.kind = Attr::Float;
+    std::string s = v.as<std::string>();
+    a.f = s == "nan" ? NAN : s == "inf" ? INFINITY : s == "-inf" ? -INFINITY : std::strtod(s.c_str(), nullptr);
+  } else if (k == "s") {
+    a.kind = Attr::String;
+    a.s = v.as<std::string>();
+  } else if (k == "ints") {
+    a.kind = Attr::Ints;
+    a.ints = v.as<std::vector<int64_t>>();
+  } else if (k == "floats") {
+    a.kind = Attr::Floats;
+    a.floats = v.as<std::vector<double>>();
+  } else if (k == "strings") {
+    a.kind = Attr::Strings;
+    a.strings = v.as<std::vector<std::string>>();
+  } else if (k == "tensor") {
+    a.kind = Attr::Tensor_;
+    DType t = dtypeFromName(v["dtype"].as<std::string>());
+    if (t == DType::Invalid)
+      r.fail("attribute " + where + " has an unknown dtype");
+    auto tensor = std::make_shared<Tensor>(t, v["shape"].as<std::vector<int64_t>>());
+    std::vector<double> data = v["data"].as<std::vector<double>>();
+    if (int64_t(data.size()) != tensor->numel())
+      r.fail("attribute " + where + " has the wrong number of elements");
+    Tensor f(DType::F64, tensor->shape);
+    std::memcpy(f.bytes.data(), data.data(), data.size() * 8);
+    *tensor = f.castTo(t);
+    a.tensor = tensor;
+  } else {
+    r.fail("attribute " + where + " has unknown kind '" + k + "'");
+  }
+  return a;
+}
+
+} // namespace
+
+Plan loadPlan(const std::string &path) {
+  Reader r{path};
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(path + ": cannot open the plan file (does it exist?)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const uint8_t *p = reinterpret_cast<const uint8_t *>(bytes.data());
+  if (bytes.size() < kPlanHeaderBytes || std::memcmp(p, kPlanMagic, 8) != 0)
+    r.fail("not an Octet plan (bad magic)");
+  Plan plan;
+  plan.version = readLE<uint32_t>(p + 8);
+  if (plan.version != kPlanVersion)
+    throw Error(path + ": plan version " + std::to_string(plan.version) + " is not supported (this runtime reads " +
+                std::to_string(kPlanVersion) + "); re-create it with this release's fp8-opt");
+  uint64_t headerSize = readLE<uint64_t>(p + 16), dataOffset = readLE<uint64_t>(p + 24),
+           dataSize = readLE<uint64_t>(p + 32);
+  uint32_t crc = readLE<uint32_t>(p + 40);
+  if (kPlanHeaderBytes + headerSize > bytes.size() || dataOffset < kPlanHeaderBytes + headerSize ||
+      dataOffset + dataSize != bytes.size())
+    r.fail("truncated or malformed (sizes do not match the file)");
+  uLong c = crc32(0L, Z_NULL, 0);
+  c = crc32(c, p + kPlanHeaderBytes, uInt(headerSize));
+  c = crc32(c, p + dataOffset, uInt(dataSize));
+  if (uint32_t(c) != crc)
+    r.fail("corrupt (checksum mismatch)");
+
+  YAML::Node root;
+  try {
+    root = YAML::Load(bytes.substr(kPlanHeaderBytes, headerSize));
+  } catch (const YAML::Exception &e) {
+    r.fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  try {
+    if (root["format"].as<std::string>() != "octet-plan")
+      r.fail("header format is not 'octet-plan'");
+    plan.producer = root["producer"] ? root["producer"].as<std::string>() : "";
+    plan.recipe = root["recipe"] ? root["recipe"].as<std::string>() : "";
+    for (const YAML::Node &v : root["values"]) {
+      PlanValue pv;
+      pv.name = v["name"].as<std::string>();
+      pv.dtype = dtypeFromName(v["dtype"].as<std::string>());
+      if (pv.dtype == DType::Invalid)
+        r.fail("value '" + pv.name + "' has unknown dtype '" + v["dtype"].as<std::string>() + "'");
+      pv.isSequence = v["sequence"] && v["sequence"].as<bool>();
+      if (v["shape"]) {
+        pv.hasShape = true;
+        pv.shape = v["shape"].as<std::vector<int64_t>>();
+      }
+      plan.values.push_back(pv);
+    }
+    int nValues = int(plan.values.size());
+    auto checkId = [&](int id, const std::string &where) {
+      if (id < -1 || id >= nValues)
+        r.fail(where + " refers to value " + std::to_string(id) + ", which does not exist");
+      return id;
+    };
+    for (const YAML::Node &v : root["inputs"])
+      plan.inputs.push_back(checkId(v.as<int>(), "inputs"));
+    for (const YAML::Node &v : root["outputs"])
+      plan.outputs.push_back(checkId(v.as<int>(), "outputs"));
+    for (const YAML::Node &c : root["constants"]) {
+      int id = checkId(c["value"].as<int>(), "constants");
+      uint64_t off = c["offset"].as<uint64_t>(), size = c["bytes"].as<uint64_t>();
+      const PlanValue &pv = plan.values[size_t(id)];
+      if (!pv.hasShape)
+        r.fail("constant '" + pv.name + "' has no shape");
+      auto t = std::make_shared<Tensor>(pv.dtype, pv.shape);
+      if (off + size > dataSize || size != t->bytes.size())
+        r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
+      std::memcpy(t->bytes.data(), p + dataOffset + off, size);
+      plan.constants[id] = t;
+      std::string kind = c["kind"] ? c["kind"].as<std::string>() : "const";
+      plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
+                               : kind == "state" ? ConstantKind::State
+                                                 : ConstantKind::Const;
+    }
+    for (const YAML::Node &s : root["state_updates"])
+      plan.stateUpdates.emplace_back(checkId(s["state"].as<int>(), "state_updates"),
+                                     checkId(s["value"].as<int>(), "state_updates"));
+    for (const YAML::Node &o : root["ops"]) {
+      PlanOp op;
+      op.type = o["type"].as<std::string>();
+      op.name = o["name"] ? o["name"].as<std::string>() : "";
+      for (const YAML::Node &v : o["in"])
+        op.inputs.push_back(checkId(v.as<int>(), "op '" + op.name + "'"));
+      for (const YAML::Node &v : o["out"])
+        op.outputs.push_back(checkId(v.as<int>(), "op '" + op.name + "'"));
+      if (o["attrs"])
+        for (const auto &kv : o["attrs"]) {
+          std::string an = kv.first.as<std::string>();
+          op.attrs[an] = parseAttr(kv.second, r, "'" + an + "' of op '" + op.name + "'");
+        }
+      plan.ops.push_back(std::move(op));
+    }
+  } catch (const YAML::Exception &e) {
+    r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
+  }
+  return plan;
+}
+
+} // namespace octet::rt
