@@ -43,10 +43,24 @@ private:
     auto it = names.find(v);
     if (it != names.end())
       return it->second;
-    std::string n = freshName("v" + std::to_string(counter++));
+    std::string hint;
+    if (auto r = v.dyn_cast<OpResult>())
+      if (auto given = r.getOwner()->getAttrOfType<ArrayAttr>("octet.result_names"))
+        if (r.getResultNumber() < given.size())
+          if (auto s = given[r.getResultNumber()].dyn_cast<StringAttr>())
+            hint = s.str();
+    std::string n = freshName(hint.empty() ? "v" + std::to_string(counter++) : hint);
     names[v] = n;
     return n;
   }
+  /// Node names are unique in a graph; ops made from one node share its name.
+  std::string freshNodeName(const std::string &hint) {
+    std::string name = hint;
+    for (unsigned i = 1; !usedNodes.insert(name).second; ++i)
+      name = hint + "_" + std::to_string(i);
+    return name;
+  }
+  llvm::StringSet<> usedNodes;
   static std::string nodeName(Operation &op) {
     Location loc = op.getLoc();
     if (auto n = loc.dyn_cast<NameLoc>())
@@ -211,7 +225,7 @@ LogicalResult Exporter::exportOp(Operation &op, onnx::GraphProto &graph) {
   node->set_op_type(opType.str());
   std::string nn = nodeName(op);
   if (!nn.empty())
-    node->set_name(nn);
+    node->set_name(freshNodeName(nn));
   auto generic = dyn_cast<ox::GenericNodeOp>(op);
   if (generic && !generic.getDomain().empty())
     node->set_domain(generic.getDomain().str());

@@ -7,7 +7,9 @@
 #include "octet/InitAll.h"
 #include "octet/Passes/Passes.h"
 #include "octet/Support/ProtoIO.h"
+#include "octet/Support/RecipeConfig.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -142,6 +144,42 @@ int octet::fp8OptMain(int argc, char **argv) {
                                    cl::desc("Import every ONNX node as the generic onnx.node"),
                                    cl::cat(category));
 
+  static cl::OptionCategory recipeCat("FP8 recipe options (Accelerate's fp8_config keys)");
+  static cl::opt<std::string> configFile("config", cl::desc("Accelerate config YAML (mixed_precision: fp8, fp8_config:)"),
+                                         cl::value_desc("file.yaml"), cl::cat(recipeCat));
+  static cl::opt<std::string> fp8Format("fp8-format", cl::desc("te: E4M3 or HYBRID"), cl::cat(recipeCat));
+  static cl::opt<int64_t> amaxHistoryLen("amax-history-len", cl::desc("te: amax history length"), cl::cat(recipeCat));
+  static cl::opt<std::string> amaxComputeAlgo("amax-compute-algo", cl::desc("te: max or most_recent"),
+                                              cl::cat(recipeCat));
+  static cl::opt<int64_t> margin("margin", cl::desc("te: scaling margin (powers of 2)"), cl::cat(recipeCat));
+  static cl::opt<int64_t> interval("interval", cl::desc("te: recompute scales every N steps"), cl::cat(recipeCat));
+  static cl::list<std::string> overridePrecision(
+      "override-linear-precision", cl::desc("GEMMs kept in high precision: fprop,dgrad,wgrad"), cl::CommaSeparated,
+      cl::cat(recipeCat));
+  static cl::opt<bool> autocastEval("use-autocast-during-eval", cl::desc("FP8 in eval graphs too"),
+                                    cl::cat(recipeCat));
+  static cl::opt<std::string> optLevel("opt-level", cl::desc("msamp: O1, O2 or O3"), cl::cat(recipeCat));
+  static cl::opt<std::string> aoRecipe("ao-recipe", cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
+                                       cl::cat(recipeCat));
+  static cl::opt<std::string> moduleFilter("module-filter", cl::desc("Only layers whose name matches REGEX"),
+                                           cl::value_desc("REGEX"), cl::cat(recipeCat));
+  static cl::opt<bool> keepFirstLast("keep-first-last", cl::desc("ao: keep the first and last Linear (default)"),
+                                     cl::cat(recipeCat));
+  static cl::opt<bool> noKeepFirstLast("no-keep-first-last", cl::desc("ao: convert the first and last Linear too"),
+                                       cl::cat(recipeCat));
+  static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16"),
+                                   cl::cat(recipeCat));
+  static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
+                                 cl::cat(recipeCat));
+  static cl::opt<bool> report("report", cl::desc("Print the per-layer FP8 report (stderr with -o -, else stdout)"),
+                              cl::cat(recipeCat));
+  static cl::opt<std::string> reportFormat("report-format", cl::desc("text or json"), cl::init("text"),
+                                           cl::cat(recipeCat));
+  static cl::opt<std::string> qdqGemm("qdq-gemm",
+                                      cl::desc("FP8 GEMMs in exported ONNX: matmul (QDQ) or gemm-float8 "
+                                               "(com.microsoft.GemmFloat8)"),
+                                      cl::init("matmul"), cl::cat(recipeCat));
+
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -170,8 +208,84 @@ int octet::fp8OptMain(int argc, char **argv) {
       llvm::outs() << r.name << "\t" << r.description << "\n";
     return 0;
   }
+  // Recipe configuration: the config file, then flags on top.
+  RecipeConfig rc;
+  if (!configFile.empty()) {
+    std::string err;
+    if (!loadAccelerateConfig(configFile, rc, err))
+      return error(err);
+  }
+  if (!recipe.empty())
+    rc.backend = recipe;
+  auto choice = [&](cl::opt<std::string> &o, std::string &dst, std::initializer_list<const char *> allowed) {
+    if (o.getNumOccurrences() == 0)
+      return true;
+    for (const char *a : allowed)
+      if (o == a) {
+        dst = o;
+        return true;
+      }
+    std::string list;
+    for (const char *a : allowed)
+      list += std::string(list.empty() ? "" : ", ") + a;
+    error("--" + o.ArgStr.str() + "='" + o.getValue() + "' is not valid; use one of: " + list);
+    return false;
+  };
+  if (!choice(fp8Format, rc.te.fp8Format, {"E4M3", "HYBRID"}) ||
+      !choice(amaxComputeAlgo, rc.te.amaxComputeAlgo, {"max", "most_recent"}) ||
+      !choice(optLevel, rc.msamp.optLevel, {"O1", "O2", "O3"}) ||
+      !choice(aoRecipe, rc.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) ||
+      !choice(reportFormat, reportFormat.getValue(), {"text", "json"}) ||
+      !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}))
+    return 1;
+  auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min) {
+    if (o.getNumOccurrences() == 0)
+      return true;
+    if (o < min) {
+      error("--" + o.ArgStr.str() + "=" + std::to_string(o.getValue()) + " is not valid; use an integer >= " +
+            std::to_string(min));
+      return false;
+    }
+    dst = o;
+    return true;
+  };
+  if (!positive(amaxHistoryLen, rc.te.amaxHistoryLen, 1) || !positive(margin, rc.te.margin, 0) ||
+      !positive(interval, rc.te.interval, 1))
+    return 1;
+  if (overridePrecision.getNumOccurrences()) {
+    for (bool &b : rc.te.overrideLinearPrecision)
+      b = false;
+    for (const std::string &g : overridePrecision) {
+      int i = g == "fprop" ? 0 : g == "dgrad" ? 1 : g == "wgrad" ? 2 : -1;
+      if (i < 0)
+        return error("--override-linear-precision: '" + g + "' is not valid; use any of: fprop, dgrad, wgrad");
+      rc.te.overrideLinearPrecision[i] = true;
+    }
+  }
+  if (autocastEval.getNumOccurrences())
+    rc.te.useAutocastDuringEval = autocastEval;
+  if (moduleFilter.getNumOccurrences())
+    rc.ao.moduleFilter = moduleFilter;
+  if (keepFirstLast && noKeepFirstLast)
+    return error("--keep-first-last and --no-keep-first-last contradict each other; pass one");
+  if (keepFirstLast.getNumOccurrences())
+    rc.ao.keepFirstLast = true;
+  if (noKeepFirstLast.getNumOccurrences())
+    rc.ao.keepFirstLast = false;
+  if (padInnerDim.getNumOccurrences())
+    rc.ao.padInnerDim = padInnerDim;
+  if (evalGraph.getNumOccurrences())
+    rc.evalGraph = evalGraph;
+  if (report && (rc.backend.empty() || rc.backend == "none"))
+    return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
+  std::string reportOptions;
+  if (report)
+    reportOptions = "format=" + reportFormat + (outputFilename == "-" ? " output=/dev/stderr" : "");
+
   const RecipeInfo *recipeInfo = nullptr;
-  if (!recipe.empty()) {
+  std::string recipeName = rc.backend;
+  if (!recipeName.empty()) {
+    recipe = recipeName;
     recipeInfo = lookupRecipe(recipe);
     if (!recipeInfo) {
       std::string known;
@@ -209,14 +323,27 @@ int octet::fp8OptMain(int argc, char **argv) {
     PassManager pm(&ctx, ModuleOp::getOperationName());
     applyPassManagerCLOptions(pm);
     applyDefaultTimingPassManagerCLOptions(pm);
-    if (recipeInfo)
+    if (recipeInfo && recipeInfo->name != "none") {
+      if (failed(buildRecipePipeline(pm, rc.toPassOptions(), reportOptions)))
+        return failure();
+    } else if (recipeInfo) {
       recipeInfo->build(pm);
+    }
     auto errorHandler = [&](const llvm::Twine &msg) {
       emitError(UnknownLoc::get(&ctx)) << msg;
       return failure();
     };
     if (failed(passPipeline.addToPipeline(pm, errorHandler)))
       return failure();
+    // Plans and ONNX models hold no nn layers; ONNX holds no fp8 ops (QDQ instead).
+    if (out == Emit::Plan || out == Emit::ONNX) {
+      pm.addNestedPass<func::FuncOp>(createLowerLayers());
+      if (out == Emit::ONNX) {
+        Fp8ToQdqOptions qo;
+        qo.gemm = qdqGemm;
+        pm.addPass(createFp8ToQdq(qo));
+      }
+    }
     return pm.run(module);
   };
   auto emitModule = [&](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {

@@ -2,6 +2,7 @@
 #include "octet/InitAll.h"
 
 #include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/NN/IR/NN.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
 
@@ -10,7 +11,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void octet::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<onnx_dialect::ONNXDialect, fp8::FP8Dialect, mlir::func::FuncDialect>();
+  registry.insert<onnx_dialect::ONNXDialect, fp8::FP8Dialect, nn::NNDialect, mlir::func::FuncDialect>();
 }
 
 void octet::registerAllPasses() {

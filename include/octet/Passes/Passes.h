@@ -30,6 +30,11 @@ struct RecipeInfo {
 const std::vector<RecipeInfo> &getRecipes();
 /// The recipe called `name`, or nullptr.
 const RecipeInfo *lookupRecipe(llvm::StringRef name);
+/// Adds a recipe pipeline: octet-raise-layers, octet-fp8-substitute with
+/// `substituteOptions`, octet-fp8-report with `reportOptions` (skipped when
+/// empty), octet-fp8-expand, cse.
+mlir::LogicalResult buildRecipePipeline(mlir::OpPassManager &pm, const std::string &substituteOptions,
+                                        const std::string &reportOptions);
 /// Registers the recipe pipelines with MLIR's pass pipeline registry.
 void registerRecipePipelines();
 

@@ -21,4 +21,124 @@ def ModelSummary : Pass<"octet-model-summary", "mlir::ModuleOp"> {
   ];
 }
 
+def RaiseLayers : Pass<"octet-raise-layers", "mlir::func::FuncOp"> {
+  let summary = "Recognize Linear, LayerNorm, RMSNorm, GELU and SiLU and raise them to named nn ops";
+  let description = [{
+    Finds, in an imported ONNX graph:
+    - Linear: MatMul or Gemm whose weight is a float initializer (directly,
+      through a Transpose, or Gemm's transB), with an optional bias Add;
+    - LayerNorm: the LayerNormalization op, or the decomposed
+      ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add form;
+    - RMSNorm: Pow/ReduceMean/Add/Sqrt/Reciprocal/Mul/Mul (or Div);
+    - GELU: the Gelu op, the erf form and the tanh form;
+    - SiLU: x * Sigmoid(x);
+    and replaces each by an nn op that carries the user's layer name (the
+    weight's initializer name without `.weight`, else the node name) and keeps
+    the matched ops in its body.
+  }];
+  let options = [
+    ListOption<"layers", "layers", "std::string",
+               "Kinds to raise: linear, layer_norm, rms_norm, gelu, silu (default: all)">,
+  ];
+  let dependentDialects = ["octet::nn::NNDialect"];
+}
+
+def LowerLayers : Pass<"octet-lower-layers", "mlir::func::FuncOp"> {
+  let summary = "Replace nn layer ops by the ops of their bodies";
+  let description = [{
+    The inverse of octet-raise-layers: layers no recipe converted go back to
+    exactly the ONNX ops they were recognized from. Runs before a plan or an
+    ONNX model is written.
+  }];
+}
+
+def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
+  let summary = "Apply an FP8 recipe: turn the Linear layers its policy selects into fp8.linear";
+  let description = [{
+    Works on nn.linear ops (octet-raise-layers). Every knob of Accelerate's
+    recipes is an option, spelled like its `accelerate launch --fp8_*` key.
+    - te (TransformerEngine, delayed scaling): every Linear whose dims are
+      multiples of 16 becomes FP8; each FP8 tensor gets its state as
+      initializers (`<layer>.fp8.{input,weight}.{amax_history,scale,scale_inv}`).
+    - ao (torchao, dynamic scaling): tensorwise, rowwise (power-of-2 scales)
+      or rowwise_with_gw_hp; the first and last Linear stay in high
+      precision unless keep-first-last=false; module-filter (a regex on the
+      layer name) selects layers; dims not multiples of 16 stay unless
+      pad-inner-dim.
+    - msamp (MS-AMP): forward as O1, dynamic power-of-2 scales; opt-level is
+      recorded for training.
+    Layers left alone get `octet.fp8_kept = "<reason>"`. With eval=true the
+    graph gets no FP8 unless use-autocast-during-eval.
+  }];
+  let options = [
+    Option<"recipe", "recipe", "std::string", "\"te\"", "te, ao or msamp">,
+    Option<"fp8Format", "fp8-format", "std::string", "\"HYBRID\"",
+           "E4M3 (everywhere) or HYBRID (E4M3 forward, E5M2 gradients)">,
+    Option<"amaxHistoryLen", "amax-history-len", "int64_t", "1024", "te: amax history length">,
+    Option<"amaxComputeAlgo", "amax-compute-algo", "std::string", "\"most_recent\"",
+           "te: max or most_recent">,
+    Option<"margin", "margin", "int64_t", "0", "te: scale = fp8_max / amax / 2^margin">,
+    Option<"interval", "interval", "int64_t", "1", "te: recompute scales every N steps">,
+    ListOption<"overrideLinearPrecision", "override-linear-precision", "std::string",
+               "GEMMs kept in high precision: any of fprop, dgrad, wgrad (or three booleans)">,
+    Option<"useAutocastDuringEval", "use-autocast-during-eval", "bool", "false",
+           "Use FP8 in eval graphs too">,
+    Option<"optLevel", "opt-level", "std::string", "\"O2\"", "msamp: O1, O2 or O3">,
+    Option<"aoRecipe", "ao-recipe", "std::string", "\"tensorwise\"",
+           "ao: tensorwise, rowwise or rowwise_with_gw_hp">,
+    Option<"moduleFilter", "module-filter", "std::string", "\"\"",
+           "Only layers whose name matches this regex become FP8">,
+    Option<"keepFirstLast", "keep-first-last", "bool", "true",
+           "ao: keep the first and last Linear in high precision">,
+    Option<"padInnerDim", "pad-inner-dim", "bool", "false",
+           "Convert layers whose dims are not multiples of 16 (padded by the backend)">,
+    Option<"evalGraph", "eval", "bool", "false", "The graph is an eval graph">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::nn::NNDialect",
+                           "octet::onnx_dialect::ONNXDialect"];
+}
+
+def Fp8Expand : Pass<"octet-fp8-expand", "mlir::ModuleOp"> {
+  let summary = "Expand fp8.linear into amax, scaling, cast and FP8 GEMM ops";
+  let description = [{
+    Delayed scaling: fp8.amax, fp8.cast with the state's scale_inv, fp8.gemm,
+    and fp8.delayed_scale whose results become new function results marked
+    `octet.state_update`. Dynamic scaling: fp8.amax, fp8.dynamic_scale,
+    fp8.cast, fp8.gemm (rowwise: per-row scales on a 2-D view, the weight as
+    [N, K]). A per-tensor cast of a LayerNorm/RMSNorm output (directly or
+    through a Reshape) moves into the norm's body: the norm produces its FP8
+    output itself.
+  }];
+  let options = [
+    Option<"fuseNorms", "fuse-norms", "bool", "true",
+           "Let LayerNorm/RMSNorm produce the FP8 cast of their output">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
+}
+
+def Fp8Report : Pass<"octet-fp8-report", "mlir::ModuleOp"> {
+  let summary = "Per-layer FP8 report: what became FP8, what was kept and why, FLOPs and weight bytes";
+  let options = [
+    Option<"format", "format", "std::string", "\"text\"", "text or json">,
+    Option<"outputFile", "output", "std::string", "\"-\"", "Where to write ('-' is stdout)">,
+  ];
+}
+
+def Fp8ToQdq : Pass<"octet-fp8-to-qdq", "mlir::ModuleOp"> {
+  let summary = "Rewrite fp8 ops into standard ONNX ops (QuantizeLinear/DequantizeLinear, opset 19+)";
+  let description = [{
+    So onnxruntime runs the FP8 forward graph and Netron shows it: casts
+    become QuantizeLinear with a float8 zero point and `saturate`, FP8 GEMMs
+    DequantizeLinear + MatMul (or com.microsoft.GemmFloat8 with
+    gemm=gemm-float8), amax and scale updates plain arithmetic. FP8 state
+    initializers become graph inputs with defaults, so callers can feed
+    the state.
+  }];
+  let options = [
+    Option<"gemm", "gemm", "std::string", "\"matmul\"",
+           "matmul (DequantizeLinear + MatMul) or gemm-float8 (com.microsoft.GemmFloat8, CUDA only)">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
 #endif // OCTET_PASSES_TD

@@ -9,7 +9,7 @@ func.func @cast_shape(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<16x32xf8
 // -----
 
 func.func @cast_scale(%x: tensor<16x64xf32>, %s: tensor<64xf32>) -> tensor<16x64xf8E4M3FN> {
-  // expected-error @+1 {{scale must be per-tensor (0-d) or per-row ([..., 1])}}
+  // expected-error @+1 {{scale_inv must be per-tensor (0-d) or per-row ([..., 1])}}
   %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<64xf32> -> tensor<16x64xf8E4M3FN>
   return %q : tensor<16x64xf8E4M3FN>
 }
@@ -17,7 +17,7 @@ func.func @cast_scale(%x: tensor<16x64xf32>, %s: tensor<64xf32>) -> tensor<16x64
 // -----
 
 func.func @cast_rows(%x: tensor<16x64xf32>, %s: tensor<8x1xf32>) -> tensor<16x64xf8E4M3FN> {
-  // expected-error @+1 {{scale shape 'tensor<8x1xf32>' is not per-row for 'tensor<16x64xf32>'}}
+  // expected-error @+1 {{scale_inv shape 'tensor<8x1xf32>' is not per-row for 'tensor<16x64xf32>'}}
   %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<8x1xf32> -> tensor<16x64xf8E4M3FN>
   return %q : tensor<16x64xf8E4M3FN>
 }
@@ -152,10 +152,50 @@ func.func @gemm_amax(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s:
 
 // -----
 
-func.func @gemm_scales(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %r: tensor<16x1xf32>) -> tensor<16x32xbf16> {
-  // expected-error @+1 {{operand scales must be per-tensor (0-d)}}
-  %d = fp8.gemm %a, %b, %r, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<16x1xf32>, tensor<f32>) -> tensor<16x32xbf16>
+func.func @gemm_scales(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %r: tensor<32x1xf32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{b_scale_inv must be per tensor (0-d) or per row of B stored [N, K]}}
+  %d = fp8.gemm %a, %b, %s, %r : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<32x1xf32>) -> tensor<16x32xbf16>
   return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_row_scale_a(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %r: tensor<8x1xf32>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{a_scale_inv must be per tensor (0-d) or per row of a 2-D A ([M, 1])}}
+  %d = fp8.gemm %a, %b, %r, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<8x1xf32>, tensor<f32>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @delayed_interval(%h: tensor<16xf32>, %s: tensor<f32>, %a: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{interval must be >= 1}}
+  %h2, %s2, %si = fp8.delayed_scale %h, %s, %a {format = f8E4M3FN, interval = 0 : si64} : tensor<16xf32>, tensor<f32>, tensor<f32>
+  return %s2 : tensor<f32>
+}
+
+// -----
+
+func.func @linear_state(%x: tensor<16x64xf32>, %w: tensor<64x32xf32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{delayed scaling takes 6 state operands}}
+  %y = fp8.linear "fc" %x, %w {recipe = "te", scaling = #fp8.scaling<delayed>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
+}
+
+// -----
+
+func.func @linear_rowwise(%x: tensor<16x64xf32>, %w: tensor<64x32xf32>, %h: tensor<16xf32>, %s: tensor<f32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{rowwise scales need dynamic scaling}}
+  %y = fp8.linear "fc" %x, %w state(%h, %s, %s, %h, %s, %s) {recipe = "te", rowwise = true, scaling = #fp8.scaling<delayed>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
+}
+
+// -----
+
+func.func @linear_formats(%x: tensor<16x64xf32>, %w: tensor<64x32xf32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{input and weight cannot both be E5M2}}
+  %y = fp8.linear "fc" %x, %w {recipe = "ao", scaling = #fp8.scaling<dynamic>, input_format = f8E5M2, weight_format = f8E5M2, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
 }
 
 // -----

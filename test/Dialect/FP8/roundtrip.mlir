@@ -8,7 +8,7 @@
 func.func @delayed(%x: tensor<16x64xbf16>, %h: tensor<1024xf32>, %s0: tensor<f32>) -> tensor<16x64xbf16> {
   %a = fp8.amax %x : tensor<16x64xbf16> -> tensor<f32>
   %h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 1 : si64, algo = #fp8.amax_algo<most_recent>} : tensor<1024xf32>, tensor<f32>, tensor<f32>
-  %q = fp8.cast %x, %s : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>
+  %q = fp8.cast %x, %si : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>
   %d = fp8.dequantize %q, %si : tensor<16x64xf8E4M3FN>, tensor<f32> -> tensor<16x64xbf16>
   return %d : tensor<16x64xbf16>
 }
@@ -22,7 +22,7 @@ func.func @delayed(%x: tensor<16x64xbf16>, %h: tensor<1024xf32>, %s0: tensor<f32
 func.func @dynamic_rowwise(%x: tensor<16x64xf32>) -> tensor<16x64xf8E4M3FN> {
   %a = fp8.amax %x {rowwise = true} : tensor<16x64xf32> -> tensor<16x1xf32>
   %s, %si = fp8.dynamic_scale %a {format = f8E4M3FN, power_of_two = true} : tensor<16x1xf32>
-  %q = fp8.cast %x, %s {saturate = false} : tensor<16x64xf32>, tensor<16x1xf32> -> tensor<16x64xf8E4M3FN>
+  %q = fp8.cast %x, %si {saturate = false} : tensor<16x64xf32>, tensor<16x1xf32> -> tensor<16x64xf8E4M3FN>
   return %q : tensor<16x64xf8E4M3FN>
 }
 
@@ -41,4 +41,27 @@ func.func @gemms(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %g: ten
   %f = fp8.gemm %a, %b, %s, %s d_scale %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
   %r = fp8.all_reduce %g, %s {reduction = #fp8.reduction<max>} : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
   return %d, %e, %amax, %f, %r : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @rowwise_gemm_and_step
+// CHECK: fp8.gemm {{.*}} {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<16x1xf32>, tensor<32x1xf32>)
+// CHECK: fp8.delayed_scale %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} : tensor<i64> {format = f8E5M2, interval = 4 : si64}
+func.func @rowwise_gemm_and_step(%a: tensor<16x64xf8E4M3FN>, %b: tensor<32x64xf8E4M3FN>, %sa: tensor<16x1xf32>, %sb: tensor<32x1xf32>,
+                                 %h: tensor<8xf32>, %s: tensor<f32>, %step: tensor<i64>) -> (tensor<16x32xf32>, tensor<f32>) {
+  %d = fp8.gemm %a, %b, %sa, %sb {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<16x1xf32>, tensor<32x1xf32>) -> tensor<16x32xf32>
+  %h2, %s2, %si = fp8.delayed_scale %h, %s, %s step %step : tensor<i64> {format = f8E5M2, interval = 4 : si64} : tensor<8xf32>, tensor<f32>, tensor<f32>
+  return %d, %s2 : tensor<16x32xf32>, tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @linears
+// CHECK: fp8.linear "model.h.0.mlp.c_fc" %{{.+}}, %{{.+}} bias %{{.+}} {grad_format = f8E5M2, input_format = f8E4M3FN, recipe = "ao", rowwise = true, scaling = #fp8.scaling<dynamic>, weight_format = f8E4M3FN}
+// CHECK: fp8.linear "fc2" %{{.+}}, %{{.+}} state(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}})
+func.func @linears(%x: tensor<16x64xf32>, %w: tensor<64x32xf32>, %b: tensor<32xf32>, %h: tensor<16xf32>, %s: tensor<f32>) -> (tensor<16x32xf32>, tensor<16x32xf32>) {
+  %y = fp8.linear "model.h.0.mlp.c_fc" %x, %w bias %b {recipe = "ao", rowwise = true, scaling = #fp8.scaling<dynamic>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
+  %z = fp8.linear "fc2" %x, %w state(%h, %s, %s, %h, %s, %s) {recipe = "te", scaling = #fp8.scaling<delayed>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  return %y, %z : tensor<16x32xf32>, tensor<16x32xf32>
 }

@@ -66,7 +66,7 @@ bool isScalarLike(Type t) {
 LogicalResult CastOp::verify() {
   if (failed(verifySameShape(*this, getInput(), getOutput())))
     return failure();
-  return verifyScaleShape(*this, getScale(), getInput(), "scale");
+  return verifyScaleShape(*this, getScaleInv(), getInput(), "scale_inv");
 }
 
 LogicalResult DequantizeOp::verify() {
@@ -113,6 +113,8 @@ LogicalResult DelayedScaleOp::verify() {
       return emitOpError() << "scales and amax must be 0-d, got " << v.getType();
   if (getMargin() < 0)
     return emitOpError() << "margin must be >= 0, got " << getMargin();
+  if (getInterval() < 1)
+    return emitOpError() << "interval must be >= 1, got " << getInterval();
   return success();
 }
 
@@ -151,9 +153,46 @@ LogicalResult GemmOp::verify() {
     return emitOpError("d_scale is only meaningful for an FP8 output");
   if (getWithAmax() != (getDAmax().size() == 1))
     return emitOpError("with_amax requires exactly one d_amax result (and vice versa)");
-  for (Value s : std::initializer_list<Value>{getAScaleInv(), getBScaleInv()})
-    if (!isScalarLike(s.getType()))
-      return emitOpError() << "operand scales must be per-tensor (0-d), got " << s.getType();
+  // Scales: per tensor, or rowwise ([M, 1] for a 2-D A; [N, 1] for B as [N, K]).
+  auto perRow = [](Value s, RankedTensorType x) {
+    auto st = s.getType().dyn_cast<RankedTensorType>();
+    return st && x && x.getRank() == 2 && st.getRank() == 2 && st.getDimSize(1) == 1 &&
+           st.getDimSize(0) == x.getDimSize(0);
+  };
+  if (!isScalarLike(getAScaleInv().getType()) && !(perRow(getAScaleInv(), a) && !getTransposeA()))
+    return emitOpError() << "a_scale_inv must be per tensor (0-d) or per row of a 2-D A ([M, 1]), got "
+                         << getAScaleInv().getType();
+  if (!isScalarLike(getBScaleInv().getType()) && !(perRow(getBScaleInv(), b) && getTransposeB()))
+    return emitOpError() << "b_scale_inv must be per tensor (0-d) or per row of B stored [N, K] ([N, 1], "
+                            "transpose_b), got "
+                         << getBScaleInv().getType();
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  for (Type f : {getInputFormat(), getWeightFormat(), getGradFormat()})
+    if (failed(verifyFormat(*this, f)))
+      return failure();
+  if (getInputFormat().isFloat8E5M2() && getWeightFormat().isFloat8E5M2())
+    return emitOpError("input and weight cannot both be E5M2");
+  auto w = getWeight().getType().dyn_cast<RankedTensorType>();
+  if (w && w.getRank() != 2)
+    return emitOpError() << "weight must be 2-D, got " << w;
+  size_t n = getState().size();
+  if (getScaling() == Scaling::delayed) {
+    if (n != 6 && n != 7)
+      return emitOpError() << "delayed scaling takes 6 state operands (input and weight: history, scale, "
+                              "scale_inv) and an optional step, got "
+                           << n;
+    if (n == 7 && !getElementTypeOrSelf(getState()[6].getType()).isInteger(64))
+      return emitOpError("the step counter must be an i64 tensor");
+  } else if (n != 0) {
+    return emitOpError("dynamic scaling takes no state operands");
+  }
+  if (getMargin() < 0 || getInterval() < 1)
+    return emitOpError("margin must be >= 0 and interval >= 1");
+  if (getRowwise() && getScaling() != Scaling::dynamic)
+    return emitOpError("rowwise scales need dynamic scaling");
   return success();
 }
 

@@ -2,8 +2,11 @@
 //
 // The vocabulary the recipes lower to and the runtime executes. Element
 // types are MLIR's builtin f8E4M3FN (max 448) and f8E5M2 (max 57344).
-// Scales follow TransformerEngine: `q = saturate(x * scale)`, and
-// `scale_inv = 1 / scale` dequantizes (`x ~= q * scale_inv`).
+// Scales follow TransformerEngine: `scale` maps amax near the format's max,
+// `scale_inv = 1 / scale` is stored with the FP8 tensor. Quantizing divides
+// by scale_inv and dequantizing multiplies by it, exactly as ONNX
+// QuantizeLinear / DequantizeLinear do, so an exported QDQ graph computes
+// bit-identical FP8 tensors.
 //
 //===----------------------------------------------------------------------===//
 #ifndef OCTET_DIALECT_FP8_IR_FP8OPS_TD
@@ -43,6 +46,15 @@ def FP8_AccumulationAttr : EnumAttr<FP8_Dialect, FP8_Accumulation, "accumulation
   let assemblyFormat = "`<` $value `>`";
 }
 
+def FP8_Scaling : I32EnumAttr<"Scaling", "how an FP8 Linear's scales are chosen", [
+    I32EnumAttrCase<"delayed", 0>, I32EnumAttrCase<"dynamic", 1>]> {
+  let cppNamespace = "::octet::fp8";
+  let genSpecializedAttr = 0;
+}
+def FP8_ScalingAttr : EnumAttr<FP8_Dialect, FP8_Scaling, "scaling"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def FP8_Reduction : I32EnumAttr<"Reduction", "collective reduction", [
     I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>]> {
   let cppNamespace = "::octet::fp8";
@@ -69,18 +81,19 @@ class FP8_Op<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 def FP8_CastOp : FP8_Op<"cast"> {
-  let summary = "Quantize to FP8: q = saturate(round_to_nearest_even(x * scale))";
+  let summary = "Quantize to FP8: q = saturate(round_to_nearest_even(x / scale_inv))";
   let description = [{
-    `scale` is a 0-d tensor (per tensor) or a tensor with one scale per row of
+    The rule of ONNX QuantizeLinear (opset 19) with a float8 zero point.
+    `scale_inv` is a 0-d tensor (per tensor) or a tensor with one value per row of
     `x` (shape `[..., 1]`, rowwise recipes). With `saturate` (the default)
     values beyond the format's largest finite value clamp to it; without,
     they become NaN (E4M3FN) or Inf (E5M2), as ONNX Cast with saturate=0.
     Example: `%q = fp8.cast %x, %s : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E4M3FN>`
   }];
-  let arguments = (ins FP8_HighTensor:$input, FP8_ScaleTensor:$scale,
+  let arguments = (ins FP8_HighTensor:$input, FP8_ScaleTensor:$scale_inv,
                    DefaultValuedAttr<BoolAttr, "true">:$saturate);
   let results = (outs FP8_Tensor:$output);
-  let assemblyFormat = "$input `,` $scale attr-dict `:` type($input) `,` type($scale) `->` type($output)";
+  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output)";
   let hasVerifier = 1;
 }
 
@@ -111,18 +124,27 @@ def FP8_DelayedScaleOp : FP8_Op<"delayed_scale", [AllTypesMatch<["history", "new
     amax = max(history) or history[0] (`most_recent`);
     scale = (fp8_max(format) / amax) / 2^margin, or its power of two
     2^(floor(log2(fp8_max / amax)) - margin) with `power_of_two` (MS-AMP).
+    First the history rolls: slot 0 takes `new_amax` (this step's amax), the
+    rest shift by one; the amax is taken over the rolled history, so the
+    scale a step uses comes from the amaxes of the steps before it.
     A zero or non-finite amax keeps `prev_scale`; an infinite scale becomes
-    FLT_MAX. Then the history rolls: slot 0 takes `new_amax`, the rest shift
-    by one. Results: the new history, scale and scale_inv.
+    FLT_MAX. With `interval` N > 1 and a `step` counter, the scale is only
+    recomputed when step % N == 0 (the history still rolls every step).
+    Results: the new history, scale and scale_inv.
     Example:
     `%h2, %s, %si = fp8.delayed_scale %h, %s0, %a {format = f8E4M3FN, margin = 0 : si64, algo = #fp8.amax_algo<max>} : tensor<1024xf32>, tensor<f32>, tensor<f32>`
   }];
   let arguments = (ins FP8_ScaleTensor:$history, FP8_ScaleTensor:$prev_scale, FP8_ScaleTensor:$new_amax,
+                   Optional<TensorOf<[I64]>>:$step,
                    TypeAttrOf<FP8_Element>:$format, DefaultValuedAttr<SI64Attr, "0">:$margin,
                    DefaultValuedAttr<FP8_AmaxAlgoAttr, "::octet::fp8::AmaxComputeAlgo::max">:$algo,
-                   DefaultValuedAttr<BoolAttr, "false">:$power_of_two);
+                   DefaultValuedAttr<BoolAttr, "false">:$power_of_two,
+                   DefaultValuedAttr<SI64Attr, "1">:$interval);
   let results = (outs FP8_ScaleTensor:$new_history, FP8_ScaleTensor:$scale, FP8_ScaleTensor:$scale_inv);
-  let assemblyFormat = "$history `,` $prev_scale `,` $new_amax attr-dict `:` type($history) `,` type($prev_scale) `,` type($new_amax)";
+  let assemblyFormat = [{
+    $history `,` $prev_scale `,` $new_amax (`step` $step^ `:` type($step))? attr-dict
+    `:` type($history) `,` type($prev_scale) `,` type($new_amax)
+  }];
   let hasVerifier = 1;
 }
 
@@ -145,7 +167,9 @@ def FP8_GemmOp : FP8_Op<"gemm", [AttrSizedOperandSegments]> {
   let summary = "FP8 GEMM: D = (op(A) * a_scale_inv) x (op(B) * b_scale_inv) [+ bias], FP32 accumulation";
   let description = [{
     A is [M, K] (or [K, M] with `transpose_a`), B is [K, N] (or [N, K] with
-    `transpose_b`); leading batch dims of A are flattened. At most one
+    `transpose_b`); leading batch dims of A are flattened. Scales are per
+    tensor (0-d) or, for rowwise recipes, one per row of a 2-D A ([M, 1])
+    and one per row of B stored as [N, K] ([N, 1], with `transpose_b`). At most one
     operand may be E5M2 (Hopper's FP8 tensor cores take E4M3 x E4M3,
     E4M3 x E5M2 and E5M2 x E4M3). The output is BF16/F16/F32, or FP8 with a
     `d_scale`; `with_amax` adds the amax of D (before any output scaling)
@@ -164,6 +188,45 @@ def FP8_GemmOp : FP8_Op<"gemm", [AttrSizedOperandSegments]> {
   let results = (outs AnyTypeOf<[FP8_HighTensor, FP8_Tensor]>:$d, Variadic<FP8_ScaleTensor>:$d_amax);
   let assemblyFormat = [{
     $a `,` $b `,` $a_scale_inv `,` $b_scale_inv (`bias` $bias^)? (`d_scale` $d_scale^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FP8_LinearOp : FP8_Op<"linear", [AttrSizedOperandSegments]> {
+  let summary = "A Linear layer a recipe runs in FP8 (before expansion into casts and GEMMs)";
+  let description = [{
+    y = x W (+ bias), W stored [K, N] or, with `transpose_weight`, [N, K] (the
+    PyTorch layout). The recipe's choices are attributes: `scaling` (delayed:
+    TransformerEngine, dynamic: torchao / MS-AMP), `rowwise` scales,
+    `power_of_two` scales, the formats of inputs and weights (forward) and of
+    gradients (backward), margin, amax algorithm and interval, and which of
+    the three GEMMs an `override_linear_precision` keeps in high precision.
+    Delayed scaling takes its state as operands: the input's amax history,
+    scale and scale_inv, then the weight's, then optionally a step counter
+    (`interval` > 1). `octet-fp8-expand` rewrites it into fp8.amax,
+    fp8.delayed_scale / fp8.dynamic_scale, fp8.cast and fp8.gemm.
+    Example:
+    `%y = fp8.linear "model.h.0.mlp.c_fc" %x, %w {scaling = #fp8.scaling<dynamic>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2, recipe = "ao"} : (tensor<32x64xf32>, tensor<64x256xf32>) -> tensor<32x256xf32>`
+  }];
+  let arguments = (ins FP8_HighTensor:$input, FP8_HighTensor:$weight, Optional<FP8_HighTensor>:$bias,
+                   Variadic<AnyTensor>:$state,
+                   StrAttr:$layer, StrAttr:$recipe,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_weight,
+                   FP8_ScalingAttr:$scaling,
+                   DefaultValuedAttr<BoolAttr, "false">:$rowwise,
+                   DefaultValuedAttr<BoolAttr, "false">:$power_of_two,
+                   TypeAttrOf<FP8_Element>:$input_format, TypeAttrOf<FP8_Element>:$weight_format,
+                   TypeAttrOf<FP8_Element>:$grad_format,
+                   DefaultValuedAttr<SI64Attr, "0">:$margin,
+                   DefaultValuedAttr<FP8_AmaxAlgoAttr, "::octet::fp8::AmaxComputeAlgo::max">:$algo,
+                   DefaultValuedAttr<SI64Attr, "1">:$interval,
+                   DefaultValuedAttr<BoolAttr, "false">:$fprop_high_precision,
+                   DefaultValuedAttr<BoolAttr, "false">:$dgrad_high_precision,
+                   DefaultValuedAttr<BoolAttr, "false">:$wgrad_high_precision);
+  let results = (outs FP8_HighTensor:$output);
+  let assemblyFormat = [{
+    $layer $input `,` $weight (`bias` $bias^)? (`state` `(` $state^ `)`)? attr-dict
     `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

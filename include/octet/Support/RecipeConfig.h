@@ -1,0 +1,58 @@
+//===- RecipeConfig.h - Accelerate's FP8 recipe knobs -----------*- C++ -*-===//
+//
+// One struct per recipe with every knob of Accelerate's TERecipeKwargs,
+// MSAMPRecipeKwargs and AORecipeKwargs. Filled from an Accelerate config
+// file (yaml-cpp; this file and its .cpp use no LLVM) and from fp8-opt
+// flags, then turned into octet-fp8-substitute's pass options.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_SUPPORT_RECIPECONFIG_H
+#define OCTET_SUPPORT_RECIPECONFIG_H
+
+#include <cstdint>
+#include <string>
+
+namespace octet {
+
+struct TERecipe {
+  std::string fp8Format = "HYBRID";          // E4M3 | HYBRID
+  int64_t amaxHistoryLen = 1024;
+  std::string amaxComputeAlgo = "most_recent"; // max | most_recent
+  int64_t margin = 0;
+  int64_t interval = 1;
+  bool overrideLinearPrecision[3] = {false, false, false}; // fprop, dgrad, wgrad
+  bool useAutocastDuringEval = false;
+};
+
+struct MSAMPRecipe {
+  std::string optLevel = "O2"; // O1 | O2 | O3
+};
+
+struct AORecipe {
+  std::string recipe = "tensorwise"; // tensorwise | rowwise | rowwise_with_gw_hp
+  std::string moduleFilter;          // regex on layer names ("" = all)
+  bool keepFirstLast = true;
+  bool padInnerDim = false;
+  bool enableFsdpFloat8AllGather = false;
+};
+
+struct RecipeConfig {
+  std::string backend; // te | msamp | ao | "" (none)
+  TERecipe te;
+  MSAMPRecipe msamp;
+  AORecipe ao;
+  bool evalGraph = false;
+
+  /// The option string of octet-fp8-substitute ("recipe=te fp8-format=HYBRID ...").
+  std::string toPassOptions() const;
+};
+
+/// Reads an Accelerate config (`mixed_precision: fp8` and an `fp8_config:`
+/// block, in the spellings `accelerate config` writes or the launch flags'
+/// `fp8_*` keys). Returns false with a one-line message naming the file and
+/// key on error.
+bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::string &error);
+
+} // namespace octet
+
+#endif

@@ -1,0 +1,196 @@
+//===- RecipeConfig.cpp - Accelerate config files through yaml-cpp --------===//
+#include "octet/Support/RecipeConfig.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <sstream>
+
+namespace octet {
+
+std::string RecipeConfig::toPassOptions() const {
+  std::ostringstream os;
+  os << "recipe=" << backend << " fp8-format=" << te.fp8Format << " amax-history-len=" << te.amaxHistoryLen
+     << " amax-compute-algo=" << te.amaxComputeAlgo << " margin=" << te.margin << " interval=" << te.interval
+     << " override-linear-precision=" << (te.overrideLinearPrecision[0] ? "true" : "false") << ","
+     << (te.overrideLinearPrecision[1] ? "true" : "false") << "," << (te.overrideLinearPrecision[2] ? "true" : "false")
+     << " use-autocast-during-eval=" << (te.useAutocastDuringEval ? "true" : "false") << " opt-level=" << msamp.optLevel
+     << " ao-recipe=" << ao.recipe << " keep-first-last=" << (ao.keepFirstLast ? "true" : "false")
+     << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
+  if (!ao.moduleFilter.empty())
+    os << " module-filter=\"" << ao.moduleFilter << "\"";
+  return os.str();
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+struct Reader {
+  const std::string &path;
+  std::string &error;
+  bool fail(const std::string &key, const std::string &msg) {
+    error = path + ": fp8_config." + key + ": " + msg;
+    return false;
+  }
+  bool getBool(const YAML::Node &n, const std::string &key, bool &out) {
+    std::string v = lower(n.as<std::string>());
+    if (v == "true" || v == "yes" || v == "1")
+      out = true;
+    else if (v == "false" || v == "no" || v == "0")
+      out = false;
+    else
+      return fail(key, "'" + n.as<std::string>() + "' is not a boolean (true or false)");
+    return true;
+  }
+  bool getInt(const YAML::Node &n, const std::string &key, int64_t &out, int64_t min) {
+    std::string v = n.as<std::string>();
+    char *end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || x < min)
+      return fail(key, "'" + v + "' is not an integer >= " + std::to_string(min));
+    out = x;
+    return true;
+  }
+  bool getChoice(const YAML::Node &n, const std::string &key, std::string &out,
+                 std::initializer_list<const char *> allowed, bool upper) {
+    std::string v = n.as<std::string>();
+    std::string norm = v;
+    if (upper)
+      std::transform(norm.begin(), norm.end(), norm.begin(), [](unsigned char c) { return std::toupper(c); });
+    else
+      norm = lower(norm);
+    std::string list;
+    for (const char *a : allowed) {
+      if (norm == a) {
+        out = norm;
+        return true;
+      }
+      list += std::string(list.empty() ? "" : ", ") + a;
+    }
+    return fail(key, "'" + v + "' is not one of " + list);
+  }
+};
+
+} // namespace
+
+bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::string &error) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile &) {
+    error = path + ": cannot read the config file (does it exist?)";
+    return false;
+  } catch (const YAML::Exception &e) {
+    error = path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg;
+    return false;
+  }
+  if (!root.IsMap()) {
+    error = path + ": an Accelerate config is a YAML mapping";
+    return false;
+  }
+  Reader r{path, error};
+  try {
+    if (root["mixed_precision"]) {
+      std::string mp = lower(root["mixed_precision"].as<std::string>());
+      if (mp != "fp8") {
+        config.backend = "";
+        return true; // not an FP8 config: no recipe
+      }
+    }
+    // Keys live under fp8_config:, or flat at the top level (launch-flag style).
+    bool flat = !(root["fp8_config"] && root["fp8_config"].IsMap());
+    YAML::Node block = flat ? root : root["fp8_config"];
+    static const std::set<std::string> known = {
+        "backend", "fp8_format", "amax_history_len", "amax_compute_algo", "margin", "interval",
+        "override_linear_precision", "use_autocast_during_eval", "opt_level", "optimization_level", "pad_inner_dim",
+        "enable_fsdp_float8_all_gather", "recipe_name", "ao_recipe", "module_filter", "keep_first_last"};
+    for (const auto &kv : block) {
+      std::string key = kv.first.as<std::string>();
+      if (key.rfind("fp8_", 0) == 0 && key != "fp8_format" && key != "fp8_config")
+        key = key.substr(4); // --fp8_backend=te style
+      const YAML::Node &v = kv.second;
+      if (!known.count(key)) {
+        if (flat)
+          continue; // other Accelerate settings (distributed_type, num_processes, ...)
+        return r.fail(key, "unknown key; known: backend, fp8_format, amax_history_len, amax_compute_algo, margin, "
+                           "interval, override_linear_precision, use_autocast_during_eval, opt_level, pad_inner_dim, "
+                           "enable_fsdp_float8_all_gather");
+      }
+      if (v.IsNull())
+        continue;
+      if (key == "backend") {
+        std::string b;
+        if (!r.getChoice(v, key, b, {"TE", "MSAMP", "AO"}, true))
+          return false;
+        config.backend = lower(b);
+      } else if (key == "fp8_format") {
+        if (!r.getChoice(v, key, config.te.fp8Format, {"E4M3", "HYBRID"}, true))
+          return false;
+      } else if (key == "amax_history_len") {
+        if (!r.getInt(v, key, config.te.amaxHistoryLen, 1))
+          return false;
+      } else if (key == "amax_compute_algo") {
+        if (!r.getChoice(v, key, config.te.amaxComputeAlgo, {"max", "most_recent"}, false))
+          return false;
+      } else if (key == "margin") {
+        if (!r.getInt(v, key, config.te.margin, 0))
+          return false;
+      } else if (key == "interval") {
+        if (!r.getInt(v, key, config.te.interval, 1))
+          return false;
+      } else if (key == "override_linear_precision") {
+        // A YAML list, or the tuple text `accelerate config` writes: "(false, false, false)".
+        std::vector<std::string> items;
+        if (v.IsSequence()) {
+          for (const auto &e : v)
+            items.push_back(e.as<std::string>());
+        } else {
+          std::string s = v.as<std::string>();
+          s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '(' || c == ')' || c == '[' || c == ']' || std::isspace((unsigned char)c); }), s.end());
+          std::stringstream ss(s);
+          for (std::string item; std::getline(ss, item, ',');)
+            items.push_back(item);
+        }
+        if (items.size() != 3)
+          return r.fail(key, "needs three booleans (fprop, dgrad, wgrad)");
+        for (int i = 0; i < 3; ++i)
+          if (!r.getBool(YAML::Node(items[size_t(i)]), key, config.te.overrideLinearPrecision[i]))
+            return false;
+      } else if (key == "use_autocast_during_eval") {
+        if (!r.getBool(v, key, config.te.useAutocastDuringEval))
+          return false;
+      } else if (key == "opt_level" || key == "optimization_level") {
+        if (!r.getChoice(v, key, config.msamp.optLevel, {"O1", "O2", "O3"}, true))
+          return false;
+      } else if (key == "pad_inner_dim") {
+        if (!r.getBool(v, key, config.ao.padInnerDim))
+          return false;
+      } else if (key == "enable_fsdp_float8_all_gather") {
+        if (!r.getBool(v, key, config.ao.enableFsdpFloat8AllGather))
+          return false;
+      } else if (key == "recipe_name" || key == "ao_recipe") {
+        if (!r.getChoice(v, key, config.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, false))
+          return false;
+      } else if (key == "module_filter") {
+        config.ao.moduleFilter = v.as<std::string>();
+      } else if (key == "keep_first_last") {
+        if (!r.getBool(v, key, config.ao.keepFirstLast))
+          return false;
+      }
+    }
+    if (config.backend.empty() && root["mixed_precision"])
+      config.backend = "msamp"; // Accelerate prefers MS-AMP when no backend is named
+  } catch (const YAML::Exception &e) {
+    error = path + ": " + e.msg;
+    return false;
+  }
+  return true;
+}
+
+} // namespace octet

@@ -1,0 +1,438 @@
+//===- Fp8Recipes.cpp - Recipe substitution and FP8 expansion -------------===//
+//
+// octet-fp8-substitute applies a recipe's policy to nn.linear layers and
+// turns the selected ones into fp8.linear; octet-fp8-expand rewrites
+// fp8.linear into the primitive fp8 ops the runtime and exporters consume.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Passes/Passes.h"
+
+#include "OnnxBuilder.h"
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/NN/IR/NN.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Regex.h"
+
+namespace octet {
+#define GEN_PASS_DEF_FP8SUBSTITUTE
+#define GEN_PASS_DEF_FP8EXPAND
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+namespace nn = octet::nn;
+
+namespace {
+
+constexpr llvm::StringLiteral kKeptAttr = "octet.fp8_kept";
+
+/// One-line option error: names the option and the allowed values.
+LogicalResult badOption(Operation *op, StringRef key, StringRef value, StringRef allowed) {
+  return op->emitError() << "octet-fp8-substitute: " << key << "='" << value << "' is not valid; use one of: "
+                         << allowed;
+}
+
+struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
+  using Fp8SubstituteBase::Fp8SubstituteBase;
+
+  bool overrides[3] = {false, false, false};
+
+  LogicalResult validate() {
+    ModuleOp m = getOperation();
+    if (recipe != "te" && recipe != "ao" && recipe != "msamp")
+      return badOption(m, "recipe", recipe, "te, ao, msamp");
+    if (fp8Format != "E4M3" && fp8Format != "HYBRID")
+      return badOption(m, "fp8-format", fp8Format, "E4M3, HYBRID");
+    if (amaxHistoryLen < 1)
+      return badOption(m, "amax-history-len", std::to_string(amaxHistoryLen), "an integer >= 1");
+    if (amaxComputeAlgo != "max" && amaxComputeAlgo != "most_recent")
+      return badOption(m, "amax-compute-algo", amaxComputeAlgo, "max, most_recent");
+    if (margin < 0)
+      return badOption(m, "margin", std::to_string(margin), "an integer >= 0");
+    if (interval < 1)
+      return badOption(m, "interval", std::to_string(interval), "an integer >= 1");
+    if (optLevel != "O1" && optLevel != "O2" && optLevel != "O3")
+      return badOption(m, "opt-level", optLevel, "O1, O2, O3");
+    if (aoRecipe != "tensorwise" && aoRecipe != "rowwise" && aoRecipe != "rowwise_with_gw_hp")
+      return badOption(m, "ao-recipe", aoRecipe, "tensorwise, rowwise, rowwise_with_gw_hp");
+    std::string err;
+    if (!moduleFilter.empty() && !llvm::Regex(moduleFilter).isValid(err))
+      return badOption(m, "module-filter", moduleFilter, "a valid regular expression (" + err + ")");
+    // override-linear-precision: names (fprop,dgrad,wgrad) or three booleans.
+    std::vector<std::string> v(overrideLinearPrecision.begin(), overrideLinearPrecision.end());
+    bool bools = v.size() == 3 && llvm::all_of(v, [](const std::string &s) {
+                   return s == "true" || s == "false" || s == "True" || s == "False" || s == "1" || s == "0";
+                 });
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (bools) {
+        overrides[i] = v[i] == "true" || v[i] == "True" || v[i] == "1";
+        continue;
+      }
+      if (v[i] == "fprop")
+        overrides[0] = true;
+      else if (v[i] == "dgrad")
+        overrides[1] = true;
+      else if (v[i] == "wgrad")
+        overrides[2] = true;
+      else if (!v[i].empty())
+        return badOption(m, "override-linear-precision", v[i], "fprop, dgrad, wgrad (or three booleans)");
+    }
+    return success();
+  }
+
+  /// Why a layer stays in high precision, or "" when it becomes FP8.
+  std::string keepReason(nn::LinearOp lin, size_t index, size_t count, llvm::Regex *filter) {
+    if (evalGraph && !useAutocastDuringEval)
+      return "eval";
+    if (recipe == "ao" && keepFirstLast && (index == 0 || index + 1 == count))
+      return index == 0 ? "first" : "last";
+    auto [k, n] = lin.getKN();
+    if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
+      return "dims";
+    if ((k % 16 || n % 16) && !padInnerDim)
+      return "dims";
+    if (filter && !filter->match(lin.getLayer()))
+      return "filter";
+    return "";
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(validate()))
+      return signalPassFailure();
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    std::string recipeName = recipe;
+    if (recipe == "ao")
+      recipeName += ":" + aoRecipe;
+    else if (recipe == "msamp")
+      recipeName += ":" + optLevel;
+    module->setAttr(octet::kRecipeAttr, b.getStringAttr(recipeName));
+    std::optional<llvm::Regex> filter;
+    if (!moduleFilter.empty())
+      filter.emplace(moduleFilter);
+
+    bool delayed = recipe == "te";
+    bool rowwise = recipe == "ao" && aoRecipe != "tensorwise";
+    Type e4m3 = b.getFloat8E4M3FNType(), e5m2 = b.getFloat8E5M2Type();
+    Type gradFormat = recipe == "te" && fp8Format == "E4M3" ? e4m3 : rowwise ? e4m3 : e5m2;
+
+    for (auto func : module.getOps<func::FuncOp>()) {
+      SmallVector<nn::LinearOp> linears;
+      func.walk([&](nn::LinearOp l) { linears.push_back(l); });
+      Value step;
+      for (auto [i, lin] : llvm::enumerate(linears)) {
+        std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr);
+        if (!reason.empty()) {
+          lin->setAttr(kKeptAttr, b.getStringAttr(reason));
+          continue;
+        }
+        OpBuilder ob(lin);
+        SmallVector<Value> state;
+        if (delayed) {
+          OpBuilder top = OpBuilder::atBlockBegin(&func.getBody().front());
+          auto addState = [&](const std::string &name, DenseElementsAttr value) {
+            OperationState st(lin.getLoc(), "onnx.initializer");
+            st.addAttribute("name", b.getStringAttr(name));
+            st.addAttribute("value", value);
+            st.addAttribute(octet::kFp8StateAttr, b.getUnitAttr());
+            st.addTypes(value.getType());
+            state.push_back(top.create(st)->getResult(0));
+          };
+          auto hist = RankedTensorType::get({amaxHistoryLen}, b.getF32Type());
+          auto scalar = RankedTensorType::get({}, b.getF32Type());
+          for (const char *role : {"input", "weight"}) {
+            std::string base = (lin.getLayer() + ".fp8." + role + ".").str();
+            addState(base + "amax_history", DenseElementsAttr::get(hist, 0.0f));
+            addState(base + "scale", DenseElementsAttr::get(scalar, 1.0f));
+            addState(base + "scale_inv", DenseElementsAttr::get(scalar, 1.0f));
+          }
+          if (interval > 1) {
+            if (!step) {
+              OperationState st(func.getLoc(), "onnx.initializer");
+              auto t = RankedTensorType::get({}, b.getIntegerType(64));
+              st.addAttribute("name", b.getStringAttr("octet.fp8.step"));
+              st.addAttribute("value", DenseElementsAttr::get(t, int64_t(0)));
+              st.addAttribute(octet::kFp8StateAttr, b.getUnitAttr());
+              st.addTypes(t);
+              step = top.create(st)->getResult(0);
+            }
+            state.push_back(step);
+          }
+        }
+        SmallVector<Value> operands = {lin.getX(), lin.getWeight()};
+        if (lin.getBias())
+          operands.push_back(lin.getBias());
+        operands.append(state);
+        OperationState st(lin.getLoc(), fp8::LinearOp::getOperationName());
+        st.addOperands(operands);
+        st.addTypes(lin.getOutput().getType());
+        st.addAttribute("operand_segment_sizes",
+                        b.getDenseI32ArrayAttr({1, 1, lin.getBias() ? 1 : 0, int32_t(state.size())}));
+        st.addAttribute("layer", lin.getLayerAttr());
+        st.addAttribute("recipe", b.getStringAttr(recipeName));
+        st.addAttribute("transpose_weight", b.getBoolAttr(lin.getTransposeWeight()));
+        st.addAttribute("scaling", fp8::ScalingAttr::get(ctx, delayed ? fp8::Scaling::delayed : fp8::Scaling::dynamic));
+        st.addAttribute("rowwise", b.getBoolAttr(rowwise));
+        st.addAttribute("power_of_two", b.getBoolAttr(rowwise || recipe == "msamp"));
+        st.addAttribute("input_format", TypeAttr::get(e4m3));
+        st.addAttribute("weight_format", TypeAttr::get(e4m3));
+        st.addAttribute("grad_format", TypeAttr::get(gradFormat));
+        st.addAttribute("margin", b.getIntegerAttr(b.getIntegerType(64, true), delayed ? margin : 0));
+        st.addAttribute("algo", fp8::AmaxComputeAlgoAttr::get(ctx, amaxComputeAlgo == "max"
+                                                                       ? fp8::AmaxComputeAlgo::max
+                                                                       : fp8::AmaxComputeAlgo::most_recent));
+        st.addAttribute("interval", b.getIntegerAttr(b.getIntegerType(64, true), delayed ? interval : 1));
+        st.addAttribute("fprop_high_precision", b.getBoolAttr(overrides[0]));
+        st.addAttribute("dgrad_high_precision", b.getBoolAttr(overrides[1]));
+        st.addAttribute("wgrad_high_precision", b.getBoolAttr(overrides[2] || aoRecipe == "rowwise_with_gw_hp"));
+        if (padInnerDim)
+          st.addAttribute("octet.pad_inner_dim", b.getUnitAttr());
+        Operation *f = ob.create(st);
+        lin.getOutput().replaceAllUsesWith(f->getResult(0));
+        lin->erase();
+      }
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Expansion
+//===----------------------------------------------------------------------===//
+
+bool isNormLayer(Operation *op) { return isa_and_nonnull<nn::LayerNormOp, nn::RMSNormOp>(op); }
+
+class Expander {
+public:
+  Expander(func::FuncOp func, bool fuseNorms) : func(func), fuseNorms(fuseNorms), b(func.getContext()) {}
+
+  void run() {
+    SmallVector<fp8::LinearOp> linears;
+    func.walk([&](fp8::LinearOp l) { linears.push_back(l); });
+    for (fp8::LinearOp l : linears)
+      expand(l);
+    if (updates.empty())
+      return;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (auto &[name, v] : updates) {
+      unsigned idx = func.getNumResults();
+      NamedAttrList attrs;
+      attrs.set(ox::kNameAttr, b.getStringAttr(name + ".next"));
+      attrs.set(octet::kStateUpdateAttr, b.getStringAttr(name));
+      func.insertResult(idx, v.getType(), attrs.getDictionary(func.getContext()));
+      ret->insertOperands(ret->getNumOperands(), v);
+    }
+  }
+
+private:
+  static std::string stateName(Value v) {
+    auto init = v.getDefiningOp<ox::InitializerOp>();
+    return init ? init.getName().str() : "";
+  }
+  void setNames(Operation *op, ArrayRef<std::string> names) {
+    SmallVector<Attribute> a;
+    for (const std::string &n : names)
+      a.push_back(b.getStringAttr(n));
+    op->setAttr(octet::kResultNamesAttr, b.getArrayAttr(a));
+  }
+
+  struct Quantized {
+    Value q, scaleInv, amax;
+  };
+
+  /// amax + (delayed or dynamic) scale + cast of `v` at the builder's point.
+  Quantized quantizeHere(OpBuilder &ob, Location loc, Value v, Type format, fp8::LinearOp lin, ArrayRef<Value> st,
+                         const std::string &base, bool emitCast) {
+    auto vt = v.getType().cast<RankedTensorType>();
+    auto scalar = RankedTensorType::get({}, ob.getF32Type());
+    Quantized r;
+    auto amax = ob.create<fp8::AmaxOp>(loc, scalar, v, ob.getBoolAttr(false));
+    setNames(amax, {base + "_amax"});
+    r.amax = amax;
+    if (lin.getScaling() == fp8::Scaling::delayed) {
+      r.scaleInv = st[2];
+    } else {
+      auto ds = ob.create<fp8::DynamicScaleOp>(loc, scalar, scalar, r.amax, TypeAttr::get(format),
+                                               ob.getBoolAttr(lin.getPowerOfTwo()), ob.getF32FloatAttr(1e-12f));
+      setNames(ds, {base + "_scale", base + "_scale_inv"});
+      r.scaleInv = ds.getScaleInv();
+    }
+    if (emitCast) {
+      auto cast = ob.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, r.scaleInv,
+                                         ob.getBoolAttr(true));
+      setNames(cast, {base + "_fp8"});
+      r.q = cast;
+    }
+    return r;
+  }
+
+  /// Rebuilds a norm layer with extra results yielded from its body.
+  Operation *addNormResults(Operation *norm, ArrayRef<Value> extra) {
+    Block &body = norm->getRegion(0).front();
+    Operation *yield = body.getTerminator();
+    yield->insertOperands(yield->getNumOperands(), extra);
+    OperationState st(norm->getLoc(), norm->getName());
+    st.addOperands(norm->getOperands());
+    st.addAttributes(norm->getAttrs());
+    st.addTypes(norm->getResultTypes());
+    for (Value v : extra)
+      st.addTypes(v.getType());
+    st.addRegion();
+    OpBuilder ob(norm);
+    Operation *n2 = ob.create(st);
+    n2->getRegion(0).takeBody(norm->getRegion(0));
+    for (auto [o, n] : llvm::zip(norm->getResults(), n2->getResults()))
+      o.replaceAllUsesWith(n);
+    norm->erase();
+    return n2;
+  }
+
+  /// Quantizes a Linear's input or weight; per-tensor casts of a norm's output
+  /// are placed in the norm's body.
+  Quantized quantize(fp8::LinearOp lin, Value v, Type format, ArrayRef<Value> st, const std::string &base) {
+    Location loc = lin.getLoc();
+    OpBuilder ob(lin);
+    Value src = v;
+    ox::ReshapeOp reshape = v.getDefiningOp<ox::ReshapeOp>();
+    if (reshape)
+      src = reshape.getData();
+    Operation *norm = src.getDefiningOp();
+    if (!fuseNorms || lin.getRowwise() || !isNormLayer(norm) || src != norm->getResult(0)) {
+      return quantizeHere(ob, loc, v, format, lin, st, base, true);
+    }
+    Operation *yield = norm->getRegion(0).front().getTerminator();
+    OpBuilder ib(yield);
+    Quantized in = quantizeHere(ib, loc, yield->getOperand(0), format, lin, st, reshape ? base + "_unshaped" : base, true);
+    SmallVector<Value> extra = {in.q, in.amax};
+    bool dynamic = lin.getScaling() == fp8::Scaling::dynamic;
+    if (dynamic)
+      extra.push_back(in.scaleInv);
+    unsigned first = norm->getNumResults();
+    Operation *n2 = addNormResults(norm, extra);
+    Quantized r;
+    r.q = n2->getResult(first);
+    r.amax = n2->getResult(first + 1);
+    r.scaleInv = dynamic ? n2->getResult(first + 2) : in.scaleInv;
+    if (reshape) {
+      octet::OnnxBuilder ox(ob, loc);
+      auto vt = v.getType().cast<RankedTensorType>();
+      Operation *rq = ox.create("Reshape", RankedTensorType::get(vt.getShape(), format),
+                                {r.q, reshape.getShape()}, reshape->getAttrs());
+      setNames(rq, {base + "_fp8"});
+      r.q = rq->getResult(0);
+    }
+    return r;
+  }
+
+  void updateState(OpBuilder &ob, fp8::LinearOp lin, ArrayRef<Value> st, Value amax, Type format,
+                   const std::string &base) {
+    auto scalar = RankedTensorType::get({}, ob.getF32Type());
+    Value step = st.size() > 3 ? st[3] : Value();
+    auto ds = ob.create<fp8::DelayedScaleOp>(
+        lin.getLoc(), st[0].getType(), scalar, scalar, st[0], st[1], amax, step, TypeAttr::get(format),
+        lin.getMarginAttr(), lin.getAlgoAttr(), ob.getBoolAttr(lin.getPowerOfTwo()), lin.getIntervalAttr());
+    setNames(ds, {base + "_amax_history.next", base + "_scale.next", base + "_scale_inv.next"});
+    updates.push_back({stateName(st[0]), ds.getNewHistory()});
+    updates.push_back({stateName(st[1]), ds.getScale()});
+    updates.push_back({stateName(st[2]), ds.getScaleInv()});
+  }
+
+  void expand(fp8::LinearOp lin) {
+    Location loc = lin.getLoc();
+    OpBuilder ob(lin);
+    octet::OnnxBuilder ox(ob, loc);
+    std::string layer = lin.getLayer().str();
+    Value x = lin.getInput(), w = lin.getWeight();
+    auto xt = x.getType().cast<RankedTensorType>();
+    auto wt = w.getType().cast<RankedTensorType>();
+    Type fx = lin.getInputFormat(), fw = lin.getWeightFormat();
+    ValueRange state = lin.getState();
+    bool delayed = lin.getScaling() == fp8::Scaling::delayed;
+    SmallVector<Value> sx, sw;
+    if (delayed) {
+      sx = {state[0], state[1], state[2]};
+      sw = {state[3], state[4], state[5]};
+      if (state.size() > 6) {
+        sx.push_back(state[6]);
+        sw.push_back(state[6]);
+      }
+    }
+    Value y;
+    if (lin.getRowwise()) {
+      int64_t K = xt.getShape().back(), M = xt.getNumElements() / K;
+      int64_t N = lin.getTransposeWeight() ? wt.getDimSize(0) : wt.getDimSize(1);
+      Value x2 = xt.getRank() == 2 ? x : ox.reshape(x, {M, K});
+      Value wnk = lin.getTransposeWeight()
+                      ? w
+                      : ox.op("Transpose", RankedTensorType::get({N, K}, wt.getElementType()), {w},
+                              {ob.getNamedAttr("perm", ob.getDenseI64ArrayAttr({1, 0}))});
+      auto rowQuant = [&](Value v, int64_t rows, Type format, const std::string &base) {
+        auto vt = v.getType().cast<RankedTensorType>();
+        auto st = RankedTensorType::get({rows, 1}, ob.getF32Type());
+        auto amax = ob.create<fp8::AmaxOp>(loc, st, v, ob.getBoolAttr(true));
+        setNames(amax, {base + "_amax"});
+        auto ds = ob.create<fp8::DynamicScaleOp>(loc, st, st, amax, TypeAttr::get(format), ob.getBoolAttr(true),
+                                                 ob.getF32FloatAttr(1e-12f));
+        setNames(ds, {base + "_scale", base + "_scale_inv"});
+        auto cast = ob.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, ds.getScaleInv(),
+                                           ob.getBoolAttr(true));
+        setNames(cast, {base + "_fp8"});
+        return std::make_pair(cast.getResult(), ds.getScaleInv());
+      };
+      auto [qx, six] = rowQuant(x2, M, fx, layer + ".input");
+      auto [qw, siw] = rowQuant(wnk, N, fw, layer + ".weight");
+      auto g = ob.create<fp8::GemmOp>(loc, RankedTensorType::get({M, N}, xt.getElementType()), TypeRange{}, qx, qw,
+                                      six, siw, lin.getBias(), Value(), false, true, fp8::Accumulation::fast, false);
+      y = g.getD();
+      if (xt.getRank() != 2) {
+        SmallVector<int64_t> shape(xt.getShape().drop_back());
+        shape.push_back(N);
+        y = ox.reshape(y, shape);
+      }
+    } else {
+      Quantized qx = quantize(lin, x, fx, sx, layer + ".input");
+      Quantized qw = quantize(lin, w, fw, sw, layer + ".weight");
+      if (delayed) {
+        updateState(ob, lin, sx, qx.amax, fx, layer + ".input");
+        updateState(ob, lin, sw, qw.amax, fw, layer + ".weight");
+      }
+      if (lin.getFpropHighPrecision()) {
+        Value wk = lin.getTransposeWeight()
+                       ? ox.op("Transpose",
+                               RankedTensorType::get({wt.getDimSize(1), wt.getDimSize(0)}, wt.getElementType()), {w},
+                               {ob.getNamedAttr("perm", ob.getDenseI64ArrayAttr({1, 0}))})
+                       : w;
+        y = ox.op("MatMul", lin.getType(), {x, wk});
+        if (lin.getBias())
+          y = ox.op("Add", lin.getType(), {y, lin.getBias()});
+      } else {
+        auto g = ob.create<fp8::GemmOp>(loc, lin.getType(), TypeRange{}, qx.q, qw.q, qx.scaleInv, qw.scaleInv,
+                                        lin.getBias(), Value(), false, lin.getTransposeWeight(),
+                                        fp8::Accumulation::fast, false);
+        y = g.getD();
+      }
+    }
+    lin.getOutput().replaceAllUsesWith(y);
+    lin->erase();
+  }
+
+  func::FuncOp func;
+  bool fuseNorms;
+  OpBuilder b;
+  SmallVector<std::pair<std::string, Value>> updates;
+};
+
+struct ExpandPass : octet::impl::Fp8ExpandBase<ExpandPass> {
+  using Fp8ExpandBase::Fp8ExpandBase;
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      Expander(func, fuseNorms).run();
+  }
+};
+
+} // namespace

@@ -1,0 +1,59 @@
+//===- OnnxBuilder.h - Small helpers to build onnx-dialect ops ---*- C++ -*-===//
+#ifndef OCTET_PASSES_ONNXBUILDER_H
+#define OCTET_PASSES_ONNXBUILDER_H
+
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace octet {
+
+/// Creates onnx-dialect ops by ONNX op type with the builder's location.
+class OnnxBuilder {
+public:
+  OnnxBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  mlir::Operation *create(llvm::StringRef opType, mlir::TypeRange results, mlir::ValueRange operands,
+                          llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    mlir::OperationState st(loc, ("onnx." + opType).str());
+    st.addOperands(operands);
+    st.addTypes(results);
+    st.addAttributes(attrs);
+    return b.create(st);
+  }
+  mlir::Value op(llvm::StringRef opType, mlir::Type result, mlir::ValueRange operands,
+                 llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    return create(opType, result, operands, attrs)->getResult(0);
+  }
+  mlir::Value none() { return op("none", b.getNoneType(), {}); }
+  mlir::Value constant(mlir::DenseElementsAttr value) {
+    return op("Constant", value.getType(), {}, {b.getNamedAttr("value", value)});
+  }
+  mlir::Value f32(float v) {
+    return constant(mlir::DenseElementsAttr::get(mlir::RankedTensorType::get({}, b.getF32Type()), v));
+  }
+  mlir::Value i64s(llvm::ArrayRef<int64_t> v) {
+    return constant(mlir::DenseElementsAttr::get(
+        mlir::RankedTensorType::get({int64_t(v.size())}, b.getIntegerType(64)), v));
+  }
+  /// A zero of an element type, as a 0-d tensor (QuantizeLinear's zero point).
+  mlir::Value zeroOf(mlir::Type elt) {
+    auto t = mlir::RankedTensorType::get({}, elt);
+    return constant(mlir::DenseElementsAttr::get(t, llvm::APFloat::getZero(elt.cast<mlir::FloatType>().getFloatSemantics())));
+  }
+  mlir::NamedAttribute si64(llvm::StringRef name, int64_t v) {
+    return b.getNamedAttr(name, b.getIntegerAttr(b.getIntegerType(64, /*isSigned=*/true), v));
+  }
+  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape) {
+    auto t = x.getType().cast<mlir::ShapedType>();
+    return op("Reshape", mlir::RankedTensorType::get(shape, t.getElementType()), {x, i64s(shape)});
+  }
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace octet
+
+#endif

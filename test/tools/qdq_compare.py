@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Our FP8 forward graph as QDQ ONNX, run by onnxruntime, against fp8-run.
+
+For each model and recipe: fp8-opt writes a plan and a QDQ ONNX model;
+fp8-run evaluates the plan (te: from the FP8 state after one step, so the
+scales are real) and dumps every quantized tensor (names ending in `_fp8`);
+onnxruntime runs the ONNX model on the same inputs and state, with each
+QuantizeLinear output exposed through a DequantizeLinear(scale 1). Checks:
+identical quantized tensors and outputs within --rtol (max-norm relative).
+
+onnxruntime runs with graph optimizations off: its QDQ fusion turns FP8 QDQ
+around MatMul into MatMulIntegerToFloat, which rejects float8 (ORT 1.20).
+"""
+import argparse, os, subprocess, sys, tempfile
+import numpy as np
+import onnx
+from onnx import helper, TensorProto
+import onnxruntime as ort
+import ctypes
+
+
+def encoder(libdir):
+    """Our runtime's FP8 encoder through its C API (octet_fp8_encode)."""
+    lib = ctypes.CDLL(os.path.join(libdir, "liboctet_runtime.so"))
+    lib.octet_fp8_encode.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+
+    def encode(x, fmt):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        out = np.empty(x.shape, dtype=np.uint8)
+        lib.octet_fp8_encode(x.ctypes.data, x.size, 1 if fmt == "e5m2" else 0, 1, out.ctypes.data)
+        return out
+    return encode
+
+
+def decode(codes, fmt):
+    """FP8 codes (uint8) -> float32, exactly (E4M3FN or E5M2)."""
+    c = codes.astype(np.int32)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    if fmt == "e4m3":
+        e, m = (c >> 3) & 0xF, c & 7
+        v = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8.0) * 2.0 ** (e - 7))
+        v = np.where((c & 0x7F) == 0x7F, np.nan, v)
+    else:
+        e, m = (c >> 2) & 0x1F, c & 3
+        v = np.where(e == 0, m * 2.0 ** -16, (1 + m / 4.0) * 2.0 ** (e - 15))
+        v = np.where(e == 31, np.where(m == 0, np.inf, np.nan), v)
+    return (sign * v).astype(np.float32)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--recipes", nargs="+", default=["te", "ao", "ao:rowwise", "msamp"])
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--lib", required=True, help="directory with liboctet_runtime.so")
+    a = ap.parse_args()
+    failed = False
+    encode = encoder(a.lib)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.names:
+            ref = np.load(os.path.join(a.models, name + ".ref.npz"))
+            feeds = {k[6:]: ref[k] for k in ref.files if k.startswith("input:")}
+            inputs = os.path.join(tmp, "inputs.npz")
+            np.savez(inputs, **feeds)
+            for recipe in a.recipes:
+                base, _, variant = recipe.partition(":")
+                flags = ["--recipe", base] + (["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
+                model = os.path.join(a.models, name + ".onnx")
+                plan, qdq = os.path.join(tmp, "m.plan"), os.path.join(tmp, "m.onnx")
+                run([os.path.join(a.bin, "fp8-opt"), model, "-o", plan] + flags)
+                run([os.path.join(a.bin, "fp8-opt"), model, "-o", qdq] + flags)
+                fp8run = [os.path.join(a.bin, "fp8-run"), plan, "--inputs", inputs]
+                state = {}
+                if base == "te":
+                    st = os.path.join(tmp, "state.npz")
+                    run(fp8run + ["--save-state", st])
+                    fp8run += ["--load-state", st]
+                    state = dict(np.load(st))
+                out = os.path.join(tmp, "out.npz")
+                run(fp8run + ["--outputs", out, "--dump", "_fp8$"])
+                ours = dict(np.load(out))
+
+                m = onnx.load(qdq)
+                g = m.graph
+                quantized = {}
+                for n in list(g.node):
+                    if n.op_type == "QuantizeLinear" and n.output[0].endswith("_fp8"):
+                        dq = n.output[0] + ".decoded"
+                        one = n.output[0] + ".one"
+                        g.initializer.append(helper.make_tensor(one, TensorProto.FLOAT, [], [1.0]))
+                        g.node.append(helper.make_node("DequantizeLinear", [n.output[0], one], [dq]))
+                        g.output.append(helper.make_tensor_value_info(dq, TensorProto.FLOAT, None))
+                        for i in (0, 1):  # the float input and scale, to check the quantization itself
+                            g.output.append(helper.make_tensor_value_info(n.input[i], TensorProto.FLOAT, None))
+                        quantized[n.output[0]] = (dq, n.input[0], n.input[1])
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                so.log_severity_level = 3
+                sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                res = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {**feeds, **state})))
+
+                same = explained = 0
+                for qname, (dq, xin, sin) in quantized.items():
+                    if qname not in ours:
+                        print(f"{name} {recipe}: {qname} missing from fp8-run's dump"); failed = True; continue
+                    # The format is the zero point's type: find the QuantizeLinear's zero point.
+                    node = next(n for n in g.node if n.op_type == "QuantizeLinear" and n.output[0] == qname)
+                    zp_type = None
+                    for n2 in g.node:
+                        if n2.output and n2.output[0] == node.input[2] and n2.op_type == "Constant":
+                            zp_type = n2.attribute[0].t.data_type
+                    fmt = "e5m2" if zp_type == TensorProto.FLOAT8E5M2 else "e4m3"
+                    ours_dec = decode(ours[qname], fmt)
+
+                    def equal(u, v):
+                        return np.array_equal(u, v, equal_nan=True) and np.array_equal(np.signbit(u), np.signbit(v))
+                    # Quantization itself: our encoder on onnxruntime's own input and scale gives its codes.
+                    x, sc = res[xin], res[sin]
+                    sc = sc.reshape(sc.shape + (1,) * (x.ndim - sc.ndim)) if sc.ndim == 1 and sc.size > 1 else sc
+                    if not equal(decode(encode(x / sc, fmt), fmt), res[dq]):
+                        print(f"{name} {recipe}: {qname}: QuantizeLinear differs from our encoder on the same input")
+                        failed = True
+                    if equal(ours_dec, res[dq]):
+                        same += 1
+                    else:
+                        diff = int(np.sum(~((ours_dec == res[dq]) | (np.isnan(ours_dec) & np.isnan(res[dq])))))
+                        explained += 1
+                        print(f"{name} {recipe}: {qname}: {diff} of {ours_dec.size} codes differ from fp8-run; "
+                              f"onnxruntime's own FP32 kernels computed this cast's input (a value on a rounding "
+                              f"boundary), and QuantizeLinear on it equals our encoder bit for bit")
+                worst = 0.0
+                for o in ("loss", "logits"):
+                    r = np.max(np.abs(ours[o] - res[o])) / max(np.max(np.abs(res[o])), 1e-30)
+                    worst = max(worst, float(r))
+                ok = worst <= a.rtol and same + explained == len(quantized)
+                failed |= not ok
+                print(f"{name:6} {recipe:11} quantized tensors identical: {same}/{len(quantized)}  "
+                      f"outputs max rel diff: {worst:.2e}  {'ok' if ok else 'FAIL'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
