@@ -44,6 +44,10 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
 
   LogicalResult validate() {
     ModuleOp m = getOperation();
+    // A quoted option value (module-filter="a b") keeps its quotes in MLIR 16.
+    std::string f = moduleFilter;
+    if (f.size() >= 2 && (f.front() == '"' || f.front() == '\'') && f.back() == f.front())
+      moduleFilter = f.substr(1, f.size() - 2);
     if (recipe != "te" && recipe != "ao" && recipe != "msamp")
       return badOption(m, "recipe", recipe, "te, ao, msamp");
     if (fp8Format != "E4M3" && fp8Format != "HYBRID")
@@ -214,8 +218,19 @@ public:
   void run() {
     SmallVector<fp8::LinearOp> linears;
     func.walk([&](fp8::LinearOp l) { linears.push_back(l); });
-    for (fp8::LinearOp l : linears)
+    Value step;
+    for (fp8::LinearOp l : linears) {
+      if (l.getState().size() > 6)
+        step = l.getState()[6];
       expand(l);
+    }
+    if (step) { // the step counter advances once per step
+      auto ret = func.getBody().front().getTerminator();
+      OpBuilder ob(ret);
+      octet::OnnxBuilder ox(ob, step.getLoc());
+      Value one = ox.constant(DenseElementsAttr::get(step.getType().cast<ShapedType>(), int64_t(1)));
+      updates.push_back({stateName(step), ox.op("Add", step.getType(), {step, one})});
+    }
     if (updates.empty())
       return;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -407,7 +422,7 @@ private:
                                RankedTensorType::get({wt.getDimSize(1), wt.getDimSize(0)}, wt.getElementType()), {w},
                                {ob.getNamedAttr("perm", ob.getDenseI64ArrayAttr({1, 0}))})
                        : w;
-        y = ox.op("MatMul", lin.getType(), {x, wk});
+        y = ox.op("MatMul", lin.getType(), {lin.getInput(), wk}); // the input may have been re-made by a fused norm
         if (lin.getBias())
           y = ox.op("Add", lin.getType(), {y, lin.getBias()});
       } else {

@@ -370,6 +370,9 @@ std::optional<Match> matchRMSNorm(Operation *op) {
   auto pow = def<ox::PowOp>(meanIn);
   if (!pow || pow.getA() != x || !isConst(pow.getB(), 2.0))
     return std::nullopt;
+  // x - mean(x) would make this a LayerNorm without its mean: not an RMSNorm.
+  if (auto sub = def<ox::SubOp>(x); sub && isLastAxisMean(sub.getB(), meanIn) && meanIn == sub.getA())
+    return std::nullopt;
   m.ops = {pow, mean.getDefiningOp(), add, sq, outer};
   m.ops.append(ops.begin(), ops.end());
   m.inputs = {x, gamma};
@@ -515,12 +518,13 @@ struct RaiseLayersPass : octet::impl::RaiseLayersBase<RaiseLayersPass> {
       r.raise<nn::GeluOp>("gelu", matchGelu);
     if (on("silu"))
       r.raise<nn::SiluOp>("silu", matchSilu);
-    if (on("rms_norm"))
-      r.raise<nn::RMSNormOp>("rms_norm", matchRMSNorm);
+    // LayerNorm before RMSNorm: a decomposed LayerNorm contains an RMSNorm of x - mean(x).
     if (on("layer_norm")) {
       r.raise<nn::LayerNormOp>("layer_norm", matchLayerNormOp);
       r.raise<nn::LayerNormOp>("layer_norm", matchLayerNormDecomposed);
     }
+    if (on("rms_norm"))
+      r.raise<nn::RMSNormOp>("rms_norm", matchRMSNorm);
     if (on("linear"))
       r.raise<nn::LinearOp>("linear", matchLinear);
   }

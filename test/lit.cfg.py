@@ -19,3 +19,6 @@ config.substitutions.append(("%models", config.models_dir))
 config.substitutions.append(("%exported", os.path.join(config.test_source_root, "models", "exported")))
 config.substitutions.append(("%ort-compare", config.python + " " +
                              os.path.join(config.test_source_root, "tools", "ort_compare.py")))
+config.substitutions.append(("%tools", os.path.join(config.test_source_root, "tools")))
+config.substitutions.append(("%bin", config.octet_tools_dir))
+config.substitutions.append(("%lib", os.path.join(config.octet_obj_root, "lib")))

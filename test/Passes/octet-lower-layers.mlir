@@ -1,0 +1,24 @@
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers,octet-lower-layers))' | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(octet-lower-layers))' | FileCheck %s --check-prefix=BODY
+
+// Raising then lowering gives back the original ops.
+// CHECK-LABEL: func.func @main_graph
+// CHECK-NOT: nn.
+// CHECK: onnx.LayerNormalization
+// CHECK: onnx.MatMul
+// CHECK: onnx.Relu
+// CHECK: onnx.MatMul
+// CHECK: onnx.Transpose
+// CHECK: onnx.MatMul
+
+// BODY-LABEL: func.func @gelu_body
+// BODY-NEXT: %[[G:.+]] = onnx.Gelu %arg0 {approximate = "tanh"}
+// BODY-NEXT: return %[[G]]
+func.func @gelu_body(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = nn.gelu "act"(%x) {approximate = "tanh"} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %g = onnx.Gelu %a {approximate = "tanh"} : (tensor<4xf32>) -> tensor<4xf32>
+    nn.yield %g : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}

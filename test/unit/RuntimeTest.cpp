@@ -1,0 +1,201 @@
+//===- RuntimeTest.cpp - CPU reference runtime: conversions and kernels ---===//
+#include "octet/runtime/Executor.h"
+#include "octet/runtime/Fp8.h"
+#include "octet/runtime/Npz.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+using namespace octet::rt;
+
+namespace {
+
+// Every code decodes to sign * 2^e * (1 + m/2^M) (or the subnormal / special value).
+TEST(Fp8, DecodeAllCodes) {
+  for (int c = 0; c < 256; ++c) {
+    float s = (c & 0x80) ? -1.0f : 1.0f;
+    int e4 = (c >> 3) & 0xF, m4 = c & 7;
+    float v4 = e4 == 0 ? s * std::ldexp(float(m4), -9) : s * std::ldexp(1.0f + m4 / 8.0f, e4 - 7);
+    if ((c & 0x7F) == 0x7F)
+      EXPECT_TRUE(std::isnan(fp8Decode(uint8_t(c), Fp8Format::E4M3FN))) << c;
+    else
+      EXPECT_EQ(fp8Decode(uint8_t(c), Fp8Format::E4M3FN), v4) << c;
+    int e5 = (c >> 2) & 0x1F, m5 = c & 3;
+    float v5 = e5 == 0 ? s * std::ldexp(float(m5), -16) : s * std::ldexp(1.0f + m5 / 4.0f, e5 - 15);
+    if (e5 == 31)
+      EXPECT_TRUE(m5 == 0 ? std::isinf(fp8Decode(uint8_t(c), Fp8Format::E5M2))
+                          : std::isnan(fp8Decode(uint8_t(c), Fp8Format::E5M2)));
+    else
+      EXPECT_EQ(fp8Decode(uint8_t(c), Fp8Format::E5M2), v5) << c;
+  }
+}
+
+// Every finite code encodes back to itself (except -0 -> -0 and NaN).
+TEST(Fp8, RoundTripsEveryFiniteCode) {
+  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+    for (int c = 0; c < 256; ++c) {
+      float v = fp8Decode(uint8_t(c), f);
+      if (std::isfinite(v))
+        EXPECT_EQ(fp8Encode(v, f), uint8_t(c)) << c;
+    }
+}
+
+TEST(Fp8, BoundariesAndTies) {
+  auto e4 = [](float x, bool sat = true) { return fp8Encode(x, Fp8Format::E4M3FN, sat); };
+  auto e5 = [](float x, bool sat = true) { return fp8Encode(x, Fp8Format::E5M2, sat); };
+  EXPECT_EQ(e4(448.0f), 0x7E);
+  EXPECT_EQ(e4(464.0f), 0x7E);         // tie between 448 and 480 (not representable): even -> 448
+  EXPECT_EQ(e4(465.0f), 0x7E);         // saturates
+  EXPECT_EQ(e4(465.0f, false), 0x7F);  // overflow without saturation: NaN
+  EXPECT_EQ(e4(INFINITY), 0x7E);
+  EXPECT_EQ(e4(-INFINITY, false), 0xFF);
+  EXPECT_EQ(e4(NAN) & 0x7F, 0x7F);
+  EXPECT_EQ(e4(std::ldexp(1.0f, -9)), 0x01);   // smallest subnormal
+  EXPECT_EQ(e4(std::ldexp(1.0f, -10)), 0x00);  // half of it: tie to even (0)
+  EXPECT_EQ(e4(std::ldexp(1.5f, -10)), 0x01);
+  EXPECT_EQ(e4(std::ldexp(3.0f, -10)), 0x02);  // 1.5 subnormal units: tie -> 2
+  EXPECT_EQ(e4(1.0625f), 0x38);                // tie between 1 and 1.125 -> 1 (even)
+  EXPECT_EQ(e4(1.1875f), 0x3A);                // tie between 1.125 and 1.25 -> 1.25 (even)
+  EXPECT_EQ(e4(-0.0f), 0x80);
+  EXPECT_EQ(e5(57344.0f), 0x7B);
+  EXPECT_EQ(e5(61440.0f, false), 0x7C);        // tie beyond max rounds to even = Inf
+  EXPECT_EQ(e5(61440.0f, true), 0x7B);
+  EXPECT_EQ(e5(1e9f, false), 0x7C);
+  EXPECT_EQ(e5(-INFINITY, false), 0xFC);
+  EXPECT_EQ(e5(std::ldexp(1.0f, -16)), 0x01);
+}
+
+// Encoding is monotone and every value lands on a nearest code.
+TEST(Fp8, NearestOnRandomValues) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> mag(-12.0f, 9.5f);
+  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2})
+    for (int i = 0; i < 200000; ++i) {
+      float x = std::ldexp(1.0f, 0) * std::exp2(mag(rng)) * ((i & 1) ? -1.0f : 1.0f);
+      if (std::fabs(x) > fp8Max(f))
+        continue;
+      float q = fp8Decode(fp8Encode(x, f), f);
+      for (int c = 0; c < 256; ++c) {
+        float v = fp8Decode(uint8_t(c), f);
+        if (std::isfinite(v))
+          ASSERT_LE(std::fabs(q - x), std::fabs(v - x)) << x;
+      }
+      if (i > 2000)
+        break; // the exhaustive nearest check is slow; the Python test covers millions
+    }
+}
+
+TEST(Fp8, HalfAndBf16) {
+  EXPECT_EQ(halfToFloat(floatToHalf(1.5f)), 1.5f);
+  EXPECT_EQ(bf16ToFloat(floatToBf16(1.0f + std::ldexp(1.0f, -8))), 1.0f); // tie -> even
+  EXPECT_EQ(bf16ToFloat(floatToBf16(3.0f)), 3.0f);
+}
+
+/// Runs one op through the interpreter via a hand-built plan.
+Plan onePlan(const std::string &type, std::vector<PlanValue> values, std::vector<int> ins, std::vector<int> outs,
+             std::map<std::string, Attr> attrs = {}) {
+  Plan p;
+  p.values = std::move(values);
+  p.inputs = ins;
+  p.outputs = outs;
+  PlanOp op;
+  op.type = type;
+  op.name = "test";
+  op.inputs = ins;
+  op.outputs = outs;
+  op.attrs = std::move(attrs);
+  p.ops.push_back(op);
+  return p;
+}
+
+TensorPtr f32(Shape s, std::vector<float> v) {
+  auto t = std::make_shared<Tensor>(DType::F32, s);
+  std::memcpy(t->bytes.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+TEST(Kernels, Fp8GemmMatchesExactReference) {
+  // A, B quantized with per-tensor scales; D = (sum a*b) * sa * sb.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0, 1);
+  int M = 5, K = 32, N = 3;
+  Tensor qa(DType::F8E4M3FN, {M, K}), qb(DType::F8E4M3FN, {N, K});
+  for (auto &b : qa.bytes)
+    b = fp8Encode(n(rng), Fp8Format::E4M3FN);
+  for (auto &b : qb.bytes)
+    b = fp8Encode(n(rng), Fp8Format::E4M3FN);
+  Plan p = onePlan("fp8.gemm",
+                   {{"a", DType::F8E4M3FN, false, true, {M, K}}, {"b", DType::F8E4M3FN, false, true, {N, K}},
+                    {"sa", DType::F32, false, true, {}}, {"sb", DType::F32, false, true, {}},
+                    {"d", DType::F32, false, true, {M, N}}},
+                   {0, 1, 2, 3}, {4});
+  Attr tb;
+  tb.i = 1;
+  p.ops[0].attrs["transpose_b"] = tb;
+  Executor ex(p);
+  ex.run({{"a", std::make_shared<Tensor>(qa)}, {"b", std::make_shared<Tensor>(qb)}, {"sa", f32({}, {0.5f})},
+          {"sb", f32({}, {0.25f})}});
+  TensorPtr d = ex.value("d");
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k)
+        acc += double(fp8Decode(qa.bytes[i * K + k], Fp8Format::E4M3FN)) * fp8Decode(qb.bytes[j * K + k], Fp8Format::E4M3FN);
+      EXPECT_NEAR(d->data<float>()[i * N + j], acc * 0.125, 1e-5 * std::max(1.0, std::fabs(acc))) << i << "," << j;
+    }
+}
+
+TEST(Kernels, DelayedScaleFollowsTransformerEngine) {
+  Plan p = onePlan("fp8.delayed_scale",
+                   {{"h", DType::F32, false, true, {3}}, {"s", DType::F32, false, true, {}},
+                    {"a", DType::F32, false, true, {}}, {"h2", DType::F32, false, true, {3}},
+                    {"s2", DType::F32, false, true, {}}, {"si", DType::F32, false, true, {}}},
+                   {0, 1, 2}, {3, 4, 5});
+  Attr fmt;
+  fmt.kind = Attr::String;
+  fmt.s = "float8e4m3fn";
+  Attr margin;
+  margin.i = 1;
+  p.ops[0].attrs = {{"format", fmt}, {"margin", margin}};
+  Executor ex(p);
+  ex.run({{"h", f32({3}, {2.0f, 8.0f, 1.0f})}, {"s", f32({}, {3.0f})}, {"a", f32({}, {4.0f})}});
+  EXPECT_EQ(ex.value("h2")->data<float>()[0], 4.0f); // rolled: new amax first
+  EXPECT_EQ(ex.value("h2")->data<float>()[1], 2.0f);
+  EXPECT_EQ(ex.value("h2")->data<float>()[2], 8.0f);
+  EXPECT_EQ(ex.value("s2")->data<float>()[0], 448.0f / 8.0f / 2.0f); // max over history, margin 1
+  EXPECT_EQ(ex.value("si")->data<float>()[0], 1.0f / 28.0f);
+  // A zero or non-finite amax keeps the previous scale.
+  ex.run({{"h", f32({3}, {0.0f, 0.0f, 0.0f})}, {"s", f32({}, {3.0f})}, {"a", f32({}, {0.0f})}});
+  EXPECT_EQ(ex.value("s2")->data<float>()[0], 3.0f);
+  ex.run({{"h", f32({3}, {0.0f, 0.0f, 0.0f})}, {"s", f32({}, {3.0f})}, {"a", f32({}, {INFINITY})}});
+  EXPECT_EQ(ex.value("s2")->data<float>()[0], 3.0f);
+}
+
+TEST(Kernels, MissingInputIsAClearError) {
+  Plan p = onePlan("Relu", {{"x", DType::F32, false, true, {2}}, {"y", DType::F32, false, true, {2}}}, {0}, {1});
+  Executor ex(p);
+  try {
+    ex.run({});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("input 'x' is missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Npz, RoundTrip) {
+  std::string path = ::testing::TempDir() + "/octet-roundtrip.npz";
+  auto t = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  writeNpz(path, {{"x", t}});
+  NamedTensors back = readNpz(path);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].first, "x");
+  EXPECT_EQ(back[0].second->shape, (Shape{2, 3}));
+  EXPECT_EQ(back[0].second->bytes, t->bytes);
+  std::remove(path.c_str());
+}
+
+} // namespace
