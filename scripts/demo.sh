@@ -16,3 +16,13 @@ echo "== onnxruntime: original vs round-tripped, on the inputs PyTorch used"
   --inputs "$here/test/models/exported/gpt2.ref.npz"
 echo
 echo "wrote $out/gpt2-tiny.roundtrip.onnx"
+echo
+echo "== fp8-opt $model --recipe te --report -o $out/gpt2-tiny.te.plan"
+"$here/$build/bin/fp8-opt" "$model" --recipe te --report -o "$out/gpt2-tiny.te.plan"
+echo
+echo "== fp8-opt $model --recipe ao --report -o $out/gpt2-tiny.ao.onnx   (QDQ ONNX for onnxruntime / Netron)"
+"$here/$build/bin/fp8-opt" "$model" --recipe ao --report -o "$out/gpt2-tiny.ao.onnx"
+echo
+echo "== FP8 forward vs FP32 (PyTorch's logits), CPU reference runtime (fp8-run)"
+"$here/.venv/bin/python" "$here/test/tools/fp8_compare.py" --bin "$here/$build/bin" \
+  --models "$here/test/models/exported" gpt2
