@@ -10,7 +10,7 @@ namespace octet {
 
 LogicalResult buildRecipePipeline(OpPassManager &pm, const std::string &substituteOptions,
                                   const std::string &reportOptions) {
-  std::string p = "func.func(octet-raise-layers),octet-fp8-substitute{" + substituteOptions + "}";
+  std::string p = "octet-raise-layers,octet-fp8-substitute{" + substituteOptions + "}";
   if (!reportOptions.empty())
     p += ",octet-fp8-report{" + reportOptions + "}";
   p += ",octet-fp8-expand,cse";

@@ -242,6 +242,22 @@ std::optional<Match> matchLinear(Operation *op) {
   return m;
 }
 
+/// sqrt's argument as mean(p) + eps over the last axis: returns eps and sets
+/// `p` (the averaged value) and `meanOp`.
+std::optional<double> meanPlusEps(ox::AddOp add, Value &p, Operation *&meanOp) {
+  std::optional<double> eps;
+  Value mean;
+  eitherOrder(add, [&](Value a, Value b) {
+    eps = constScalar(b);
+    mean = a;
+    return eps.has_value();
+  });
+  if (!eps || !isLastAxisMean(mean, p))
+    return std::nullopt;
+  meanOp = mean.getDefiningOp();
+  return eps;
+}
+
 std::optional<Match> matchLayerNormOp(Operation *op) {
   auto ln = dyn_cast<ox::LayerNormalizationOp>(op);
   if (!ln || !ln.getMean().use_empty() || !ln.getInvStdDev().use_empty())
@@ -276,21 +292,14 @@ std::optional<Match> matchLayerNormDecomposed(Operation *op) {
   if (!isLastAxisMean(sub.getB(), meanIn) || meanIn != x)
     return std::nullopt;
   auto add = def<ox::AddOp>(sq.getX());
-  if (!add)
-    return std::nullopt;
-  std::optional<double> eps;
-  Value var;
-  eitherOrder(add, [&](Value a, Value b) {
-    eps = constScalar(b);
-    var = a;
-    return eps.has_value();
-  });
-  if (!eps || !isLastAxisMean(var, varIn))
+  Operation *varOp = nullptr;
+  std::optional<double> eps = add ? meanPlusEps(add, varIn, varOp) : std::nullopt;
+  if (!eps)
     return std::nullopt;
   auto pow = def<ox::PowOp>(varIn);
   if (!pow || pow.getA() != sub.getResult() || !isConst(pow.getB(), 2.0))
     return std::nullopt;
-  m.ops = {sub.getB().getDefiningOp(), sub, pow, var.getDefiningOp(), add, sq, div};
+  m.ops = {sub.getB().getDefiningOp(), sub, pow, varOp, add, sq, div};
   // gamma (required) and beta (optional) as initializers.
   Value out = div.getResult();
   if (!out.hasOneUse())
@@ -356,16 +365,10 @@ std::optional<Match> matchRMSNorm(Operation *op) {
   }
   auto sq = def<ox::SqrtOp>(sqrtV);
   auto add = sq ? def<ox::AddOp>(sq.getX()) : ox::AddOp();
-  if (!add)
-    return std::nullopt;
-  std::optional<double> eps;
-  Value mean, meanIn;
-  eitherOrder(add, [&](Value a, Value b) {
-    eps = constScalar(b);
-    mean = a;
-    return eps.has_value();
-  });
-  if (!eps || !isLastAxisMean(mean, meanIn))
+  Value meanIn;
+  Operation *meanOp = nullptr;
+  std::optional<double> eps = add ? meanPlusEps(add, meanIn, meanOp) : std::nullopt;
+  if (!eps)
     return std::nullopt;
   auto pow = def<ox::PowOp>(meanIn);
   if (!pow || pow.getA() != x || !isConst(pow.getB(), 2.0))
@@ -373,7 +376,7 @@ std::optional<Match> matchRMSNorm(Operation *op) {
   // x - mean(x) would make this a LayerNorm without its mean: not an RMSNorm.
   if (auto sub = def<ox::SubOp>(x); sub && isLastAxisMean(sub.getB(), meanIn) && meanIn == sub.getA())
     return std::nullopt;
-  m.ops = {pow, mean.getDefiningOp(), add, sq, outer};
+  m.ops = {pow, meanOp, add, sq, outer};
   m.ops.append(ops.begin(), ops.end());
   m.inputs = {x, gamma};
   m.output = outer.getResult();
@@ -512,7 +515,12 @@ struct RaiseLayersPass : octet::impl::RaiseLayersBase<RaiseLayersPass> {
       want.insert(k);
     }
     auto on = [&](StringRef k) { return want.empty() || want.contains(k); };
-    Raiser r(getOperation());
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      raiseIn(func, on);
+  }
+
+  void raiseIn(func::FuncOp func, function_ref<bool(StringRef)> on) {
+    Raiser r(func);
     // Activations and norms first: their ops never overlap a Linear's.
     if (on("gelu"))
       r.raise<nn::GeluOp>("gelu", matchGelu);

@@ -337,7 +337,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       return failure();
     // Plans and ONNX models hold no nn layers; ONNX holds no fp8 ops (QDQ instead).
     if (out == Emit::Plan || out == Emit::ONNX) {
-      pm.addNestedPass<func::FuncOp>(createLowerLayers());
+      pm.addPass(createLowerLayers());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

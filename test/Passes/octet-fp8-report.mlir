@@ -1,6 +1,7 @@
-// RUN: fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(func.func(octet-raise-layers),octet-fp8-substitute{recipe=ao},octet-fp8-report)' | FileCheck %s
-// RUN: fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(func.func(octet-raise-layers),octet-fp8-substitute{recipe=te pad-inner-dim=true},octet-fp8-report{format=json})' | FileCheck %s --check-prefix=JSON
+// RUN: fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao},octet-fp8-report)' | FileCheck %s
+// RUN: fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te pad-inner-dim=true},octet-fp8-report{format=json})' | FileCheck %s --check-prefix=JSON
 // RUN: not fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-fp8-report{format=xml})' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fp8-opt %S/Inputs/mlp.mlir -o /dev/null --octet-raise-layers --octet-fp8-substitute='recipe=te pad-inner-dim=true' --octet-fp8-report | FileCheck %s --check-prefix=FLAG
 
 // CHECK-LABEL: FP8 report (recipe ao:tensorwise): 0 of 3 Linear layers in FP8
 // CHECK: fc1 4x64x128 high first
@@ -21,3 +22,5 @@
 // JSON-NEXT: "weight_bytes_before": 51200
 
 // BAD: octet-fp8-report: format must be 'text' or 'json', got 'xml'
+
+// FLAG-LABEL: FP8 report (recipe te): 3 of 3 Linear layers in FP8

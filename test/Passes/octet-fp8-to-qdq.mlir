@@ -1,7 +1,8 @@
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers),octet-fp8-substitute{recipe=te amax-history-len=4 pad-inner-dim=true},octet-fp8-expand,func.func(octet-lower-layers),octet-fp8-to-qdq)' | FileCheck %s
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers),octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-fp8-expand,func.func(octet-lower-layers),octet-fp8-to-qdq)' | FileCheck %s --check-prefix=ROW
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers),octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-fp8-expand,func.func(octet-lower-layers),octet-fp8-to-qdq{gemm=gemm-float8})' | FileCheck %s --check-prefix=GF8
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=4 pad-inner-dim=true},octet-fp8-expand,octet-lower-layers,octet-fp8-to-qdq)' | FileCheck %s
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-fp8-expand,octet-lower-layers,octet-fp8-to-qdq)' | FileCheck %s --check-prefix=ROW
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-fp8-expand,octet-lower-layers,octet-fp8-to-qdq{gemm=gemm-float8})' | FileCheck %s --check-prefix=GF8
 // RUN: not fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-fp8-to-qdq{gemm=cublas})' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='recipe=te pad-inner-dim=true' --octet-fp8-expand --octet-lower-layers --octet-fp8-to-qdq | FileCheck %s --check-prefix=FLAG
 
 // State becomes graph inputs with defaults; casts QuantizeLinear; GEMMs DQ + MatMul.
 // CHECK-LABEL: module attributes {octet.recipe = "te", onnx.opset_import = {ai.onnx = 19 : i64}}
@@ -22,3 +23,6 @@
 // GF8: onnx.node "GemmFloat8"({{.*}}) {attrs = {alpha = 1.000000e+00 : f32, dtype = 1 : si64, transA = 0 : si64, transB = 0 : si64}, domain = "com.microsoft"}
 
 // BAD: octet-fp8-to-qdq: gemm='cublas' is not valid; use one of: matmul, gemm-float8
+
+// FLAG-LABEL: func.func @main_graph
+// FLAG: onnx.QuantizeLinear

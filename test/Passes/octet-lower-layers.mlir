@@ -1,5 +1,6 @@
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers,octet-lower-layers))' | FileCheck %s
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(octet-lower-layers))' | FileCheck %s --check-prefix=BODY
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-lower-layers)' | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-lower-layers)' | FileCheck %s --check-prefix=BODY
+// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-lower-layers | FileCheck %s --check-prefix=FLAG
 
 // Raising then lowering gives back the original ops.
 // CHECK-LABEL: func.func @main_graph
@@ -22,3 +23,7 @@ func.func @gelu_body(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %y : tensor<4xf32>
 }
+
+// FLAG-LABEL: func.func @main_graph
+// FLAG-NOT: nn.
+// FLAG: onnx.LayerNormalization

@@ -1,7 +1,8 @@
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(octet-raise-layers))' | FileCheck %s
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(octet-raise-layers{layers=silu}))' | FileCheck %s --check-prefix=ONLY
-// RUN: not fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(func.func(octet-raise-layers{layers=conv}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers)' | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers{layers=silu})' | FileCheck %s --check-prefix=ONLY
+// RUN: not fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers{layers=conv})' -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: octet-raise-layers: unknown layer kind 'conv' (layers=); known: linear, layer_norm, rms_norm, gelu, silu
+// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers | FileCheck %s --check-prefix=FLAG
 
 // A MatMul through a Transpose of the weight (Llama), no bias.
 // CHECK-LABEL: func.func @matmul_transposed
@@ -144,3 +145,7 @@ func.func @gelus(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %g2 = onnx.Mul %xe, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   return %g, %g2 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// FLAG-LABEL: func.func @main_graph
+// FLAG: nn.layer_norm "ln"
+// FLAG: nn.linear "fc1"

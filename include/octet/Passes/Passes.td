@@ -21,7 +21,7 @@ def ModelSummary : Pass<"octet-model-summary", "mlir::ModuleOp"> {
   ];
 }
 
-def RaiseLayers : Pass<"octet-raise-layers", "mlir::func::FuncOp"> {
+def RaiseLayers : Pass<"octet-raise-layers", "mlir::ModuleOp"> {
   let summary = "Recognize Linear, LayerNorm, RMSNorm, GELU and SiLU and raise them to named nn ops";
   let description = [{
     Finds, in an imported ONNX graph:
@@ -43,7 +43,7 @@ def RaiseLayers : Pass<"octet-raise-layers", "mlir::func::FuncOp"> {
   let dependentDialects = ["octet::nn::NNDialect"];
 }
 
-def LowerLayers : Pass<"octet-lower-layers", "mlir::func::FuncOp"> {
+def LowerLayers : Pass<"octet-lower-layers", "mlir::ModuleOp"> {
   let summary = "Replace nn layer ops by the ops of their bodies";
   let description = [{
     The inverse of octet-raise-layers: layers no recipe converted go back to
