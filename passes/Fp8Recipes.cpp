@@ -29,8 +29,6 @@ namespace nn = octet::nn;
 
 namespace {
 
-constexpr llvm::StringLiteral kKeptAttr = "octet.fp8_kept";
-
 /// One-line option error: names the option and the allowed values.
 LogicalResult badOption(Operation *op, StringRef key, StringRef value, StringRef allowed) {
   return op->emitError() << "octet-fp8-substitute: " << key << "='" << value << "' is not valid; use one of: "
@@ -133,7 +131,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
       for (auto [i, lin] : llvm::enumerate(linears)) {
         std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr);
         if (!reason.empty()) {
-          lin->setAttr(kKeptAttr, b.getStringAttr(reason));
+          lin->setAttr(octet::kFp8KeptAttr, b.getStringAttr(reason));
           continue;
         }
         OpBuilder ob(lin);

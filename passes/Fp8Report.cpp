@@ -1,6 +1,7 @@
 //===- Fp8Report.cpp - What a recipe did to each layer ---------------------===//
 #include "octet/Passes/Passes.h"
 
+#include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/NN/IR/NN.h"
 
@@ -78,7 +79,7 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
         shapeOf(l.getX(), l.getWeight(), l.getTransposeWeight(), r);
         r.layer = l.getLayer().str();
         r.precision = "high";
-        auto reason = l->getAttrOfType<StringAttr>("octet.fp8_kept");
+        auto reason = l->getAttrOfType<StringAttr>(octet::kFp8KeptAttr);
         r.reason = reason ? reason.str() : "no recipe";
         r.gemms = "fprop=hp dgrad=hp wgrad=hp";
         r.trainHigh = 3 * r.fwdFlops;
@@ -105,7 +106,7 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
       after += r.weightBytesAfter;
       nFp8 += r.precision == "fp8";
     }
-    auto recipe = getOperation()->getAttrOfType<StringAttr>("octet.recipe");
+    auto recipe = getOperation()->getAttrOfType<StringAttr>(octet::kRecipeAttr);
     llvm::raw_ostream &os = out->os();
     if (format == "json") {
       llvm::json::Array layers;

@@ -34,7 +34,6 @@ public:
 
   RankedTensorType f32(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b.getF32Type()); }
   RankedTensorType boolT(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b.getI1Type()); }
-  Type typeOf(Value v) { return v.getType(); }
 
   /// A per-row scale [M, 1] as the 1-D [M] QuantizeLinear's axis form takes.
   std::pair<Value, bool> axisScale(Value s) {
@@ -101,22 +100,15 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
     OpBuilder b(op);
     Lowering L(b, op->getLoc());
     auto &ox = L.ox;
-    auto names = op->getAttr(octet::kResultNamesAttr);
     auto finish = [&](ArrayRef<Value> values) {
-      for (auto [r, v] : llvm::zip(op->getResults(), values)) {
-        r.replaceAllUsesWith(v);
-      }
       // The exported tensors keep the names the plan gives them.
-      if (names && !values.empty())
-        if (Operation *d = values.front().getDefiningOp()) {
-          if (values.size() == 1 || llvm::all_of(values, [&](Value v) { return v.getDefiningOp() == d; }))
-            d->setAttr(octet::kResultNamesAttr, names);
-          else
-            for (auto [i, v] : llvm::enumerate(values))
-              if (Operation *dv = v.getDefiningOp(); dv && dv->getNumResults() == 1)
-                dv->setAttr(octet::kResultNamesAttr,
-                            b.getArrayAttr({names.cast<ArrayAttr>()[i]}));
-        }
+      auto names = op->getAttrOfType<ArrayAttr>(octet::kResultNamesAttr);
+      for (auto [i, v] : llvm::enumerate(values)) {
+        op->getResult(i).replaceAllUsesWith(v);
+        Operation *d = v.getDefiningOp();
+        if (names && i < names.size() && d && d->getNumResults() == 1)
+          d->setAttr(octet::kResultNamesAttr, b.getArrayAttr(ArrayRef<Attribute>{names[i]}));
+      }
       op->erase();
       return success();
     };

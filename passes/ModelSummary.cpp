@@ -28,12 +28,6 @@ struct Candidate {
   SmallVector<int64_t> shape;
 };
 
-std::string nodeName(Operation *op) {
-  if (auto n = op->getLoc().dyn_cast<NameLoc>())
-    return n.getName().str();
-  return "";
-}
-
 /// The initializer behind a value, looking through a Transpose.
 ox::InitializerOp weightOf(Value v, bool &transposed) {
   transposed = false;
@@ -113,14 +107,14 @@ struct ModelSummaryPass : public octet::impl::ModelSummaryBase<ModelSummaryPass>
         if (auto w = weightOf(gemm.getB(), transposed))
           addLinear(cands, op, w, transposed != (gemm.getTransB().value_or(0) != 0));
       } else if (auto ln = dyn_cast<ox::LayerNormalizationOp>(op)) {
-        Candidate c{"LayerNorm", nodeName(op), "", {}};
+        Candidate c{"LayerNorm", ox::getNodeName(op), "", {}};
         if (auto s = weightOf(ln.getScale(), transposed))
           c.weight = s.getName().str();
         if (auto t = ln.getScale().getType().dyn_cast<RankedTensorType>())
           c.shape.assign(t.getShape().begin(), t.getShape().end());
         cands.push_back(c);
       } else if (isRmsNormCore(op)) {
-        cands.push_back({"RMSNorm", nodeName(op), "", {}});
+        cands.push_back({"RMSNorm", ox::getNodeName(op), "", {}});
       }
     });
 
@@ -165,7 +159,7 @@ struct ModelSummaryPass : public octet::impl::ModelSummaryBase<ModelSummaryPass>
 
   static void addLinear(std::vector<Candidate> &cands, Operation *op, ox::InitializerOp w,
                         bool transposed) {
-    Candidate c{"Linear", nodeName(op), w.getName().str(), {}};
+    Candidate c{"Linear", ox::getNodeName(op), w.getName().str(), {}};
     auto t = w.getOutput().getType().cast<ShapedType>();
     if (t.hasRank() && t.getRank() == 2) {
       // Report [K, N]: the weight as the GEMM consumes it.

@@ -87,12 +87,6 @@ bool isLastAxisMean(Value v, Value &input) {
   return true;
 }
 
-std::string nodeName(Operation *op) {
-  if (auto n = op->getLoc().dyn_cast<NameLoc>())
-    return n.getName().str();
-  return "";
-}
-
 std::string stripSuffix(StringRef name) {
   for (StringRef suffix : {".weight", ".scale", ".gamma"})
     if (name.ends_with(suffix))
@@ -114,11 +108,9 @@ public:
 
   template <typename OpTy> void raise(StringRef kind, function_ref<std::optional<Match>(Operation *)> match) {
     SmallVector<Operation *> candidates;
-    func.walk([&](Operation *op) {
-      if (!op->getParentOfType<nn::LinearOp>() && !isa<nn::LinearOp, nn::LayerNormOp, nn::RMSNormOp, nn::GeluOp,
-                                                      nn::SiluOp>(op->getParentOp()))
-        candidates.push_back(op);
-    });
+    // Ops of the function body only: those already inside a layer are taken.
+    for (Operation &op : func.getBody().front())
+      candidates.push_back(&op);
     for (Operation *op : candidates) {
       if (erased.contains(op))
         continue;
@@ -273,7 +265,7 @@ std::optional<Match> matchLayerNormOp(Operation *op) {
     m.inputs.push_back(ln.getB());
   m.output = ln.getY();
   auto init = ln.getScale().getDefiningOp<ox::InitializerOp>();
-  m.name = init ? stripSuffix(init.getName()) : nodeName(op);
+  m.name = init ? stripSuffix(init.getName()) : ox::getNodeName(op);
   m.attrs.set("epsilon", Builder(op->getContext()).getF32FloatAttr(ln.getEpsilon().value_or(APFloat(1e-5f)).convertToFloat()));
   return m;
 }
@@ -405,7 +397,7 @@ std::optional<Match> matchGelu(Operation *op) {
     m.inputs = {g.getX()};
     m.output = g.getY();
     m.attrs.set("approximate", b.getStringAttr(g.getApproximate().value_or("none")));
-    m.name = nodeName(op);
+    m.name = ox::getNodeName(op);
     return m;
   }
   if (!isa<ox::MulOp>(op))
@@ -477,7 +469,7 @@ std::optional<Match> matchGelu(Operation *op) {
   }
   m.inputs = {x};
   m.output = op->getResult(0);
-  m.name = nodeName(op);
+  m.name = ox::getNodeName(op);
   return m;
 }
 
@@ -497,7 +489,7 @@ std::optional<Match> matchSilu(Operation *op) {
   m.ops = {sig, mul};
   m.inputs = {x};
   m.output = mul.getResult();
-  m.name = nodeName(op);
+  m.name = ox::getNodeName(op);
   return m;
 }
 

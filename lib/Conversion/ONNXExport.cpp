@@ -61,12 +61,6 @@ private:
     return name;
   }
   llvm::StringSet<> usedNodes;
-  static std::string nodeName(Operation &op) {
-    Location loc = op.getLoc();
-    if (auto n = loc.dyn_cast<NameLoc>())
-      return n.getName().str();
-    return "";
-  }
 
   ModuleOp module;
   llvm::DenseMap<Value, std::string> names;
@@ -223,7 +217,7 @@ LogicalResult Exporter::exportOp(Operation &op, onnx::GraphProto &graph) {
 
   onnx::NodeProto *node = graph.add_node();
   node->set_op_type(opType.str());
-  std::string nn = nodeName(op);
+  std::string nn = ox::getNodeName(&op);
   if (!nn.empty())
     node->set_name(freshNodeName(nn));
   auto generic = dyn_cast<ox::GenericNodeOp>(op);

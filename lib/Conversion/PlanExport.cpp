@@ -204,16 +204,6 @@ LogicalResult PlanWriter::lowerConstantOp(ox::ConstantOp op) {
   return addConstant(op.getResult(), value, "const", op.getLoc());
 }
 
-std::string nodeName(Operation &op) {
-  if (auto n = op.getLoc().dyn_cast<NameLoc>())
-    return n.getName().str();
-  if (auto f = op.getLoc().dyn_cast<FusedLoc>())
-    for (Location l : f.getLocations())
-      if (auto n = l.dyn_cast<NameLoc>())
-        return n.getName().str();
-  return "";
-}
-
 LogicalResult PlanWriter::lowerOp(Operation &op) {
   auto names = op.getAttrOfType<ArrayAttr>(octet::kResultNamesAttr);
   auto resultName = [&](unsigned i) -> std::string {
@@ -275,7 +265,7 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   for (OpResult r : op.getResults())
     outs.push_back(idOf(r));
   o["type"] = type;
-  o["name"] = nodeName(op);
+  o["name"] = ox::getNodeName(&op);
   o["in"] = std::move(ins);
   o["out"] = std::move(outs);
   if (!attrs.empty())

@@ -1,10 +1,7 @@
 //===- CApi.cpp - The C API ------------------------------------------------===//
 #include "octet/runtime/octet_runtime.h"
 
-#include "octet/runtime/Executor.h"
-#include "octet/runtime/Npz.h"
-
-#include <cstring>
+#include "octet/runtime/Fp8.h"
 
 #ifndef OCTET_VERSION
 #define OCTET_VERSION "0.0.0"
@@ -32,29 +29,6 @@ int octet_fp8_decode(const uint8_t *in, size_t n, int format, float *out) {
   for (size_t i = 0; i < n; ++i)
     out[i] = table[in[i]];
   return 0;
-}
-
-int octet_run_plan(const char *planPath, const char *inputsNpz, const char *outputsNpz, char *error,
-                   size_t errorSize) {
-  try {
-    Executor ex(loadPlan(planPath));
-    std::map<std::string, TensorPtr> inputs;
-    if (inputsNpz)
-      for (auto &[name, t] : readNpz(inputsNpz))
-        inputs[name] = t;
-    ex.run(inputs);
-    NamedTensors outs;
-    for (int id : ex.plan().outputs)
-      outs.emplace_back(ex.plan().values[size_t(id)].name, ex.value(id));
-    writeNpz(outputsNpz, outs);
-    return 0;
-  } catch (const std::exception &e) {
-    if (error && errorSize) {
-      std::strncpy(error, e.what(), errorSize - 1);
-      error[errorSize - 1] = '\0';
-    }
-    return -1;
-  }
 }
 
 } // extern "C"

@@ -159,17 +159,6 @@ void dynamicScaleKernel(KernelContext &c) {
   c.setOutput(1, std::move(si));
 }
 
-/// Decodes an FP8 tensor to FP32 exactly.
-Tensor decode(const KernelContext &c, const Tensor &q) {
-  if (!isFp8(q.dtype))
-    c.fail("GEMM operands must be FP8");
-  const float *table = fp8DecodeTable(fp8FormatOf(q.dtype));
-  Tensor r(DType::F32, q.shape);
-  for (int64_t i = 0; i < q.numel(); ++i)
-    r.data<float>()[i] = table[q.data<uint8_t>()[i]];
-  return r;
-}
-
 void gemmKernel(KernelContext &c) {
   const Tensor &qa = c.input(0), &qb = c.input(1), &sa = c.input(2), &sb = c.input(3);
   if (c.hasInput(5))
@@ -184,7 +173,9 @@ void gemmKernel(KernelContext &c) {
   bool rowA = sa.numel() != 1, colB = sb.numel() != 1;
   if ((rowA && sa.numel() != M) || (colB && sb.numel() != N))
     c.fail("scale_inv shapes " + shapeString(sa.shape) + ", " + shapeString(sb.shape) + " fit neither per tensor nor per row");
-  Tensor a = decode(c, qa), b = decode(c, qb);
+  if (!isFp8(qa.dtype) || !isFp8(qb.dtype))
+    c.fail("GEMM operands must be FP8");
+  Tensor a = qa.castTo(DType::F32), b = qb.castTo(DType::F32); // exact
   Shape outShape = ta ? Shape{M, N} : Shape(qa.shape.begin(), qa.shape.end() - 1);
   if (!ta)
     outShape.push_back(N);

@@ -1036,14 +1036,4 @@ const Kernel *lookupKernel(const std::string &type) {
   return it == table.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> kernelNames() {
-  std::map<std::string, Kernel> k;
-  registerOnnxKernels(k);
-  registerFp8Kernels(k);
-  std::vector<std::string> r;
-  for (auto &kv : k)
-    r.push_back(kv.first);
-  return r;
-}
-
 } // namespace octet::rt

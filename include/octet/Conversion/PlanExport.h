@@ -25,6 +25,8 @@ constexpr llvm::StringLiteral kFp8StateAttr = "octet.fp8_state";
 constexpr llvm::StringLiteral kStateUpdateAttr = "octet.state_update";
 /// On any op: an array of names for its results (plan values, ONNX names).
 constexpr llvm::StringLiteral kResultNamesAttr = "octet.result_names";
+/// On an nn.linear a recipe left in high precision: why (first, last, dims, filter, eval).
+constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
 /// On the module: the recipe the graph was rewritten for.
 constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
 

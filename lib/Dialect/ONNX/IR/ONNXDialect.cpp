@@ -42,6 +42,17 @@ StringRef ONNXDialect::getOnnxOpType(Operation *op) {
   return op->getName().stripDialect();
 }
 
+std::string octet::onnx_dialect::getNodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto n = loc.dyn_cast<NameLoc>())
+    return n.getName().str();
+  if (auto f = loc.dyn_cast<FusedLoc>())
+    for (Location l : f.getLocations())
+      if (auto n = l.dyn_cast<NameLoc>())
+        return n.getName().str();
+  return "";
+}
+
 LogicalResult octet::onnx_dialect::getRawTensorBytes(ElementsAttr attr, std::string &out) {
   auto type = attr.getType().cast<ShapedType>();
   int64_t n = type.getNumElements();

@@ -52,7 +52,6 @@ private:
 using Kernel = std::function<void(KernelContext &)>;
 /// The kernel for an op type, or nullptr.
 const Kernel *lookupKernel(const std::string &type);
-std::vector<std::string> kernelNames();
 
 /// Executes a plan. Constants and FP8 state live across runs; each run()
 /// binds inputs, evaluates every op in order and (optionally) advances the

@@ -24,10 +24,6 @@ const char *octet_runtime_version(void);
 int octet_fp8_encode(const float *in, size_t n, int format, int saturate, uint8_t *out);
 /* out[i] = value of FP8 code in[i] (exact). Returns 0, or -1 for a bad format. */
 int octet_fp8_decode(const uint8_t *in, size_t n, int format, float *out);
-/* Runs a plan on NumPy archives: inputs from inputs_npz, outputs written to
- * outputs_npz. Returns 0; on failure -1 and a one-line message in error. */
-int octet_run_plan(const char *plan_path, const char *inputs_npz, const char *outputs_npz, char *error,
-                   size_t error_size);
 
 #ifdef __cplusplus
 }

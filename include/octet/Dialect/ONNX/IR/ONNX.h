@@ -47,6 +47,9 @@ int64_t getOnnxCodeForElementType(mlir::Type type);
 /// "FLOAT", "FLOAT8E4M3FN", ... for diagnostics.
 llvm::StringRef getOnnxTypeName(int64_t code);
 
+/// The ONNX node name an op came from (its NameLoc, also inside a FusedLoc), or "".
+std::string getNodeName(mlir::Operation *op);
+
 /// The little-endian row-major bytes of a dense or resource tensor, splats
 /// expanded and i1 stored one byte per element (ONNX raw_data). Fails for
 /// strings, sparse tensors and resources without data.
