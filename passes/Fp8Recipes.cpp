@@ -138,13 +138,16 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         SmallVector<Value> state;
         if (delayed) {
           OpBuilder top = OpBuilder::atBlockBegin(&func.getBody().front());
-          auto addState = [&](const std::string &name, DenseElementsAttr value) {
+          auto makeState = [&](const std::string &name, DenseElementsAttr value) {
             OperationState st(lin.getLoc(), "onnx.initializer");
             st.addAttribute("name", b.getStringAttr(name));
             st.addAttribute("value", value);
             st.addAttribute(octet::kFp8StateAttr, b.getUnitAttr());
             st.addTypes(value.getType());
-            state.push_back(top.create(st)->getResult(0));
+            return top.create(st)->getResult(0);
+          };
+          auto addState = [&](const std::string &name, DenseElementsAttr value) {
+            state.push_back(makeState(name, value));
           };
           auto hist = RankedTensorType::get({amaxHistoryLen}, b.getF32Type());
           auto scalar = RankedTensorType::get({}, b.getF32Type());
@@ -155,15 +158,9 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
             addState(base + "scale_inv", DenseElementsAttr::get(scalar, 1.0f));
           }
           if (interval > 1) {
-            if (!step) {
-              OperationState st(func.getLoc(), "onnx.initializer");
-              auto t = RankedTensorType::get({}, b.getIntegerType(64));
-              st.addAttribute("name", b.getStringAttr("octet.fp8.step"));
-              st.addAttribute("value", DenseElementsAttr::get(t, int64_t(0)));
-              st.addAttribute(octet::kFp8StateAttr, b.getUnitAttr());
-              st.addTypes(t);
-              step = top.create(st)->getResult(0);
-            }
+            if (!step) // one step counter for the whole function
+              step = makeState("octet.fp8.step",
+                               DenseElementsAttr::get(RankedTensorType::get({}, b.getIntegerType(64)), int64_t(0)));
             state.push_back(step);
           }
         }
