@@ -8,6 +8,7 @@
 #include "octet/Passes/Passes.h"
 
 #include "OnnxBuilder.h"
+#include "StateUtils.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/NN/IR/NN.h"
@@ -44,8 +45,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     ModuleOp m = getOperation();
     // A quoted option value (module-filter="a b") keeps its quotes in MLIR 16.
     std::string f = moduleFilter;
-    if (f.size() >= 2 && (f.front() == '"' || f.front() == '\'') && f.back() == f.front())
-      moduleFilter = f.substr(1, f.size() - 2);
+    octet::unquoteOption(f);
+    moduleFilter = f;
     if (recipe != "te" && recipe != "ao" && recipe != "msamp")
       return badOption(m, "recipe", recipe, "te, ao, msamp");
     if (fp8Format != "E4M3" && fp8Format != "HYBRID")
@@ -137,14 +138,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         OpBuilder ob(lin);
         SmallVector<Value> state;
         if (delayed) {
-          OpBuilder top = OpBuilder::atBlockBegin(&func.getBody().front());
           auto makeState = [&](const std::string &name, DenseElementsAttr value) {
-            OperationState st(lin.getLoc(), "onnx.initializer");
-            st.addAttribute("name", b.getStringAttr(name));
-            st.addAttribute("value", value);
-            st.addAttribute(octet::kFp8StateAttr, b.getUnitAttr());
-            st.addTypes(value.getType());
-            return top.create(st)->getResult(0);
+            return octet::getOrCreateState(func, lin.getLoc(), name, value);
           };
           auto addState = [&](const std::string &name, DenseElementsAttr value) {
             state.push_back(makeState(name, value));
@@ -226,24 +221,11 @@ public:
       Value one = ox.constant(DenseElementsAttr::get(step.getType().cast<ShapedType>(), int64_t(1)));
       updates.push_back({stateName(step), ox.op("Add", step.getType(), {step, one})});
     }
-    if (updates.empty())
-      return;
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    for (auto &[name, v] : updates) {
-      unsigned idx = func.getNumResults();
-      NamedAttrList attrs;
-      attrs.set(ox::kNameAttr, b.getStringAttr(name + ".next"));
-      attrs.set(octet::kStateUpdateAttr, b.getStringAttr(name));
-      func.insertResult(idx, v.getType(), attrs.getDictionary(func.getContext()));
-      ret->insertOperands(ret->getNumOperands(), v);
-    }
+    octet::appendStateUpdates(func, updates);
   }
 
 private:
-  static std::string stateName(Value v) {
-    auto init = v.getDefiningOp<ox::InitializerOp>();
-    return init ? init.getName().str() : "";
-  }
+  static std::string stateName(Value v) { return octet::stateName(v); }
   void setNames(Operation *op, ArrayRef<std::string> names) {
     SmallVector<Attribute> a;
     for (const std::string &n : names)

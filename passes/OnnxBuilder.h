@@ -14,9 +14,19 @@ class OnnxBuilder {
 public:
   OnnxBuilder(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
 
+  /// A typed onnx op, or an onnx.node for ONNX ops the dialect has no typed op for.
   mlir::Operation *create(llvm::StringRef opType, mlir::TypeRange results, mlir::ValueRange operands,
                           llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
-    mlir::OperationState st(loc, ("onnx." + opType).str());
+    std::string name = ("onnx." + opType).str();
+    if (!mlir::RegisteredOperationName::lookup(name, b.getContext())) {
+      mlir::OperationState st(loc, "onnx.node");
+      st.addOperands(operands);
+      st.addTypes(results);
+      st.addAttribute("op_type", b.getStringAttr(opType));
+      st.addAttribute("attrs", b.getDictionaryAttr(attrs));
+      return b.create(st);
+    }
+    mlir::OperationState st(loc, name);
     st.addOperands(operands);
     st.addTypes(results);
     st.addAttributes(attrs);

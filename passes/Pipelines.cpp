@@ -9,10 +9,12 @@ using namespace mlir;
 namespace octet {
 
 LogicalResult buildRecipePipeline(OpPassManager &pm, const std::string &substituteOptions,
-                                  const std::string &reportOptions) {
+                                  const std::string &reportOptions, const std::string &trainingPipeline) {
   std::string p = "octet-raise-layers,octet-fp8-substitute{" + substituteOptions + "}";
   if (!reportOptions.empty())
     p += ",octet-fp8-report{" + reportOptions + "}";
+  if (!trainingPipeline.empty()) // differentiate the FP8 Linear layers before they expand
+    p += ",octet-lower-layers," + trainingPipeline;
   p += ",octet-fp8-expand,cse";
   return parsePassPipeline(p, pm);
 }

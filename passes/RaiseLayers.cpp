@@ -26,18 +26,7 @@ namespace {
 
 /// The value of a one-element constant or initializer.
 std::optional<double> constScalar(Value v) {
-  Operation *def = v.getDefiningOp();
-  ElementsAttr attr;
-  if (auto c = dyn_cast_or_null<ox::ConstantOp>(def)) {
-    if (auto f = c.getValueFloatAttr())
-      return f.getValueAsDouble();
-    if (auto i = c.getValueIntAttr())
-      return double(i.getValue().getSExtValue());
-    attr = c.getValueAttr();
-  } else if (auto init = dyn_cast_or_null<ox::InitializerOp>(def)) {
-    attr = init.getValue();
-  }
-  auto dense = attr ? attr.dyn_cast<DenseElementsAttr>() : DenseElementsAttr();
+  DenseElementsAttr dense = ox::getConstantValue(v);
   if (!dense || dense.getNumElements() != 1)
     return std::nullopt;
   Type t = dense.getElementType();

@@ -56,7 +56,7 @@ std::string formatFloat(double v) {
 class PlanWriter {
 public:
   explicit PlanWriter(func::FuncOp func) : func(func) {}
-  LogicalResult run(std::string &bytes, const std::string &producer, StringRef recipe);
+  LogicalResult run(std::string &bytes, const std::string &producer, StringRef recipe, DictionaryAttr training);
 
 private:
   int idOf(Value v) {
@@ -71,7 +71,7 @@ private:
 
   func::FuncOp func;
   llvm::DenseMap<Value, int> ids;
-  llvm::json::Array values, constants, ops, stateUpdates;
+  llvm::json::Array values, constants, ops, stateUpdates, gradients;
   llvm::StringMap<int> stateIds;
   std::string data;
 };
@@ -223,8 +223,12 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
     if (state)
       stateIds[init.getName()] = idOf(init.getResult());
     Type elt = init.getType().cast<ShapedType>().getElementType();
-    return addConstant(init.getResult(), init.getValue(), state ? "state" : elt.isa<FloatType>() ? "param" : "const",
-                       op.getLoc());
+    if (failed(addConstant(init.getResult(), init.getValue(),
+                           state ? "state" : elt.isa<FloatType>() ? "param" : "const", op.getLoc())))
+      return failure();
+    if (auto role = op.getAttrOfType<StringAttr>(octet::kRoleAttr))
+      (*constants.back().getAsObject())["role"] = role.getValue();
+    return success();
   }
   if (auto c = dyn_cast<ox::ConstantOp>(op))
     return lowerConstantOp(c);
@@ -274,7 +278,8 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   return success();
 }
 
-LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, StringRef recipe) {
+LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, StringRef recipe,
+                              DictionaryAttr training) {
   llvm::json::Array inputs, outputs;
   for (BlockArgument arg : func.getArguments()) {
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), ox::kNameAttr);
@@ -303,24 +308,33 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
           auto it = stateIds.find(st.getValue());
           if (it == stateIds.end())
             return ret.emitError("result ") << i << " updates '" << st.getValue()
-                                            << "', which is not an FP8 state initializer";
+                                            << "', which is not a state initializer";
           stateUpdates.push_back(llvm::json::Object{{"state", it->second}, {"value", id}});
         }
+        if (auto of = func.getResultAttrOfType<StringAttr>(i, octet::kGradOfAttr))
+          gradients.push_back(llvm::json::Object{{"param", of.getValue()}, {"value", id}});
       }
       continue;
     }
     if (failed(lowerOp(op)))
       return failure();
   }
+  llvm::json::Object train;
+  if (training)
+    for (NamedAttribute a : training)
+      if (auto sa = a.getValue().dyn_cast<StringAttr>())
+        train[a.getName().getValue()] = sa.getValue();
   llvm::json::Object root{{"format", "octet-plan"},
                           {"version", int64_t(octet::kPlanFormatVersion)},
                           {"producer", producer},
                           {"recipe", recipe},
+                          {"training", std::move(train)},
                           {"values", std::move(values)},
                           {"inputs", std::move(inputs)},
                           {"outputs", std::move(outputs)},
                           {"constants", std::move(constants)},
                           {"state_updates", std::move(stateUpdates)},
+                          {"gradients", std::move(gradients)},
                           {"ops", std::move(ops)}};
   std::string header;
   llvm::raw_string_ostream os(header);
@@ -363,5 +377,5 @@ LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, cons
   StringRef recipe;
   if (auto r = module->getAttrOfType<StringAttr>(kRecipeAttr))
     recipe = r.getValue();
-  return PlanWriter(func).run(bytes, producer, recipe);
+  return PlanWriter(func).run(bytes, producer, recipe, module->getAttrOfType<DictionaryAttr>(kTrainingAttr));
 }

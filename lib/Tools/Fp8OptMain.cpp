@@ -180,6 +180,35 @@ int octet::fp8OptMain(int argc, char **argv) {
                                                "(com.microsoft.GemmFloat8)"),
                                       cl::init("matmul"), cl::cat(recipeCat));
 
+  static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
+  static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
+                             cl::cat(trainCat));
+  static cl::opt<bool> gradOnly("gradients-only",
+                                cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
+                                cl::cat(trainCat));
+  static cl::opt<std::string> lossName("loss", cl::desc("The loss output (default: the only scalar output)"),
+                                       cl::value_desc("NAME"), cl::cat(trainCat));
+  static cl::opt<std::string> freeze("freeze", cl::desc("Do not train parameters matching REGEX"),
+                                     cl::value_desc("REGEX"), cl::cat(trainCat));
+  static cl::opt<std::string> optimizerName("optimizer", cl::desc("sgd, adam or adamw (default adamw)"),
+                                            cl::init("adamw"), cl::cat(trainCat));
+  static cl::opt<double> lr("lr", cl::desc("Peak learning rate (default 3e-4)"), cl::init(3e-4), cl::cat(trainCat));
+  static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (default 0.9)"), cl::init(0.9), cl::cat(trainCat));
+  static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"), cl::init(0.999), cl::cat(trainCat));
+  static cl::opt<double> adamEps("adam-eps", cl::desc("Adam epsilon (default 1e-8)"), cl::init(1e-8),
+                                 cl::cat(trainCat));
+  static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay (default 0)"), cl::init(0.0),
+                                     cl::cat(trainCat));
+  static cl::opt<double> momentum("momentum", cl::desc("SGD momentum (default 0)"), cl::init(0.0), cl::cat(trainCat));
+  static cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global gradient norm (0: off)"),
+                                      cl::init(0.0), cl::cat(trainCat));
+  static cl::opt<std::string> lrSchedule("lr-schedule", cl::desc("constant or cosine (linear warmup + cosine)"),
+                                         cl::init("constant"), cl::cat(trainCat));
+  static cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warmup steps"), cl::init(0), cl::cat(trainCat));
+  static cl::opt<int64_t> totalSteps("total-steps", cl::desc("cosine: steps to reach --min-lr"), cl::init(0),
+                                     cl::cat(trainCat));
+  static cl::opt<double> minLr("min-lr", cl::desc("cosine: final learning rate"), cl::init(0.0), cl::cat(trainCat));
+
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -215,8 +244,36 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (!loadAccelerateConfig(configFile, rc, err))
       return error(err);
   }
-  if (!recipe.empty())
-    rc.backend = recipe;
+  // Combined recipes: "msamp:O2" names the level; "te+msamp:O2" runs TE's
+  // GEMM scaling with MS-AMP's storage for weights, gradients and moments.
+  std::string storageLevel;
+  if (!recipe.empty()) {
+    std::string r = recipe;
+    size_t plus = r.find('+');
+    if (plus != std::string::npos) {
+      std::string rest = r.substr(plus + 1);
+      r = r.substr(0, plus);
+      if (rest.rfind("msamp", 0) != 0)
+        return error("--recipe '" + recipe + "': only '+msamp[:O1|O2|O3]' can be combined with a recipe");
+      storageLevel = rest.size() > 6 ? rest.substr(6) : "O2";
+      if (rest.size() > 5 && rest[5] != ':')
+        return error("--recipe '" + recipe + "': write the level as msamp:O2");
+    }
+    size_t colon = r.find(':');
+    if (colon != std::string::npos) {
+      std::string level = r.substr(colon + 1);
+      r = r.substr(0, colon);
+      if (r == "msamp")
+        rc.msamp.optLevel = level;
+      else if (r == "ao")
+        rc.ao.recipe = level;
+      else
+        return error("--recipe '" + recipe + "': only msamp:LEVEL and ao:RECIPE take a suffix");
+    }
+    rc.backend = r;
+    if (!storageLevel.empty() && storageLevel != "O1" && storageLevel != "O2" && storageLevel != "O3")
+      return error("--recipe '" + recipe + "': the MS-AMP level must be O1, O2 or O3");
+  }
   auto choice = [&](cl::opt<std::string> &o, std::string &dst, std::initializer_list<const char *> allowed) {
     if (o.getNumOccurrences() == 0)
       return true;
@@ -278,6 +335,34 @@ int octet::fp8OptMain(int argc, char **argv) {
     rc.evalGraph = evalGraph;
   if (report && (rc.backend.empty() || rc.backend == "none"))
     return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
+  if (rc.backend == "msamp" && storageLevel.empty())
+    storageLevel = rc.msamp.optLevel;
+  if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
+                 optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
+    return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
+  std::string trainingPipeline;
+  if (train) {
+    auto quote = [](const std::string &v) { return "\"" + v + "\""; };
+    auto num = [](double v) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+      return std::string(buf);
+    };
+    trainingPipeline = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) + "}";
+    if (!gradOnly) {
+      std::string o = "optimizer=" + optimizerName + " lr=" + num(lr) + " beta1=" + num(beta1) +
+                      " beta2=" + num(beta2) + " eps=" + num(adamEps) +
+                      " weight-decay=" + num(weightDecay) + " momentum=" + num(momentum) +
+                      " clip-grad-norm=" + num(clipGradNorm) + " schedule=" + lrSchedule +
+                      " warmup-steps=" + std::to_string(warmupSteps) + " total-steps=" + std::to_string(totalSteps) +
+                      " min-lr=" + num(minLr);
+      if (!storageLevel.empty())
+        o += " msamp-level=" + storageLevel;
+      trainingPipeline += ",octet-optimizer{" + o + "}";
+    }
+  } else if (!storageLevel.empty() && rc.backend != "msamp") {
+    return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
+  }
   std::string reportOptions;
   if (report)
     reportOptions = "format=" + reportFormat + (outputFilename == "-" ? " output=/dev/stderr" : "");
@@ -324,10 +409,13 @@ int octet::fp8OptMain(int argc, char **argv) {
     applyPassManagerCLOptions(pm);
     applyDefaultTimingPassManagerCLOptions(pm);
     if (recipeInfo && recipeInfo->name != "none") {
-      if (failed(buildRecipePipeline(pm, rc.toPassOptions(), reportOptions)))
+      if (failed(buildRecipePipeline(pm, rc.toPassOptions(), reportOptions, trainingPipeline)))
         return failure();
-    } else if (recipeInfo) {
-      recipeInfo->build(pm);
+    } else {
+      if (recipeInfo)
+        recipeInfo->build(pm);
+      if (!trainingPipeline.empty() && failed(parsePassPipeline(trainingPipeline + ",cse", pm)))
+        return failure();
     }
     auto errorHandler = [&](const llvm::Twine &msg) {
       emitError(UnknownLoc::get(&ctx)) << msg;

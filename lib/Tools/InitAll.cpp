@@ -4,6 +4,7 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/NN/IR/NN.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Interfaces/GradientOpInterface.h"
 #include "octet/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,6 +13,7 @@
 
 void octet::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<onnx_dialect::ONNXDialect, fp8::FP8Dialect, nn::NNDialect, mlir::func::FuncDialect>();
+  registerGradientRules(registry);
 }
 
 void octet::registerAllPasses() {

@@ -26,11 +26,12 @@ const char *kUsage =
     "  --iterations N          run N times, carrying the FP8 state between runs (default 1)\n"
     "  --load-state FILE.npz   start from this FP8 state (amax histories, scales)\n"
     "  --save-state FILE.npz   write the FP8 state after the last run\n"
+    "  --dump-gradients F.npz  training plans: run one step, write d(loss)/d(param) by initializer name\n"
     "  --info                  describe the plan and exit\n"
     "  --version, --help\n";
 
 struct Options {
-  std::string plan, inputs, outputs, dump, loadState, saveState;
+  std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients;
   int64_t iterations = 1;
   bool info = false;
 };
@@ -124,6 +125,14 @@ int run(const Options &o) {
     }
   if (!o.outputs.empty())
     writeNpz(o.outputs, outs);
+  if (!o.dumpGradients.empty()) {
+    if (ex.plan().gradients.empty())
+      throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train");
+    NamedTensors grads;
+    for (auto &[param, id] : ex.plan().gradients)
+      grads.emplace_back(param, ex.value(id));
+    writeNpz(o.dumpGradients, grads);
+  }
   if (!o.saveState.empty()) {
     NamedTensors st;
     for (auto &[name, t] : ex.state())
@@ -165,7 +174,7 @@ int fp8RunMain(int argc, char **argv) {
     } else if (flag == "--info") {
       o.info = true;
     } else if (flag == "--inputs" || flag == "--outputs" || flag == "--dump" || flag == "--load-state" ||
-               flag == "--save-state" || flag == "--iterations") {
+               flag == "--save-state" || flag == "--iterations" || flag == "--dump-gradients") {
       if (!value(v))
         return fail(flag + " needs a value; see --help");
       if (flag == "--inputs")
@@ -178,6 +187,8 @@ int fp8RunMain(int argc, char **argv) {
         o.loadState = v;
       else if (flag == "--save-state")
         o.saveState = v;
+      else if (flag == "--dump-gradients")
+        o.dumpGradients = v;
       else {
         char *end = nullptr;
         o.iterations = std::strtoll(v.c_str(), &end, 10);

@@ -773,6 +773,100 @@ void gatherKernel(KernelContext &c) {
   c.setOutput(0, std::move(r));
 }
 
+/// ScatterND / ScatterElements element update: copy, or reduce into the target.
+void scatterUpdate(KernelContext &c, Tensor &r, int64_t dst, const Tensor &u, int64_t src, const std::string &red) {
+  if (red == "none") {
+    size_t es = dtypeSize(r.dtype);
+    std::memcpy(r.bytes.data() + size_t(dst) * es, u.bytes.data() + size_t(src) * es, es);
+    return;
+  }
+  if (r.dtype == DType::F32 && u.dtype == DType::F32) { // float arithmetic, as other runtimes do
+    float &a = r.data<float>()[dst];
+    float b = u.data<float>()[src];
+    if (red == "add")
+      a += b;
+    else if (red == "mul")
+      a *= b;
+    else if (red == "max")
+      a = std::max(a, b);
+    else if (red == "min")
+      a = std::min(a, b);
+    else
+      c.fail("reduction '" + red + "' is not supported (none, add, mul, max, min)");
+    return;
+  }
+  double a = r.getDouble(dst), b = u.getDouble(src);
+  double v = red == "add" ? a + b : red == "mul" ? a * b : red == "max" ? std::max(a, b) : red == "min" ? std::min(a, b)
+                                                                                                         : NAN;
+  if (std::isnan(v) && !std::isnan(a) && !std::isnan(b))
+    c.fail("reduction '" + red + "' is not supported (none, add, mul, max, min)");
+  Tensor one(DType::F64, {});
+  one.data<double>()[0] = v;
+  Tensor conv = one.castTo(r.dtype);
+  size_t es = dtypeSize(r.dtype);
+  std::memcpy(r.bytes.data() + size_t(dst) * es, conv.bytes.data(), es);
+}
+
+void scatterNDKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &idx = c.input(1), &upd = c.input(2);
+  std::string red = c.attrString("reduction", "none");
+  if (idx.rank() < 1)
+    c.fail("indices must have rank >= 1");
+  int64_t k = idx.shape.back();
+  if (k > x.rank())
+    c.fail("the last indices dimension exceeds the data rank");
+  std::vector<int64_t> ind = idx.toInts();
+  int64_t slice = 1;
+  for (int64_t i = k; i < x.rank(); ++i)
+    slice *= x.shape[size_t(i)];
+  int64_t n = int64_t(ind.size()) / std::max<int64_t>(k, 1);
+  if (upd.numel() != n * slice)
+    c.fail("updates have " + std::to_string(upd.numel()) + " elements, expected " + std::to_string(n * slice));
+  Tensor r = x;
+  std::vector<int64_t> strides = contiguousStrides(x.shape);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t dim = x.shape[size_t(d)], v = ind[size_t(j * k + d)];
+      if (v < 0)
+        v += dim;
+      if (v < 0 || v >= dim)
+        c.fail("index " + std::to_string(ind[size_t(j * k + d)]) + " is out of range for dimension " +
+               std::to_string(d) + " of size " + std::to_string(dim));
+      off += v * strides[size_t(d)];
+    }
+    for (int64_t e = 0; e < slice; ++e)
+      scatterUpdate(c, r, off + e, upd, j * slice + e, red);
+  }
+  c.setOutput(0, std::move(r));
+}
+
+void scatterElementsKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &idx = c.input(1), &upd = c.input(2);
+  std::string red = c.attrString("reduction", "none");
+  int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
+  if (idx.rank() != x.rank() || idx.shape != upd.shape)
+    c.fail("indices and updates must have the data's rank and one shape");
+  std::vector<int64_t> ind = idx.toInts();
+  std::vector<int64_t> xs = contiguousStrides(x.shape), is = contiguousStrides(idx.shape);
+  Tensor r = x;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t rem = i, off = 0;
+    for (size_t d = 0; d < idx.shape.size(); ++d) {
+      int64_t coord = rem / is[d];
+      rem %= is[d];
+      if (int64_t(d) == axis) {
+        coord = ind[size_t(i)] < 0 ? ind[size_t(i)] + x.shape[d] : ind[size_t(i)];
+        if (coord < 0 || coord >= x.shape[d])
+          c.fail("index " + std::to_string(ind[size_t(i)]) + " is out of range");
+      }
+      off += coord * xs[d];
+    }
+    scatterUpdate(c, r, off, upd, i, red);
+  }
+  c.setOutput(0, std::move(r));
+}
+
 void gatherElementsKernel(KernelContext &c) {
   const Tensor &x = c.input(0), &idx = c.input(1);
   int64_t axis = normAxis(c, c.attrInt("axis", 0), x.rank());
@@ -1013,6 +1107,8 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["Slice"] = sliceKernel;
   k["Gather"] = gatherKernel;
   k["GatherElements"] = gatherElementsKernel;
+  k["ScatterND"] = scatterNDKernel;
+  k["ScatterElements"] = scatterElementsKernel;
   k["Expand"] = expandKernel;
   k["Unsqueeze"] = [](KernelContext &c) { unsqueezeKernel(c, false); };
   k["Squeeze"] = [](KernelContext &c) { unsqueezeKernel(c, true); };

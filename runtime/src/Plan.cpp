@@ -153,7 +153,14 @@ Plan loadPlan(const std::string &path) {
       plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
                                : kind == "state" ? ConstantKind::State
                                                  : ConstantKind::Const;
+      if (c["role"])
+        plan.roles[id] = c["role"].as<std::string>();
     }
+    for (const YAML::Node &g : root["gradients"])
+      plan.gradients.emplace_back(g["param"].as<std::string>(), checkId(g["value"].as<int>(), "gradients"));
+    if (root["training"])
+      for (const auto &kv : root["training"])
+        plan.training[kv.first.as<std::string>()] = kv.second.as<std::string>();
     for (const YAML::Node &s : root["state_updates"])
       plan.stateUpdates.emplace_back(checkId(s["state"].as<int>(), "state_updates"),
                                      checkId(s["value"].as<int>(), "state_updates"));

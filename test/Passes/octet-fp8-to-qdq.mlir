@@ -6,7 +6,7 @@
 
 // State becomes graph inputs with defaults; casts QuantizeLinear; GEMMs DQ + MatMul.
 // CHECK-LABEL: module attributes {octet.recipe = "te", onnx.opset_import = {ai.onnx = 19 : i64}}
-// CHECK: func.func @main_graph({{.*}}%arg1: tensor<4xf32> {onnx.default = dense<0.000000e+00> : tensor<4xf32>, onnx.name = "head.fp8.input.amax_history"}
+// CHECK: func.func @main_graph({{.*}}%arg1: tensor<4xf32> {onnx.default = dense<0.000000e+00> : tensor<4xf32>, onnx.name = "fc1.fp8.input.amax_history"}
 // CHECK-NOT: = fp8.
 // CHECK: onnx.QuantizeLinear %{{.+}}, %{{.+}}, %{{.+}} {octet.result_names = ["fc1.input_fp8"], saturate = 1 : si64} : (tensor<4x64xf32>, tensor<f32>, tensor<f8E4M3FN>) -> tensor<4x64xf8E4M3FN>
 // CHECK: onnx.Concat

@@ -29,6 +29,12 @@ constexpr llvm::StringLiteral kResultNamesAttr = "octet.result_names";
 constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
 /// On the module: the recipe the graph was rewritten for.
 constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
+/// On a function result: the trainable parameter (initializer name) it is the gradient of.
+constexpr llvm::StringLiteral kGradOfAttr = "octet.grad_of";
+/// On a state initializer: what it holds (weight, master_weight, optimizer, step; FP8 scaling state has none).
+constexpr llvm::StringLiteral kRoleAttr = "octet.role";
+/// On the module: the optimizer settings of a training step (octet-optimizer).
+constexpr llvm::StringLiteral kTrainingAttr = "octet.training";
 
 mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer);
 

@@ -32,9 +32,17 @@ const std::vector<RecipeInfo> &getRecipes();
 const RecipeInfo *lookupRecipe(llvm::StringRef name);
 /// Adds a recipe pipeline: octet-raise-layers, octet-fp8-substitute with
 /// `substituteOptions`, octet-fp8-report with `reportOptions` (skipped when
-/// empty), octet-fp8-expand, cse.
+/// empty), then for training the non-FP8 layers lowered and
+/// `trainingPipeline` (octet-autodiff, octet-optimizer), octet-fp8-expand, cse.
 mlir::LogicalResult buildRecipePipeline(mlir::OpPassManager &pm, const std::string &substituteOptions,
-                                        const std::string &reportOptions);
+                                        const std::string &reportOptions, const std::string &trainingPipeline = "");
+/// A quoted pass option value (name="a b") keeps its quotes in MLIR 16; this
+/// strips one pair.
+inline void unquoteOption(std::string &v) {
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+    v = v.substr(1, v.size() - 2);
+}
+
 /// Registers the recipe pipelines with MLIR's pass pipeline registry.
 void registerRecipePipelines();
 

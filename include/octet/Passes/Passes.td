@@ -141,4 +141,57 @@ def Fp8ToQdq : Pass<"octet-fp8-to-qdq", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def Autodiff : Pass<"octet-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: add d(loss)/d(param) for every trainable parameter";
+  let description = [{
+    Differentiates the scalar loss of each function with respect to its
+    trainable parameters (float initializers that are not runtime state,
+    minus those matching `freeze`). Each op on the path from a parameter to
+    the loss contributes through its GradientOpInterface rule; an op without
+    one is an error naming the op and node. nn layers are inlined first and
+    SequenceAt(SplitToSequence) with constant positions becomes Slice. The
+    gradients become results named "<param>.grad" with `octet.grad_of`.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"\"",
+           "The loss output's name (default: the only scalar float output)">,
+    Option<"freeze", "freeze", "std::string", "\"\"",
+           "Parameters whose names match this regular expression are not trained">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
+def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
+  let summary = "Optimizer step after autodiff: parameters and moments become state updated in the step";
+  let description = [{
+    Turns the gradients octet-autodiff added into one optimizer step inside
+    the function: global-norm clipping, the learning-rate schedule (from a
+    step counter in the state), and SGD with momentum, Adam or AdamW
+    (PyTorch's update rules) on FP32 master weights. Parameters, moments and
+    the step counter become runtime state with state updates. `msamp-level`
+    changes the storage of FP8 Linear weights as MS-AMP does: O1 FP16
+    weights and FP8 weight gradients; O2 also an FP8 first and FP16 second
+    moment (upcast, compute in FP32, re-quantize with power-of-2 scales); O3
+    FP8 weights with FP16 master weights.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd, adam or adamw">,
+    Option<"lr", "lr", "double", "3e-4", "Peak learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "Weight decay (AdamW: decoupled; SGD and Adam: added to the gradient)">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", "0.0", "Clip the global gradient norm to this (0: off)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"", "constant or cosine (linear warmup + cosine)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0", "Linear warmup steps">,
+    Option<"totalSteps", "total-steps", "int64_t", "0", "cosine: steps until the learning rate reaches min-lr">,
+    Option<"minLr", "min-lr", "double", "0.0", "cosine: the final learning rate">,
+    Option<"msampLevel", "msamp-level", "std::string", "\"\"",
+           "MS-AMP storage for FP8 Linear weights: O1, O2, O3 (empty: FP32)">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
 #endif // OCTET_PASSES_TD

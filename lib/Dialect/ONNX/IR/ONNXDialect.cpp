@@ -550,5 +550,60 @@ LogicalResult DequantizeLinearOp::verify() {
   return success();
 }
 
+DenseElementsAttr octet::onnx_dialect::getConstantValue(Value v) {
+  Operation *def = v ? v.getDefiningOp() : nullptr;
+  if (auto init = dyn_cast_or_null<InitializerOp>(def))
+    return init.getValue().dyn_cast<DenseElementsAttr>();
+  auto c = dyn_cast_or_null<ConstantOp>(def);
+  if (!c)
+    return {};
+  Builder b(v.getContext());
+  if (auto a = c.getValueAttr())
+    return a.dyn_cast<DenseElementsAttr>();
+  if (auto f = c.getValueFloatAttr())
+    return DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), f.getValue());
+  if (auto i = c.getValueIntAttr())
+    return DenseElementsAttr::get(RankedTensorType::get({}, b.getIntegerType(64)), i.getValue().getSExtValue());
+  if (auto fs = c.getValueFloatsAttr())
+    return DenseElementsAttr::get(RankedTensorType::get({int64_t(fs.size())}, b.getF32Type()), fs.asArrayRef());
+  if (auto is = c.getValueIntsAttr())
+    return DenseElementsAttr::get(RankedTensorType::get({int64_t(is.size())}, b.getIntegerType(64)), is.asArrayRef());
+  return {};
+}
+
+std::optional<llvm::SmallVector<int64_t>> octet::onnx_dialect::getConstantInts(Value v) {
+  if (DenseElementsAttr d = getConstantValue(v)) {
+    if (!d.getElementType().isa<IntegerType>())
+      return std::nullopt;
+    llvm::SmallVector<int64_t> r;
+    for (const APInt &i : d.getValues<APInt>())
+      r.push_back(i.getSExtValue());
+    return r;
+  }
+  // Shape arithmetic the exporters spell out: ops that keep the elements of
+  // an integer constant (in row-major order) and 1-D concatenation.
+  Operation *def = v ? v.getDefiningOp() : nullptr;
+  if (!def)
+    return std::nullopt;
+  if (isa<ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp>(def))
+    return getConstantInts(def->getOperand(0));
+  if (auto c = dyn_cast<CastOp>(def)) {
+    auto t = c.getOutput().getType().cast<ShapedType>().getElementType();
+    return t.isa<IntegerType>() ? getConstantInts(c.getInput()) : std::nullopt;
+  }
+  if (auto cat = dyn_cast<ConcatOp>(def)) {
+    llvm::SmallVector<int64_t> r;
+    for (Value in : cat.getInputs()) {
+      auto t = in.getType().dyn_cast<RankedTensorType>();
+      auto part = getConstantInts(in);
+      if (!part || (t && t.getRank() > 1))
+        return std::nullopt;
+      r.append(part->begin(), part->end());
+    }
+    return r;
+  }
+  return std::nullopt;
+}
+
 #define GET_OP_CLASSES
 #include "octet/Dialect/ONNX/IR/ONNXOps.cpp.inc"

@@ -59,8 +59,14 @@ struct Plan {
   std::vector<PlanOp> ops;
   std::map<int, TensorPtr> constants;
   std::map<int, ConstantKind> constantKinds;
-  /// FP8 state: after each run, value `second` becomes state value `first`.
+  /// State (FP8 scaling, parameters, moments): after each run, value `second` becomes state value `first`.
   std::vector<std::pair<int, int>> stateUpdates;
+  /// What a state constant holds (weight, master_weight, optimizer, step), by value id.
+  std::map<int, std::string> roles;
+  /// Training plans: (parameter name, value id of d(loss)/d(parameter)).
+  std::vector<std::pair<std::string, int>> gradients;
+  /// Training plans: optimizer settings (optimizer, msamp_level).
+  std::map<std::string, std::string> training;
 
   int findValue(const std::string &name) const; // -1 when absent
 };

@@ -54,6 +54,12 @@ std::string getNodeName(mlir::Operation *op);
 /// expanded and i1 stored one byte per element (ONNX raw_data). Fails for
 /// strings, sparse tensors and resources without data.
 mlir::LogicalResult getRawTensorBytes(mlir::ElementsAttr attr, std::string &out);
+
+/// The value of `v` when an onnx.Constant (any value_* form) or an
+/// onnx.initializer defines it; null otherwise.
+mlir::DenseElementsAttr getConstantValue(mlir::Value v);
+/// The elements of a constant integer tensor, or std::nullopt.
+std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value v);
 } // namespace octet::onnx_dialect
 
 #endif // OCTET_DIALECT_ONNX_IR_ONNX_H

@@ -1,0 +1,281 @@
+//===- Autodiff.cpp - Reverse-mode automatic differentiation -------------===//
+//
+// octet-autodiff: walks the function backwards from its loss and asks each
+// op's GradientOpInterface rule for the gradients of its operands.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Passes/Passes.h"
+
+#include "OnnxBuilder.h"
+#include "StateUtils.h"
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/NN/IR/NN.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Interfaces/GradientOpInterface.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Regex.h"
+
+namespace octet {
+#define GEN_PASS_DEF_AUTODIFF
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+namespace {
+
+bool isFloatTensor(Type t) {
+  auto s = t.dyn_cast<ShapedType>();
+  return s && s.getElementType().isa<FloatType>();
+}
+
+/// SequenceAt(SplitToSequence(x, split, axis), constant position) -> Slice of x
+/// (the form torch.onnx.export gives tensor.split): slices have gradient rules.
+void sliceSequences(func::FuncOp func) {
+  SmallVector<ox::GenericNodeOp> ats;
+  func.walk([&](ox::GenericNodeOp n) {
+    if (n.getOpType() == "SequenceAt")
+      ats.push_back(n);
+  });
+  for (ox::GenericNodeOp at : ats) {
+    auto split = at.getInputs()[0].getDefiningOp<ox::GenericNodeOp>();
+    if (!split || split.getOpType() != "SplitToSequence" || split.getInputs().empty())
+      continue;
+    Value x = split.getInputs()[0];
+    auto xt = x.getType().dyn_cast<RankedTensorType>();
+    auto pos = ox::getConstantInts(at.getInputs()[1]);
+    if (!xt || !xt.hasStaticShape() || !pos || pos->size() != 1)
+      continue;
+    int64_t axis = 0, keepdims = 1;
+    if (auto a = split.getAttrs().getAs<IntegerAttr>("axis"))
+      axis = a.getInt();
+    if (auto k = split.getAttrs().getAs<IntegerAttr>("keepdims"))
+      keepdims = k.getInt();
+    if (axis < 0)
+      axis += xt.getRank();
+    int64_t dim = xt.getDimSize(axis);
+    SmallVector<int64_t> sizes;
+    if (split.getInputs().size() > 1 && !split.getInputs()[1].getType().isa<NoneType>()) {
+      auto s = ox::getConstantInts(split.getInputs()[1]);
+      if (!s)
+        continue;
+      auto st = split.getInputs()[1].getType().cast<ShapedType>();
+      if (st.getRank() == 0) // equal chunks of this size, the last may be smaller
+        for (int64_t off = 0; off < dim; off += (*s)[0])
+          sizes.push_back(std::min((*s)[0], dim - off));
+      else
+        sizes = *s;
+      keepdims = 1;
+    } else {
+      sizes.assign(dim, 1);
+    }
+    int64_t p = (*pos)[0] < 0 ? (*pos)[0] + int64_t(sizes.size()) : (*pos)[0];
+    if (p < 0 || p >= int64_t(sizes.size()))
+      continue;
+    int64_t start = 0;
+    for (int64_t i = 0; i < p; ++i)
+      start += sizes[i];
+    OpBuilder b(at);
+    octet::OnnxBuilder ox(b, at.getLoc());
+    SmallVector<int64_t> shape(xt.getShape().begin(), xt.getShape().end());
+    shape[axis] = sizes[p];
+    Value r = ox.op("Slice", RankedTensorType::get(shape, xt.getElementType()),
+                    {x, ox.i64s({start}), ox.i64s({start + sizes[p]}), ox.i64s({axis}), ox.none()});
+    if (!keepdims) {
+      shape.erase(shape.begin() + axis);
+      r = ox.reshape(r, shape);
+    }
+    at.getOutputs()[0].replaceAllUsesWith(r);
+    at->erase();
+    if (split->use_empty())
+      split->erase();
+  }
+}
+
+struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientContext {
+  using AutodiffBase::AutodiffBase;
+
+  func::FuncOp func;
+  SmallVector<std::pair<std::string, Value>> updates;
+
+  Value stateTensor(StringRef name, DenseElementsAttr init) override {
+    return octet::getOrCreateState(func, func.getLoc(), name, init);
+  }
+  void updateState(Value state, Value next) override { updates.push_back({octet::stateName(state), next}); }
+
+  LogicalResult findLoss(unsigned &index) {
+    SmallVector<unsigned> scalars;
+    std::string names;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, ox::kNameAttr);
+      std::string n = name ? name.str() : "#" + std::to_string(i);
+      if (!loss.empty() && n == loss) {
+        if (!isFloatTensor(func.getResultTypes()[i]))
+          return func.emitError() << "octet-autodiff: the loss output '" << n << "' is not a float tensor";
+        index = i;
+        return success();
+      }
+      auto t = func.getResultTypes()[i].dyn_cast<RankedTensorType>();
+      if (t && t.getNumElements() == 1 && t.getElementType().isa<FloatType>()) {
+        scalars.push_back(i);
+        names += (names.empty() ? "" : ", ") + n;
+      }
+    }
+    if (!loss.empty()) {
+      std::string all;
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        if (auto name = func.getResultAttrOfType<StringAttr>(i, ox::kNameAttr))
+          all += (all.empty() ? "" : ", ") + name.str();
+      return func.emitError() << "octet-autodiff: no output named '" << loss << "' (--loss); outputs: " << all;
+    }
+    if (scalars.size() != 1)
+      return func.emitError() << "octet-autodiff: " << (scalars.empty() ? "no" : std::to_string(scalars.size()))
+                              << " scalar float outputs" << (names.empty() ? "" : " (" + names + ")")
+                              << "; name the loss with --loss NAME";
+    index = scalars[0];
+    return success();
+  }
+
+  LogicalResult differentiate(llvm::Regex *frozen) {
+    // Prepare: layers become their bodies; tensor.split becomes Slice.
+    SmallVector<Operation *> layers;
+    func.walk([&](Operation *op) {
+      if (isa<octet::nn::NNDialect>(op->getDialect()) && op->getNumRegions() == 1)
+        layers.push_back(op);
+    });
+    for (Operation *l : layers)
+      octet::nn::inlineLayer(l);
+    sliceSequences(func);
+
+    unsigned lossIndex;
+    if (failed(findLoss(lossIndex)))
+      return failure();
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value lossValue = ret.getOperand(lossIndex);
+
+    SmallVector<ox::InitializerOp> params;
+    llvm::DenseSet<Value> active;
+    for (auto init : body.getOps<ox::InitializerOp>()) {
+      if (!isFloatTensor(init.getType()) || init->hasAttr(octet::kFp8StateAttr))
+        continue;
+      if (frozen && frozen->match(init.getName()))
+        continue;
+      params.push_back(init);
+      active.insert(init.getResult());
+    }
+    if (params.empty())
+      return func.emitError() << "octet-autodiff: no trainable parameters (float initializers)"
+                              << (frozen ? " left after --freeze" : "");
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator()) {
+      forward.push_back(&op);
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+        for (Value r : op.getResults())
+          if (isFloatTensor(r.getType()))
+            active.insert(r);
+    }
+    if (!active.contains(lossValue))
+      return func.emitError() << "octet-autodiff: the loss does not depend on any trainable parameter";
+
+    OpBuilder b(ret);
+    octet::OnnxBuilder ox(b, func.getLoc());
+    llvm::DenseMap<Value, Value> grads;
+    auto accumulate = [&](Value v, Value g) {
+      auto it = grads.find(v);
+      if (it == grads.end()) {
+        grads[v] = g;
+        return;
+      }
+      it->second = ox.op("Add", g.getType(), {it->second, g});
+    };
+    auto lt = lossValue.getType().cast<RankedTensorType>();
+    grads[lossValue] =
+        ox.constant(DenseElementsAttr::get(lt, ArrayRef<Attribute>{FloatAttr::get(lt.getElementType(), 1.0)}));
+
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> dy;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        auto it = grads.find(r);
+        dy.push_back(it == grads.end() ? Value() : it->second);
+        any |= bool(dy.back());
+      }
+      if (!any)
+        continue;
+      wanted.clear();
+      wanted.resize(op->getNumOperands());
+      for (auto [i, v] : llvm::enumerate(op->getOperands()))
+        if (active.contains(v))
+          wanted.set(i);
+      if (wanted.none())
+        continue;
+      auto rule = dyn_cast<octet::GradientOpInterface>(op);
+      if (!rule) {
+        StringRef type = ox::ONNXDialect::getOnnxOpType(op);
+        if (auto n = dyn_cast<ox::GenericNodeOp>(op))
+          type = n.getOpType();
+        std::string node = ox::getNodeName(op);
+        return op->emitError() << "octet-autodiff: no gradient rule for " << (type.empty() ? op->getName().getStringRef() : type)
+                               << (node.empty() ? std::string(" node") : " node '" + node + "'")
+                               << " on the path from the parameters to the loss; freeze the parameters that "
+                                  "reach it (--freeze) or add a rule in passes/GradientRules.cpp";
+      }
+      SmallVector<Value> dx;
+      b.setInsertionPoint(ret);
+      if (failed(rule.buildGradient(b, dy, *this, dx)))
+        return failure();
+      if (dx.size() != op->getNumOperands())
+        return op->emitError() << "octet-autodiff: the gradient rule returned " << dx.size() << " gradients for "
+                               << op->getNumOperands() << " operands";
+      for (auto [i, g] : llvm::enumerate(dx))
+        if (g && wanted.test(i))
+          accumulate(op->getOperand(i), g);
+    }
+
+    b.setInsertionPoint(ret);
+    Builder attrs(func.getContext());
+    for (ox::InitializerOp p : params) {
+      Value g = grads.lookup(p.getResult());
+      if (!g) { // the loss does not use it: a zero gradient
+        auto t = p.getType().cast<RankedTensorType>();
+        g = ox.constant(DenseElementsAttr::get(t, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+      }
+      octet::appendResult(func, g, (p.getName() + ".grad").str(),
+                          {attrs.getNamedAttr(octet::kGradOfAttr, p.getNameAttr())});
+    }
+    octet::appendStateUpdates(func, updates);
+    return success();
+  }
+
+  void runOnOperation() override {
+    std::string l = loss, f = freeze;
+    octet::unquoteOption(l);
+    octet::unquoteOption(f);
+    loss = l;
+    freeze = f;
+    std::optional<llvm::Regex> frozen;
+    if (!freeze.empty()) {
+      std::string err;
+      frozen.emplace(freeze);
+      if (!frozen->isValid(err)) {
+        getOperation().emitError() << "octet-autodiff: freeze='" << freeze << "' is not a valid regular expression ("
+                                   << err << ")";
+        return signalPassFailure();
+      }
+    }
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      if (f.isExternal())
+        continue;
+      func = f;
+      updates.clear();
+      if (failed(differentiate(frozen ? &*frozen : nullptr)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

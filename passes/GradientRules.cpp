@@ -1,0 +1,737 @@
+//===- GradientRules.cpp - Gradient rules of the onnx ops -----------------===//
+//
+// One rule per op, attached to the op as a GradientOpInterface external model.
+// Rules build their gradients from onnx ops (so a differentiated graph stays
+// an ONNX graph that any ONNX runtime can execute) and need static shapes.
+// The FP8 Linear's rule lives with the recipes (Fp8Gradients.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "GradientBuilder.h"
+
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Interfaces/GradientOpInterface.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+#include <cmath>
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+namespace octet {
+
+//===----------------------------------------------------------------------===//
+// GradientBuilder
+//===----------------------------------------------------------------------===//
+
+RankedTensorType GradientBuilder::typeOf(Value v) { return v.getType().cast<RankedTensorType>(); }
+
+RankedTensorType GradientBuilder::like(Value v, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, typeOf(v).getElementType());
+}
+
+Value GradientBuilder::scalar(double v, Type elt) {
+  auto t = RankedTensorType::get({}, elt);
+  if (elt.isa<FloatType>())
+    return ox.constant(DenseElementsAttr::get(t, ArrayRef<Attribute>{FloatAttr::get(elt, v)}));
+  return ox.constant(DenseElementsAttr::get(t, ArrayRef<Attribute>{b.getIntegerAttr(elt, int64_t(v))}));
+}
+
+Value GradientBuilder::zeros(RankedTensorType t) {
+  return ox.constant(DenseElementsAttr::get(t, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+}
+
+Value GradientBuilder::binary(StringRef op, Value a, Value c, RankedTensorType result) {
+  return ox.op(op, result, {a, c});
+}
+
+Value GradientBuilder::mul(Value a, Value c) { return binary("Mul", a, c, broadcastType(a, c)); }
+Value GradientBuilder::add(Value a, Value c) { return binary("Add", a, c, broadcastType(a, c)); }
+Value GradientBuilder::sub(Value a, Value c) { return binary("Sub", a, c, broadcastType(a, c)); }
+Value GradientBuilder::div(Value a, Value c) { return binary("Div", a, c, broadcastType(a, c)); }
+Value GradientBuilder::unary(StringRef op, Value a) { return ox.op(op, a.getType(), {a}); }
+
+RankedTensorType GradientBuilder::broadcastType(Value a, Value c) {
+  ArrayRef<int64_t> x = typeOf(a).getShape(), y = typeOf(c).getShape();
+  size_t r = std::max(x.size(), y.size());
+  SmallVector<int64_t> out(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t dx = i + x.size() >= r ? x[i + x.size() - r] : 1;
+    int64_t dy = i + y.size() >= r ? y[i + y.size() - r] : 1;
+    out[i] = dx == 1 ? dy : dx;
+  }
+  return RankedTensorType::get(out, typeOf(a).getElementType());
+}
+
+Value GradientBuilder::reduceSum(Value x, ArrayRef<int64_t> axes, bool keepdims) {
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  SmallVector<int64_t> out;
+  for (int64_t i = 0; i < int64_t(s.size()); ++i) {
+    if (llvm::is_contained(axes, i)) {
+      if (keepdims)
+        out.push_back(1);
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return ox.op("ReduceSum", like(x, out), {x, ox.i64s(axes)}, {ox.si64("keepdims", keepdims)});
+}
+
+Value GradientBuilder::reduceMean(Value x, ArrayRef<int64_t> axes) {
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  SmallVector<int64_t> out(s.begin(), s.end());
+  for (int64_t a : axes)
+    out[a] = 1;
+  return ox.op("ReduceMean", like(x, out), {x, ox.i64s(axes)}, {ox.si64("keepdims", 1)});
+}
+
+Value GradientBuilder::reshape(Value x, ArrayRef<int64_t> shape) {
+  if (typeOf(x).getShape() == shape)
+    return x;
+  return ox.reshape(x, shape);
+}
+
+Value GradientBuilder::transpose(Value x, ArrayRef<int64_t> perm) {
+  ArrayRef<int64_t> s = typeOf(x).getShape();
+  SmallVector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(s[p]);
+  return ox.op("Transpose", like(x, out), {x}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
+}
+
+Value GradientBuilder::swapLastTwo(Value x) {
+  int64_t r = typeOf(x).getRank();
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  return transpose(x, perm);
+}
+
+Value GradientBuilder::sumTo(Value g, RankedTensorType target) {
+  ArrayRef<int64_t> gs = typeOf(g).getShape(), ts = target.getShape();
+  if (gs == ts)
+    return g;
+  size_t lead = gs.size() - ts.size();
+  SmallVector<int64_t> axes;
+  for (size_t i = 0; i < gs.size(); ++i)
+    if (i < lead || (ts[i - lead] == 1 && gs[i] != 1))
+      axes.push_back(int64_t(i));
+  Value r = axes.empty() ? g : reduceSum(g, axes, /*keepdims=*/true);
+  return reshape(r, ts);
+}
+
+Value GradientBuilder::matmul(Value a, Value c) {
+  ArrayRef<int64_t> x = typeOf(a).getShape(), y = typeOf(c).getShape();
+  SmallVector<int64_t> batch;
+  {
+    ArrayRef<int64_t> bx = x.drop_back(2), by = y.drop_back(2);
+    size_t r = std::max(bx.size(), by.size());
+    for (size_t i = 0; i < r; ++i) {
+      int64_t dx = i + bx.size() >= r ? bx[i + bx.size() - r] : 1;
+      int64_t dy = i + by.size() >= r ? by[i + by.size() - r] : 1;
+      batch.push_back(dx == 1 ? dy : dx);
+    }
+  }
+  batch.push_back(x[x.size() - 2]);
+  batch.push_back(y.back());
+  return ox.op("MatMul", like(a, batch), {a, c});
+}
+
+bool GradientBuilder::allStatic(Operation *op) {
+  auto isStatic = [](Type t) { // index and shape operands may be unranked
+    auto r = t.dyn_cast<RankedTensorType>();
+    bool isFloat = t.isa<ShapedType>() && t.cast<ShapedType>().getElementType().isa<FloatType>();
+    return !isFloat || (r && r.hasStaticShape());
+  };
+  return llvm::all_of(op->getOperandTypes(), isStatic) && llvm::all_of(op->getResultTypes(), isStatic);
+}
+
+} // namespace octet
+
+namespace {
+
+using octet::GradientBuilder;
+using octet::GradientContext;
+using Grads = SmallVectorImpl<Value>;
+
+LogicalResult unsupported(Operation *op, const Twine &what) {
+  return op->emitError() << "octet-autodiff: cannot differentiate " << ox::ONNXDialect::getOnnxOpType(op)
+                         << " node '" << ox::getNodeName(op) << "': " << what;
+}
+
+// Elementwise binary ops with broadcasting ------------------------------------
+
+LogicalResult gradAdd(ox::AddOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  out.push_back(ctx.wants(0) ? g.sumTo(dy[0], g.typeOf(op.getA())) : Value());
+  out.push_back(ctx.wants(1) ? g.sumTo(dy[0], g.typeOf(op.getB())) : Value());
+  return success();
+}
+
+LogicalResult gradSub(ox::SubOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  out.push_back(ctx.wants(0) ? g.sumTo(dy[0], g.typeOf(op.getA())) : Value());
+  out.push_back(ctx.wants(1) ? g.sumTo(g.unary("Neg", dy[0]), g.typeOf(op.getB())) : Value());
+  return success();
+}
+
+LogicalResult gradMul(ox::MulOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  out.push_back(ctx.wants(0) ? g.sumTo(g.mul(dy[0], op.getB()), g.typeOf(op.getA())) : Value());
+  out.push_back(ctx.wants(1) ? g.sumTo(g.mul(dy[0], op.getA()), g.typeOf(op.getB())) : Value());
+  return success();
+}
+
+LogicalResult gradDiv(ox::DivOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  out.push_back(ctx.wants(0) ? g.sumTo(g.div(dy[0], op.getB()), g.typeOf(op.getA())) : Value());
+  // d(a/b)/db = -(a/b)/b
+  out.push_back(ctx.wants(1) ? g.sumTo(g.unary("Neg", g.div(g.mul(dy[0], op.getC()), op.getB())), g.typeOf(op.getB()))
+                             : Value());
+  return success();
+}
+
+LogicalResult gradPow(ox::PowOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  Type elt = g.typeOf(op.getA()).getElementType();
+  if (g.typeOf(op.getB()).getElementType() != elt)
+    return unsupported(op, "the exponent's element type differs from the base's");
+  Value da, db;
+  if (ctx.wants(0)) { // b * a^(b-1)
+    Value bm1 = g.sub(op.getB(), g.scalar(1.0, elt));
+    Value p = g.binary("Pow", op.getA(), bm1, g.broadcastType(op.getA(), bm1));
+    da = g.sumTo(g.mul(dy[0], g.mul(op.getB(), p)), g.typeOf(op.getA()));
+  }
+  if (ctx.wants(1)) // a^b * ln a
+    db = g.sumTo(g.mul(dy[0], g.mul(op.getC(), g.unary("Log", op.getA()))), g.typeOf(op.getB()));
+  out.append({da, db});
+  return success();
+}
+
+LogicalResult gradWhere(ox::WhereOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  Value zero = g.scalar(0.0, g.typeOf(dy[0]).getElementType());
+  auto t = g.typeOf(dy[0]);
+  out.push_back(Value()); // the condition
+  out.push_back(ctx.wants(1) ? g.sumTo(g.ox.op("Where", t, {op.getCondition(), dy[0], zero}), g.typeOf(op.getX()))
+                             : Value());
+  out.push_back(ctx.wants(2) ? g.sumTo(g.ox.op("Where", t, {op.getCondition(), zero, dy[0]}), g.typeOf(op.getY()))
+                             : Value());
+  return success();
+}
+
+// Elementwise unary ops ---------------------------------------------------------
+
+LogicalResult gradNeg(ox::NegOp, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.unary("Neg", dy[0]));
+  return success();
+}
+
+LogicalResult gradIdentity(Operation *, GradientBuilder &, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(dy[0]);
+  return success();
+}
+
+LogicalResult gradSqrt(ox::SqrtOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  Type elt = g.typeOf(dy[0]).getElementType();
+  out.push_back(g.div(g.mul(dy[0], g.scalar(0.5, elt)), op.getY()));
+  return success();
+}
+
+LogicalResult gradReciprocal(ox::ReciprocalOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &,
+                             Grads &out) {
+  out.push_back(g.unary("Neg", g.mul(dy[0], g.mul(op.getY(), op.getY()))));
+  return success();
+}
+
+LogicalResult gradTanh(ox::TanhOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  Type elt = g.typeOf(dy[0]).getElementType();
+  out.push_back(g.mul(dy[0], g.sub(g.scalar(1.0, elt), g.mul(op.getY(), op.getY()))));
+  return success();
+}
+
+LogicalResult gradSigmoid(ox::SigmoidOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  Type elt = g.typeOf(dy[0]).getElementType();
+  out.push_back(g.mul(dy[0], g.mul(op.getY(), g.sub(g.scalar(1.0, elt), op.getY()))));
+  return success();
+}
+
+LogicalResult gradExp(ox::ExpOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.mul(dy[0], op.getY()));
+  return success();
+}
+
+LogicalResult gradLog(ox::LogOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.div(dy[0], op.getX()));
+  return success();
+}
+
+LogicalResult gradSin(ox::SinOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.mul(dy[0], g.unary("Cos", op.getX())));
+  return success();
+}
+
+LogicalResult gradCos(ox::CosOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.unary("Neg", g.mul(dy[0], g.unary("Sin", op.getX()))));
+  return success();
+}
+
+LogicalResult gradRelu(ox::ReluOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  Type elt = g.typeOf(dy[0]).getElementType();
+  Value zero = g.scalar(0.0, elt);
+  auto cond = RankedTensorType::get(g.typeOf(dy[0]).getShape(), g.b.getI1Type());
+  Value pos = g.ox.op("Greater", cond, {op.getX(), zero});
+  out.push_back(g.ox.op("Where", dy[0].getType(), {pos, dy[0], zero}));
+  return success();
+}
+
+/// d erf(x)/dx = 2/sqrt(pi) * exp(-x^2)
+Value erfDerivative(GradientBuilder &g, Value x) {
+  Type elt = g.typeOf(x).getElementType();
+  Value e = g.unary("Exp", g.unary("Neg", g.mul(x, x)));
+  return g.mul(e, g.scalar(2.0 / std::sqrt(M_PI), elt));
+}
+
+LogicalResult gradErf(ox::ErfOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.mul(dy[0], erfDerivative(g, op.getX())));
+  return success();
+}
+
+LogicalResult gradGelu(ox::GeluOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  Value x = op.getX();
+  Type elt = g.typeOf(x).getElementType();
+  auto c = [&](double v) { return g.scalar(v, elt); };
+  Value d;
+  if (op.getApproximate().value_or("none") == "tanh") {
+    // u = k (x + 0.044715 x^3), t = tanh u; d = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)
+    const double k = std::sqrt(2.0 / M_PI);
+    Value x2 = g.mul(x, x);
+    Value u = g.mul(g.add(x, g.mul(c(0.044715), g.mul(x2, x))), c(k));
+    Value t = g.unary("Tanh", u);
+    Value left = g.mul(c(0.5), g.add(c(1.0), t));
+    Value du = g.mul(c(k), g.add(c(1.0), g.mul(c(3 * 0.044715), x2)));
+    Value right = g.mul(g.mul(c(0.5), x), g.mul(g.sub(c(1.0), g.mul(t, t)), du));
+    d = g.add(left, right);
+  } else {
+    // Phi(x) + x phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+    Value phiCdf = g.mul(c(0.5), g.add(c(1.0), g.unary("Erf", g.mul(x, c(M_SQRT1_2)))));
+    Value pdf = g.mul(g.unary("Exp", g.mul(g.mul(x, x), c(-0.5))), c(1.0 / std::sqrt(2 * M_PI)));
+    d = g.add(phiCdf, g.mul(x, pdf));
+  }
+  out.push_back(g.mul(dy[0], d));
+  return success();
+}
+
+LogicalResult gradCast(ox::CastOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  auto in = g.typeOf(op.getInput());
+  if (!in.getElementType().isa<FloatType>())
+    return unsupported(op, "a cast from a non-float type has no gradient");
+  if (g.typeOf(dy[0]).getElementType() == in.getElementType()) {
+    out.push_back(dy[0]);
+    return success();
+  }
+  out.push_back(g.ox.op("Cast", in, {dy[0]},
+                        {g.ox.si64("to", ox::getOnnxCodeForElementType(in.getElementType()))}));
+  return success();
+}
+
+LogicalResult gradDropout(ox::DropoutOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  auto ratio = ox::getConstantValue(op.getRatio());
+  bool training = false;
+  if (auto tm = ox::getConstantValue(op.getTrainingMode()))
+    training = *tm.getValues<bool>().begin();
+  bool zeroRatio = !ratio || (*ratio.getValues<APFloat>().begin()).isZero();
+  if (training && !zeroRatio)
+    return unsupported(op, "dropout with a non-zero ratio in training mode; export with dropout 0 or in eval mode");
+  out.push_back(dy[0]);
+  out.append({Value(), Value()});
+  return success();
+}
+
+// Linear algebra ----------------------------------------------------------------
+
+LogicalResult gradMatMul(ox::MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  auto a = g.typeOf(op.getA()), bt = g.typeOf(op.getB());
+  if (a.getRank() < 2 || bt.getRank() < 2)
+    return unsupported(op, "MatMul with a 1-D operand");
+  out.push_back(ctx.wants(0) ? g.sumTo(g.matmul(dy[0], g.swapLastTwo(op.getB())), a) : Value());
+  out.push_back(ctx.wants(1) ? g.sumTo(g.matmul(g.swapLastTwo(op.getA()), dy[0]), bt) : Value());
+  return success();
+}
+
+LogicalResult gradGemm(ox::GemmOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx, Grads &out) {
+  bool ta = op.getTransA().value_or(0), tb = op.getTransB().value_or(0);
+  float alpha = op.getAlpha() ? op.getAlpha()->convertToFloat() : 1.0f;
+  float beta = op.getBeta() ? op.getBeta()->convertToFloat() : 1.0f;
+  Value none = g.ox.none();
+  auto gemm = [&](Value x, Value y, bool tx, bool ty, RankedTensorType t) {
+    return g.ox.op("Gemm", t, {x, y, none},
+                   {g.b.getNamedAttr("alpha", g.b.getF32FloatAttr(alpha)), g.ox.si64("transA", tx),
+                    g.ox.si64("transB", ty)});
+  };
+  Value dY = dy[0];
+  auto at = g.typeOf(op.getA()), bt = g.typeOf(op.getB());
+  // With A^ = op(A) [M,K] and B^ = op(B) [K,N]: dA^ = alpha dY B^T, dB^ = alpha A^T dY.
+  out.push_back(!ctx.wants(0) ? Value() : ta ? gemm(op.getB(), dY, tb, true, at) : gemm(dY, op.getB(), false, !tb, at));
+  out.push_back(!ctx.wants(1) ? Value() : tb ? gemm(dY, op.getA(), true, ta, bt) : gemm(op.getA(), dY, !ta, false, bt));
+  Value dc;
+  if (ctx.wants(2)) {
+    Value s = beta == 1.0f ? dY : g.mul(dY, g.scalar(beta, g.typeOf(dY).getElementType()));
+    dc = g.sumTo(s, g.typeOf(op.getC()));
+  }
+  out.push_back(dc);
+  return success();
+}
+
+// Normalization, softmax, loss ----------------------------------------------------
+
+LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                            GradientContext &ctx, Grads &out) {
+  if (dy[1] || dy[2])
+    return unsupported(op, "the Mean and InvStdDev outputs are used on the gradient path");
+  Value x = op.getX();
+  auto xt = g.typeOf(x);
+  int64_t r = xt.getRank(), axis = op.getAxis().value_or(-1);
+  if (axis < 0)
+    axis += r;
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i)
+    axes.push_back(i);
+  Type elt = xt.getElementType();
+  float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
+  // Recompute the normalized input.
+  Value mean = g.reduceMean(x, axes);
+  Value xc = g.sub(x, mean);
+  Value var = g.reduceMean(g.mul(xc, xc), axes);
+  Value rstd = g.unary("Reciprocal", g.unary("Sqrt", g.add(var, g.scalar(eps, elt))));
+  Value xhat = g.mul(xc, rstd);
+  Value dX;
+  if (ctx.wants(0)) {
+    Value dxhat = g.mul(dy[0], op.getScale());
+    Value m1 = g.reduceMean(dxhat, axes);
+    Value m2 = g.reduceMean(g.mul(dxhat, xhat), axes);
+    dX = g.mul(rstd, g.sub(g.sub(dxhat, m1), g.mul(xhat, m2)));
+  }
+  out.push_back(dX);
+  out.push_back(ctx.wants(1) ? g.sumTo(g.mul(dy[0], xhat), g.typeOf(op.getScale())) : Value());
+  out.push_back(ctx.wants(2) ? g.sumTo(dy[0], g.typeOf(op.getB())) : Value());
+  return success();
+}
+
+int64_t normAxis(std::optional<int64_t> axis, int64_t def, int64_t rank) {
+  int64_t a = axis.value_or(def);
+  return a < 0 ? a + rank : a;
+}
+
+LogicalResult gradSoftmax(ox::SoftmaxOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  int64_t axis = normAxis(op.getAxis(), -1, g.typeOf(op.getOutput()).getRank());
+  Value y = op.getOutput();
+  Value s = g.reduceSum(g.mul(dy[0], y), {axis}, true);
+  out.push_back(g.mul(y, g.sub(dy[0], s)));
+  return success();
+}
+
+LogicalResult gradLogSoftmax(ox::LogSoftmaxOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &,
+                             Grads &out) {
+  int64_t axis = normAxis(op.getAxis(), -1, g.typeOf(op.getOutput()).getRank());
+  Value s = g.reduceSum(dy[0], {axis}, true);
+  out.push_back(g.sub(dy[0], g.mul(g.unary("Exp", op.getOutput()), s)));
+  return success();
+}
+
+LogicalResult gradSoftmaxCrossEntropy(ox::SoftmaxCrossEntropyLossOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                                      GradientContext &, Grads &out) {
+  if (dy[1])
+    return unsupported(op, "the log_prob output is used on the gradient path");
+  if (!op.getWeights().getType().isa<NoneType>())
+    return unsupported(op, "class weights are not supported");
+  StringRef reduction = op.getReduction().value_or("mean");
+  Value scores = op.getScores(), labels = op.getLabels();
+  auto st = g.typeOf(scores);
+  auto lt = g.typeOf(labels);
+  Type elt = st.getElementType();
+  int64_t classes = st.getDimSize(1), r = st.getRank();
+  Value p = g.ox.op("Softmax", st, {scores}, {g.ox.si64("axis", 1)});
+  // One-hot labels: Equal(labels[:, None, ...], arange(C)[None, :, None...]).
+  SmallVector<int64_t> lshape(lt.getShape().begin(), lt.getShape().end());
+  lshape.insert(lshape.begin() + 1, 1);
+  Value lu = g.reshape(labels, lshape);
+  SmallVector<int64_t> cshape(r, 1), range;
+  cshape[1] = classes;
+  for (int64_t c = 0; c < classes; ++c)
+    range.push_back(c);
+  Value cls = g.ox.constant(DenseElementsAttr::get(RankedTensorType::get(cshape, lt.getElementType()),
+                                                   ArrayRef<int64_t>(range)));
+  auto bits = RankedTensorType::get(st.getShape(), g.b.getI1Type());
+  Value hit = g.ox.op("Equal", bits, {lu, cls});
+  Value onehot = g.ox.op("Cast", st, {hit}, {g.ox.si64("to", ox::getOnnxCodeForElementType(elt))});
+  Value d = g.sub(p, onehot);
+  // Rows whose label is ignore_index get no gradient; mean divides by the other rows.
+  Value count;
+  auto scalarT = RankedTensorType::get({}, elt);
+  if (auto ii = op.getIgnoreIndex()) {
+    Value ign = g.ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, lt.getElementType()),
+                                                     g.b.getIntegerAttr(lt.getElementType(), *ii)));
+    auto lbits = RankedTensorType::get(lt.getShape(), g.b.getI1Type());
+    Value keep = g.ox.op("Not", lbits, {g.ox.op("Equal", lbits, {labels, ign})});
+    Value mask = g.ox.op("Cast", RankedTensorType::get(lt.getShape(), elt), {keep},
+                         {g.ox.si64("to", ox::getOnnxCodeForElementType(elt))});
+    d = g.mul(d, g.reshape(mask, lshape));
+    SmallVector<int64_t> all;
+    for (int64_t i = 0; i < lt.getRank(); ++i)
+      all.push_back(i);
+    count = g.reduceSum(mask, all, false);
+  } else {
+    count = g.scalar(double(lt.getNumElements()), elt);
+  }
+  Value gy = dy[0];
+  if (reduction == "mean")
+    d = g.mul(d, g.div(gy, count));
+  else if (reduction == "sum")
+    d = g.mul(d, gy);
+  else if (reduction == "none")
+    d = g.mul(d, g.reshape(gy, lshape));
+  else
+    return unsupported(op, "reduction '" + reduction + "'");
+  (void)scalarT;
+  out.append({d, Value(), Value()});
+  return success();
+}
+
+// Reductions ----------------------------------------------------------------------
+
+template <typename OpTy>
+LogicalResult gradReduce(OpTy op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out, bool mean) {
+  auto xt = g.typeOf(op.getData());
+  int64_t r = xt.getRank();
+  SmallVector<int64_t> axes;
+  if (!op.getAxes().getType().template isa<NoneType>()) {
+    auto c = ox::getConstantInts(op.getAxes());
+    if (!c)
+      return unsupported(op, "the axes are not a constant");
+    for (int64_t a : *c)
+      axes.push_back(a < 0 ? a + r : a);
+  }
+  if (axes.empty() && !op.getNoopWithEmptyAxes().value_or(0))
+    for (int64_t i = 0; i < r; ++i)
+      axes.push_back(i);
+  SmallVector<int64_t> kept(xt.getShape().begin(), xt.getShape().end());
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    count *= kept[a];
+    kept[a] = 1;
+  }
+  Value gk = g.reshape(dy[0], kept);
+  if (mean)
+    gk = g.div(gk, g.scalar(double(count), xt.getElementType()));
+  out.push_back(g.ox.op("Expand", xt, {gk, g.ox.i64s(xt.getShape())}));
+  out.push_back(Value());
+  return success();
+}
+
+// Shape and data movement ---------------------------------------------------------------
+
+/// Reshape-like ops: the gradient is the output gradient in the input's shape.
+LogicalResult gradReshapeLike(Operation *op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.reshape(dy[0], g.typeOf(op->getOperand(0)).getShape()));
+  for (unsigned i = 1; i < op->getNumOperands(); ++i)
+    out.push_back(Value());
+  return success();
+}
+
+LogicalResult gradTranspose(ox::TransposeOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &,
+                            Grads &out) {
+  int64_t r = g.typeOf(op.getData()).getRank();
+  SmallVector<int64_t> perm, inv(r);
+  if (auto p = op.getPerm())
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = r - 1; i >= 0; --i)
+      perm.push_back(i);
+  for (int64_t i = 0; i < r; ++i)
+    inv[perm[i]] = i;
+  out.push_back(g.transpose(dy[0], inv));
+  return success();
+}
+
+LogicalResult gradExpand(ox::ExpandOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  out.push_back(g.sumTo(dy[0], g.typeOf(op.getInput())));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult gradConcat(ox::ConcatOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx,
+                         Grads &out) {
+  auto yt = g.typeOf(op.getConcatResult());
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += yt.getRank();
+  int64_t off = 0;
+  for (auto [i, in] : llvm::enumerate(op.getInputs())) {
+    auto it = g.typeOf(in);
+    int64_t len = it.getDimSize(axis);
+    if (ctx.wants(i))
+      out.push_back(g.ox.op("Slice", it, {dy[0], g.ox.i64s({off}), g.ox.i64s({off + len}), g.ox.i64s({axis}), g.ox.none()}));
+    else
+      out.push_back(Value());
+    off += len;
+  }
+  return success();
+}
+
+LogicalResult gradSplit(ox::SplitOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  auto xt = g.typeOf(op.getInput());
+  int64_t axis = normAxis(op.getAxis(), 0, xt.getRank());
+  SmallVector<Value> parts;
+  for (auto [i, r] : llvm::enumerate(op.getOutputs()))
+    parts.push_back(dy[i] ? dy[i] : g.zeros(g.typeOf(r)));
+  out.push_back(g.ox.op("Concat", xt, parts, {g.ox.si64("axis", axis)}));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult gradSlice(ox::SliceOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  auto xt = g.typeOf(op.getData());
+  auto yt = g.typeOf(op.getOutput());
+  int64_t r = xt.getRank();
+  auto starts = ox::getConstantInts(op.getStarts());
+  auto ends = ox::getConstantInts(op.getEnds());
+  if (!starts || !ends)
+    return unsupported(op, "starts and ends are not constants");
+  SmallVector<int64_t> axes, steps;
+  if (!op.getAxes().getType().isa<NoneType>()) {
+    auto a = ox::getConstantInts(op.getAxes());
+    if (!a)
+      return unsupported(op, "the axes are not a constant");
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(int64_t(i));
+  }
+  if (!op.getSteps().getType().isa<NoneType>()) {
+    auto s = ox::getConstantInts(op.getSteps());
+    if (!s)
+      return unsupported(op, "the steps are not a constant");
+    steps = *s;
+  }
+  SmallVector<int64_t> before(r, 0), after(r, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!steps.empty() && steps[i] != 1)
+      return unsupported(op, "a step other than 1");
+    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    int64_t dim = xt.getDimSize(a);
+    int64_t s = (*starts)[i];
+    s = s < 0 ? std::max<int64_t>(0, s + dim) : std::min(s, dim);
+    before[a] = s;
+    after[a] = dim - s - yt.getDimSize(a);
+  }
+  SmallVector<int64_t> pads(before);
+  pads.append(after);
+  if (llvm::all_of(pads, [](int64_t p) { return p == 0; }))
+    out.push_back(dy[0]);
+  else
+    out.push_back(g.ox.op("Pad", xt, {dy[0], g.ox.i64s(pads)}));
+  out.append({Value(), Value(), Value(), Value()});
+  return success();
+}
+
+LogicalResult gradGather(ox::GatherOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &, Grads &out) {
+  auto xt = g.typeOf(op.getData());
+  if (normAxis(op.getAxis(), 0, xt.getRank()) != 0)
+    return unsupported(op, "Gather on an axis other than 0");
+  // Scatter-add the output rows back: ScatterND(zeros, indices[..., None], dY, reduction=add).
+  auto it = g.typeOf(op.getIndices());
+  SmallVector<int64_t> ishape(it.getShape().begin(), it.getShape().end());
+  ishape.push_back(1);
+  Value idx = op.getIndices();
+  if (!it.getElementType().isInteger(64))
+    idx = g.ox.op("Cast", RankedTensorType::get(it.getShape(), g.b.getIntegerType(64)), {idx},
+                  {g.ox.si64("to", 7)});
+  idx = g.reshape(idx, ishape);
+  out.push_back(g.ox.op("ScatterND", xt, {g.zeros(xt), idx, dy[0]},
+                        {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))}));
+  out.push_back(Value());
+  return success();
+}
+
+LogicalResult gradGatherElements(ox::GatherElementsOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &,
+                                 Grads &out) {
+  auto xt = g.typeOf(op.getData());
+  int64_t axis = normAxis(op.getAxis(), 0, xt.getRank());
+  out.push_back(g.ox.op("ScatterElements", xt, {g.zeros(xt), op.getIndices(), dy[0]},
+                        {g.ox.si64("axis", axis), g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))}));
+  out.push_back(Value());
+  return success();
+}
+
+// Attaching the rules -----------------------------------------------------------------
+
+template <typename OpTy, auto Rule>
+struct GradientModel : octet::GradientOpInterface::ExternalModel<GradientModel<OpTy, Rule>, OpTy> {
+  LogicalResult buildGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy, GradientContext &ctx,
+                              Grads &out) const {
+    if (!GradientBuilder::allStatic(op))
+      return unsupported(op, "its shapes are not static");
+    GradientBuilder g(b, op->getLoc());
+    if constexpr (std::is_invocable_v<decltype(Rule), Operation *, GradientBuilder &, ArrayRef<Value>,
+                                      GradientContext &, Grads &>)
+      return Rule(op, g, dy, ctx, out);
+    else
+      return Rule(cast<OpTy>(op), g, dy, ctx, out);
+  }
+};
+
+template <typename OpTy, auto Rule> void attach(MLIRContext *ctx) {
+  OpTy::template attachInterface<GradientModel<OpTy, Rule>>(*ctx);
+}
+
+template <typename OpTy>
+LogicalResult gradReduceMean(OpTy op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &c, Grads &out) {
+  return gradReduce(op, g, dy, c, out, true);
+}
+template <typename OpTy>
+LogicalResult gradReduceSum(OpTy op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &c, Grads &out) {
+  return gradReduce(op, g, dy, c, out, false);
+}
+
+} // namespace
+
+void octet::registerGradientRules(DialectRegistry &registry) {
+  registerFp8GradientRules(registry);
+  registry.addExtension(+[](MLIRContext *ctx, ox::ONNXDialect *) {
+    attach<ox::AddOp, gradAdd>(ctx);
+    attach<ox::SubOp, gradSub>(ctx);
+    attach<ox::MulOp, gradMul>(ctx);
+    attach<ox::DivOp, gradDiv>(ctx);
+    attach<ox::PowOp, gradPow>(ctx);
+    attach<ox::WhereOp, gradWhere>(ctx);
+    attach<ox::NegOp, gradNeg>(ctx);
+    attach<ox::IdentityOp, gradIdentity>(ctx);
+    attach<ox::SqrtOp, gradSqrt>(ctx);
+    attach<ox::ReciprocalOp, gradReciprocal>(ctx);
+    attach<ox::TanhOp, gradTanh>(ctx);
+    attach<ox::SigmoidOp, gradSigmoid>(ctx);
+    attach<ox::ExpOp, gradExp>(ctx);
+    attach<ox::LogOp, gradLog>(ctx);
+    attach<ox::SinOp, gradSin>(ctx);
+    attach<ox::CosOp, gradCos>(ctx);
+    attach<ox::ReluOp, gradRelu>(ctx);
+    attach<ox::ErfOp, gradErf>(ctx);
+    attach<ox::GeluOp, gradGelu>(ctx);
+    attach<ox::CastOp, gradCast>(ctx);
+    attach<ox::DropoutOp, gradDropout>(ctx);
+    attach<ox::MatMulOp, gradMatMul>(ctx);
+    attach<ox::GemmOp, gradGemm>(ctx);
+    attach<ox::LayerNormalizationOp, gradLayerNorm>(ctx);
+    attach<ox::SoftmaxOp, gradSoftmax>(ctx);
+    attach<ox::LogSoftmaxOp, gradLogSoftmax>(ctx);
+    attach<ox::SoftmaxCrossEntropyLossOp, gradSoftmaxCrossEntropy>(ctx);
+    attach<ox::ReduceMeanOp, gradReduceMean<ox::ReduceMeanOp>>(ctx);
+    attach<ox::ReduceSumOp, gradReduceSum<ox::ReduceSumOp>>(ctx);
+    attach<ox::ReshapeOp, gradReshapeLike>(ctx);
+    attach<ox::UnsqueezeOp, gradReshapeLike>(ctx);
+    attach<ox::SqueezeOp, gradReshapeLike>(ctx);
+    attach<ox::TransposeOp, gradTranspose>(ctx);
+    attach<ox::ExpandOp, gradExpand>(ctx);
+    attach<ox::ConcatOp, gradConcat>(ctx);
+    attach<ox::SplitOp, gradSplit>(ctx);
+    attach<ox::SliceOp, gradSlice>(ctx);
+    attach<ox::GatherOp, gradGather>(ctx);
+    attach<ox::GatherElementsOp, gradGatherElements>(ctx);
+  });
+}

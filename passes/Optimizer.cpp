@@ -1,0 +1,306 @@
+//===- Optimizer.cpp - The optimizer step inside the training function ---===//
+//
+// octet-optimizer: after octet-autodiff, parameters, optimizer moments and a
+// step counter become runtime state, and the function computes their next
+// values: one call of the function is one training step. The update is
+// plain onnx arithmetic (PyTorch's rules), so an ONNX export of the step runs
+// anywhere; MS-AMP storage levels add fp8 casts around the stored tensors.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Passes/Passes.h"
+
+#include "GradientBuilder.h"
+#include "StateUtils.h"
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cmath>
+
+namespace octet {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+
+namespace {
+
+LogicalResult badOption(Operation *op, StringRef key, const Twine &value, StringRef allowed) {
+  return op->emitError() << "octet-optimizer: " << key << "='" << value << "' is not valid; use " << allowed;
+}
+
+void setRole(Value v, StringRef role) {
+  if (Operation *def = v.getDefiningOp())
+    def->setAttr(octet::kRoleAttr, StringAttr::get(v.getContext(), role));
+}
+
+struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  LogicalResult validate(Operation *m) {
+    if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
+      return badOption(m, "optimizer", optimizer, "sgd, adam or adamw");
+    if (!(lr > 0))
+      return badOption(m, "lr", std::to_string(lr), "a positive number");
+    if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+      return badOption(m, "beta1/beta2", std::to_string(beta1) + "/" + std::to_string(beta2), "numbers in [0, 1)");
+    if (!(eps > 0))
+      return badOption(m, "eps", std::to_string(eps), "a positive number");
+    if (weightDecay < 0 || momentum < 0 || clipGradNorm < 0 || minLr < 0)
+      return badOption(m, "weight-decay/momentum/clip-grad-norm/min-lr", "negative", "non-negative numbers");
+    if (schedule != "constant" && schedule != "cosine")
+      return badOption(m, "schedule", schedule, "constant or cosine");
+    if (warmupSteps < 0)
+      return badOption(m, "warmup-steps", std::to_string(warmupSteps), "an integer >= 0");
+    if (schedule == "cosine" && totalSteps <= warmupSteps)
+      return badOption(m, "total-steps", std::to_string(totalSteps), "an integer > warmup-steps with schedule=cosine");
+    if (!msampLevel.empty() && msampLevel != "O1" && msampLevel != "O2" && msampLevel != "O3")
+      return badOption(m, "msamp-level", msampLevel, "O1, O2 or O3 (or empty)");
+    return success();
+  }
+
+  struct Param {
+    ox::InitializerOp init;
+    Value grad;
+    bool fp8Weight = false; // the weight of an FP8 Linear (MS-AMP storage applies)
+  };
+
+  /// Learning rate at `s` (f32 scalar: the 0-based step).
+  Value learningRate(octet::GradientBuilder &g, Value s) {
+    Type f32 = g.b.getF32Type();
+    auto c = [&](double v) { return g.scalar(v, f32); };
+    Value peak = c(lr);
+    Value warm = peak;
+    if (warmupSteps > 0) // lr * min(1, (s + 1) / warmup)
+      warm = g.mul(peak, g.binary("Min", c(1.0), g.div(g.add(s, c(1.0)), c(double(warmupSteps))),
+                                  RankedTensorType::get({}, f32)));
+    if (schedule == "constant")
+      return warm;
+    // min + (peak - min) / 2 * (1 + cos(pi * clamp((s - warmup) / (total - warmup), 0, 1)))
+    Value prog = g.div(g.sub(s, c(double(warmupSteps))), c(double(totalSteps - warmupSteps)));
+    prog = g.ox.op("Clip", prog.getType(), {prog, c(0.0), c(1.0)});
+    Value cosv = g.unary("Cos", g.mul(prog, c(M_PI)));
+    Value decayed = g.add(c(minLr), g.mul(c(0.5 * (lr - minLr)), g.add(c(1.0), cosv)));
+    if (warmupSteps == 0)
+      return decayed;
+    auto cond = RankedTensorType::get({}, g.b.getI1Type());
+    return g.ox.op("Where", s.getType(), {g.ox.op("Less", cond, {s, c(double(warmupSteps))}), warm, decayed});
+  }
+
+  /// Emulates storing `v` in FP8 with a power-of-2 per-tensor scale; returns
+  /// (codes, scale_inv, the dequantized value).
+  std::tuple<Value, Value, Value> fp8RoundTrip(OpBuilder &b, Location loc, Value v, Type format) {
+    auto vt = v.getType().cast<RankedTensorType>();
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value amax = b.create<fp8::AmaxOp>(loc, scalar, v, b.getBoolAttr(false));
+    auto ds = b.create<fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format), b.getBoolAttr(true),
+                                            b.getF32FloatAttr(1e-12f));
+    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, ds.getScaleInv(),
+                                    b.getBoolAttr(true));
+    Value d = b.create<fp8::DequantizeOp>(loc, vt, q, ds.getScaleInv());
+    return {q, ds.getScaleInv(), d};
+  }
+
+  DenseElementsAttr zerosOf(RankedTensorType t) {
+    return DenseElementsAttr::get(t, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)});
+  }
+
+  /// Converts a float initializer's value to another float type.
+  DenseElementsAttr convert(DenseElementsAttr v, FloatType to) {
+    return v.mapValues(to, [&](const APFloat &f) {
+      APFloat c = f;
+      bool lost;
+      c.convert(to.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return c.bitcastToAPInt();
+    });
+  }
+
+  LogicalResult run(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    llvm::StringMap<ox::InitializerOp> inits;
+    for (auto i : body.getOps<ox::InitializerOp>())
+      inits[i.getName()] = i;
+    SmallVector<Param> params;
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      auto of = func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr);
+      if (!of)
+        continue;
+      auto it = inits.find(of.getValue());
+      if (it == inits.end())
+        return func.emitError() << "octet-optimizer: gradient of unknown parameter '" << of.getValue() << "'";
+      params.push_back({it->second, ret.getOperand(r)});
+    }
+    if (params.empty())
+      return func.emitError() << "octet-optimizer: the function has no gradients; run octet-autodiff first";
+    llvm::DenseSet<Value> fp8Weights;
+    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(l.getWeight()); });
+    for (Param &p : params)
+      p.fp8Weight = !msampLevel.empty() && fp8Weights.contains(p.init.getResult()) &&
+                    p.init.getType().cast<RankedTensorType>().getElementType().isF32();
+
+    Location loc = func.getLoc();
+    OpBuilder b(ret);
+    octet::GradientBuilder g(b, loc);
+    Type f32 = b.getF32Type();
+    auto scalarF32 = RankedTensorType::get({}, f32);
+    auto c = [&](double v) { return g.scalar(v, f32); };
+    SmallVector<std::pair<std::string, Value>> updates;
+    auto state = [&](const std::string &name, DenseElementsAttr init, StringRef role) {
+      Value v = octet::getOrCreateState(func, loc, name, init);
+      setRole(v, role);
+      return v;
+    };
+
+    // MS-AMP storage of FP8 Linear weights: FP16 (O1, O2) or an FP16 master
+    // with an FP8 copy the forward pass uses (O3).
+    for (Operation &op : body)
+      if (!isa<ox::InitializerOp>(op)) {
+        b.setInsertionPoint(&op);
+        break;
+      }
+    SmallVector<Value> master(params.size());
+    for (auto [i, p] : llvm::enumerate(params)) {
+      master[i] = p.init.getResult();
+      if (!p.fp8Weight)
+        continue;
+      auto t = p.init.getType().cast<RankedTensorType>();
+      auto t16 = RankedTensorType::get(t.getShape(), b.getF16Type());
+      OpBuilder ib(p.init);
+      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(),
+                                              convert(p.init.getValue().cast<DenseElementsAttr>(), b.getF16Type()));
+      Value up = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
+      master[i] = up;
+      Value forwardWeight = up;
+      if (msampLevel == "O3")
+        forwardWeight = std::get<2>(fp8RoundTrip(b, loc, up, b.getFloat8E4M3FNType()));
+      p.init.getResult().replaceAllUsesWith(forwardWeight);
+      p.init->erase();
+      p.init = w16;
+    }
+    b.setInsertionPoint(ret);
+
+    // Step counter, learning rate.
+    auto i64 = RankedTensorType::get({}, b.getIntegerType(64));
+    Value step = state("octet.train.step", DenseElementsAttr::get(i64, int64_t(0)), "step");
+    Value one64 = g.ox.constant(DenseElementsAttr::get(i64, int64_t(1)));
+    Value nextStep = g.ox.op("Add", i64, {step, one64});
+    updates.push_back({"octet.train.step", nextStep});
+    Value s = g.ox.op("Cast", scalarF32, {step}, {g.ox.si64("to", 1)});
+    Value t = g.add(s, c(1.0)); // 1-based step for bias correction
+    Value lrNow = learningRate(g, s);
+
+    // MS-AMP O1+: weight gradients are held in FP8 (E5M2, power-of-2 scale).
+    for (Param &p : params)
+      if (p.fp8Weight)
+        p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, b.getFloat8E5M2Type()));
+
+    // Global gradient norm and clipping.
+    Value sumsq;
+    for (Param &p : params) {
+      int64_t r = p.grad.getType().cast<RankedTensorType>().getRank();
+      SmallVector<int64_t> all;
+      for (int64_t a = 0; a < r; ++a)
+        all.push_back(a);
+      Value sq = g.mul(p.grad, p.grad);
+      Value s2 = r ? g.reduceSum(sq, all, false) : sq;
+      sumsq = sumsq ? g.add(sumsq, s2) : s2;
+    }
+    Value gnorm = g.unary("Sqrt", sumsq);
+    if (clipGradNorm > 0) { // PyTorch: coef = min(1, max_norm / (norm + 1e-6))
+      Value coef = g.binary("Min", c(1.0), g.div(c(clipGradNorm), g.add(gnorm, c(1e-6))), scalarF32);
+      for (Param &p : params)
+        p.grad = g.mul(p.grad, coef);
+    }
+
+    Value bc1, bc2sqrt;
+    if (optimizer != "sgd") {
+      bc1 = g.sub(c(1.0), g.binary("Pow", c(beta1), t, scalarF32));
+      bc2sqrt = g.unary("Sqrt", g.sub(c(1.0), g.binary("Pow", c(beta2), t, scalarF32)));
+    }
+    for (auto [i, p] : llvm::enumerate(params)) {
+      std::string name = p.init.getName().str();
+      auto pt = master[i].getType().cast<RankedTensorType>();
+      Value w = master[i], grad = p.grad;
+      if (grad.getType() != pt)
+        return p.init.emitError() << "octet-optimizer: the gradient of '" << name << "' has type " << grad.getType()
+                                  << ", the parameter " << pt;
+      Value next;
+      if (optimizer == "sgd") {
+        if (weightDecay > 0)
+          grad = g.add(grad, g.mul(w, c(weightDecay)));
+        Value upd = grad;
+        if (momentum > 0) {
+          Value buf = state(name + ".momentum_buffer", zerosOf(pt), "optimizer");
+          upd = g.add(g.mul(buf, c(momentum)), grad);
+          updates.push_back({name + ".momentum_buffer", upd});
+        }
+        next = g.sub(w, g.mul(upd, lrNow));
+      } else {
+        if (optimizer == "adam" && weightDecay > 0)
+          grad = g.add(grad, g.mul(w, c(weightDecay)));
+        if (optimizer == "adamw" && weightDecay > 0)
+          w = g.mul(w, g.sub(c(1.0), g.mul(lrNow, c(weightDecay))));
+        bool o2 = p.fp8Weight && (msampLevel == "O2" || msampLevel == "O3");
+        Value m, v, mScaleInv;
+        if (o2) {
+          auto t8 = RankedTensorType::get(pt.getShape(), b.getFloat8E4M3FNType());
+          auto t16 = RankedTensorType::get(pt.getShape(), b.getF16Type());
+          Value m8 = state(name + ".exp_avg", zerosOf(t8), "optimizer");
+          mScaleInv = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          m = b.create<fp8::DequantizeOp>(loc, pt, m8, mScaleInv);
+          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), "optimizer");
+          v = g.ox.op("Cast", pt, {v16}, {g.ox.si64("to", 1)});
+        } else {
+          m = state(name + ".exp_avg", zerosOf(pt), "optimizer");
+          v = state(name + ".exp_avg_sq", zerosOf(pt), "optimizer");
+        }
+        Value m2 = g.add(g.mul(m, c(beta1)), g.mul(grad, c(1.0 - beta1)));
+        Value v2 = g.add(g.mul(v, c(beta2)), g.mul(g.mul(grad, grad), c(1.0 - beta2)));
+        Value denom = g.add(g.div(g.unary("Sqrt", v2), bc2sqrt), c(eps));
+        next = g.sub(w, g.mul(g.div(m2, denom), g.div(lrNow, bc1)));
+        if (o2) {
+          auto [q, si, d] = fp8RoundTrip(b, loc, m2, b.getFloat8E4M3FNType());
+          (void)d;
+          updates.push_back({name + ".exp_avg", q});
+          updates.push_back({name + ".exp_avg.scale_inv", si});
+          updates.push_back({name + ".exp_avg_sq",
+                             g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {v2},
+                                     {g.ox.si64("to", 10)})});
+        } else {
+          updates.push_back({name + ".exp_avg", m2});
+          updates.push_back({name + ".exp_avg_sq", v2});
+        }
+      }
+      if (p.fp8Weight)
+        next = g.ox.op("Cast", p.init.getType(), {next}, {g.ox.si64("to", 10)});
+      p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
+      setRole(p.init.getResult(), p.fp8Weight && msampLevel == "O3" ? "master_weight" : "weight");
+      updates.push_back({name, next});
+    }
+    octet::appendResult(func, lrNow, "octet.lr");
+    octet::appendResult(func, gnorm, "octet.grad_norm");
+    octet::appendStateUpdates(func, updates);
+    func->getParentOfType<ModuleOp>()->setAttr(
+        octet::kTrainingAttr,
+        b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
+                             b.getNamedAttr("msamp_level", b.getStringAttr(msampLevel))}));
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    if (failed(validate(m)))
+      return signalPassFailure();
+    for (auto f : m.getOps<func::FuncOp>())
+      if (!f.isExternal() && failed(run(f)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,43 @@
+//===- StateUtils.cpp - Runtime state in functions -----------------------===//
+#include "StateUtils.h"
+
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+Value octet::getOrCreateState(func::FuncOp func, Location loc, StringRef name, DenseElementsAttr init) {
+  Block &entry = func.getBody().front();
+  Operation *last = nullptr; // new state goes after the existing initializers
+  for (auto i : entry.getOps<ox::InitializerOp>()) {
+    if (i.getName() == name && i->hasAttr(kFp8StateAttr))
+      return i.getResult();
+    last = i;
+  }
+  OpBuilder top = OpBuilder::atBlockBegin(&entry);
+  if (last)
+    top.setInsertionPointAfter(last);
+  auto op = top.create<ox::InitializerOp>(loc, init.getType(), top.getStringAttr(name), init);
+  op->setAttr(kFp8StateAttr, top.getUnitAttr());
+  return op.getResult();
+}
+
+std::string octet::stateName(Value v) {
+  auto init = v.getDefiningOp<ox::InitializerOp>();
+  return init ? init.getName().str() : "";
+}
+
+void octet::appendResult(func::FuncOp func, Value v, StringRef name, ArrayRef<NamedAttribute> attrs) {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  NamedAttrList list(attrs);
+  list.set(ox::kNameAttr, StringAttr::get(func.getContext(), name));
+  func.insertResult(func.getNumResults(), v.getType(), list.getDictionary(func.getContext()));
+  ret->insertOperands(ret->getNumOperands(), v);
+}
+
+void octet::appendStateUpdates(func::FuncOp func, ArrayRef<std::pair<std::string, Value>> updates) {
+  Builder b(func.getContext());
+  for (auto &[name, v] : updates)
+    appendResult(func, v, name + ".next", {b.getNamedAttr(kStateUpdateAttr, b.getStringAttr(name))});
+}

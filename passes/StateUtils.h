@@ -1,0 +1,36 @@
+//===- StateUtils.h - Runtime state in functions ---------------*- C++ -*-===//
+//
+// Runtime state (FP8 scaling state, trainable parameters, optimizer moments)
+// is an onnx.initializer marked `octet.fp8_state`; its next value is a function
+// result marked `octet.state_update = "<name>"` (see docs/PLAN.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_PASSES_STATEUTILS_H
+#define OCTET_PASSES_STATEUTILS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <string>
+#include <utility>
+
+namespace octet {
+
+/// A state initializer named `name` at the top of `func` (an existing one of
+/// that name is returned as is).
+mlir::Value getOrCreateState(mlir::func::FuncOp func, mlir::Location loc, llvm::StringRef name,
+                             mlir::DenseElementsAttr init);
+
+/// The name of the state initializer defining `v`, or "".
+std::string stateName(mlir::Value v);
+
+/// Appends one result per (state name, next value), named "<name>.next".
+void appendStateUpdates(mlir::func::FuncOp func, llvm::ArrayRef<std::pair<std::string, mlir::Value>> updates);
+
+/// Appends a result named `name` with extra result attributes.
+void appendResult(mlir::func::FuncOp func, mlir::Value v, llvm::StringRef name,
+                  llvm::ArrayRef<mlir::NamedAttribute> attrs = {});
+
+} // namespace octet
+
+#endif
