@@ -196,6 +196,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     Value lrNow = learningRate(g, s);
 
     // MS-AMP O1+: weight gradients are held in FP8 (E5M2, power-of-2 scale).
+    for (unsigned r = 0; r < func.getNumResults(); ++r)
+      for (Param &p : params)
+        if (p.fp8Weight && func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) == p.init.getNameAttr())
+          func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(b.getFloat8E5M2Type()));
     for (Param &p : params)
       if (p.fp8Weight)
         p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, b.getFloat8E5M2Type()));
@@ -247,7 +251,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         if (optimizer == "adamw" && weightDecay > 0)
           w = g.mul(w, g.sub(c(1.0), g.mul(lrNow, c(weightDecay))));
         bool o2 = p.fp8Weight && (msampLevel == "O2" || msampLevel == "O3");
-        Value m, v, mScaleInv;
+        Value m, v, mScaleInv, vScaleInv;
         if (o2) {
           auto t8 = RankedTensorType::get(pt.getShape(), b.getFloat8E4M3FNType());
           auto t16 = RankedTensorType::get(pt.getShape(), b.getF16Type());
@@ -255,7 +259,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           mScaleInv = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
           m = b.create<fp8::DequantizeOp>(loc, pt, m8, mScaleInv);
           Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), "optimizer");
-          v = g.ox.op("Cast", pt, {v16}, {g.ox.si64("to", 1)});
+          vScaleInv = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          v = g.mul(g.ox.op("Cast", pt, {v16}, {g.ox.si64("to", 1)}), vScaleInv);
         } else {
           m = state(name + ".exp_avg", zerosOf(pt), "optimizer");
           v = state(name + ".exp_avg_sq", zerosOf(pt), "optimizer");
@@ -269,8 +274,18 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           (void)d;
           updates.push_back({name + ".exp_avg", q});
           updates.push_back({name + ".exp_avg.scale_inv", si});
+          // The second moment (g^2 / (1 - beta2), often below FP16's smallest
+          // subnormal) is held as FP16 with its own power-of-2 scale: the
+          // largest element lands in [2^13, 2^15) (Log rounding may add one).
+          Value amax = b.create<fp8::AmaxOp>(loc, scalarF32, v2, b.getBoolAttr(false));
+          Value e = g.unary("Floor", g.div(g.unary("Log", amax), c(std::log(2.0))));
+          Value vsi = g.binary("Pow", c(2.0), g.sub(e, c(13.0)), scalarF32);
+          auto cond = RankedTensorType::get({}, b.getI1Type());
+          Value ok = g.ox.op("Greater", cond, {amax, c(0.0)});
+          vsi = g.ox.op("Where", scalarF32, {ok, vsi, c(1.0)});
+          updates.push_back({name + ".exp_avg_sq.scale_inv", vsi});
           updates.push_back({name + ".exp_avg_sq",
-                             g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {v2},
+                             g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {g.div(v2, vsi)},
                                      {g.ox.si64("to", 10)})});
         } else {
           updates.push_back({name + ".exp_avg", m2});

@@ -6,6 +6,7 @@ Runs where PyTorch and transformers are installed (the device machine). For each
   <out>/<name>.ref.npz     inputs, PyTorch outputs, and d(loss)/d(param) for every parameter,
                            keyed 'grad:<onnx initializer name>'
 The committed copies under test/models/exported/ come from this script; keep them small.
+The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt.
 """
 import argparse, json, os, sys
 import numpy as np
@@ -27,6 +28,11 @@ def build(name):
     import transformers as tf
     if name == "gpt2":
         cfg = tf.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cfg._attn_implementation = "eager"
+        return tf.GPT2LMHeadModel(cfg)
+    if name == "bytegpt":  # the bundled example (examples/bytegpt): byte-level GPT-2, 4 layers
+        cfg = tf.GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=4, n_head=4,
                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         cfg._attn_implementation = "eager"
         return tf.GPT2LMHeadModel(cfg)

@@ -311,8 +311,12 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
                                             << "', which is not a state initializer";
           stateUpdates.push_back(llvm::json::Object{{"state", it->second}, {"value", id}});
         }
-        if (auto of = func.getResultAttrOfType<StringAttr>(i, octet::kGradOfAttr))
-          gradients.push_back(llvm::json::Object{{"param", of.getValue()}, {"value", id}});
+        if (auto of = func.getResultAttrOfType<StringAttr>(i, octet::kGradOfAttr)) {
+          llvm::json::Object g{{"param", of.getValue()}, {"value", id}};
+          if (auto st = func.getResultAttrOfType<TypeAttr>(i, octet::kGradStorageAttr))
+            g["storage"] = dtypeName(st.getValue());
+          gradients.push_back(std::move(g));
+        }
       }
       continue;
     }

@@ -153,8 +153,8 @@ std::map<std::string, TensorPtr> Executor::state() const {
 void Executor::setState(const std::string &name, TensorPtr t) {
   int id = plan_.findValue(name);
   auto it = plan_.constantKinds.find(id);
-  if (id < 0 || it == plan_.constantKinds.end() || it->second != ConstantKind::State)
-    throw Error("'" + name + "' is not an FP8 state tensor of the plan");
+  if (id < 0 || it == plan_.constantKinds.end() || it->second == ConstantKind::Const)
+    throw Error("'" + name + "' is not a state tensor or parameter of the plan");
   const PlanValue &pv = plan_.values[size_t(id)];
   if (t->dtype != pv.dtype || t->shape != pv.shape)
     throw Error("state '" + name + "' must be " + dtypeName(pv.dtype) + " " + shapeString(pv.shape));

@@ -3,11 +3,13 @@
 
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Npz.h"
+#include "octet/runtime/Train.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <regex>
 
 #ifndef OCTET_VERSION
@@ -28,12 +30,30 @@ const char *kUsage =
     "  --save-state FILE.npz   write the FP8 state after the last run\n"
     "  --dump-gradients F.npz  training plans: run one step, write d(loss)/d(param) by initializer name\n"
     "  --info                  describe the plan and exit\n"
+    "\nTraining (plans from fp8-opt --train):\n"
+    "  --data FILE             token ids: nanoGPT .bin (little-endian, --data-dtype uint16|uint32) or 1-D .npy;\n"
+    "                          without --eval-data its last 10% is held out for eval\n"
+    "  --steps N               train N steps (the plan's inputs fix batch and sequence)\n"
+    "  --batch B --seq T       check the plan's [batch, seq] against these\n"
+    "  --labels shifted|same   labels are the next tokens (default) or the inputs (models that shift, HF style)\n"
+    "  --seed S                batch sampling seed (default 1234)\n"
+    "  --eval-plan F --eval-every K [--eval-data F] [--eval-batches N]\n"
+    "                          eval loss every K steps on a forward plan sharing the parameters (default data:\n"
+    "                          the last 10% of --data)\n"
+    "  --log FILE.jsonl|.csv   per-step loss, lr, grad norm, tokens/s (JSONL adds sampled FP8 amax and scales)\n"
+    "  --log-every K           progress and FP8 samples every K steps (default 10)\n"
+    "  --checkpoint F [--checkpoint-every K]   atomic checkpoints (and one at the end)\n"
+    "  --resume F              continue from a checkpoint (bit-exact on the CPU)\n"
+    "  --loss-png F            write the loss curve as a PNG\n"
+    "  --report-memory         bytes per parameter: weights, gradients, optimizer state, FP8 state\n"
+    "  --quiet                 no progress output\n"
     "  --version, --help\n";
 
 struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients;
   int64_t iterations = 1;
-  bool info = false;
+  bool info = false, reportMemory = false;
+  TrainOptions train;
 };
 
 std::string describe(const Tensor &t) {
@@ -87,6 +107,13 @@ int run(const Options &o) {
     printInfo(ex.plan());
     return 0;
   }
+  if (o.reportMemory) {
+    printMemoryReport(ex.plan(), std::cout);
+    if (o.train.data.empty())
+      return 0;
+  }
+  if (!o.train.data.empty())
+    return trainMain(ex, o.train);
   std::map<std::string, TensorPtr> inputs;
   if (!o.inputs.empty())
     for (auto &[name, t] : readNpz(o.inputs)) {
@@ -146,6 +173,17 @@ int run(const Options &o) {
 
 int fp8RunMain(int argc, char **argv) {
   Options o;
+  int64_t seed = int64_t(o.train.seed);
+  std::map<std::string, std::string *> strings = {
+      {"--inputs", &o.inputs}, {"--outputs", &o.outputs}, {"--dump", &o.dump}, {"--load-state", &o.loadState},
+      {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients}, {"--data", &o.train.data},
+      {"--data-dtype", &o.train.dataDtype}, {"--eval-data", &o.train.evalData}, {"--eval-plan", &o.train.evalPlan},
+      {"--log", &o.train.log}, {"--checkpoint", &o.train.checkpoint}, {"--resume", &o.train.resume},
+      {"--loss-png", &o.train.lossPng}, {"--labels", &o.train.labels}};
+  std::map<std::string, int64_t *> ints = {
+      {"--iterations", &o.iterations}, {"--steps", &o.train.steps}, {"--batch", &o.train.batch},
+      {"--seq", &o.train.seq}, {"--eval-every", &o.train.evalEvery}, {"--eval-batches", &o.train.evalBatches},
+      {"--checkpoint-every", &o.train.checkpointEvery}, {"--log-every", &o.train.logEvery}, {"--seed", &seed}};
   auto fail = [](const std::string &msg) {
     std::cerr << "fp8-run: error: " << msg << "\n";
     return 1;
@@ -173,27 +211,22 @@ int fp8RunMain(int argc, char **argv) {
       return 0;
     } else if (flag == "--info") {
       o.info = true;
-    } else if (flag == "--inputs" || flag == "--outputs" || flag == "--dump" || flag == "--load-state" ||
-               flag == "--save-state" || flag == "--iterations" || flag == "--dump-gradients") {
+    } else if (flag == "--report-memory") {
+      o.reportMemory = true;
+    } else if (flag == "--quiet") {
+      o.train.quiet = true;
+    } else if (strings.count(flag) || ints.count(flag)) {
       if (!value(v))
         return fail(flag + " needs a value; see --help");
-      if (flag == "--inputs")
-        o.inputs = v;
-      else if (flag == "--outputs")
-        o.outputs = v;
-      else if (flag == "--dump")
-        o.dump = v;
-      else if (flag == "--load-state")
-        o.loadState = v;
-      else if (flag == "--save-state")
-        o.saveState = v;
-      else if (flag == "--dump-gradients")
-        o.dumpGradients = v;
-      else {
+      if (strings.count(flag)) {
+        *strings[flag] = v;
+      } else {
         char *end = nullptr;
-        o.iterations = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end || o.iterations < 1)
-          return fail("--iterations: '" + v + "' is not a positive integer");
+        long long n = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end || n < (flag == "--seed" || flag == "--batch" || flag == "--seq" ? 0 : 1))
+          return fail(flag + ": '" + v + "' is not a " + (flag == "--seed" ? "non-negative" : "positive") +
+                      " integer");
+        *ints[flag] = n;
       }
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'; see --help");
@@ -205,6 +238,12 @@ int fp8RunMain(int argc, char **argv) {
   }
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");
+  o.train.seed = uint64_t(seed);
+  if (!o.train.data.empty() && o.train.steps < 1)
+    return fail("--data needs --steps N");
+  if (o.train.data.empty() && (o.train.steps || !o.train.resume.empty() || !o.train.checkpoint.empty() ||
+                               !o.train.log.empty() || o.train.evalEvery))
+    return fail("--steps, --resume, --checkpoint, --log and --eval-every need --data FILE");
   try {
     return run(o);
   } catch (const std::exception &e) {

@@ -1079,6 +1079,8 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["Log"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::log(v); }); };
   k["Sin"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::sin(v); }); };
   k["Cos"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::cos(v); }); };
+  k["Floor"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::floor(v); }); };
+  k["Ceil"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::ceil(v); }); };
   k["Relu"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return v > 0 ? v : 0.0f; }); };
   k["Gelu"] = [](KernelContext &c) {
     bool t = c.attrString("approximate", "none") == "tanh";

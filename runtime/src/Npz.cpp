@@ -3,7 +3,9 @@
 
 #include <zip.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
@@ -154,9 +156,21 @@ static void fsyncAndRename(const std::string &tmp, const std::string &path) {
     ::fsync(fd);
     ::close(fd);
   }
+  // Fault injection for the crash tests: die after the new file is written
+  // and before it replaces the old one.
+  if (const char *kill = std::getenv("OCTET_TEST_KILL_BEFORE_RENAME"))
+    if (*kill && path.find(kill) != std::string::npos)
+      ::raise(SIGKILL);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  }
+  // Make the rename itself durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
 

@@ -156,8 +156,15 @@ Plan loadPlan(const std::string &path) {
       if (c["role"])
         plan.roles[id] = c["role"].as<std::string>();
     }
-    for (const YAML::Node &g : root["gradients"])
+    for (const YAML::Node &g : root["gradients"]) {
       plan.gradients.emplace_back(g["param"].as<std::string>(), checkId(g["value"].as<int>(), "gradients"));
+      if (g["storage"]) {
+        DType d = dtypeFromName(g["storage"].as<std::string>());
+        if (d == DType::Invalid)
+          r.fail("gradient of '" + plan.gradients.back().first + "' has unknown storage dtype");
+        plan.gradStorage[plan.gradients.back().first] = d;
+      }
+    }
     if (root["training"])
       for (const auto &kv : root["training"])
         plan.training[kv.first.as<std::string>()] = kv.second.as<std::string>();

@@ -31,6 +31,8 @@ constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
 constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
 /// On a function result: the trainable parameter (initializer name) it is the gradient of.
 constexpr llvm::StringLiteral kGradOfAttr = "octet.grad_of";
+/// On a gradient result: the element type the gradient is held in (MS-AMP: FP8).
+constexpr llvm::StringLiteral kGradStorageAttr = "octet.grad_storage";
 /// On a state initializer: what it holds (weight, master_weight, optimizer, step; FP8 scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
 /// On the module: the optimizer settings of a training step (octet-optimizer).

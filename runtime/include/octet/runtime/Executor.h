@@ -65,8 +65,9 @@ public:
   /// A value after run() by id (nullptr if not computed).
   TensorPtr value(int id) const;
   TensorPtr value(const std::string &name) const;
-  /// Current FP8 state tensors by name.
+  /// Current state tensors (FP8 scaling state, trained parameters, optimizer moments) by name.
   std::map<std::string, TensorPtr> state() const;
+  /// Replaces a state tensor or a parameter (same dtype and shape).
   void setState(const std::string &name, TensorPtr t);
 
 private:

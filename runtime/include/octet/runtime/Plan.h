@@ -65,6 +65,8 @@ struct Plan {
   std::map<int, std::string> roles;
   /// Training plans: (parameter name, value id of d(loss)/d(parameter)).
   std::vector<std::pair<std::string, int>> gradients;
+  /// Where a gradient is held in a lower precision than its value (MS-AMP: FP8).
+  std::map<std::string, DType> gradStorage;
   /// Training plans: optimizer settings (optimizer, msamp_level).
   std::map<std::string, std::string> training;
 

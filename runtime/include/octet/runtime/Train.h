@@ -1,0 +1,60 @@
+//===- Train.h - Training loop, data, checkpoints --------------*- C++ -*-===//
+//
+// fp8-run's training mode: a training plan (fp8-opt --train) computes one
+// step; the loop feeds it batches, logs, evaluates and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_TRAIN_H
+#define OCTET_RUNTIME_TRAIN_H
+
+#include "octet/runtime/Executor.h"
+#include "octet/runtime/Npz.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace octet::rt {
+
+/// A token stream: nanoGPT's .bin (little-endian uint16 or uint32) or a 1-D
+/// integer .npy.
+struct TokenData {
+  std::string path;
+  std::vector<uint32_t> tokens;
+};
+/// `dtype` is "uint16" or "uint32" for .bin files (ignored for .npy).
+TokenData readTokens(const std::string &path, const std::string &dtype);
+
+struct TrainOptions {
+  std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
+  std::string labels = "shifted"; // "shifted" (next tokens) or "same" (the model shifts, HF style)
+  int64_t steps = 0, batch = 0, seq = 0, evalEvery = 0, evalBatches = 4, checkpointEvery = 0, logEvery = 10;
+  uint64_t seed = 1234;
+  bool quiet = false;
+};
+
+/// Runs the training loop; returns the exit status.
+int trainMain(Executor &ex, const TrainOptions &o);
+
+/// Prints bytes per parameter for weights, gradients, optimizer state and
+/// FP8 scaling state of a training plan.
+void printMemoryReport(const Plan &p, std::ostream &os);
+
+/// Checkpoints: every state tensor plus "octet.meta" (step, seed, data file,
+/// CRC-32 of the tensors), written atomically. Loading checks the checksum
+/// and that every tensor matches the plan.
+struct CheckpointMeta {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  std::string data, recipe;
+};
+void writeCheckpoint(const std::string &path, const Executor &ex, const CheckpointMeta &meta);
+CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex);
+
+/// A line chart of one or two series (loss, eval loss) as a PNG.
+void writeLossPng(const std::string &path, const std::vector<double> &train,
+                  const std::vector<std::pair<int64_t, double>> &eval);
+
+} // namespace octet::rt
+
+#endif

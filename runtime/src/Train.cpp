@@ -1,0 +1,543 @@
+//===- Train.cpp - fp8-run's training loop ---------------------------------===//
+#include "octet/runtime/Train.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace octet::rt {
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+static std::string readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw Error(path + ": cannot read (" + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+static bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+TokenData readTokens(const std::string &path, const std::string &dtype) {
+  TokenData d;
+  d.path = path;
+  std::string bytes = readFile(path);
+  if (endsWith(path, ".npy")) {
+    TensorPtr t = decodeNpy(bytes, path);
+    if (t->rank() != 1 || isFp8(t->dtype) || t->dtype == DType::F32 || t->dtype == DType::F64 ||
+        t->dtype == DType::F16 || t->dtype == DType::BF16)
+      throw Error(path + ": expected a 1-D integer array of token ids, got " + std::string(dtypeName(t->dtype)) + " " +
+                  shapeString(t->shape));
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      int64_t v = t->getInt(i);
+      if (v < 0 || v > int64_t(UINT32_MAX))
+        throw Error(path + ": token " + std::to_string(i) + " is " + std::to_string(v) + ", not a token id");
+      d.tokens.push_back(uint32_t(v));
+    }
+    return d;
+  }
+  size_t w = dtype == "uint16" ? 2 : dtype == "uint32" ? 4 : 0;
+  if (!w)
+    throw Error("--data-dtype: '" + dtype + "' is not valid; use uint16 or uint32");
+  if (bytes.size() % w)
+    throw Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of " + dtype +
+                " tokens (is --data-dtype right?)");
+  d.tokens.resize(bytes.size() / w);
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + i * w);
+    d.tokens[i] = w == 2 ? uint32_t(p[0] | p[1] << 8) : uint32_t(p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24);
+  }
+  return d;
+}
+
+/// splitmix64: the batch positions are a pure function of (seed, step, row),
+/// so a resumed run reads exactly the batches the uninterrupted run would.
+static uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+namespace {
+
+struct Batcher {
+  const std::vector<uint32_t> *tokens;
+  size_t begin = 0, end = 0; // the range batches come from
+  int64_t B = 0, T = 0;
+  std::string labels;
+
+  /// Inputs (x) and labels (y) for one step.
+  std::pair<TensorPtr, TensorPtr> get(uint64_t seed, int64_t step) const {
+    auto x = std::make_shared<Tensor>(DType::I64, Shape{B, T});
+    auto y = std::make_shared<Tensor>(DType::I64, Shape{B, T});
+    size_t span = end - begin - size_t(T) - 1;
+    for (int64_t b = 0; b < B; ++b) {
+      size_t start = begin + size_t(mix(seed ^ mix(uint64_t(step) * 65536 + uint64_t(b))) % (span + 1));
+      for (int64_t t = 0; t < T; ++t) {
+        x->data<int64_t>()[b * T + t] = (*tokens)[start + size_t(t)];
+        y->data<int64_t>()[b * T + t] = (*tokens)[start + size_t(t) + (labels == "same" ? 0 : 1)];
+      }
+    }
+    return {x, y};
+  }
+};
+
+double scalarOf(const Executor &ex, const std::string &name) {
+  TensorPtr t = ex.value(name);
+  return t && t->numel() == 1 ? t->getDouble(0) : NAN;
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  std::ostringstream os;
+  os << std::setprecision(9) << v;
+  return os.str();
+}
+
+std::string hms(double s) {
+  if (!std::isfinite(s) || s < 0)
+    return "--:--";
+  int64_t t = int64_t(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60),
+                  (long long)(t % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
+  return buf;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+static uint32_t checksum(const NamedTensors &ts) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (auto &[name, t] : ts) {
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(name.data()), uInt(name.size()));
+    crc = crc32(crc, t->bytes.data(), uInt(t->bytes.size()));
+  }
+  return uint32_t(crc);
+}
+
+static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count) {
+  std::ostringstream os;
+  os << "{\"format\": \"octet-checkpoint\", \"version\": 1, \"step\": " << m.step << ", \"seed\": " << m.seed
+     << ", \"data\": \"" << m.data << "\", \"recipe\": \"" << m.recipe << "\", \"tensors\": " << count
+     << ", \"crc32\": " << crc << "}";
+  return os.str();
+}
+
+void writeCheckpoint(const std::string &path, const Executor &ex, const CheckpointMeta &meta) {
+  NamedTensors ts;
+  for (auto &[name, t] : ex.state()) // std::map: sorted, so the checksum order is fixed
+    ts.emplace_back(name, t);
+  std::string json = metaJson(meta, checksum(ts), ts.size());
+  auto m = std::make_shared<Tensor>(DType::U8, Shape{int64_t(json.size())});
+  std::memcpy(m->bytes.data(), json.data(), json.size());
+  ts.emplace_back("octet.meta", m);
+  writeNpz(path, ts);
+}
+
+static std::string jsonField(const std::string &json, const std::string &key) {
+  size_t k = json.find("\"" + key + "\":");
+  if (k == std::string::npos)
+    return "";
+  size_t v = json.find_first_not_of(' ', k + key.size() + 3);
+  if (v == std::string::npos)
+    return "";
+  if (json[v] == '"')
+    return json.substr(v + 1, json.find('"', v + 1) - v - 1);
+  return json.substr(v, json.find_first_of(",}", v) - v);
+}
+
+CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex) {
+  NamedTensors ts = readNpz(path);
+  auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
+  TensorPtr meta;
+  NamedTensors tensors;
+  for (auto &[name, t] : ts) {
+    if (name == "octet.meta")
+      meta = t;
+    else
+      tensors.emplace_back(name, t);
+  }
+  if (!meta)
+    throw bad("not an Octet checkpoint (no octet.meta entry)");
+  std::string json(meta->bytes.begin(), meta->bytes.end());
+  if (jsonField(json, "format") != "octet-checkpoint" || jsonField(json, "version") != "1")
+    throw bad("unknown checkpoint format");
+  std::sort(tensors.begin(), tensors.end(), [](auto &a, auto &b) { return a.first < b.first; });
+  if (std::to_string(checksum(tensors)) != jsonField(json, "crc32"))
+    throw bad("checksum mismatch (the file is corrupt)");
+  std::map<std::string, TensorPtr> state = ex.state();
+  std::set<std::string> seen;
+  for (auto &[name, t] : tensors) {
+    auto it = state.find(name);
+    if (it == state.end())
+      throw Error(path + ": tensor '" + name + "' is not state of this plan (a checkpoint of another model or recipe?)");
+    if (it->second->dtype != t->dtype || it->second->shape != t->shape)
+      throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + " " + shapeString(t->shape) +
+                  ", the plan expects " + dtypeName(it->second->dtype) + " " + shapeString(it->second->shape));
+    seen.insert(name);
+  }
+  for (auto &[name, t] : state)
+    if (!seen.count(name))
+      throw Error(path + ": no tensor '" + name + "' (a checkpoint of another model or recipe?)");
+  for (auto &[name, t] : tensors)
+    ex.setState(name, t);
+  CheckpointMeta m;
+  m.step = std::stoll(jsonField(json, "step"));
+  m.seed = std::stoull(jsonField(json, "seed"));
+  m.data = jsonField(json, "data");
+  m.recipe = jsonField(json, "recipe");
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory report
+//===----------------------------------------------------------------------===//
+
+void printMemoryReport(const Plan &p, std::ostream &os) {
+  if (p.gradients.empty())
+    throw Error("--report-memory needs a training plan (fp8-opt --train)");
+  std::map<std::string, const Tensor *> byName;
+  std::map<std::string, std::string> roleOf;
+  for (auto &[id, t] : p.constants) {
+    byName[p.values[size_t(id)].name] = t.get();
+    auto r = p.roles.find(id);
+    auto k = p.constantKinds.find(id);
+    roleOf[p.values[size_t(id)].name] =
+        r != p.roles.end() ? r->second : (k != p.constantKinds.end() && k->second == ConstantKind::State ? "fp8" : "");
+  }
+  struct Group {
+    int64_t params = 0;
+    double weights = 0, grads = 0, optim = 0;
+  } fp8Lin, other;
+  double fp8State = 0;
+  int64_t total = 0;
+  for (auto &[name, role] : roleOf)
+    if (role == "fp8")
+      fp8State += double(byName[name]->bytes.size());
+  for (auto &[param, gradId] : p.gradients) {
+    auto it = byName.find(param);
+    if (it == byName.end())
+      continue;
+    const Tensor *w = it->second;
+    bool master = roleOf[param] == "master_weight";
+    bool low = master || w->dtype == DType::F16 || w->dtype == DType::BF16;
+    Group &g = low ? fp8Lin : other;
+    int64_t n = w->numel();
+    g.params += n;
+    total += n;
+    g.weights += double(w->bytes.size()) + (master ? double(n) : 0.0); // O3: + the FP8 copy
+    auto gs = p.gradStorage.find(param);
+    DType gd = gs != p.gradStorage.end() ? gs->second : p.values[size_t(gradId)].dtype;
+    g.grads += double(n) * double(dtypeSize(gd));
+    for (auto &[name, role] : roleOf)
+      if (role == "optimizer" && name.compare(0, param.size() + 1, param + ".") == 0)
+        g.optim += double(byName[name]->bytes.size());
+  }
+  auto row = [&](const char *label, const Group &g) {
+    if (!g.params)
+      return;
+    double n = double(g.params);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%-18s %12lld %8.2f %8.2f %10.2f %8.2f\n", label, (long long)g.params,
+                  g.weights / n, g.grads / n, g.optim / n, (g.weights + g.grads + g.optim) / n);
+    os << buf;
+  };
+  auto it = p.training.find("optimizer");
+  auto lvl = p.training.find("msamp_level");
+  os << "memory per parameter (bytes), recipe '" << (p.recipe.empty() ? "none" : p.recipe) << "', optimizer "
+     << (it == p.training.end() ? "?" : it->second)
+     << (lvl != p.training.end() && !lvl->second.empty() ? ", MS-AMP " + lvl->second + " storage" : "") << "\n";
+  os << "group                    params  weights    grads  optimizer    total\n";
+  row("FP8 Linear (low)", fp8Lin);
+  row(fp8Lin.params ? "other (FP32)" : "all (FP32)", other);
+  Group all{fp8Lin.params + other.params, fp8Lin.weights + other.weights, fp8Lin.grads + other.grads,
+            fp8Lin.optim + other.optim};
+  if (fp8Lin.params)
+    row("all", all);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "FP8 scaling state: %.0f bytes (%.4f bytes/param)\n", fp8State,
+                total ? fp8State / double(total) : 0.0);
+  os << buf;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss-curve PNG
+//===----------------------------------------------------------------------===//
+
+void writeLossPng(const std::string &path, const std::vector<double> &train,
+                  const std::vector<std::pair<int64_t, double>> &eval) {
+  const int W = 800, H = 480, L = 50, R = 20, Tp = 20, Bt = 40;
+  std::vector<uint8_t> img(size_t(W) * H * 3, 255);
+  auto px = [&](int x, int y, uint8_t r, uint8_t g, uint8_t b) {
+    if (x < 0 || y < 0 || x >= W || y >= H)
+      return;
+    uint8_t *q = &img[(size_t(y) * W + size_t(x)) * 3];
+    q[0] = r, q[1] = g, q[2] = b;
+  };
+  double lo = INFINITY, hi = -INFINITY;
+  for (double v : train)
+    if (std::isfinite(v))
+      lo = std::min(lo, v), hi = std::max(hi, v);
+  for (auto &[s, v] : eval)
+    if (std::isfinite(v))
+      lo = std::min(lo, v), hi = std::max(hi, v);
+  if (!(hi > lo))
+    hi = lo + 1;
+  size_t n = std::max<size_t>(train.size(), 2);
+  auto X = [&](double step) { return L + int(step / double(n - 1) * (W - L - R)); };
+  auto Y = [&](double v) { return Tp + int((hi - v) / (hi - lo) * (H - Tp - Bt)); };
+  for (int x = L; x < W - R; ++x) // axes and quarter grid lines
+    px(x, H - Bt, 0, 0, 0);
+  for (int y = Tp; y <= H - Bt; ++y)
+    px(L, y, 0, 0, 0);
+  for (int q = 1; q < 4; ++q)
+    for (int x = L; x < W - R; x += 4)
+      px(x, Tp + q * (H - Tp - Bt) / 4, 200, 200, 200);
+  auto line = [&](int x0, int y0, int x1, int y1, uint8_t r, uint8_t g, uint8_t b) {
+    int steps = std::max(std::abs(x1 - x0), std::abs(y1 - y0)) + 1;
+    for (int i = 0; i <= steps; ++i)
+      px(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps, r, g, b);
+  };
+  for (size_t i = 1; i < train.size(); ++i)
+    if (std::isfinite(train[i - 1]) && std::isfinite(train[i]))
+      line(X(double(i - 1)), Y(train[i - 1]), X(double(i)), Y(train[i]), 31, 119, 180);
+  for (size_t i = 1; i < eval.size(); ++i)
+    line(X(double(eval[i - 1].first)), Y(eval[i - 1].second), X(double(eval[i].first)), Y(eval[i].second), 214, 39,
+         40);
+  // PNG: signature, IHDR, one zlib-compressed IDAT (filter 0 per row), IEND.
+  std::string raw;
+  for (int y = 0; y < H; ++y) {
+    raw.push_back('\0');
+    raw.append(reinterpret_cast<const char *>(&img[size_t(y) * W * 3]), size_t(W) * 3);
+  }
+  uLongf zlen = compressBound(uLong(raw.size()));
+  std::string z(zlen, '\0');
+  if (compress2(reinterpret_cast<Bytef *>(&z[0]), &zlen, reinterpret_cast<const Bytef *>(raw.data()),
+                uLong(raw.size()), 9) != Z_OK)
+    throw Error(path + ": cannot compress the image");
+  z.resize(zlen);
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  auto be32 = [](std::string &s, uint32_t v) {
+    for (int i = 3; i >= 0; --i)
+      s.push_back(char((v >> (8 * i)) & 0xff));
+  };
+  auto chunk = [&](const char *type, const std::string &data) {
+    be32(png, uint32_t(data.size()));
+    std::string td = std::string(type, 4) + data;
+    png += td;
+    be32(png, uint32_t(crc32(0, reinterpret_cast<const Bytef *>(td.data()), uInt(td.size()))));
+  };
+  std::string ihdr;
+  be32(ihdr, W);
+  be32(ihdr, H);
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5); // 8-bit RGB
+  chunk("IHDR", ihdr);
+  chunk("IDAT", z);
+  chunk("IEND", "");
+  writeFileAtomically(path, png);
+}
+
+//===----------------------------------------------------------------------===//
+// The loop
+//===----------------------------------------------------------------------===//
+
+int trainMain(Executor &ex, const TrainOptions &o) {
+  const Plan &p = ex.plan();
+  if (p.gradients.empty() || p.findValue("octet.lr") < 0)
+    throw Error("--data/--steps train a training plan; compile one with fp8-opt --train (this plan has no "
+                "optimizer step)");
+  // The plan's token inputs: [B, T] integers; the first gets x, the second the labels.
+  std::vector<int> tokenInputs;
+  for (int id : p.inputs) {
+    const PlanValue &v = p.values[size_t(id)];
+    if (v.dtype == DType::I64 || v.dtype == DType::I32)
+      tokenInputs.push_back(id);
+    else
+      throw Error("the plan's input '" + v.name + "' is not token ids; --data feeds integer [batch, seq] inputs only");
+  }
+  if (tokenInputs.empty() || tokenInputs.size() > 2)
+    throw Error("--data needs a plan with one or two integer inputs (tokens, labels), this one has " +
+                std::to_string(tokenInputs.size()));
+  const PlanValue &in0 = p.values[size_t(tokenInputs[0])];
+  if (!in0.hasShape || in0.shape.size() != 2)
+    throw Error("input '" + in0.name + "' must be [batch, seq]");
+  int64_t B = in0.shape[0], T = in0.shape[1];
+  if ((o.batch && o.batch != B) || (o.seq && o.seq != T))
+    throw Error("the plan was compiled for --batch " + std::to_string(B) + " --seq " + std::to_string(T) +
+                "; re-export the model with that batch and sequence or pass those values");
+  if (o.labels != "shifted" && o.labels != "same")
+    throw Error("--labels: '" + o.labels + "' is not valid; use shifted or same");
+
+  TokenData data = readTokens(o.data, o.dataDtype);
+  TokenData evalData;
+  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, o.labels}, eval = train;
+  if (!o.evalData.empty()) {
+    evalData = readTokens(o.evalData, o.dataDtype);
+    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, o.labels};
+  } else { // hold out the last 10% of the data (always, so batches do not depend on --eval-every)
+    size_t cut = data.tokens.size() - data.tokens.size() / 10;
+    train.end = cut;
+    eval.begin = cut;
+  }
+  auto need = size_t(T) + 2;
+  if (train.end - train.begin < need || (o.evalEvery && eval.end - eval.begin < need))
+    throw Error(o.data + ": " + std::to_string(data.tokens.size()) + " tokens are too few for sequences of " +
+                std::to_string(T));
+  std::unique_ptr<Executor> evalEx;
+  if (o.evalEvery) {
+    if (o.evalPlan.empty())
+      throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
+                  "eval.plan)");
+    evalEx = std::make_unique<Executor>(loadPlan(o.evalPlan));
+  }
+
+  CheckpointMeta meta{0, o.seed, o.data, p.recipe};
+  if (!o.resume.empty()) {
+    CheckpointMeta m = loadCheckpoint(o.resume, ex);
+    if (m.seed != o.seed)
+      throw Error(o.resume + ": written with --seed " + std::to_string(m.seed) + ", not " + std::to_string(o.seed) +
+                  "; pass --seed " + std::to_string(m.seed) + " to continue that run");
+    meta.step = m.step;
+    if (!o.quiet)
+      std::cerr << "resumed from " << o.resume << " at step " << m.step << "\n";
+  }
+
+  std::ofstream log;
+  bool csv = endsWith(o.log, ".csv");
+  if (!o.log.empty()) {
+    log.open(o.log, meta.step ? std::ios::app : std::ios::trunc);
+    if (!log)
+      throw Error(o.log + ": cannot write (" + std::strerror(errno) + ")");
+    if (csv && !meta.step)
+      log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss\n";
+  }
+  std::vector<std::string> fp8Scales;
+  for (auto &[name, t] : ex.state())
+    if (endsWith(name, ".fp8.input.scale") || endsWith(name, ".fp8.weight.scale") ||
+        endsWith(name, ".fp8.grad_output.scale"))
+      fp8Scales.push_back(name);
+
+  auto evaluate = [&]() {
+    for (auto &[name, t] : ex.state()) { // the eval graph shares the parameters by name
+      int id = evalEx->plan().findValue(name);
+      if (id < 0 || !evalEx->plan().constants.count(id))
+        continue;
+      DType want = evalEx->plan().values[size_t(id)].dtype; // FP16-stored weights (MS-AMP) upcast
+      evalEx->setState(name, t->dtype == want ? t : std::make_shared<Tensor>(t->castTo(want)));
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < o.evalBatches; ++i) {
+      auto [x, y] = eval.get(o.seed ^ 0xE7A1ull, i);
+      std::map<std::string, TensorPtr> in{{in0.name, x}};
+      if (tokenInputs.size() > 1)
+        in[p.values[size_t(tokenInputs[1])].name] = y;
+      evalEx->run(in, false);
+      TensorPtr l = evalEx->value("loss");
+      if (!l)
+        l = evalEx->value(evalEx->plan().outputs[0]);
+      sum += l->getDouble(0);
+    }
+    return sum / double(o.evalBatches);
+  };
+
+  std::vector<double> losses;
+  std::vector<std::pair<int64_t, double>> evals;
+  bool tty = !o.quiet && ::isatty(2);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t first = meta.step;
+  for (int64_t step = meta.step; step < o.steps; ++step) {
+    auto [x, y] = train.get(o.seed, step);
+    std::map<std::string, TensorPtr> in{{in0.name, x}};
+    if (tokenInputs.size() > 1)
+      in[p.values[size_t(tokenInputs[1])].name] = y;
+    ex.run(in, true);
+    double loss = scalarOf(ex, "loss");
+    if (std::isnan(loss))
+      loss = ex.value(p.outputs[0])->getDouble(0);
+    double lr = scalarOf(ex, "octet.lr"), gnorm = scalarOf(ex, "octet.grad_norm");
+    if (!std::isfinite(loss))
+      throw Error("step " + std::to_string(step + 1) + ": the loss is " + jsonNumber(loss) +
+                  "; lower --lr or clip gradients (fp8-opt --clip-grad-norm)");
+    losses.push_back(loss);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double tps = double((step + 1 - first) * B * T) / std::max(elapsed, 1e-9);
+    double eta = elapsed / double(step + 1 - first) * double(o.steps - step - 1);
+    double evalLoss = NAN;
+    if (o.evalEvery && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
+      evalLoss = evaluate();
+      evals.push_back({step, evalLoss});
+    }
+    if (log) {
+      if (csv) {
+        log << step + 1 << "," << jsonNumber(loss) << "," << jsonNumber(lr) << "," << jsonNumber(gnorm) << ","
+            << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << "\n";
+      } else {
+        log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss) << ", \"lr\": " << jsonNumber(lr)
+            << ", \"grad_norm\": " << jsonNumber(gnorm) << ", \"tokens_per_s\": " << jsonNumber(tps);
+        if (!std::isnan(evalLoss))
+          log << ", \"eval_loss\": " << jsonNumber(evalLoss);
+        if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
+          log << ", \"fp8\": {";
+          auto st = ex.state();
+          for (size_t i = 0; i < fp8Scales.size(); ++i) {
+            const std::string &s = fp8Scales[i];
+            std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
+            double amax = 0;
+            if (auto h = st.find(base + "amax_history"); h != st.end())
+              for (int64_t k = 0; k < h->second->numel(); ++k)
+                amax = std::max(amax, h->second->getDouble(k));
+            log << (i ? ", " : "") << "\"" << base.substr(0, base.size() - 1) << "\": {\"amax\": " << jsonNumber(amax)
+                << ", \"scale\": " << jsonNumber(st[s]->getDouble(0)) << "}";
+          }
+          log << "}";
+        }
+        log << "}\n";
+      }
+      log.flush();
+    }
+    if (!o.quiet && (tty || (step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
+      int width = 24, filled = int(double(step + 1) / double(o.steps) * width);
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "step %lld/%lld [%s%s] loss %.4f%s | %.0f tok/s | ETA %s", (long long)(step + 1),
+                    (long long)o.steps, std::string(size_t(filled), '=').c_str(),
+                    std::string(size_t(width - filled), ' ').c_str(), loss,
+                    std::isnan(evalLoss) ? "" : (" | eval " + std::to_string(evalLoss).substr(0, 6)).c_str(), tps,
+                    hms(eta).c_str());
+      std::cerr << (tty ? "\r" : "") << buf << (tty && step + 1 < o.steps ? "" : "\n") << std::flush;
+    }
+    if (!o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
+      meta.step = step + 1;
+      writeCheckpoint(o.checkpoint, ex, meta);
+    }
+  }
+  if (!o.lossPng.empty())
+    writeLossPng(o.lossPng, losses, evals);
+  return 0;
+}
+
+} // namespace octet::rt
