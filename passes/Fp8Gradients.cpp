@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "GradientBuilder.h"
 
+#include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Interfaces/GradientOpInterface.h"
 
@@ -34,44 +35,59 @@ struct Linear {
   RankedTensorType f32(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b().getF32Type()); }
   RankedTensorType scalarT() { return f32({}); }
 
+  /// Names results as fp8-expand does ("<layer>.<role>_fp8", ...), so the
+  /// backward's casts of X and W are the forward's casts once CSE runs.
+  void name(Operation *o, ArrayRef<std::string> names) {
+    SmallVector<Attribute> a;
+    for (const std::string &n : names)
+      a.push_back(b().getStringAttr(n));
+    o->setAttr(octet::kResultNamesAttr, b().getArrayAttr(a));
+  }
+  std::string roleName(StringRef role) { return (op.getLayer() + "." + role).str(); }
+
   /// Per-tensor quantization with an existing scale_inv.
-  Value castWith(Value v, Value scaleInv, Type format) {
+  Value castWith(Value v, Value scaleInv, Type format, StringRef role) {
     auto vt = v.getType().cast<RankedTensorType>();
-    return b().create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, scaleInv,
-                                   b().getBoolAttr(true));
+    auto c = b().create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, scaleInv,
+                                     b().getBoolAttr(true));
+    name(c, {roleName(role) + "_fp8"});
+    return c;
   }
 
   /// Dynamic per-tensor or per-row quantization; returns (codes, scale_inv).
-  std::pair<Value, Value> dynamic(Value v, Type format, bool rowwise) {
+  std::pair<Value, Value> dynamic(Value v, Type format, bool rowwise, StringRef role) {
     auto vt = v.getType().cast<RankedTensorType>();
     auto st = rowwise ? f32({vt.getDimSize(0), 1}) : scalarT();
-    Value amax = b().create<fp8::AmaxOp>(loc, st, v, b().getBoolAttr(rowwise));
+    auto amax = b().create<fp8::AmaxOp>(loc, st, v, b().getBoolAttr(rowwise));
+    name(amax, {roleName(role) + "_amax"});
     auto ds = b().create<fp8::DynamicScaleOp>(loc, st, st, amax, TypeAttr::get(format),
                                               b().getBoolAttr(rowwise || op.getPowerOfTwo()),
                                               b().getF32FloatAttr(1e-12f));
-    return {castWith(v, ds.getScaleInv(), format), ds.getScaleInv()};
+    name(ds, {roleName(role) + "_scale", roleName(role) + "_scale_inv"});
+    return {castWith(v, ds.getScaleInv(), format, role), ds.getScaleInv()};
   }
 
   /// The forward operand `v` (input or weight) quantized as the forward pass does.
-  std::pair<Value, Value> forwardCast(Value v, Type format, unsigned stateBase) {
+  std::pair<Value, Value> forwardCast(Value v, Type format, unsigned stateBase, StringRef role) {
     if (op.getScaling() == fp8::Scaling::delayed) {
       Value si = op.getState()[stateBase + 2];
-      return {castWith(v, si, format), si};
+      return {castWith(v, si, format, role), si};
     }
-    return dynamic(v, format, false);
+    return dynamic(v, format, false, role);
   }
 
   /// dY in the gradient format, with the layer's scaling.
   std::pair<Value, Value> gradCast(Value dy2) {
     Type format = op.getGradFormat();
     if (op.getScaling() != fp8::Scaling::delayed)
-      return dynamic(dy2, format, false);
+      return dynamic(dy2, format, false, "grad_output");
     std::string base = (op.getLayer() + ".fp8.grad_output.").str();
     int64_t len = op.getState()[0].getType().cast<RankedTensorType>().getDimSize(0);
     Value hist = ctx.stateTensor(base + "amax_history", DenseElementsAttr::get(f32({len}), 0.0f));
     Value scale = ctx.stateTensor(base + "scale", DenseElementsAttr::get(scalarT(), 1.0f));
     Value scaleInv = ctx.stateTensor(base + "scale_inv", DenseElementsAttr::get(scalarT(), 1.0f));
-    Value amax = b().create<fp8::AmaxOp>(loc, scalarT(), dy2, b().getBoolAttr(false));
+    auto amax = b().create<fp8::AmaxOp>(loc, scalarT(), dy2, b().getBoolAttr(false));
+    name(amax, {roleName("grad_output") + "_amax"});
     Value step = op.getState().size() > 6 ? op.getState()[6] : Value();
     auto ds = b().create<fp8::DelayedScaleOp>(loc, hist.getType(), scalarT(), scalarT(), hist, scale, amax, step,
                                               TypeAttr::get(format), op.getMarginAttr(), op.getAlgoAttr(),
@@ -79,7 +95,9 @@ struct Linear {
     ctx.updateState(hist, ds.getNewHistory());
     ctx.updateState(scale, ds.getScale());
     ctx.updateState(scaleInv, ds.getScaleInv());
-    return {castWith(dy2, scaleInv, format), scaleInv};
+    name(ds, {roleName("grad_output") + "_amax_history.next", roleName("grad_output") + "_scale.next",
+              roleName("grad_output") + "_scale_inv.next"});
+    return {castWith(dy2, scaleInv, format, "grad_output"), scaleInv};
   }
 
   Value gemm(Value a, Value c, Value sa, Value sc, bool ta, bool tb, ArrayRef<int64_t> shape) {
@@ -97,25 +115,25 @@ struct Linear {
     Value dx, dw, db;
     if (op.getRowwise()) {
       Type e4m3 = op.getInputFormat();
-      auto [gq, gs] = dynamic(dy2, op.getGradFormat(), true);
+      auto [gq, gs] = dynamic(dy2, op.getGradFormat(), true, "grad_output");
       if (wantX && !op.getDgradHighPrecision()) { // dX[M,K] = dY[M,N] . (W as [K,N] rows)^T
         Value wkn = tw ? g.transpose(w, {1, 0}) : w;
-        auto [wq, ws] = dynamic(wkn, op.getWeightFormat(), true);
+        auto [wq, ws] = dynamic(wkn, op.getWeightFormat(), true, "weight_kn");
         dx = gemm(gq, wq, gs, ws, false, true, {M, K});
       }
       if (wantW && !op.getWgradHighPrecision()) { // dW = (rows of X^T or dY^T) . (rows of dY^T or X^T)^T
-        auto [xtq, xts] = dynamic(g.transpose(x2, {1, 0}), e4m3, true);
-        auto [gtq, gts] = dynamic(g.transpose(dy2, {1, 0}), op.getGradFormat(), true);
+        auto [xtq, xts] = dynamic(g.transpose(x2, {1, 0}), e4m3, true, "input_t");
+        auto [gtq, gts] = dynamic(g.transpose(dy2, {1, 0}), op.getGradFormat(), true, "grad_output_t");
         dw = tw ? gemm(gtq, xtq, gts, xts, false, true, {N, K}) : gemm(xtq, gtq, xts, gts, false, true, {K, N});
       }
     } else {
       auto [gq, gs] = gradCast(dy2);
       if (wantX && !op.getDgradHighPrecision()) {
-        auto [wq, ws] = forwardCast(w, op.getWeightFormat(), 3);
+        auto [wq, ws] = forwardCast(w, op.getWeightFormat(), 3, "weight");
         dx = gemm(gq, wq, gs, ws, false, !tw, {M, K});
       }
       if (wantW && !op.getWgradHighPrecision()) {
-        auto [xq, xs] = forwardCast(x, op.getInputFormat(), 0);
+        auto [xq, xs] = forwardCast(x, op.getInputFormat(), 0, "input");
         Value xq2 = g.reshape(xq, {M, K});
         dw = tw ? gemm(gq, xq2, gs, xs, true, false, {N, K}) : gemm(xq2, gq, xs, gs, true, false, {K, N});
       }

@@ -162,12 +162,12 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
       return finish({hist, s, ox.op("Reciprocal", st, {s})});
     }
     if (auto g = dyn_cast<fp8::GemmOp>(op)) {
-      if (g.getDScale() || g.getWithAmax() || g.getTransposeA())
-        return g.emitError("an FP8 GEMM with an FP8 output, amax or transposed A has no QDQ form");
+      if (g.getDScale() || g.getWithAmax())
+        return g.emitError("an FP8 GEMM with an FP8 output or amax has no QDQ form");
       auto at = g.getA().getType().cast<RankedTensorType>();
       auto bt = g.getB().getType().cast<RankedTensorType>();
       Type outT = g.getD().getType();
-      if (gemm == "gemm-float8") {
+      if (gemm == "gemm-float8" && !g.getTransposeA()) {
         if (L.axisScale(g.getAScaleInv()).second || L.axisScale(g.getBScaleInv()).second)
           return g.emitError("com.microsoft.GemmFloat8 takes per-tensor scales only; use gemm=matmul");
         OperationState st(op->getLoc(), "onnx.node");
@@ -189,6 +189,9 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
         return finish({n->getResult(0)});
       }
       Value a = L.dequantize(g.getA(), g.getAScaleInv(), L.f32(at.getShape()));
+      if (g.getTransposeA()) // wgrad: A is [M, K] stored, used as [K, M]
+        a = ox.op("Transpose", L.f32({at.getDimSize(1), at.getDimSize(0)}), {a},
+                  {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))});
       Value bm = L.dequantize(g.getB(), g.getBScaleInv(), L.f32(bt.getShape()));
       if (g.getTransposeB())
         bm = ox.op("Transpose", L.f32({bt.getDimSize(1), bt.getDimSize(0)}), {bm},
@@ -220,7 +223,7 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
     SmallVector<ox::ReshapeOp> reshapes;
     module.walk([&](ox::ReshapeOp r) {
       auto q = r.getData().getDefiningOp<ox::QuantizeLinearOp>();
-      if (q && q->hasOneUse() && q.getYScale().getType().cast<ShapedType>().getNumElements() == 1)
+      if (q && q.getYScale().getType().cast<ShapedType>().getNumElements() == 1)
         reshapes.push_back(r);
     });
     for (ox::ReshapeOp r : reshapes) {
@@ -238,7 +241,8 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
         nq->setAttr(octet::kResultNamesAttr, names);
       r.getResult().replaceAllUsesWith(nq->getResult(0));
       r->erase();
-      q->erase();
+      if (q->use_empty()) // the FP8 tensor may have other users (a backward GEMM reshapes the forward's cast)
+        q->erase();
     }
     // QuantizeLinear with float8 needs opset 19.
     Builder b(&getContext());

@@ -10,6 +10,17 @@ identical quantized tensors and outputs within --rtol (max-norm relative).
 
 onnxruntime runs with graph optimizations off: its QDQ fusion turns FP8 QDQ
 around MatMul into MatMulIntegerToFloat, which rejects float8 (ORT 1.20).
+
+--train: the model is one training step (fp8-opt --train: forward, FP8 backward,
+optimizer). fp8-run takes one step from the initial state and saves the whole
+state (parameters, moments, FP8 scaling state); then both run the next step
+from that state (from the initial state when the state holds FP8 tensors, which
+numpy cannot feed to onnxruntime) and every output (loss, gradients, learning
+rate, next state) is compared, relative to max(max|onnxruntime|, 1e-6 x the
+largest output) so gradients that are zero in exact arithmetic compare as noise.
+AdamW runs with eps 1e-4: with the default 1e-8, Adam divides such rounding
+noise (1e-12) by itself and turns it into full-size updates that no two
+implementations agree on.
 """
 import argparse, os, subprocess, sys, tempfile
 import numpy as np
@@ -61,6 +72,7 @@ def main():
     ap.add_argument("--recipes", nargs="+", default=["te", "ao", "ao:rowwise", "msamp"])
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--lib", required=True, help="directory with liboctet_runtime.so")
+    ap.add_argument("--train", action="store_true", help="compare one training step (fp8-opt --train)")
     a = ap.parse_args()
     failed = False
     encode = encoder(a.lib)
@@ -72,18 +84,25 @@ def main():
             np.savez(inputs, **feeds)
             for recipe in a.recipes:
                 base, _, variant = recipe.partition(":")
-                flags = ["--recipe", base] + (["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
+                flags = [] if base == "none" else ["--recipe", base] + (
+                    ["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
+                if a.train:
+                    flags += ["--train", "--freeze", "lifted_tensor", "--optimizer", "adamw", "--lr", "1e-3", "--adam-eps", "1e-4", "--weight-decay", "0.01",
+                              "--clip-grad-norm", "1.0"]
                 model = os.path.join(a.models, name + ".onnx")
                 plan, qdq = os.path.join(tmp, "m.plan"), os.path.join(tmp, "m.onnx")
                 run([os.path.join(a.bin, "fp8-opt"), model, "-o", plan] + flags)
                 run([os.path.join(a.bin, "fp8-opt"), model, "-o", qdq] + flags)
                 fp8run = [os.path.join(a.bin, "fp8-run"), plan, "--inputs", inputs]
                 state = {}
-                if base == "te":
+                if base == "te" or a.train:
                     st = os.path.join(tmp, "state.npz")
                     run(fp8run + ["--save-state", st])
-                    fp8run += ["--load-state", st]
                     state = dict(np.load(st))
+                    if a.train and any(v.dtype == np.uint8 for v in state.values()):
+                        state = {}  # FP8 state (MS-AMP moments): both start from the defaults
+                    else:
+                        fp8run += ["--load-state", st]
                 out = os.path.join(tmp, "out.npz")
                 run(fp8run + ["--outputs", out, "--dump", "_fp8$"])
                 ours = dict(np.load(out))
@@ -101,11 +120,26 @@ def main():
                         for i in (0, 1):  # the float input and scale, to check the quantization itself
                             g.output.append(helper.make_tensor_value_info(n.input[i], TensorProto.FLOAT, None))
                         quantized[n.output[0]] = (dq, n.input[0], n.input[1])
+                # FP8 graph outputs (MS-AMP's FP8 moments) reach numpy decoded.
+                fp8_types = (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2)
+                fp8_outputs = {}
+                for o in list(g.output):
+                    if o.type.tensor_type.elem_type in fp8_types:
+                        one = o.name + ".one"
+                        g.initializer.append(helper.make_tensor(one, TensorProto.FLOAT, [], [1.0]))
+                        g.node.append(helper.make_node("DequantizeLinear", [o.name, one], [o.name + ".decoded"]))
+                        g.output.append(helper.make_tensor_value_info(o.name + ".decoded", TensorProto.FLOAT, None))
+                        fp8_outputs[o.name] = "e5m2" if o.type.tensor_type.elem_type == TensorProto.FLOAT8E5M2 else "e4m3"
                 so = ort.SessionOptions()
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
                 so.log_severity_level = 3
                 sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-                res = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {**feeds, **state})))
+                wanted = [o.name for o in sess.get_outputs() if o.name not in fp8_outputs]
+                res = dict(zip(wanted, sess.run(wanted, {**feeds, **state})))
+                for o, fmt in fp8_outputs.items():
+                    res[o] = res.pop(o + ".decoded")
+                    if o in ours:
+                        ours[o] = decode(ours[o], fmt)
 
                 same = explained = 0
                 for qname, (dq, xin, sin) in quantized.items():
@@ -136,14 +170,19 @@ def main():
                         print(f"{name} {recipe}: {qname}: {diff} of {ours_dec.size} codes differ from fp8-run; "
                               f"onnxruntime's own FP32 kernels computed this cast's input (a value on a rounding "
                               f"boundary), and QuantizeLinear on it equals our encoder bit for bit")
-                worst = 0.0
-                for o in ("loss", "logits"):
-                    r = np.max(np.abs(ours[o] - res[o])) / max(np.max(np.abs(res[o])), 1e-30)
-                    worst = max(worst, float(r))
+                worst, worst_name = 0.0, ""
+                names = [o.name for o in g.output if o.name in ours and o.name in res] if a.train else ["loss", "logits"]
+                floor = 1e-6 * max(float(np.max(np.abs(res[o].astype(np.float64)))) for o in names) if a.train else 1e-30
+                for o in names:
+                    u, v = ours[o].astype(np.float64), res[o].astype(np.float64)
+                    r = np.max(np.abs(u - v)) / max(np.max(np.abs(v)), floor) if u.size else 0.0
+                    if r > worst:
+                        worst, worst_name = float(r), o
                 ok = worst <= a.rtol and same + explained == len(quantized)
                 failed |= not ok
                 print(f"{name:6} {recipe:11} quantized tensors identical: {same}/{len(quantized)}  "
-                      f"outputs max rel diff: {worst:.2e}  {'ok' if ok else 'FAIL'}")
+                      f"outputs{' (%d)' % len(names) if a.train else ''} max rel diff: {worst:.2e}"
+                      f"{' (' + worst_name + ')' if a.train else ''}  {'ok' if ok else 'FAIL'}")
     return 1 if failed else 0
 
 
