@@ -8,6 +8,7 @@
 
 #include "OnnxBuilder.h"
 #include "StateUtils.h"
+#include "octet/Conversion/ONNXImport.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/NN/IR/NN.h"
@@ -15,6 +16,7 @@
 #include "octet/Interfaces/GradientOpInterface.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
 namespace octet {
@@ -107,6 +109,10 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
   void updateState(Value state, Value next) override { updates.push_back({octet::stateName(state), next}); }
 
   LogicalResult findLoss(unsigned &index) {
+    if (loss.empty()) // a TrainingInfoProto names the loss (Gradient's y)
+      if (auto spec = func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(octet::kOnnxTrainingAttr))
+        if (auto y = spec.getAs<StringAttr>("loss"))
+          loss = y.str();
     SmallVector<unsigned> scalars;
     std::string names;
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -159,10 +165,24 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
 
     SmallVector<ox::InitializerOp> params;
     llvm::DenseSet<Value> active;
+    // A model with a TrainingInfoProto names its parameters (Gradient's xs).
+    std::optional<llvm::StringSet<>> named;
+    if (auto spec = func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(octet::kOnnxTrainingAttr))
+      if (auto xs = spec.getAs<ArrayAttr>("params")) {
+        named.emplace();
+        for (Attribute x : xs)
+          named->insert(x.cast<StringAttr>().getValue());
+      }
+    if (named)
+      for (auto &x : *named)
+        if (llvm::none_of(body.getOps<ox::InitializerOp>(),
+                          [&](ox::InitializerOp i) { return i.getName() == x.getKey() && isFloatTensor(i.getType()); }))
+          return func.emitError() << "octet-autodiff: the Gradient node's xs names '" << x.getKey()
+                                  << "', which is not a float initializer";
     for (auto init : body.getOps<ox::InitializerOp>()) {
       if (!isFloatTensor(init.getType()) || init->hasAttr(octet::kFp8StateAttr))
         continue;
-      if (frozen && frozen->match(init.getName()))
+      if ((frozen && frozen->match(init.getName())) || (named && !named->count(init.getName())))
         continue;
       params.push_back(init);
       active.insert(init.getResult());

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bundled example end to end: import a GPT-2 exported by torch.onnx.export
 # (it returns its loss), show what it holds, write the round-tripped model and
-# check under onnxruntime that it computes bit-identical outputs.
+# check under onnxruntime that it computes bit-identical outputs; then FP8
+# reports, FP8 vs FP32, and training the bundled byte-level GPT with FP32 and te.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,3 +27,25 @@ echo
 echo "== FP8 forward vs FP32 (PyTorch's logits), CPU reference runtime (fp8-run)"
 "$here/.venv/bin/python" "$here/test/tools/fp8_compare.py" --bin "$here/$build/bin" \
   --models "$here/test/models/exported" gpt2
+echo
+echo "== Training: the bundled byte-level GPT (examples/bytegpt, 4 layers, batch 8 x 64) on the"
+echo "   license texts in /usr/share/common-licenses, FP32 and te side by side on the CPU"
+corpus="$out/licenses.bin"
+"$here/.venv/bin/python" "$here/scripts/make_corpus.py" "$corpus"
+steps=${DEMO_STEPS:-150}
+flags=(--train --optimizer adamw --lr 2e-3 --lr-schedule cosine --warmup-steps 30 --total-steps "$steps"
+       --min-lr 2e-4 --clip-grad-norm 1.0 --weight-decay 0.01)
+for r in none te; do
+  plan="$out/bytegpt.$r.plan"
+  recipe=(); [ "$r" = none ] || recipe=(--recipe "$r")
+  echo "-- fp8-opt examples/bytegpt/bytegpt.onnx ${recipe[*]} ${flags[*]} -o $plan"
+  "$here/$build/bin/fp8-opt" "$here/examples/bytegpt/bytegpt.onnx" "${recipe[@]}" "${flags[@]}" -o "$plan"
+  echo "-- fp8-run $plan --data $corpus --steps $steps --labels same --log $out/bytegpt.$r.jsonl"
+  "$here/$build/bin/fp8-run" "$plan" --data "$corpus" --steps "$steps" --labels same --log-every 25 \
+    --log "$out/bytegpt.$r.jsonl" --loss-png "$out/bytegpt.$r.png"
+done
+echo
+"$here/.venv/bin/python" "$here/scripts/print_loss_curves.py" "fp32=$out/bytegpt.none.jsonl" "te=$out/bytegpt.te.jsonl" \
+  --every 15
+echo
+"$here/$build/bin/fp8-run" "$out/bytegpt.te.plan" --report-memory

@@ -340,29 +340,60 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
-  std::string trainingPipeline;
-  if (train) {
+  // The training passes' options; a model with a TrainingInfoProto supplies
+  // the optimizer the flags do not set.
+  auto trainingPipelineFor = [&](ModuleOp module) {
+    std::string p;
+    if (!train)
+      return p;
     auto quote = [](const std::string &v) { return "\"" + v + "\""; };
     auto num = [](double v) {
       char buf[40];
       std::snprintf(buf, sizeof buf, "%.17g", v);
       return std::string(buf);
     };
-    trainingPipeline = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) + "}";
+    std::string opt = optimizerName;
+    double b1 = beta1, b2 = beta2, eps = adamEps, wd = weightDecay, mom = momentum;
+    if (auto spec = module->getAttrOfType<DictionaryAttr>(kOnnxTrainingAttr)) {
+      auto f = [&](StringRef k, double &dst, bool given) {
+        if (auto a = spec.getAs<FloatAttr>(k); a && !given)
+          dst = a.getValueAsDouble();
+      };
+      if (auto o = spec.getAs<StringAttr>("optimizer"); o && !optimizerName.getNumOccurrences()) {
+        // ONNX Adam: alpha/beta are the moments' decay rates, norm_coefficient an L2 term in the
+        // gradient, norm_coefficient_post a decoupled decay. Momentum: alpha the decay.
+        if (o.getValue() == "Adam") {
+          bool post = spec.getAs<FloatAttr>("norm_coefficient_post") &&
+                      spec.getAs<FloatAttr>("norm_coefficient_post").getValueAsDouble() != 0;
+          opt = post ? "adamw" : "adam";
+          f("alpha", b1, beta1.getNumOccurrences());
+          f("beta", b2, beta2.getNumOccurrences());
+          f("epsilon", eps, adamEps.getNumOccurrences());
+          f(post ? "norm_coefficient_post" : "norm_coefficient", wd, weightDecay.getNumOccurrences());
+        } else if (o.getValue() == "Momentum") {
+          opt = "sgd";
+          f("alpha", mom, momentum.getNumOccurrences());
+          f("norm_coefficient", wd, weightDecay.getNumOccurrences());
+        } else {
+          opt = "sgd";
+        }
+      }
+    }
+    p = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) + "}";
     if (!gradOnly) {
-      std::string o = "optimizer=" + optimizerName + " lr=" + num(lr) + " beta1=" + num(beta1) +
-                      " beta2=" + num(beta2) + " eps=" + num(adamEps) +
-                      " weight-decay=" + num(weightDecay) + " momentum=" + num(momentum) +
+      std::string o = "optimizer=" + opt + " lr=" + num(lr) + " beta1=" + num(b1) + " beta2=" + num(b2) +
+                      " eps=" + num(eps) + " weight-decay=" + num(wd) + " momentum=" + num(mom) +
                       " clip-grad-norm=" + num(clipGradNorm) + " schedule=" + lrSchedule +
                       " warmup-steps=" + std::to_string(warmupSteps) + " total-steps=" + std::to_string(totalSteps) +
                       " min-lr=" + num(minLr);
       if (!storageLevel.empty())
         o += " msamp-level=" + storageLevel;
-      trainingPipeline += ",octet-optimizer{" + o + "}";
+      p += ",octet-optimizer{" + o + "}";
     }
-  } else if (!storageLevel.empty() && rc.backend != "msamp") {
+    return p;
+  };
+  if (!train && !storageLevel.empty() && rc.backend != "msamp")
     return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
-  }
   std::string reportOptions;
   if (report)
     reportOptions = "format=" + reportFormat + (outputFilename == "-" ? " output=/dev/stderr" : "");
@@ -405,6 +436,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
+    std::string trainingPipeline = trainingPipelineFor(module);
     PassManager pm(&ctx, ModuleOp::getOperationName());
     applyPassManagerCLOptions(pm);
     applyDefaultTimingPassManagerCLOptions(pm);

@@ -13,6 +13,10 @@ class ModelProto;
 
 namespace octet {
 
+/// On the module of a model with a TrainingInfoProto: what its training ops asked for
+/// ({loss, params, optimizer, and the optimizer node's float/string attributes}).
+constexpr llvm::StringLiteral kOnnxTrainingAttr = "octet.onnx_training";
+
 struct ImportOptions {
   /// Name of the function the main graph becomes.
   std::string funcName = "main_graph";
