@@ -11,19 +11,8 @@ Exit status 1 if any SQNR is below --min-sqnr.
 """
 import argparse, json, os, subprocess, sys, tempfile
 import numpy as np
+from common import run, sqnr_db
 
-
-def sqnr_db(ref, x):
-    ref = ref.astype(np.float64); x = x.astype(np.float64)
-    noise = np.sum((ref - x) ** 2)
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref ** 2) / noise))
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
-    return r.stdout
 
 
 def main():

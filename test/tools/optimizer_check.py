@@ -16,6 +16,7 @@ that float32 and float64 arithmetic cannot agree on.
 """
 import argparse, math, os, subprocess, sys, tempfile
 import numpy as np
+from common import run
 
 CONFIGS = [
     ("sgd", ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--weight-decay", "0.01"]),
@@ -76,11 +77,6 @@ def step(o, s, state, grads):
         new[p + ".exp_avg"], new[p + ".exp_avg_sq"] = m, v
     return new, lr, norm
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
 
 
 def main():

@@ -24,6 +24,7 @@ implementations agree on.
 """
 import argparse, os, subprocess, sys, tempfile
 import numpy as np
+from common import run
 import onnx
 from onnx import helper, TensorProto
 import onnxruntime as ort
@@ -57,11 +58,6 @@ def decode(codes, fmt):
         v = np.where(e == 31, np.where(m == 0, np.inf, np.nan), v)
     return (sign * v).astype(np.float32)
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
 
 
 def main():
