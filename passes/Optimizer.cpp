@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace octet {
 #define GEN_PASS_DEF_OPTIMIZER
@@ -111,13 +112,24 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
   }
 
   /// Converts a float initializer's value to another float type.
-  DenseElementsAttr convert(DenseElementsAttr v, FloatType to) {
-    return v.mapValues(to, [&](const APFloat &f) {
-      APFloat c = f;
+  /// An FP32 initializer's value (dense or dense_resource) as another float
+  /// type, rounded to nearest even.
+  FailureOr<DenseElementsAttr> convert(ox::InitializerOp init, FloatType to) {
+    std::string raw;
+    if (failed(ox::getRawTensorBytes(init.getValue(), raw)))
+      return init.emitError("octet-optimizer: cannot read the value of '") << init.getName() << "'";
+    auto t = init.getType().cast<RankedTensorType>();
+    SmallVector<APFloat> values;
+    values.reserve(size_t(t.getNumElements()));
+    for (int64_t i = 0; i < t.getNumElements(); ++i) {
+      float f;
+      std::memcpy(&f, raw.data() + i * 4, 4);
+      APFloat c(f);
       bool lost;
       c.convert(to.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
-      return c.bitcastToAPInt();
-    });
+      values.push_back(c);
+    }
+    return DenseElementsAttr::get(RankedTensorType::get(t.getShape(), to), values);
   }
 
   LogicalResult run(func::FuncOp func) {
@@ -172,8 +184,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       auto t = p.init.getType().cast<RankedTensorType>();
       auto t16 = RankedTensorType::get(t.getShape(), b.getF16Type());
       OpBuilder ib(p.init);
-      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(),
-                                              convert(p.init.getValue().cast<DenseElementsAttr>(), b.getF16Type()));
+      FailureOr<DenseElementsAttr> v16 = convert(p.init, b.getF16Type());
+      if (failed(v16))
+        return failure();
+      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(), *v16);
       Value up = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
       master[i] = up;
       Value forwardWeight = up;
