@@ -35,14 +35,8 @@ struct Linear {
   RankedTensorType f32(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b().getF32Type()); }
   RankedTensorType scalarT() { return f32({}); }
 
-  /// Names results as fp8-expand does ("<layer>.<role>_fp8", ...), so the
-  /// backward's casts of X and W are the forward's casts once CSE runs.
-  void name(Operation *o, ArrayRef<std::string> names) {
-    SmallVector<Attribute> a;
-    for (const std::string &n : names)
-      a.push_back(b().getStringAttr(n));
-    o->setAttr(octet::kResultNamesAttr, b().getArrayAttr(a));
-  }
+  /// Results are named as fp8-expand names them ("<layer>.<role>_fp8", ...), so
+  /// the backward's casts of X and W are the forward's casts once CSE runs.
   std::string roleName(StringRef role) { return (op.getLayer() + "." + role).str(); }
 
   /// Per-tensor quantization with an existing scale_inv.
@@ -50,7 +44,7 @@ struct Linear {
     auto vt = v.getType().cast<RankedTensorType>();
     auto c = b().create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, scaleInv,
                                      b().getBoolAttr(true));
-    name(c, {roleName(role) + "_fp8"});
+    octet::setResultNames(c, {roleName(role) + "_fp8"});
     return c;
   }
 
@@ -59,11 +53,11 @@ struct Linear {
     auto vt = v.getType().cast<RankedTensorType>();
     auto st = rowwise ? f32({vt.getDimSize(0), 1}) : scalarT();
     auto amax = b().create<fp8::AmaxOp>(loc, st, v, b().getBoolAttr(rowwise));
-    name(amax, {roleName(role) + "_amax"});
+    octet::setResultNames(amax, {roleName(role) + "_amax"});
     auto ds = b().create<fp8::DynamicScaleOp>(loc, st, st, amax, TypeAttr::get(format),
                                               b().getBoolAttr(rowwise || op.getPowerOfTwo()),
                                               b().getF32FloatAttr(1e-12f));
-    name(ds, {roleName(role) + "_scale", roleName(role) + "_scale_inv"});
+    octet::setResultNames(ds, {roleName(role) + "_scale", roleName(role) + "_scale_inv"});
     return {castWith(v, ds.getScaleInv(), format, role), ds.getScaleInv()};
   }
 
@@ -87,7 +81,7 @@ struct Linear {
     Value scale = ctx.stateTensor(base + "scale", DenseElementsAttr::get(scalarT(), 1.0f));
     Value scaleInv = ctx.stateTensor(base + "scale_inv", DenseElementsAttr::get(scalarT(), 1.0f));
     auto amax = b().create<fp8::AmaxOp>(loc, scalarT(), dy2, b().getBoolAttr(false));
-    name(amax, {roleName("grad_output") + "_amax"});
+    octet::setResultNames(amax, {roleName("grad_output") + "_amax"});
     Value step = op.getState().size() > 6 ? op.getState()[6] : Value();
     auto ds = b().create<fp8::DelayedScaleOp>(loc, hist.getType(), scalarT(), scalarT(), hist, scale, amax, step,
                                               TypeAttr::get(format), op.getMarginAttr(), op.getAlgoAttr(),
@@ -95,7 +89,7 @@ struct Linear {
     ctx.updateState(hist, ds.getNewHistory());
     ctx.updateState(scale, ds.getScale());
     ctx.updateState(scaleInv, ds.getScaleInv());
-    name(ds, {roleName("grad_output") + "_amax_history.next", roleName("grad_output") + "_scale.next",
+    octet::setResultNames(ds, {roleName("grad_output") + "_amax_history.next", roleName("grad_output") + "_scale.next",
               roleName("grad_output") + "_scale_inv.next"});
     return {castWith(dy2, scaleInv, format, "grad_output"), scaleInv};
   }

@@ -219,19 +219,13 @@ public:
       OpBuilder ob(ret);
       octet::OnnxBuilder ox(ob, step.getLoc());
       Value one = ox.constant(DenseElementsAttr::get(step.getType().cast<ShapedType>(), int64_t(1)));
-      updates.push_back({stateName(step), ox.op("Add", step.getType(), {step, one})});
+      updates.push_back({octet::stateName(step), ox.op("Add", step.getType(), {step, one})});
     }
     octet::appendStateUpdates(func, updates);
   }
 
 private:
-  static std::string stateName(Value v) { return octet::stateName(v); }
-  void setNames(Operation *op, ArrayRef<std::string> names) {
-    SmallVector<Attribute> a;
-    for (const std::string &n : names)
-      a.push_back(b.getStringAttr(n));
-    op->setAttr(octet::kResultNamesAttr, b.getArrayAttr(a));
-  }
+
 
   struct Quantized {
     Value q, scaleInv, amax;
@@ -244,20 +238,20 @@ private:
     auto scalar = RankedTensorType::get({}, ob.getF32Type());
     Quantized r;
     auto amax = ob.create<fp8::AmaxOp>(loc, scalar, v, ob.getBoolAttr(false));
-    setNames(amax, {base + "_amax"});
+    octet::setResultNames(amax, {base + "_amax"});
     r.amax = amax;
     if (lin.getScaling() == fp8::Scaling::delayed) {
       r.scaleInv = st[2];
     } else {
       auto ds = ob.create<fp8::DynamicScaleOp>(loc, scalar, scalar, r.amax, TypeAttr::get(format),
                                                ob.getBoolAttr(lin.getPowerOfTwo()), ob.getF32FloatAttr(1e-12f));
-      setNames(ds, {base + "_scale", base + "_scale_inv"});
+      octet::setResultNames(ds, {base + "_scale", base + "_scale_inv"});
       r.scaleInv = ds.getScaleInv();
     }
     if (emitCast) {
       auto cast = ob.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, r.scaleInv,
                                          ob.getBoolAttr(true));
-      setNames(cast, {base + "_fp8"});
+      octet::setResultNames(cast, {base + "_fp8"});
       r.q = cast;
     }
     return r;
@@ -315,7 +309,7 @@ private:
       auto vt = v.getType().cast<RankedTensorType>();
       Operation *rq = ox.create("Reshape", RankedTensorType::get(vt.getShape(), format),
                                 {r.q, reshape.getShape()}, reshape->getAttrs());
-      setNames(rq, {base + "_fp8"});
+      octet::setResultNames(rq, {base + "_fp8"});
       r.q = rq->getResult(0);
     }
     return r;
@@ -328,10 +322,10 @@ private:
     auto ds = ob.create<fp8::DelayedScaleOp>(
         lin.getLoc(), st[0].getType(), scalar, scalar, st[0], st[1], amax, step, TypeAttr::get(format),
         lin.getMarginAttr(), lin.getAlgoAttr(), ob.getBoolAttr(lin.getPowerOfTwo()), lin.getIntervalAttr());
-    setNames(ds, {base + "_amax_history.next", base + "_scale.next", base + "_scale_inv.next"});
-    updates.push_back({stateName(st[0]), ds.getNewHistory()});
-    updates.push_back({stateName(st[1]), ds.getScale()});
-    updates.push_back({stateName(st[2]), ds.getScaleInv()});
+    octet::setResultNames(ds, {base + "_amax_history.next", base + "_scale.next", base + "_scale_inv.next"});
+    updates.push_back({octet::stateName(st[0]), ds.getNewHistory()});
+    updates.push_back({octet::stateName(st[1]), ds.getScale()});
+    updates.push_back({octet::stateName(st[2]), ds.getScaleInv()});
   }
 
   void expand(fp8::LinearOp lin) {
@@ -367,13 +361,13 @@ private:
         auto vt = v.getType().cast<RankedTensorType>();
         auto st = RankedTensorType::get({rows, 1}, ob.getF32Type());
         auto amax = ob.create<fp8::AmaxOp>(loc, st, v, ob.getBoolAttr(true));
-        setNames(amax, {base + "_amax"});
+        octet::setResultNames(amax, {base + "_amax"});
         auto ds = ob.create<fp8::DynamicScaleOp>(loc, st, st, amax, TypeAttr::get(format), ob.getBoolAttr(true),
                                                  ob.getF32FloatAttr(1e-12f));
-        setNames(ds, {base + "_scale", base + "_scale_inv"});
+        octet::setResultNames(ds, {base + "_scale", base + "_scale_inv"});
         auto cast = ob.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, ds.getScaleInv(),
                                            ob.getBoolAttr(true));
-        setNames(cast, {base + "_fp8"});
+        octet::setResultNames(cast, {base + "_fp8"});
         return std::make_pair(cast.getResult(), ds.getScaleInv());
       };
       auto [qx, six] = rowQuant(x2, M, fx, layer + ".input");

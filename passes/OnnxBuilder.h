@@ -2,10 +2,13 @@
 #ifndef OCTET_PASSES_ONNXBUILDER_H
 #define OCTET_PASSES_ONNXBUILDER_H
 
+#include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+
+#include <string>
 
 namespace octet {
 
@@ -63,6 +66,14 @@ public:
   mlir::OpBuilder &b;
   mlir::Location loc;
 };
+
+/// Names an op's results in plans and exported models (`octet.result_names`).
+inline void setResultNames(mlir::Operation *op, llvm::ArrayRef<std::string> names) {
+  llvm::SmallVector<mlir::Attribute> a;
+  for (const std::string &n : names)
+    a.push_back(mlir::StringAttr::get(op->getContext(), n));
+  op->setAttr(kResultNamesAttr, mlir::ArrayAttr::get(op->getContext(), a));
+}
 
 } // namespace octet
 
