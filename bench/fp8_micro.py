@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""FP8 micro-benchmarks on the GPU, one process: Octet's kernels against PyTorch's.
+
+- FP8 GEMM: octet-cuda-bench (cuBLASLt, E4M3, fast accumulation, BF16 out) against
+  torch._scaled_mm on the same shapes (row-major A [M,K], B as [N,K]: the same TN problem).
+- cast+amax: octet-cuda-bench against eager PyTorch (x.abs().max() and (x / s).to(float8))
+  on a 16384 x 4096 tensor, and against the device-to-device copy roofline.
+Medians of 50 CUDA-event-timed runs after warm-up, inputs rotated over 4 buffers; PyTorch's
+runs and Octet's time 20 back-to-back calls per event pair (so per-call dispatch does not
+count).
+
+  python3 bench/fp8_micro.py --bench BIN/octet-cuda-bench [--json out.json]
+"""
+import argparse, json, subprocess
+import torch
+
+SHAPES = [(2048, 768, 3072), (8192, 8192, 8192), (16384, 2048, 8192), (16384, 8192, 2048), (4096, 4096, 4096)]
+
+
+def median_ms(fn, reps=50, warm=10, inner=20):
+    """Median over `reps` of the mean time of `inner` back-to-back calls between two events,
+    so Python's per-call dispatch hides behind queued GPU work."""
+    for i in range(warm):
+        fn(i)
+    torch.cuda.synchronize()
+    ts = []
+    for r in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for i in range(inner):
+            fn(r * inner + i)
+        b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b) / inner)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def ours(bench, *args):
+    out = subprocess.run([bench, *map(str, args)], capture_output=True, text=True, check=True).stdout
+    return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rows = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "gemm": [], "cast": []}
+    for M, N, K in SHAPES:
+        A = [torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
+        B = [torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
+        one = torch.ones((), device="cuda")
+        t = median_ms(lambda i: torch._scaled_mm(A[i % 4], B[i % 4].t(), scale_a=one, scale_b=one,
+                                                 out_dtype=torch.bfloat16, use_fast_accum=True))
+        o = ours(a.bench, "gemm", M, N, K)[0]
+        rows["gemm"].append({"M": M, "N": N, "K": K, "octet_ms": o["ms"], "torch_ms": t,
+                             "octet_tflops": o["tflops"], "torch_tflops": 2 * M * N * K / t / 1e9,
+                             "ratio": t / o["ms"]})
+    R, C = 16384, 4096
+    copy = ours(a.bench, "copy", 1 << 30)[0]
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+        X = [torch.randn(R, C, device="cuda", dtype=dtype) for _ in range(4)]
+        s = torch.tensor(0.5, device="cuda")
+        def eager(i):
+            x = X[i % 4]
+            amax = x.abs().max()
+            q = (x / s).to(torch.float8_e4m3fn)
+            return amax, q
+        t = median_ms(eager)
+        o = next(r for r in ours(a.bench, "cast", R, C) if r["input"] == name)
+        nbytes = R * C * (2 if name == "bf16" else 4) + R * C
+        rows["cast"].append({"input": name, "octet_ms": o["ms"], "torch_eager_ms": t, "octet_GBps": o["GBps"],
+                             "copy_GBps": copy["GBps"], "fraction_of_copy": o["GBps"] / copy["GBps"],
+                             "speedup_vs_eager": t / o["ms"], "roofline_ms": nbytes / copy["GBps"] / 1e6})
+    print(f"device: {rows['device']}, torch {rows['torch']}; d2d copy {copy['GBps']:.0f} GB/s (read+write)")
+    print("FP8 GEMM (E4M3, fast accum, BF16 out)     octet ms  torch._scaled_mm ms  octet TFLOP/s  ratio")
+    for g in rows["gemm"]:
+        print(f"  {g['M']:>5} x {g['N']:>5} x {g['K']:>5}            {g['octet_ms']:9.4f}  {g['torch_ms']:19.4f}  "
+              f"{g['octet_tflops']:13.0f}  {g['ratio']:.3f}")
+    print("cast+amax 16384x4096 -> E4M3       octet ms  eager ms  octet GB/s  of copy  vs eager  roofline ms")
+    for c in rows["cast"]:
+        print(f"  {c['input']:5}                            {c['octet_ms']:8.4f}  {c['torch_eager_ms']:8.4f}  "
+              f"{c['octet_GBps']:10.0f}  {c['fraction_of_copy']:7.2f}  {c['speedup_vs_eager']:8.2f}x  {c['roofline_ms']:.4f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

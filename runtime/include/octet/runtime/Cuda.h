@@ -1,0 +1,55 @@
+//===- Cuda.h - The CUDA backend's kernels (Hopper) ------------*- C++ -*-===//
+//
+// liboctet_cuda: FP8 kernels for NVIDIA GPUs with FP8 tensor cores (compute
+// capability 8.9+, built for sm_90a). Device pointers in, stream-ordered;
+// every function returns an empty string on success or a one-line error.
+// Built only where the CUDA toolkit is found (OCTET_ENABLE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_CUDA_H
+#define OCTET_RUNTIME_CUDA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+typedef struct CUstream_st *cudaStream_t;
+
+namespace octet::rt::cuda {
+
+enum class Format { E4M3, E5M2 };
+enum class InType { F32, BF16 };
+
+/// Whether a usable GPU is present; `why` says what is missing otherwise
+/// (no driver, no device, compute capability below 8.9).
+bool available(std::string *why = nullptr);
+
+/// q[i] = fp8(x[i] / *scaleInv) (round to nearest even, saturating, as the
+/// CPU reference and ONNX QuantizeLinear), and *amax = max(*amax, max|x|)
+/// in the same pass over x. `amax` must be zeroed (or hold a running max).
+std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, Format f, uint8_t *q, float *amax,
+                     cudaStream_t stream = nullptr);
+
+/// FP8 GEMM through cuBLASLt: D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv
+/// (+ bias[N]), row-major, B as nn.Linear stores weights (the "TN" layout FP8
+/// tensor cores need). D is float32 or bfloat16. fastAccum: TE's fprop mode;
+/// off: split accumulation (dgrad, wgrad). The algorithm comes from cuBLASLt's
+/// heuristics, cached per shape; one workspace per handle. Every pointer,
+/// the scale pointers included, must be 16-byte aligned.
+class Gemm {
+public:
+  Gemm();
+  ~Gemm();
+  std::string run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
+                  const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
+                  cudaStream_t stream = nullptr);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace octet::rt::cuda
+
+#endif
