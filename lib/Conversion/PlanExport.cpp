@@ -1,5 +1,6 @@
 //===- PlanExport.cpp - MLIR -> runtime plan -------------------------------===//
 #include "octet/Conversion/PlanExport.h"
+#include "octet/Conversion/MemoryPlan.h"
 
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -74,7 +75,30 @@ private:
   llvm::json::Array values, constants, ops, stateUpdates, gradients;
   llvm::StringMap<int> stateIds;
   std::string data;
+  // Memory planning: bytes of each value (-1: not in the arena), its defining
+  // op index (-1: an input) and last reading op index.
+  std::vector<int64_t> valueBytes;
+  std::vector<int> firstDef, lastUse;
+  llvm::json::Object planArena();
+
+public:
+  int64_t arenaBytes = 0;
 };
+
+llvm::json::Object PlanWriter::planArena() {
+  std::vector<octet::BufferRequest> requests;
+  for (size_t id = 0; id < valueBytes.size(); ++id)
+    if (valueBytes[id] > 0)
+      requests.push_back({int(id), valueBytes[id], firstDef[id], std::max(lastUse[id], firstDef[id])});
+  octet::MemoryPlan plan = octet::planMemory(requests, octet::kPlanArenaAlignment);
+  arenaBytes = plan.arenaBytes;
+  llvm::json::Array buffers;
+  for (const octet::BufferPlacement &b : plan.buffers)
+    buffers.push_back(llvm::json::Array{b.value, b.offset, b.bytes});
+  return llvm::json::Object{{"alignment", octet::kPlanArenaAlignment},
+                            {"arena_bytes", plan.arenaBytes},
+                            {"buffers", std::move(buffers)}};
+}
 
 LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
   Type type = v.getType();
@@ -100,6 +124,15 @@ LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
     o["shape"] = llvm::json::Array(tt.getShape());
   ids[v] = int(values.size());
   values.push_back(std::move(o));
+  int64_t bytes = -1;
+  if (!seq && tt.hasStaticShape()) {
+    Type e = tt.getElementType();
+    int64_t width = e.isIntOrFloat() ? std::max<int64_t>(8, e.getIntOrFloatBitWidth()) / 8 : 0;
+    bytes = width ? tt.getNumElements() * width : -1;
+  }
+  valueBytes.push_back(bytes);
+  firstDef.push_back(-1);
+  lastUse.push_back(-1);
   return success();
 }
 
@@ -115,6 +148,7 @@ LogicalResult PlanWriter::addConstant(Value v, ElementsAttr attr, StringRef kind
                        {"kind", kind}};
   data += raw;
   constants.push_back(std::move(c));
+  valueBytes[size_t(idOf(v))] = -1; // lives in the data blob, not the arena
   return success();
 }
 
@@ -268,6 +302,13 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
     ins.push_back(v.getType().isa<NoneType>() ? -1 : idOf(v));
   for (OpResult r : op.getResults())
     outs.push_back(idOf(r));
+  int index = int(ops.size());
+  for (Value v : op.getOperands())
+    if (int id = idOf(v); id >= 0)
+      lastUse[size_t(id)] = std::max(lastUse[size_t(id)], index);
+  for (OpResult r : op.getResults())
+    if (int id = idOf(r); id >= 0)
+      firstDef[size_t(id)] = index;
   o["type"] = type;
   o["name"] = ox::getNodeName(&op);
   o["in"] = std::move(ins);
@@ -323,6 +364,11 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
     if (failed(lowerOp(op)))
       return failure();
   }
+  for (const llvm::json::Value &v : outputs) // outputs and next states live to the end
+    lastUse[size_t(*v.getAsInteger())] = int(ops.size());
+  for (const llvm::json::Value &u : stateUpdates)
+    lastUse[size_t(*u.getAsObject()->getInteger("value"))] = int(ops.size());
+  llvm::json::Object memory = planArena();
   llvm::json::Object train;
   if (training)
     for (NamedAttribute a : training)
@@ -339,6 +385,7 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
                           {"constants", std::move(constants)},
                           {"state_updates", std::move(stateUpdates)},
                           {"gradients", std::move(gradients)},
+                          {"memory", std::move(memory)},
                           {"ops", std::move(ops)}};
   std::string header;
   llvm::raw_string_ostream os(header);
@@ -369,7 +416,8 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
 
 } // namespace
 
-LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer) {
+LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
+                                       int64_t *arenaBytes) {
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (!func || f.getName() == ox::kMainGraphName)
@@ -381,5 +429,10 @@ LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, cons
   StringRef recipe;
   if (auto r = module->getAttrOfType<StringAttr>(kRecipeAttr))
     recipe = r.getValue();
-  return PlanWriter(func).run(bytes, producer, recipe, module->getAttrOfType<DictionaryAttr>(kTrainingAttr));
+  PlanWriter writer(func);
+  if (failed(writer.run(bytes, producer, recipe, module->getAttrOfType<DictionaryAttr>(kTrainingAttr))))
+    return failure();
+  if (arenaBytes)
+    *arenaBytes = writer.arenaBytes;
+  return success();
 }

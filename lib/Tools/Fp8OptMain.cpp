@@ -474,8 +474,12 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     std::string bytes;
     if (out == Emit::Plan) {
-      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION)))
+      int64_t arena = 0;
+      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena)))
         return failure();
+      if (report) // the memory plan's peak, with the per-layer report
+        (outputFilename == "-" ? llvm::errs() : llvm::outs())
+            << "peak activation memory (plan arena): " << arena << " bytes\n";
     } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();
     }

@@ -91,7 +91,9 @@ void printInfo(const Plan &p) {
   std::cout << "plan version " << p.version << ", producer '" << p.producer << "', recipe '"
             << (p.recipe.empty() ? "none" : p.recipe) << "'\n"
             << p.values.size() << " values, " << p.ops.size() << " ops, " << params << " parameters (" << paramBytes
-            << " bytes), " << state << " FP8 state tensors (" << stateBytes << " bytes)\n";
+            << " bytes), " << state << " state tensors (" << stateBytes << " bytes)\n"
+            << "activation arena: " << p.arenaBytes << " bytes for " << p.buffers.size()
+            << " buffers (memory plan checked at load)\n";
   for (int id : p.inputs)
     std::cout << "input  " << p.values[size_t(id)].name << ": " << dtypeName(p.values[size_t(id)].dtype) << " "
               << shapeString(p.values[size_t(id)].shape) << "\n";

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -77,6 +78,44 @@ Attr parseAttr(const YAML::Node &n, const Reader &r, const std::string &where) {
 }
 
 } // namespace
+
+/// The memory plan against lifetimes recomputed from the ops: sizes match the
+/// values, buffers fit the arena, and no two buffers alive at once overlap.
+template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Reporter &r) {
+  if (plan.buffers.empty())
+    return;
+  int n = int(plan.ops.size());
+  std::vector<int> first(plan.values.size(), -1), last(plan.values.size(), -1);
+  for (int k = 0; k < n; ++k) {
+    for (int id : plan.ops[size_t(k)].inputs)
+      if (id >= 0)
+        last[size_t(id)] = std::max(last[size_t(id)], k);
+    for (int id : plan.ops[size_t(k)].outputs)
+      if (id >= 0)
+        first[size_t(id)] = k;
+  }
+  for (int id : plan.outputs)
+    last[size_t(id)] = n;
+  for (auto &[state, value] : plan.stateUpdates)
+    last[size_t(value)] = n;
+  std::vector<Plan::Buffer> bs = plan.buffers;
+  for (const Plan::Buffer &b : bs) {
+    const PlanValue &v = plan.values[size_t(b.value)];
+    int64_t want = v.hasShape ? numElements(v.shape) * int64_t(dtypeSize(v.dtype)) : -1;
+    if (b.bytes != want || b.offset < 0 || b.offset + b.bytes > plan.arenaBytes ||
+        (plan.arenaAlignment > 0 && b.offset % plan.arenaAlignment))
+      r.fail("memory plan: the buffer of '" + v.name + "' does not fit its value or the arena");
+  }
+  std::sort(bs.begin(), bs.end(), [](auto &a, auto &b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < bs.size(); ++i)
+    for (size_t j = i + 1; j < bs.size() && bs[j].offset < bs[i].offset + bs[i].bytes; ++j) {
+      size_t a = size_t(bs[i].value), b = size_t(bs[j].value);
+      int la = std::max(last[a], first[a]), lb = std::max(last[b], first[b]);
+      if (first[a] <= lb && first[b] <= la)
+        r.fail("memory plan: '" + plan.values[a].name + "' and '" + plan.values[b].name +
+               "' share arena bytes while both are alive");
+    }
+}
 
 Plan loadPlan(const std::string &path) {
   Reader r{path};
@@ -171,6 +210,13 @@ Plan loadPlan(const std::string &path) {
     for (const YAML::Node &s : root["state_updates"])
       plan.stateUpdates.emplace_back(checkId(s["state"].as<int>(), "state_updates"),
                                      checkId(s["value"].as<int>(), "state_updates"));
+    if (root["memory"]) {
+      const YAML::Node &m = root["memory"];
+      plan.arenaBytes = m["arena_bytes"].as<int64_t>();
+      plan.arenaAlignment = m["alignment"].as<int64_t>();
+      for (const YAML::Node &b : m["buffers"])
+        plan.buffers.push_back({checkId(b[0].as<int>(), "memory"), b[1].as<int64_t>(), b[2].as<int64_t>()});
+    }
     for (const YAML::Node &o : root["ops"]) {
       PlanOp op;
       op.type = o["type"].as<std::string>();
@@ -189,6 +235,7 @@ Plan loadPlan(const std::string &path) {
   } catch (const YAML::Exception &e) {
     r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
   }
+  checkMemoryPlan(plan, r);
   return plan;
 }
 

@@ -38,7 +38,13 @@ constexpr llvm::StringLiteral kRoleAttr = "octet.role";
 /// On the module: the optimizer settings of a training step (octet-optimizer).
 constexpr llvm::StringLiteral kTrainingAttr = "octet.training";
 
-mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer);
+/// Alignment of buffers in the plan's activation arena (bytes).
+constexpr int64_t kPlanArenaAlignment = 256;
+
+/// Writes the module's function as a plan. `arenaBytes`, when given, receives
+/// the peak activation memory the plan's memory plan needs.
+mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer,
+                                      int64_t *arenaBytes = nullptr);
 
 } // namespace octet
 

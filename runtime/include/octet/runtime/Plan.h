@@ -70,6 +70,15 @@ struct Plan {
   /// Training plans: optimizer settings (optimizer, msamp_level).
   std::map<std::string, std::string> training;
 
+  /// The compiler's activation arena: one offset per non-constant tensor
+  /// (docs/PLAN.md); loadPlan checks that buffers alive at once never overlap.
+  struct Buffer {
+    int value;
+    int64_t offset, bytes;
+  };
+  int64_t arenaBytes = 0, arenaAlignment = 0;
+  std::vector<Buffer> buffers;
+
   int findValue(const std::string &name) const; // -1 when absent
 };
 

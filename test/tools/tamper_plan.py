@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Rewrites a plan's JSON header (keeping it a valid file: sizes and CRC-32 recomputed).
+
+  tamper_plan.py IN OUT overlap-memory   put the two largest arena buffers alive at once at offset 0
+Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
+"""
+import json, struct, sys, zlib
+
+
+def main():
+    src, dst, what = sys.argv[1:4]
+    b = open(src, "rb").read()
+    magic, version, flags, hsize, doff, dsize, crc = struct.unpack("<8sIIQQQI", b[:44])
+    header = json.loads(b[48:48 + hsize])
+    data = b[doff:doff + dsize]
+    if what == "overlap-memory":
+        bufs = sorted(header["memory"]["buffers"], key=lambda x: -x[2])
+        ops = header["ops"]
+        first, last = {}, {}
+        for k, op in enumerate(ops):
+            for i in op["in"]:
+                last[i] = max(last.get(i, -1), k)
+            for o in op["out"]:
+                first[o] = k
+        def alive(v):
+            return first.get(v, -1), max(last.get(v, -1), first.get(v, -1))
+        for i in range(len(bufs)):
+            for j in range(i + 1, len(bufs)):
+                (a0, a1), (b0, b1) = alive(bufs[i][0]), alive(bufs[j][0])
+                if a0 <= b1 and b0 <= a1:
+                    bufs[i][1] = bufs[j][1] = 0
+                    header["memory"]["buffers"] = bufs
+                    break
+            else:
+                continue
+            break
+    h = json.dumps(header).encode()
+    doff = (48 + len(h) + 63) // 64 * 64
+    body = h + b"\0" * (doff - 48 - len(h))
+    crc = zlib.crc32(h + data) & 0xFFFFFFFF
+    out = struct.pack("<8sIIQQQI", magic, version, flags, len(h), doff, len(data), crc) + b"\0" * 4 + body + data
+    open(dst, "wb").write(out)
+
+
+if __name__ == "__main__":
+    main()
