@@ -4,7 +4,8 @@
 // float32, one for bfloat16), stores 8 FP8 bytes, and keeps a running |x|
 // max; warps reduce with shuffles, blocks with shared memory, and one
 // atomicMax per block publishes the amax (non-negative floats order as
-// their bit patterns). Division and conversion are IEEE round-to-nearest
+// their bit patterns, and a NaN (canonicalized) ranks above Inf, so NaN
+// propagates as in the CPU reference). Division and conversion are IEEE round-to-nearest
 // (no fast math), so codes equal the CPU reference's bit for bit.
 //
 //===----------------------------------------------------------------------===//
@@ -29,7 +30,8 @@ template <typename T, __nv_fp8_interpretation_t F>
 __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *__restrict__ scaleInv,
                                uint8_t *__restrict__ q, unsigned *__restrict__ amaxBits) {
   const float si = *scaleInv;
-  float m = 0.0f;
+  unsigned m = 0; // max |x| as bits: non-negative floats order as integers, and NaN above Inf
+
   size_t vecs = n / 8;
   size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t v = size_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs; v += stride) {
@@ -46,29 +48,29 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       float f = toFloat(in[k]);
-      m = fmaxf(m, fabsf(f));
+      m = max(m, __float_as_uint(fabsf(f)));
       o[k] = encode<F>(__fdiv_rn(f, si));
     }
     reinterpret_cast<uint2 *>(q)[v] = out;
   }
   for (size_t i = vecs * 8 + size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float f = toFloat(x[i]);
-    m = fmaxf(m, fabsf(f));
+    m = max(m, __float_as_uint(fabsf(f)));
     q[i] = encode<F>(__fdiv_rn(f, si));
   }
   for (int o = 16; o > 0; o /= 2)
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warpMax[32];
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ unsigned warpMax[32];
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0)
     warpMax[warp] = m;
   __syncthreads();
   if (warp == 0) {
-    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0.0f;
+    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0u;
     for (int o = 16; o > 0; o /= 2)
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (lane == 0)
-      atomicMax(amaxBits, __float_as_uint(m));
+      atomicMax(amaxBits, m);
   }
 }
 

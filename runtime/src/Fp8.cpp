@@ -2,6 +2,7 @@
 #include "octet/runtime/Fp8.h"
 
 #include <cmath>
+#include <cfloat>
 #include <cstring>
 
 namespace octet::rt {
@@ -142,6 +143,31 @@ uint16_t floatToBf16(float f) {
   if ((b & 0x7F800000) == 0x7F800000 && (b & 0x7FFFFF))
     return uint16_t((b >> 16) | 0x40); // quiet NaN
   return uint16_t(roundShift(b, 16));
+}
+
+float amaxOf(const float *p, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float a = std::fabs(p[i]);
+    if (std::isnan(a))
+      return a;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+float delayedScale(const float *h, int64_t L, float prev, const DelayedScaling &cfg, bool due) {
+  float a = cfg.mostRecent ? h[0] : amaxOf(h, L);
+  if (!due || !(a > 0.0f) || !std::isfinite(a))
+    return prev;
+  float s;
+  if (cfg.powerOfTwo) {
+    float ratio = fp8Max(cfg.format) / a;
+    s = std::isfinite(ratio) ? std::ldexp(std::ldexp(1.0f, std::ilogb(ratio)), -cfg.margin) : FLT_MAX;
+  } else {
+    s = (fp8Max(cfg.format) / a) / std::ldexp(1.0f, cfg.margin);
+  }
+  return std::isfinite(s) ? s : FLT_MAX;
 }
 
 } // namespace octet::rt

@@ -71,17 +71,6 @@ void dequantizeKernel(KernelContext &c) {
   c.setOutput(0, c.outputDType(0) == DType::F32 ? x : x.castTo(c.outputDType(0)));
 }
 
-float amaxOf(const float *p, int64_t n) {
-  float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    float a = std::fabs(p[i]);
-    if (std::isnan(a))
-      return a;
-    m = a > m ? a : m;
-  }
-  return m;
-}
-
 void amaxKernel(KernelContext &c) {
   Tensor x = asF32(c.input(0));
   bool rowwise = c.attrInt("rowwise", 0);
@@ -118,21 +107,10 @@ void delayedScaleKernel(KernelContext &c) {
   nh.data<float>()[0] = amax.data<float>()[0];
   for (int64_t i = 1; i < L; ++i)
     nh.data<float>()[i] = hist.data<float>()[i - 1];
-  float a = mostRecent ? nh.data<float>()[0] : amaxOf(nh.data<float>(), L);
-  float p = prev.data<float>()[0], s = p;
   bool due = true;
   if (interval > 1 && c.hasInput(3))
     due = c.input(3).getInt(0) % interval == 0;
-  if (due && a > 0.0f && std::isfinite(a)) {
-    if (pow2) {
-      float ratio = fp8Max(fmt) / a;
-      s = std::isfinite(ratio) ? std::ldexp(powerOfTwoFloor(ratio), -int(margin)) : FLT_MAX;
-    } else {
-      s = (fp8Max(fmt) / a) / std::ldexp(1.0f, int(margin));
-    }
-    if (!std::isfinite(s))
-      s = FLT_MAX;
-  }
+  float s = delayedScale(nh.data<float>(), L, prev.data<float>()[0], {fmt, int(margin), mostRecent, pow2}, due);
   Tensor ts(DType::F32, prev.shape), tsi(DType::F32, prev.shape);
   ts.data<float>()[0] = s;
   tsi.data<float>()[0] = 1.0f / s;

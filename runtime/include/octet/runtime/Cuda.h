@@ -31,6 +31,24 @@ bool available(std::string *why = nullptr);
 std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, Format f, uint8_t *q, float *amax,
                      cudaStream_t stream = nullptr);
 
+/// The delayed-scaling update of T FP8 tensors in one launch: history [T, L]
+/// rolls into newHistory with amax[t] first; scale/scaleInv[t] follow
+/// octet::rt::delayedScale (formats[t]: 0 E4M3, 1 E5M2) bit for bit.
+std::string delayedScaleAll(int T, int64_t L, const float *history, const float *amax, const float *prevScale,
+                            const uint8_t *formats, int margin, bool mostRecent, bool powerOfTwo, float *newHistory,
+                            float *scale, float *scaleInv, cudaStream_t stream = nullptr);
+
+/// AdamW's per-step scalars, computed once on the host as octet-optimizer's
+/// graph computes them: decay = 1 - lr * weight_decay, stepSize = lr / (1 -
+/// beta1^t), bc2Sqrt = sqrt(1 - beta2^t), oneMinusBeta* = 1 - beta*.
+struct AdamW {
+  float beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps, decay, stepSize, bc2Sqrt;
+};
+/// AdamW over T FP32 tensors (device arrays of device pointers and sizes) in
+/// one launch, in place: p, m, v.
+std::string adamwAll(int T, float *const *params, const float *const *grads, float *const *m, float *const *v,
+                     const int64_t *sizes, const AdamW &c, cudaStream_t stream = nullptr);
+
 /// FP8 GEMM through cuBLASLt: D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv
 /// (+ bias[N]), row-major, B as nn.Linear stores weights (the "TN" layout FP8
 /// tensor cores need). D is float32 or bfloat16. fastAccum: TE's fprop mode;

@@ -26,6 +26,23 @@ const float *fp8DecodeTable(Fp8Format f);
 /// out[i] = encode(in[i] / scaleInv), ONNX QuantizeLinear's rule.
 void fp8Quantize(const float *in, size_t n, float scaleInv, Fp8Format f, bool saturate, uint8_t *out);
 
+/// TransformerEngine's delayed-scaling rule for one FP8 tensor, given its
+/// history after this step's roll (the new amax at index 0): the amax is the
+/// history's max (or its most recent entry); scale = fp8_max / amax / 2^margin
+/// (or the power of two at or below fp8_max / amax, then / 2^margin); a zero
+/// or non-finite amax, or a step off the interval (`due` false), keeps
+/// `prevScale`; an infinite scale becomes FLT_MAX. The CPU kernel and the CUDA
+/// multi-tensor kernel both implement exactly this.
+struct DelayedScaling {
+  Fp8Format format = Fp8Format::E4M3FN;
+  int margin = 0;
+  bool mostRecent = false, powerOfTwo = false;
+};
+float delayedScale(const float *rolledHistory, int64_t length, float prevScale, const DelayedScaling &cfg,
+                   bool due = true);
+/// max |x| over n values; NaN if any value is NaN.
+float amaxOf(const float *x, int64_t n);
+
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t h);

@@ -1,0 +1,108 @@
+//===- Optim.cu - One-launch kernels for the end of a training step ---------===//
+//
+// delayedScaleAll: the delayed-scaling update of every FP8 tensor of a step
+// (roll each amax history, reduce it, compute scale and scale_inv), one block
+// per tensor, the rule of octet::rt::delayedScale bit for bit.
+// adamwAll: AdamW over a list of FP32 tensors in one launch (multi-tensor:
+// every block walks every tensor), the update octet-optimizer builds from
+// onnx ops, with the same float operations in the same order (no FMA
+// contraction), so it equals the CPU reference bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/runtime/Cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+
+namespace octet::rt::cuda {
+namespace {
+
+__global__ void delayedScaleKernel(int64_t L, const float *__restrict__ hist, const float *__restrict__ amax,
+                                   const float *__restrict__ prev, const uint8_t *__restrict__ formats, int margin,
+                                   bool mostRecent, bool pow2, float *__restrict__ newHist, float *__restrict__ scale,
+                                   float *__restrict__ scaleInv) {
+  int t = blockIdx.x;
+  const float *h = hist + size_t(t) * L;
+  float *nh = newHist + size_t(t) * L;
+  unsigned m = 0; // max |x| as bits, NaN ranking above Inf (as amaxOf's NaN propagation)
+  for (int64_t i = threadIdx.x; i < L; i += blockDim.x) {
+    float v = i == 0 ? amax[t] : h[i - 1];
+    nh[i] = v;
+    m = max(m, __float_as_uint(fabsf(v)));
+  }
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ unsigned warpMax[32];
+  if (threadIdx.x % 32 == 0)
+    warpMax[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  for (int w = 1; w < int(blockDim.x / 32); ++w)
+    m = max(m, warpMax[w]);
+  float a = mostRecent ? amax[t] : __uint_as_float(m);
+  float s = prev[t];
+  if (a > 0.0f && isfinite(a)) {
+    float fmax = formats[t] ? 57344.0f : 448.0f;
+    if (pow2) {
+      float ratio = __fdiv_rn(fmax, a);
+      s = isfinite(ratio) ? ldexpf(ldexpf(1.0f, ilogbf(ratio)), -margin) : FLT_MAX;
+    } else {
+      s = __fdiv_rn(__fdiv_rn(fmax, a), ldexpf(1.0f, margin));
+    }
+    if (!isfinite(s))
+      s = FLT_MAX;
+  }
+  scale[t] = s;
+  scaleInv[t] = __fdiv_rn(1.0f, s);
+}
+
+__global__ void adamwKernel(int T, float *const *__restrict__ params, const float *const *__restrict__ grads,
+                            float *const *__restrict__ ms, float *const *__restrict__ vs,
+                            const int64_t *__restrict__ sizes, AdamW c) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int t = 0; t < T; ++t) {
+    float *p = params[t], *m = ms[t], *v = vs[t];
+    const float *g = grads[t];
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < size_t(sizes[t]); i += stride) {
+      float gi = g[i];
+      float w = __fmul_rn(p[i], c.decay);
+      float m2 = __fadd_rn(__fmul_rn(m[i], c.beta1), __fmul_rn(gi, c.oneMinusBeta1));
+      float v2 = __fadd_rn(__fmul_rn(v[i], c.beta2), __fmul_rn(__fmul_rn(gi, gi), c.oneMinusBeta2));
+      float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v2), c.bc2Sqrt), c.eps);
+      p[i] = __fsub_rn(w, __fmul_rn(__fdiv_rn(m2, denom), c.stepSize));
+      m[i] = m2;
+      v[i] = v2;
+    }
+  }
+}
+
+std::string check(cudaError_t e, const char *what) {
+  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+} // namespace
+
+std::string delayedScaleAll(int T, int64_t L, const float *history, const float *amax, const float *prevScale,
+                            const uint8_t *formats, int margin, bool mostRecent, bool powerOfTwo, float *newHistory,
+                            float *scale, float *scaleInv, cudaStream_t stream) {
+  if (T <= 0 || L <= 0)
+    return "delayedScaleAll: needs at least one tensor and a history of length >= 1";
+  delayedScaleKernel<<<T, 256, 0, stream>>>(L, history, amax, prevScale, formats, margin, mostRecent, powerOfTwo,
+                                            newHistory, scale, scaleInv);
+  return check(cudaGetLastError(), "delayedScaleAll launch");
+}
+
+std::string adamwAll(int T, float *const *params, const float *const *grads, float *const *m, float *const *v,
+                     const int64_t *sizes, const AdamW &c, cudaStream_t stream) {
+  if (T <= 0)
+    return "adamwAll: no tensors";
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  adamwKernel<<<sms * 4, 256, 0, stream>>>(T, params, grads, m, v, sizes, c);
+  return check(cudaGetLastError(), "adamwAll launch");
+}
+
+} // namespace octet::rt::cuda
