@@ -463,7 +463,6 @@ LogicalResult gradSoftmaxCrossEntropy(ox::SoftmaxCrossEntropyLossOp op, Gradient
   Value d = g.sub(p, onehot);
   // Rows whose label is ignore_index get no gradient; mean divides by the other rows.
   Value count;
-  auto scalarT = RankedTensorType::get({}, elt);
   if (auto ii = op.getIgnoreIndex()) {
     Value ign = g.ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, lt.getElementType()),
                                                      g.b.getIntegerAttr(lt.getElementType(), *ii)));
@@ -488,7 +487,6 @@ LogicalResult gradSoftmaxCrossEntropy(ox::SoftmaxCrossEntropyLossOp op, Gradient
     d = g.mul(d, g.reshape(gy, lshape));
   else
     return unsupported(op, "reduction '" + reduction + "'");
-  (void)scalarT;
   out.append({d, Value(), Value()});
   return success();
 }

@@ -1,6 +1,7 @@
 //===- Train.cpp - fp8-run's training loop ---------------------------------===//
 #include "octet/runtime/Train.h"
 
+#include <yaml-cpp/yaml.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -141,11 +142,14 @@ static uint32_t checksum(const NamedTensors &ts) {
 }
 
 static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count) {
-  std::ostringstream os;
-  os << "{\"format\": \"octet-checkpoint\", \"version\": 1, \"step\": " << m.step << ", \"seed\": " << m.seed
-     << ", \"data\": \"" << m.data << "\", \"recipe\": \"" << m.recipe << "\", \"tensors\": " << count
-     << ", \"crc32\": " << crc << "}";
-  return os.str();
+  YAML::Emitter e; // a flow map of double-quoted strings is JSON (paths escaped)
+  e.SetStringFormat(YAML::DoubleQuoted);
+  e << YAML::Flow << YAML::BeginMap << YAML::Key << "format" << YAML::Value << "octet-checkpoint" << YAML::Key
+    << "version" << YAML::Value << 1 << YAML::Key << "step" << YAML::Value << m.step << YAML::Key << "seed"
+    << YAML::Value << m.seed << YAML::Key << "data" << YAML::Value << m.data << YAML::Key << "recipe" << YAML::Value
+    << m.recipe << YAML::Key << "tensors" << YAML::Value << count << YAML::Key << "crc32" << YAML::Value << crc
+    << YAML::EndMap;
+  return e.c_str();
 }
 
 void writeCheckpoint(const std::string &path, const Executor &ex, const CheckpointMeta &meta) {
@@ -157,18 +161,6 @@ void writeCheckpoint(const std::string &path, const Executor &ex, const Checkpoi
   std::memcpy(m->bytes.data(), json.data(), json.size());
   ts.emplace_back("octet.meta", m);
   writeNpz(path, ts);
-}
-
-static std::string jsonField(const std::string &json, const std::string &key) {
-  size_t k = json.find("\"" + key + "\":");
-  if (k == std::string::npos)
-    return "";
-  size_t v = json.find_first_not_of(' ', k + key.size() + 3);
-  if (v == std::string::npos)
-    return "";
-  if (json[v] == '"')
-    return json.substr(v + 1, json.find('"', v + 1) - v - 1);
-  return json.substr(v, json.find_first_of(",}", v) - v);
 }
 
 CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex) {
@@ -184,11 +176,16 @@ CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex) {
   }
   if (!meta)
     throw bad("not an Octet checkpoint (no octet.meta entry)");
-  std::string json(meta->bytes.begin(), meta->bytes.end());
-  if (jsonField(json, "format") != "octet-checkpoint" || jsonField(json, "version") != "1")
+  YAML::Node json; // JSON is YAML: the plan reader's parser reads it
+  try {
+    json = YAML::Load(std::string(meta->bytes.begin(), meta->bytes.end()));
+  } catch (const YAML::Exception &) {
+    throw bad("octet.meta is not valid JSON");
+  }
+  if (!json.IsMap() || json["format"].as<std::string>("") != "octet-checkpoint" || json["version"].as<int>(0) != 1)
     throw bad("unknown checkpoint format");
   std::sort(tensors.begin(), tensors.end(), [](auto &a, auto &b) { return a.first < b.first; });
-  if (std::to_string(checksum(tensors)) != jsonField(json, "crc32"))
+  if (checksum(tensors) != json["crc32"].as<uint32_t>(0))
     throw bad("checksum mismatch (the file is corrupt)");
   std::map<std::string, TensorPtr> state = ex.state();
   std::set<std::string> seen;
@@ -207,10 +204,10 @@ CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex) {
   for (auto &[name, t] : tensors)
     ex.setState(name, t);
   CheckpointMeta m;
-  m.step = std::stoll(jsonField(json, "step"));
-  m.seed = std::stoull(jsonField(json, "seed"));
-  m.data = jsonField(json, "data");
-  m.recipe = jsonField(json, "recipe");
+  m.step = json["step"].as<int64_t>(0);
+  m.seed = json["seed"].as<uint64_t>(0);
+  m.data = json["data"].as<std::string>("");
+  m.recipe = json["recipe"].as<std::string>("");
   return m;
 }
 
