@@ -115,6 +115,14 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
   /// An FP32 initializer's value (dense or dense_resource) as another float
   /// type, rounded to nearest even.
   FailureOr<DenseElementsAttr> convert(ox::InitializerOp init, FloatType to) {
+    auto t0 = init.getType().cast<RankedTensorType>();
+    if (auto splat = init.getValue().dyn_cast<DenseElementsAttr>(); splat && splat.isSplat() &&
+                                                                   t0.getElementType().isF32()) {
+      APFloat c = splat.getSplatValue<APFloat>();
+      bool lost;
+      c.convert(to.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return DenseElementsAttr::get(RankedTensorType::get(t0.getShape(), to), c);
+    }
     std::string raw;
     if (failed(ox::getRawTensorBytes(init.getValue(), raw)))
       return init.emitError("octet-optimizer: cannot read the value of '") << init.getName() << "'";

@@ -22,3 +22,15 @@ config.substitutions.append(("%ort-compare", config.python + " " +
 config.substitutions.append(("%tools", os.path.join(config.test_source_root, "tools")))
 config.substitutions.append(("%bin", config.octet_tools_dir))
 config.substitutions.append(("%lib", os.path.join(config.octet_obj_root, "lib")))
+# GPU tests (the CUDA executor) run where fp8-run finds a usable GPU; elsewhere they are reported
+# as unsupported, and the no-GPU error paths run instead.
+import subprocess
+try:
+    _gpu = subprocess.run([os.path.join(config.octet_tools_dir, "fp8-run"), "--gpu-available"],
+                          capture_output=True, timeout=60).returncode == 0
+except Exception:
+    _gpu = False
+if _gpu:
+    config.available_features.add("cuda-gpu")
+config.substitutions.append(("%make-gpt", config.python + " " +
+                             os.path.join(os.path.dirname(config.test_source_root), "bench", "make_gpt_onnx.py")))

@@ -1,4 +1,13 @@
-//===- fp8-run.cpp - Runs a plan on the CPU reference backend -------------===//
+//===- fp8-run.cpp - Runs a plan on the GPU or the CPU reference backend --===//
 #include "octet/runtime/Fp8RunMain.h"
 
-int main(int argc, char **argv) { return octet::rt::fp8RunMain(argc, argv); }
+#ifdef OCTET_HAVE_CUDA
+#include "octet/runtime/CudaExecutor.h"
+#endif
+
+int main(int argc, char **argv) {
+#ifdef OCTET_HAVE_CUDA
+  octet::rt::cuda::registerBackend();
+#endif
+  return octet::rt::fp8RunMain(argc, argv);
+}

@@ -538,6 +538,19 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
                       ? 2 * (elt.cast<ComplexType>().getElementType().getIntOrFloatBitWidth() / 8)
                       : elt.getIntOrFloatBitWidth() / 8;
   std::string raw;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL && opts.absentWeightsAsZeros &&
+      elt.isIntOrFloat() && !elt.isInteger(1)) {
+    std::string location;
+    for (const auto &kv : t.external_data())
+      if (kv.key() == "location")
+        location = kv.value();
+    llvm::SmallString<256> path(opts.baseDir);
+    llvm::sys::path::append(path, location);
+    if (!location.empty() && !llvm::sys::fs::exists(path)) // a splat: no bytes
+      return ElementsAttr(elt.isa<FloatType>()
+                              ? DenseElementsAttr::get(type, APFloat::getZero(elt.cast<FloatType>().getFloatSemantics()))
+                              : DenseElementsAttr::get(type, APInt::getZero(elt.getIntOrFloatBitWidth())));
+  }
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto ext = readExternal(t, opts, loc);
     if (failed(ext))

@@ -138,14 +138,22 @@ LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
 
 LogicalResult PlanWriter::addConstant(Value v, ElementsAttr attr, StringRef kind, Location loc) {
   std::string raw;
+  // A splat (zero moments, absent weights) is stored as one element.
+  auto dense = attr.dyn_cast<DenseElementsAttr>();
+  bool splat = dense && dense.isSplat() && dense.getNumElements() > 1 &&
+               !dense.getElementType().isa<ox::StringType>();
+  if (splat)
+    attr = DenseElementsAttr::get(RankedTensorType::get({}, dense.getElementType()), dense.getSplatValue<Attribute>());
   if (failed(ox::getRawTensorBytes(attr, raw)))
     return emitError(loc) << "constant has no raw data (strings and sparse tensors are not supported in plans)";
   // The plan value carries the attribute's static type (results may be unranked).
   auto &obj = *values[size_t(idOf(v))].getAsObject();
-  obj["shape"] = llvm::json::Array(attr.getType().cast<ShapedType>().getShape());
+  obj["shape"] = llvm::json::Array((splat ? dense : attr).getType().cast<ShapedType>().getShape());
   data.append((64 - data.size() % 64) % 64, '\0');
   llvm::json::Object c{{"value", idOf(v)}, {"offset", int64_t(data.size())}, {"bytes", int64_t(raw.size())},
                        {"kind", kind}};
+  if (splat)
+    c["splat"] = true;
   data += raw;
   constants.push_back(std::move(c));
   valueBytes[size_t(idOf(v))] = -1; // lives in the data blob, not the arena

@@ -143,6 +143,11 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> genericOnly("import-generic",
                                    cl::desc("Import every ONNX node as the generic onnx.node"),
                                    cl::cat(category));
+  static cl::opt<std::string> absentWeights(
+      "absent-weights",
+      cl::desc("'zeros': initializers whose external data file is missing import as zeros (compile a graph from "
+               "its shapes; fp8-run --init-params creates the weights). Default 'error'"),
+      cl::init("error"), cl::cat(category));
 
   static cl::OptionCategory recipeCat("FP8 recipe options (Accelerate's fp8_config keys)");
   static cl::opt<std::string> configFile("config", cl::desc("Accelerate config YAML (mixed_precision: fp8, fp8_config:)"),
@@ -508,6 +513,12 @@ int octet::fp8OptMain(int argc, char **argv) {
     opts.baseDir = llvm::sys::path::parent_path(inputFilename).str();
     opts.inferShapes = !noShapeInference;
     opts.genericOnly = genericOnly;
+    if (absentWeights != "zeros" && absentWeights != "error") {
+      llvm::WithColor::error(llvm::errs(), "fp8-opt")
+          << "--absent-weights: '" << absentWeights << "' is not valid; use zeros or error\n";
+      return 1;
+    }
+    opts.absentWeightsAsZeros = absentWeights == "zeros";
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
     if (!module || failed(runPasses(*module, ctx)) || failed(emitModule(*module, resultStream)))
       return 1;

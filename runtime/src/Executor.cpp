@@ -87,13 +87,13 @@ Executor::Executor(Plan plan) : plan_(std::move(plan)), values_(plan_.values.siz
     values_[size_t(id)].tensor = t;
 }
 
-void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState) {
+void Executor::checkInputs(const Plan &plan, const std::map<std::string, TensorPtr> &inputs) {
   for (auto &[name, t] : inputs)
-    if (plan_.findValue(name) < 0 || std::find(plan_.inputs.begin(), plan_.inputs.end(), plan_.findValue(name)) ==
-                                         plan_.inputs.end())
+    if (plan.findValue(name) < 0 ||
+        std::find(plan.inputs.begin(), plan.inputs.end(), plan.findValue(name)) == plan.inputs.end())
       throw Error("input '" + name + "' is not an input of the plan");
-  for (int id : plan_.inputs) {
-    const PlanValue &pv = plan_.values[size_t(id)];
+  for (int id : plan.inputs) {
+    const PlanValue &pv = plan.values[size_t(id)];
     auto it = inputs.find(pv.name);
     if (it == inputs.end())
       throw Error("input '" + pv.name + "' is missing (expected " + dtypeName(pv.dtype) +
@@ -103,8 +103,13 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
     if (pv.hasShape && it->second->shape != pv.shape)
       throw Error("input '" + pv.name + "' has shape " + shapeString(it->second->shape) + ", expected " +
                   shapeString(pv.shape));
-    values_[size_t(id)].tensor = it->second;
   }
+}
+
+void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState) {
+  checkInputs(plan_, inputs);
+  for (int id : plan_.inputs)
+    values_[size_t(id)].tensor = inputs.at(plan_.values[size_t(id)].name);
   for (size_t k = 0; k < plan_.ops.size(); ++k) {
     const PlanOp &op = plan_.ops[k];
     std::vector<const Value *> ins;
@@ -140,7 +145,6 @@ TensorPtr Executor::value(int id) const {
   return values_[size_t(id)].tensor;
 }
 
-TensorPtr Executor::value(const std::string &name) const { return value(plan_.findValue(name)); }
 
 std::map<std::string, TensorPtr> Executor::state() const {
   std::map<std::string, TensorPtr> r;
@@ -150,15 +154,65 @@ std::map<std::string, TensorPtr> Executor::state() const {
   return r;
 }
 
-void Executor::setState(const std::string &name, TensorPtr t) {
-  int id = plan_.findValue(name);
-  auto it = plan_.constantKinds.find(id);
-  if (id < 0 || it == plan_.constantKinds.end() || it->second == ConstantKind::Const)
+int Executor::checkState(const Plan &plan, const std::string &name, const Tensor &t) {
+  int id = plan.findValue(name);
+  auto it = plan.constantKinds.find(id);
+  if (id < 0 || it == plan.constantKinds.end() || it->second == ConstantKind::Const)
     throw Error("'" + name + "' is not a state tensor or parameter of the plan");
-  const PlanValue &pv = plan_.values[size_t(id)];
-  if (t->dtype != pv.dtype || t->shape != pv.shape)
+  const PlanValue &pv = plan.values[size_t(id)];
+  if (t.dtype != pv.dtype || t.shape != pv.shape)
     throw Error("state '" + name + "' must be " + dtypeName(pv.dtype) + " " + shapeString(pv.shape));
-  values_[size_t(id)].tensor = std::move(t);
+  return id;
+}
+
+void Executor::setState(const std::string &name, TensorPtr t) {
+  values_[size_t(checkState(plan_, name, *t))].tensor = std::move(t);
+}
+
+namespace {
+std::vector<DeviceBackend> &backends() {
+  static std::vector<DeviceBackend> b;
+  return b;
+}
+} // namespace
+
+void registerDeviceBackend(DeviceBackend b) {
+  for (DeviceBackend &e : backends())
+    if (e.name == b.name) {
+      e = std::move(b);
+      return;
+    }
+  backends().push_back(std::move(b));
+}
+
+const DeviceBackend *findDeviceBackend(const std::string &name) {
+  for (const DeviceBackend &e : backends())
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+std::unique_ptr<Runner> makeRunner(Plan plan, const std::string &device) {
+  if (device == "cpu")
+    return std::make_unique<Executor>(std::move(plan));
+  if (device == "auto") {
+    for (const DeviceBackend &b : backends())
+      if (b.available(nullptr))
+        return b.create(std::move(plan));
+    return std::make_unique<Executor>(std::move(plan));
+  }
+  const DeviceBackend *b = findDeviceBackend(device);
+  if (!b) {
+    std::string known = "cpu";
+    for (const DeviceBackend &e : backends())
+      known += ", " + e.name;
+    throw Error("--device " + device + ": this build has no such backend (it has " + known + ")" +
+                (device == "cuda" ? "; rebuild where nvcc is found (OCTET_ENABLE_CUDA=ON) or use --device cpu" : ""));
+  }
+  std::string why;
+  if (!b->available(&why))
+    throw Error("--device " + device + ": " + why);
+  return b->create(std::move(plan));
 }
 
 } // namespace octet::rt

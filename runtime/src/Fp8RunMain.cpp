@@ -5,12 +5,15 @@
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/Train.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <regex>
+#include <thread>
 
 #ifndef OCTET_VERSION
 #define OCTET_VERSION "0.0.0"
@@ -21,7 +24,8 @@ namespace {
 
 const char *kUsage =
     "usage: fp8-run MODEL.plan [options]\n"
-    "Runs a plan written by `fp8-opt --emit=plan` on the CPU reference backend.\n\n"
+    "Runs a plan written by `fp8-opt --emit=plan` on the GPU (CUDA backend) or the CPU reference backend.\n\n"
+    "  --device cuda|cpu|auto  where to run (default auto: the GPU when one is present, else the CPU)\n"
     "  --inputs FILE.npz       graph inputs by name (NumPy archive)\n"
     "  --outputs FILE.npz      write the graph outputs (and --dump values) here\n"
     "  --dump REGEX            also write every value whose name matches REGEX\n"
@@ -30,6 +34,12 @@ const char *kUsage =
     "  --save-state FILE.npz   write the FP8 state after the last run\n"
     "  --dump-gradients F.npz  training plans: run one step, write d(loss)/d(param) by initializer name\n"
     "  --info                  describe the plan and exit\n"
+    "  --init-params normal:STD[:SEED]  replace every weight matrix (parameters and trained weights of rank >= 2)\n"
+    "                          by N(0, STD) draws before running (graphs compiled with fp8-opt --absent-weights)\n"
+    "  --check-against-cpu     run every op on the device from the CPU reference's inputs and compare (FP8,\n"
+    "                          integers bit for bit; floats 1e-3 GEMMs, 1e-5 otherwise); exit 1 on a mismatch\n"
+    "  --benchmark N [--warmup W]  time N runs after W (default 3) warm-up runs on synthetic inputs (token ids\n"
+    "                          in [0, 256), floats N(0, 1)); prints one JSON line: median ms, tokens/s, device bytes\n"
     "\nTraining (plans from fp8-opt --train):\n"
     "  --data FILE             token ids: nanoGPT .bin (little-endian, --data-dtype uint16|uint32) or 1-D .npy;\n"
     "                          without --eval-data its last 10% is held out for eval\n"
@@ -47,12 +57,13 @@ const char *kUsage =
     "  --loss-png F            write the loss curve as a PNG\n"
     "  --report-memory         bytes per parameter: weights, gradients, optimizer state, FP8 state\n"
     "  --quiet                 no progress output\n"
+    "  --gpu-available         exit 0 when the CUDA backend can run here\n"
     "  --version, --help\n";
 
 struct Options {
-  std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients;
-  int64_t iterations = 1;
-  bool info = false, reportMemory = false;
+  std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
+  int64_t iterations = 1, benchmark = 0, warmup = 3;
+  bool info = false, reportMemory = false, checkCpu = false;
   TrainOptions train;
 };
 
@@ -103,8 +114,155 @@ void printInfo(const Plan &p) {
     std::cout << "  " << type << " x" << n << "\n";
 }
 
+/// Inputs for --benchmark and --check-against-cpu without --inputs: token
+/// ids uniform in [0, 256), floats N(0, 1), from a fixed seed.
+std::map<std::string, TensorPtr> syntheticInputs(const Plan &p, uint64_t seed) {
+  std::map<std::string, TensorPtr> r;
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&s] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  for (int id : p.inputs) {
+    const PlanValue &v = p.values[size_t(id)];
+    if (!v.hasShape)
+      throw Error("input '" + v.name + "' has no static shape; pass --inputs");
+    auto t = std::make_shared<Tensor>(v.dtype, v.shape);
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      switch (v.dtype) {
+      case DType::I64: t->data<int64_t>()[i] = int64_t(next() % 256); break;
+      case DType::I32: t->data<int32_t>()[i] = int32_t(next() % 256); break;
+      case DType::F32: {
+        double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
+        t->data<float>()[i] = float(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+        break;
+      }
+      default: throw Error("input '" + v.name + "' (" + dtypeName(v.dtype) + "): no synthetic data; pass --inputs");
+      }
+    }
+    r[v.name] = t;
+  }
+  return r;
+}
+
+std::map<std::string, TensorPtr> readInputs(const Plan &p, const std::string &path) {
+  std::map<std::string, TensorPtr> inputs;
+  for (auto &[name, t] : readNpz(path)) {
+    int id = p.findValue(name);
+    // FP8 inputs arrive as uint8 codes.
+    if (id >= 0 && t->dtype == DType::U8 && isFp8(p.values[size_t(id)].dtype))
+      t->dtype = p.values[size_t(id)].dtype;
+    inputs[name] = t;
+  }
+  return inputs;
+}
+
+/// --init-params normal:STD[:SEED]: N(0, STD) weight matrices, one thread per tensor.
+void initParams(Runner &ex, const std::string &spec) {
+  double stdev = 0;
+  uint64_t seed = 0;
+  {
+    char *end = nullptr;
+    if (spec.rfind("normal:", 0) != 0)
+      throw Error("--init-params: '" + spec + "' is not normal:STD[:SEED]");
+    stdev = std::strtod(spec.c_str() + 7, &end);
+    if (end == spec.c_str() + 7 || !(stdev > 0) || (*end && *end != ':'))
+      throw Error("--init-params: '" + spec + "' is not normal:STD[:SEED] with STD > 0");
+    if (*end == ':')
+      seed = std::strtoull(end + 1, nullptr, 10);
+  }
+  const Plan &p = ex.plan();
+  std::vector<std::pair<std::string, TensorPtr>> todo;
+  for (auto &[id, kind] : p.constantKinds) {
+    const PlanValue &v = p.values[size_t(id)];
+    auto role = p.roles.find(id);
+    bool weight = kind == ConstantKind::Param ||
+                  (kind == ConstantKind::State && role != p.roles.end() &&
+                   (role->second == "weight" || role->second == "master_weight"));
+    if (weight && v.shape.size() >= 2 && (v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16))
+      todo.emplace_back(v.name, std::make_shared<Tensor>(v.dtype, v.shape));
+  }
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < todo.size(); ++k)
+    threads.emplace_back([&, k] {
+      Tensor &t = *todo[k].second;
+      uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>()(todo[k].first);
+      auto next = [&s] {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        return s;
+      };
+      Tensor f(DType::F32, t.shape);
+      for (int64_t i = 0; i < f.numel(); i += 2) {
+        double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
+        double r = std::sqrt(-2 * std::log(u1)) * stdev;
+        f.data<float>()[i] = float(r * std::cos(6.283185307179586 * u2));
+        if (i + 1 < f.numel())
+          f.data<float>()[i + 1] = float(r * std::sin(6.283185307179586 * u2));
+      }
+      t = t.dtype == DType::F32 ? std::move(f) : f.castTo(t.dtype);
+    });
+  for (std::thread &th : threads)
+    th.join();
+  for (auto &[name, t] : todo)
+    ex.setState(name, t);
+}
+
+const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.device()); }
+
+int benchmark(Runner &ex, const Options &o) {
+  auto inputs = o.inputs.empty() ? syntheticInputs(ex.plan(), o.train.seed) : readInputs(ex.plan(), o.inputs);
+  int64_t tokens = 0;
+  for (int id : ex.plan().inputs) {
+    const PlanValue &v = ex.plan().values[size_t(id)];
+    if ((v.dtype == DType::I64 || v.dtype == DType::I32) && v.shape.size() == 2) {
+      tokens = v.shape[0] * v.shape[1];
+      break;
+    }
+  }
+  for (int64_t i = 0; i < o.warmup; ++i)
+    ex.run(inputs);
+  std::vector<double> ms;
+  for (int64_t i = 0; i < o.benchmark; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    ex.run(inputs); // returns when the step has finished on the device
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double med = sorted[sorted.size() / 2];
+  const DeviceBackend *b = backendFor(ex);
+  std::cout << "{\"plan\": \"" << o.plan << "\", \"device\": \"" << ex.device() << "\", \"device_name\": \""
+            << (b && b->describe ? b->describe() : std::string("host CPU")) << "\", \"recipe\": \""
+            << (ex.plan().recipe.empty() ? "none" : ex.plan().recipe) << "\", \"runs\": " << o.benchmark
+            << ", \"warmup\": " << o.warmup << ", \"median_ms\": " << med << ", \"min_ms\": " << sorted.front()
+            << ", \"tokens_per_run\": " << tokens << ", \"tokens_per_s\": " << (tokens ? double(tokens) / med * 1e3 : 0)
+            << ", \"device_bytes\": " << (b && b->bytes ? b->bytes(ex) : 0) << "}\n";
+  return 0;
+}
+
 int run(const Options &o) {
-  Executor ex(loadPlan(o.plan));
+  if (o.checkCpu) {
+    const DeviceBackend *b = findDeviceBackend(o.device == "auto" ? "cuda" : o.device);
+    if (!b || !b->check)
+      throw Error("--check-against-cpu needs a device backend (--device cuda); this build has none");
+    std::string why;
+    if (!b->available(&why))
+      throw Error("--check-against-cpu: " + why);
+    Plan p = loadPlan(o.plan);
+    auto inputs = o.inputs.empty() ? syntheticInputs(p, o.train.seed) : readInputs(p, o.inputs);
+    int bad = b->check(std::move(p), inputs, std::cout);
+    std::cout << (bad ? std::to_string(bad) + " op(s) differ from the CPU reference\n"
+                      : "every op matches the CPU reference\n");
+    return bad ? 1 : 0;
+  }
+  std::unique_ptr<Runner> runner = makeRunner(loadPlan(o.plan), o.device);
+  Runner &ex = *runner;
+  if (!o.initParams.empty())
+    initParams(ex, o.initParams);
   if (o.info) {
     printInfo(ex.plan());
     return 0;
@@ -114,17 +272,13 @@ int run(const Options &o) {
     if (o.train.data.empty())
       return 0;
   }
+  if (o.benchmark)
+    return benchmark(ex, o);
   if (!o.train.data.empty())
     return trainMain(ex, o.train);
   std::map<std::string, TensorPtr> inputs;
   if (!o.inputs.empty())
-    for (auto &[name, t] : readNpz(o.inputs)) {
-      int id = ex.plan().findValue(name);
-      // FP8 inputs arrive as uint8 codes.
-      if (id >= 0 && t->dtype == DType::U8 && isFp8(ex.plan().values[size_t(id)].dtype))
-        t->dtype = ex.plan().values[size_t(id)].dtype;
-      inputs[name] = t;
-    }
+    inputs = readInputs(ex.plan(), o.inputs);
   if (!o.loadState.empty())
     for (auto &[name, t] : readNpz(o.loadState))
       ex.setState(name, t);
@@ -141,6 +295,8 @@ int run(const Options &o) {
   for (int id : ex.plan().outputs) {
     const std::string &name = ex.plan().values[size_t(id)].name;
     outs.emplace_back(name, ex.value(id));
+    if (!outs.back().second)
+      throw Error("output '" + name + "' was not computed");
     if (o.outputs.empty())
       std::cout << name << ": " << describe(*ex.value(id)) << "\n";
   }
@@ -149,6 +305,9 @@ int run(const Options &o) {
       const std::string &name = ex.plan().values[id].name;
       TensorPtr t = ex.value(int(id));
       bool isOutput = std::find(ex.plan().outputs.begin(), ex.plan().outputs.end(), int(id)) != ex.plan().outputs.end();
+      if (!t && !isOutput && std::regex_search(name, dumpRe) && ex.device() != "cpu" && !ex.plan().values[id].isSequence)
+        throw Error("--dump: '" + name + "' is not kept by the " + ex.device() +
+                    " backend (its memory is reused); use --device cpu");
       if (t && !isOutput && std::regex_search(name, dumpRe))
         outs.emplace_back(name, t);
     }
@@ -158,8 +317,12 @@ int run(const Options &o) {
     if (ex.plan().gradients.empty())
       throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train");
     NamedTensors grads;
-    for (auto &[param, id] : ex.plan().gradients)
+    for (auto &[param, id] : ex.plan().gradients) {
       grads.emplace_back(param, ex.value(id));
+      if (!grads.back().second)
+        throw Error("--dump-gradients: the gradient of '" + param + "' is not kept by the " + ex.device() +
+                    " backend; use --device cpu");
+    }
     writeNpz(o.dumpGradients, grads);
   }
   if (!o.saveState.empty()) {
@@ -181,11 +344,13 @@ int fp8RunMain(int argc, char **argv) {
       {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients}, {"--data", &o.train.data},
       {"--data-dtype", &o.train.dataDtype}, {"--eval-data", &o.train.evalData}, {"--eval-plan", &o.train.evalPlan},
       {"--log", &o.train.log}, {"--checkpoint", &o.train.checkpoint}, {"--resume", &o.train.resume},
-      {"--loss-png", &o.train.lossPng}, {"--labels", &o.train.labels}};
+      {"--loss-png", &o.train.lossPng}, {"--labels", &o.train.labels}, {"--device", &o.device},
+      {"--init-params", &o.initParams}};
   std::map<std::string, int64_t *> ints = {
       {"--iterations", &o.iterations}, {"--steps", &o.train.steps}, {"--batch", &o.train.batch},
       {"--seq", &o.train.seq}, {"--eval-every", &o.train.evalEvery}, {"--eval-batches", &o.train.evalBatches},
-      {"--checkpoint-every", &o.train.checkpointEvery}, {"--log-every", &o.train.logEvery}, {"--seed", &seed}};
+      {"--checkpoint-every", &o.train.checkpointEvery}, {"--log-every", &o.train.logEvery}, {"--seed", &seed},
+      {"--benchmark", &o.benchmark}, {"--warmup", &o.warmup}};
   auto fail = [](const std::string &msg) {
     std::cerr << "fp8-run: error: " << msg << "\n";
     return 1;
@@ -215,6 +380,14 @@ int fp8RunMain(int argc, char **argv) {
       o.info = true;
     } else if (flag == "--report-memory") {
       o.reportMemory = true;
+    } else if (flag == "--gpu-available") { // exit 0 when the CUDA backend can run here (for test configs)
+      const DeviceBackend *b = findDeviceBackend("cuda");
+      std::string why = "this build has no CUDA backend";
+      bool ok = b && b->available(&why);
+      std::cout << (ok ? "cuda: available" : "cuda: " + why) << "\n";
+      return ok ? 0 : 1;
+    } else if (flag == "--check-against-cpu") {
+      o.checkCpu = true;
     } else if (flag == "--quiet") {
       o.train.quiet = true;
     } else if (strings.count(flag) || ints.count(flag)) {
@@ -225,8 +398,9 @@ int fp8RunMain(int argc, char **argv) {
       } else {
         char *end = nullptr;
         long long n = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end || n < (flag == "--seed" || flag == "--batch" || flag == "--seq" ? 0 : 1))
-          return fail(flag + ": '" + v + "' is not a " + (flag == "--seed" ? "non-negative" : "positive") +
+        bool zeroOk = flag == "--seed" || flag == "--batch" || flag == "--seq" || flag == "--warmup";
+        if (v.empty() || *end || n < (zeroOk ? 0 : 1))
+          return fail(flag + ": '" + v + "' is not a " + (zeroOk ? "non-negative" : "positive") +
                       " integer");
         *ints[flag] = n;
       }
@@ -241,6 +415,8 @@ int fp8RunMain(int argc, char **argv) {
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");
   o.train.seed = uint64_t(seed);
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    return fail("--device: '" + o.device + "' is not a device; use cuda, cpu or auto");
   if (!o.train.data.empty() && o.train.steps < 1)
     return fail("--data needs --steps N");
   if (o.train.data.empty() && (o.train.steps || !o.train.resume.empty() || !o.train.checkpoint.empty() ||

@@ -184,9 +184,15 @@ Plan loadPlan(const std::string &path) {
       if (!pv.hasShape)
         r.fail("constant '" + pv.name + "' has no shape");
       auto t = std::make_shared<Tensor>(pv.dtype, pv.shape);
-      if (off + size > dataSize || size != t->bytes.size())
+      bool splat = c["splat"] && c["splat"].as<bool>(); // one element, repeated
+      size_t es = dtypeSize(pv.dtype);
+      if (off + size > dataSize || size != (splat ? es : t->bytes.size()))
         r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
-      std::memcpy(t->bytes.data(), p + dataOffset + off, size);
+      if (splat)
+        for (size_t i = 0; i < t->bytes.size(); i += es)
+          std::memcpy(t->bytes.data() + i, p + dataOffset + off, es);
+      else
+        std::memcpy(t->bytes.data(), p + dataOffset + off, size);
       plan.constants[id] = t;
       std::string kind = c["kind"] ? c["kind"].as<std::string>() : "const";
       plan.constantKinds[id] = kind == "param" ? ConstantKind::Param

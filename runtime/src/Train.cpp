@@ -100,7 +100,7 @@ struct Batcher {
   }
 };
 
-double scalarOf(const Executor &ex, const std::string &name) {
+double scalarOf(const Runner &ex, const std::string &name) {
   TensorPtr t = ex.value(name);
   return t && t->numel() == 1 ? t->getDouble(0) : NAN;
 }
@@ -152,7 +152,7 @@ static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count)
   return e.c_str();
 }
 
-void writeCheckpoint(const std::string &path, const Executor &ex, const CheckpointMeta &meta) {
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta) {
   NamedTensors ts;
   for (auto &[name, t] : ex.state()) // std::map: sorted, so the checksum order is fixed
     ts.emplace_back(name, t);
@@ -163,7 +163,7 @@ void writeCheckpoint(const std::string &path, const Executor &ex, const Checkpoi
   writeNpz(path, ts);
 }
 
-CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex) {
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
   NamedTensors ts = readNpz(path);
   auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
   TensorPtr meta;
@@ -363,7 +363,7 @@ void writeLossPng(const std::string &path, const std::vector<double> &train,
 // The loop
 //===----------------------------------------------------------------------===//
 
-int trainMain(Executor &ex, const TrainOptions &o) {
+int trainMain(Runner &ex, const TrainOptions &o) {
   const Plan &p = ex.plan();
   if (p.gradients.empty() || p.findValue("octet.lr") < 0)
     throw Error("--data/--steps train a training plan; compile one with fp8-opt --train (this plan has no "
@@ -405,12 +405,12 @@ int trainMain(Executor &ex, const TrainOptions &o) {
   if (train.end - train.begin < need || (o.evalEvery && eval.end - eval.begin < need))
     throw Error(o.data + ": " + std::to_string(data.tokens.size()) + " tokens are too few for sequences of " +
                 std::to_string(T));
-  std::unique_ptr<Executor> evalEx;
+  std::unique_ptr<Runner> evalEx;
   if (o.evalEvery) {
     if (o.evalPlan.empty())
       throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
                   "eval.plan)");
-    evalEx = std::make_unique<Executor>(loadPlan(o.evalPlan));
+    evalEx = makeRunner(loadPlan(o.evalPlan), ex.device()); // the training plan's device
   }
 
   CheckpointMeta meta{0, o.seed, o.data, p.recipe};

@@ -28,6 +28,10 @@ struct ImportOptions {
   bool inferShapes = true;
   /// Import every node as the generic `onnx.node` (no typed ops).
   bool genericOnly = false;
+  /// Initializers whose external data file does not exist import as zeros
+  /// (shape and type only): benchmark graphs whose weights the runtime
+  /// creates (fp8-opt --absent-weights zeros, fp8-run --init-params).
+  bool absentWeightsAsZeros = false;
 };
 
 /// Imports a parsed model. Errors are emitted as MLIR diagnostics located at

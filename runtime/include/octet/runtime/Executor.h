@@ -5,7 +5,9 @@
 #include "octet/runtime/Plan.h"
 
 #include <functional>
+#include <iosfwd>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace octet::rt {
@@ -53,22 +55,62 @@ using Kernel = std::function<void(KernelContext &)>;
 /// The kernel for an op type, or nullptr.
 const Kernel *lookupKernel(const std::string &type);
 
-/// Executes a plan. Constants and FP8 state live across runs; each run()
-/// binds inputs, evaluates every op in order and (optionally) advances the
-/// FP8 state with the plan's state updates.
-class Executor {
+/// What runs a plan: the CPU reference Executor or a device backend (the
+/// CUDA executor in liboctet_cuda). Constants and state live across runs;
+/// each run() binds inputs, evaluates every op in order and (optionally)
+/// advances the state with the plan's state updates.
+class Runner {
+public:
+  virtual ~Runner() = default;
+  virtual const Plan &plan() const = 0;
+  /// Inputs by name. Throws Error for missing inputs or a dtype/shape mismatch.
+  virtual void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true) = 0;
+  /// A value after run() by id, on the host (nullptr if not computed or no longer held).
+  virtual TensorPtr value(int id) const = 0;
+  TensorPtr value(const std::string &name) const { return value(plan().findValue(name)); }
+  /// Current state tensors (FP8 scaling state, trained parameters, optimizer moments) by name.
+  virtual std::map<std::string, TensorPtr> state() const = 0;
+  /// Replaces a state tensor or a parameter (same dtype and shape).
+  virtual void setState(const std::string &name, TensorPtr t) = 0;
+  /// "cpu", "cuda".
+  virtual std::string device() const = 0;
+};
+
+/// A backend other than the CPU: registered by the program that links it
+/// (fp8-run registers liboctet_cuda's), found by name.
+struct DeviceBackend {
+  std::string name;
+  /// Whether it can run here; `why` says what is missing otherwise.
+  std::function<bool(std::string *why)> available;
+  std::function<std::unique_ptr<Runner>(Plan)> create;
+  /// Optional: kernel-by-kernel comparison with the CPU reference (returns
+  /// the number of mismatching ops), device bytes a runner holds, device name.
+  std::function<int(Plan, const std::map<std::string, TensorPtr> &, std::ostream &)> check;
+  std::function<size_t(const Runner &)> bytes;
+  std::function<std::string()> describe;
+};
+void registerDeviceBackend(DeviceBackend b);
+const DeviceBackend *findDeviceBackend(const std::string &name);
+/// A runner for `device`: "cpu", a registered backend's name, or "auto" (the
+/// first available registered backend, else the CPU). Throws Error naming
+/// what is missing when an explicitly requested device cannot run.
+std::unique_ptr<Runner> makeRunner(Plan plan, const std::string &device);
+
+/// The CPU reference backend: interprets ops in order with host kernels.
+class Executor : public Runner {
 public:
   explicit Executor(Plan plan);
-  const Plan &plan() const { return plan_; }
-  /// Inputs by name. Throws Error for missing inputs or a dtype/shape mismatch.
-  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true);
-  /// A value after run() by id (nullptr if not computed).
-  TensorPtr value(int id) const;
-  TensorPtr value(const std::string &name) const;
-  /// Current state tensors (FP8 scaling state, trained parameters, optimizer moments) by name.
-  std::map<std::string, TensorPtr> state() const;
-  /// Replaces a state tensor or a parameter (same dtype and shape).
-  void setState(const std::string &name, TensorPtr t);
+  const Plan &plan() const override { return plan_; }
+  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true) override;
+  TensorPtr value(int id) const override;
+  using Runner::value;
+  std::map<std::string, TensorPtr> state() const override;
+  void setState(const std::string &name, TensorPtr t) override;
+  std::string device() const override { return "cpu"; }
+  /// Checks inputs against the plan (names, dtypes, shapes); shared by every backend.
+  static void checkInputs(const Plan &plan, const std::map<std::string, TensorPtr> &inputs);
+  /// The value id of state/parameter `name` if `t` may replace it (same dtype and shape); throws otherwise.
+  static int checkState(const Plan &plan, const std::string &name, const Tensor &t);
 
 private:
   Plan plan_;

@@ -34,7 +34,7 @@ struct TrainOptions {
 };
 
 /// Runs the training loop; returns the exit status.
-int trainMain(Executor &ex, const TrainOptions &o);
+int trainMain(Runner &ex, const TrainOptions &o);
 
 /// Prints bytes per parameter for weights, gradients, optimizer state and
 /// FP8 scaling state of a training plan.
@@ -48,8 +48,8 @@ struct CheckpointMeta {
   uint64_t seed = 0;
   std::string data, recipe;
 };
-void writeCheckpoint(const std::string &path, const Executor &ex, const CheckpointMeta &meta);
-CheckpointMeta loadCheckpoint(const std::string &path, Executor &ex);
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta);
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex);
 
 /// A line chart of one or two series (loss, eval loss) as a PNG.
 void writeLossPng(const std::string &path, const std::vector<double> &train,

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""End-to-end training throughput of GPT models: PyTorch BF16 (eager, torch.compile) against Octet plans.
+
+Runs on the GPU machine, in one process per model size:
+  (a) PyTorch BF16 autocast, FP32 weights and AdamW, eager
+  (b) the same under torch.compile
+  (c..) Octet plans (fp8-opt --train, compiled from bench/make_gpt_onnx.py graphs with --absent-weights zeros),
+        run by `fp8-run PLAN --device cuda --init-params normal:0.02 --benchmark N`
+The PyTorch model is the graph make_gpt_onnx.py writes: pre-LN GPT, separate q/k/v Linear layers with
+biases, explicit causal softmax attention, tanh GELU, untied lm_head, vocab 50304. Weights are created
+on the device (N(0, 0.02)). Reports median step time, tokens/s, model TFLOP/s (6 N + 12 L d T FLOPs per
+token), peak memory (torch.cuda.max_memory_allocated; Octet: every byte its executor allocates) and
+ratios to (b).
+
+  e2e_gpt.py --config 125m --batch 8 --seq 1024 --plans none=p/none.plan te=p/te.plan --fp8-run .devlib/fp8-run
+"""
+import argparse, json, math, os, statistics, subprocess, sys, time
+
+CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16)}
+
+
+def torch_model(d, L, H, V, T):
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
+            self.fc, self.fc_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x, mask):
+            B = x.shape[0]
+            h = self.ln_1(x)
+            q, k, v = (m(h).view(B, T, H, d // H).transpose(1, 2) for m in (self.q, self.k, self.v))
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // H))
+            s = s.masked_fill(~mask, -1e9)
+            a = (torch.softmax(s.float(), -1).to(v.dtype) @ v).transpose(1, 2).reshape(B, T, d)
+            x = x + self.proj(a)
+            return x + self.fc_proj(nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, d), nn.Parameter(torch.zeros(T, d))
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f, self.lm_head = nn.LayerNorm(d), nn.Linear(d, V, bias=False)
+            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+            for p in self.parameters():
+                if p.dim() >= 2:
+                    nn.init.normal_(p, std=0.02)
+
+        def forward(self, ids, labels):
+            x = self.wte(ids) + self.wpe
+            for b in self.blocks:
+                x = b(x, self.mask)
+            logits = self.lm_head(self.ln_f(x))
+            return nn.functional.cross_entropy(logits.float().view(-1, V), labels.view(-1))
+
+    return GPT()
+
+
+def bench_torch(args, compiled):
+    import torch
+    d, L, H = CONFIGS[args.config]
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
+    model = torch_model(d, L, H, args.vocab, args.seq).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
+
+    def step(m):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(ids, ids)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    fn = torch.compile(model) if compiled else model
+    t0 = time.time()
+    for _ in range(args.warmup):
+        step(fn)
+    torch.cuda.synchronize()
+    warm_s = time.time() - t0
+    times = []
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        step(fn)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1e3)
+    n = sum(p.numel() for p in model.parameters())
+    r = {"name": "pytorch-bf16-" + ("compile" if compiled else "eager"), "median_ms": statistics.median(times),
+         "peak_bytes": torch.cuda.max_memory_allocated(), "params": n, "warmup_s": warm_s}
+    del model, opt, fn
+    torch.cuda.empty_cache()
+    return r
+
+
+def bench_octet(args, name, plan):
+    cmd = [args.fp8_run, plan, "--device", "cuda", "--init-params", "normal:0.02", "--benchmark", str(args.steps),
+           "--warmup", str(args.warmup)]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"name": "octet-" + name, "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+    j = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"name": "octet-" + name, "median_ms": j["median_ms"], "peak_bytes": j["device_bytes"],
+            "wall_s": time.time() - t0}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--plans", nargs="*", default=[], help="NAME=PLAN (Octet training plans of the same model)")
+    ap.add_argument("--fp8-run", default=".devlib/fp8-run")
+    ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    d, L, H = CONFIGS[args.config]
+    tokens = args.batch * args.seq
+    rows = []
+    def log(r):
+        rows.append(r)
+        print("measured", json.dumps(r), flush=True)
+    for spec in args.plans:
+        name, plan = spec.split("=", 1)
+        log(bench_octet(args, name, plan))
+    if not args.skip_torch:
+        log(bench_torch(args, False))
+        log(bench_torch(args, True))
+    n = next((r["params"] for r in rows if "params" in r), None)
+    if n is None:
+        n = 2 * args.vocab * d + args.seq * d + L * (12 * d * d + 13 * d) + 2 * d
+    flops_per_token = 6 * n + 12 * L * d * args.seq
+    base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
+    print(f"GPT {args.config}: d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={args.batch} seq={args.seq} "
+          f"({args.steps} timed steps after {args.warmup})")
+    print(f"{'run':<24}{'ms/step':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'peak GiB':>10}{'speed/(b)':>11}{'mem/(b)':>9}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['name']:<24}  error: {r['error']}")
+            continue
+        r["tokens_per_s"] = tokens / r["median_ms"] * 1e3
+        r["tflops"] = flops_per_token * r["tokens_per_s"] / 1e12
+        sp = base["median_ms"] / r["median_ms"] if base else float("nan")
+        mem = r["peak_bytes"] / base["peak_bytes"] if base else float("nan")
+        r["speed_vs_compile"], r["mem_vs_compile"] = sp, mem
+        print(f"{r['name']:<24}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12.0f}{r['tflops']:>10.1f}"
+              f"{r['peak_bytes'] / 2**30:>10.2f}{sp:>11.3f}{mem:>9.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": args.config, "batch": args.batch, "seq": args.seq, "params": n, "rows": rows}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

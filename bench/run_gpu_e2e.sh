@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Device-side sequence for the CUDA executor (issue 5), in parts that fit one device call each:
+#   check   every kernel of the bundled GPT's training plans against the CPU reference, and the
+#           200-step GPU training curves (compared with the CPU's by scripts/compare_curves.py here)
+#   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
+#           and Octet none / te / ao / msamp:O2, then a per-op-type GPU profile of Octet te
+# Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
+# says how). Logs go to $OUT.
+set -u
+part=$1
+d=${2:-.devlib}
+out=${OUT:-/tmp}
+export LD_LIBRARY_PATH="$PWD/$d:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+case $part in
+check)
+  for r in none te ao msamp-O2; do
+    "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
+    echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
+  done
+  for r in none te ao msamp-O2; do
+    "$d/fp8-run" "$d/plans/$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 200 --labels same \
+      --log "$out/gpu-$r.jsonl" --quiet
+    echo "train $r: exit $?"
+  done
+  for r in none te; do
+    "$d/fp8-run" "$d/plans/$r.plan" --device cuda --benchmark 50 | tee -a "$out/graphs.jsonl"
+    OCTET_CUDA_GRAPHS=0 "$d/fp8-run" "$d/plans/$r.plan" --device cuda --benchmark 50 | tee -a "$out/graphs.jsonl"
+  done
+  OCTET_CUDA_FAKE_CC=80 "$d/fp8-run" "$d/plans/te.plan" --device cuda --benchmark 1 2>&1 | tee "$out/fake-cc.txt"
+  ;;
+e2e-*)
+  s=${part#e2e-}
+  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s"; exit 2 ;; esac
+  python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" --fp8-run "$d/fp8-run" \
+    --plans none="$d/bench/gpt-$s-none.plan" te="$d/bench/gpt-$s-te.plan" ao="$d/bench/gpt-$s-ao.plan" \
+    msamp:O2="$d/bench/gpt-$s-msamp-O2.plan" --json "$out/e2e-$s.json" 2>&1 | tee "$out/e2e-$s.txt"
+  OCTET_CUDA_PROFILE=1 "$d/fp8-run" "$d/bench/gpt-$s-te.plan" --device cuda --init-params normal:0.02 \
+    --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$s-te.txt"
+  head -14 "$out/profile-$s-te.txt"
+  ;;
+esac

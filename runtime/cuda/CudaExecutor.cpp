@@ -1,0 +1,1480 @@
+//===- CudaExecutor.cpp - Whole plans on the GPU ----------------------------===//
+//
+// Load: (1) fold every op whose inputs are all constants on the host with the
+// CPU reference kernels (shape arithmetic, masks, index ranges); (2) place
+// activations at the plan's arena offsets in one allocation, parameters and
+// state in their own; (3) compile each remaining op into launches whose
+// arguments (pointers, shapes, strides) are fixed. Run: bind inputs, replay
+// the launches (eagerly the first time, then as a captured CUDA graph), copy
+// next states over states, and check the device error flags (bad indices,
+// labels) once per run.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/runtime/CudaExecutor.h"
+
+#include "../src/Kernels.h"
+#include "DeviceKernels.h"
+#include "octet/runtime/Cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+namespace octet::rt::cuda {
+namespace {
+
+void cudaCheck(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+dev::Dims dimsOf(const Shape &s) {
+  dev::Dims d;
+  if (s.size() > size_t(dev::kMaxRank))
+    throw Error("rank " + std::to_string(s.size()) + " exceeds the CUDA backend's limit of 8");
+  d.rank = int(s.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    d.d[i] = s[i];
+  return d;
+}
+dev::Strides stridesOf(const std::vector<int64_t> &v) {
+  dev::Strides s;
+  for (size_t i = 0; i < v.size() && i < size_t(dev::kMaxRank); ++i)
+    s.s[i] = v[i];
+  return s;
+}
+
+/// numel(s) when `s` (leading 1s dropped) equals the trailing dims of `out`, else 0.
+int64_t suffixMod(Shape s, const Shape &out) {
+  while (!s.empty() && s.front() == 1)
+    s.erase(s.begin());
+  if (s.size() > out.size() || !std::equal(s.begin(), s.end(), out.end() - int64_t(s.size())))
+    return 0;
+  return std::max<int64_t>(numElements(s), 1);
+}
+
+int fakeOrRealCC() {
+  if (const char *f = std::getenv("OCTET_CUDA_FAKE_CC"))
+    return std::atoi(f);
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+    return 0;
+  return p.major * 10 + p.minor;
+}
+
+using Step = std::function<std::string(cudaStream_t)>;
+
+class CudaExecutor final : public Runner {
+public:
+  CudaExecutor(Plan plan, CudaOptions o);
+  ~CudaExecutor() override;
+  const Plan &plan() const override { return plan_; }
+  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState) override;
+  TensorPtr value(int id) const override;
+  using Runner::value;
+  std::map<std::string, TensorPtr> state() const override;
+  void setState(const std::string &name, TensorPtr t) override;
+  std::string device() const override { return "cuda"; }
+  size_t bytes() const { return allocated_; }
+  int check(const Executor &ref, std::ostream &os);
+
+private:
+  struct OpProgram {
+    size_t op;
+    std::vector<Step> steps;
+  };
+  Plan plan_;
+  CudaOptions opt_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void *blasWorkspace_ = nullptr;
+  std::unique_ptr<Gemm> fp8_;
+  std::vector<void *> ptr_;
+  std::vector<TensorPtr> host_;
+  std::vector<char> static_;
+  std::vector<void *> allocs_;
+  size_t allocated_ = 0;
+  std::vector<OpProgram> program_;
+  int *flags_ = nullptr;
+  std::vector<std::string> flagWhat_;
+  size_t scratchBytes_ = 0;
+  char *scratch_ = nullptr;
+  float *one_ = nullptr;
+  cudaGraphExec_t graphs_[2] = {nullptr, nullptr};
+  int eagerRuns_[2] = {0, 0};
+  std::set<int> liveAtEnd_;
+  bool profile_ = false; // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs)
+  std::map<std::string, std::pair<double, int>> profileMs_;
+  int profiledRuns_ = 0;
+
+  void *alloc(size_t bytes);
+  void *devicePtr(int id);
+  const Tensor &hostValue(const PlanOp &op, size_t i);
+  Shape shapeOf(int id) const;
+  DType typeOf(int id) const { return static_[size_t(id)] ? host_[size_t(id)]->dtype : plan_.values[size_t(id)].dtype; }
+  [[noreturn]] void fail(const PlanOp &op, const std::string &msg) const {
+    throw Error("node '" + op.name + "' (" + op.type + "): " + msg);
+  }
+  int flagSlot(const PlanOp &op, const std::string &what) {
+    flagWhat_.push_back("node '" + op.name + "' (" + op.type + "): " + what);
+    return int(flagWhat_.size() - 1);
+  }
+  size_t scratch(size_t bytes) { // scratch is shared: ops run one at a time on one stream
+    scratchBytes_ = std::max(scratchBytes_, bytes);
+    return 0;
+  }
+  void foldStatics();
+  void place();
+  void compile(size_t k, std::vector<Step> &out);
+  void compileElementwise(const PlanOp &op, dev::Ew kind, std::vector<Step> &out);
+  void compileMatMul(const PlanOp &op, std::vector<Step> &out);
+  void compileGemm(const PlanOp &op, std::vector<Step> &out);
+  void compileFp8Gemm(const PlanOp &op, std::vector<Step> &out);
+  void compileReduce(const PlanOp &op, int kind, std::vector<Step> &out);
+  void body(bool updateState);
+  TensorPtr download(int id) const;
+  void upload(int id, const Tensor &t);
+};
+
+void *CudaExecutor::alloc(size_t bytes) {
+  void *p = nullptr;
+  cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+  if (e != cudaSuccess)
+    throw Error("CUDA: cannot allocate " + std::to_string(bytes) + " bytes on the GPU (" + cudaGetErrorString(e) +
+                "); use a smaller batch or --device cpu");
+  allocs_.push_back(p);
+  allocated_ += std::max<size_t>(bytes, 256);
+  return p;
+}
+
+Shape CudaExecutor::shapeOf(int id) const {
+  if (static_[size_t(id)])
+    return host_[size_t(id)]->shape;
+  const PlanValue &v = plan_.values[size_t(id)];
+  if (!v.hasShape)
+    throw Error("value '" + v.name + "' has no static shape; the CUDA backend needs static shapes (use --device cpu)");
+  return v.shape;
+}
+
+void *CudaExecutor::devicePtr(int id) {
+  if (id < 0)
+    return nullptr;
+  if (!ptr_[size_t(id)] && static_[size_t(id)]) {
+    const Tensor &t = *host_[size_t(id)];
+    void *p = alloc(t.bytes.size());
+    cudaCheck(cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "upload constant");
+    ptr_[size_t(id)] = p;
+  }
+  if (!ptr_[size_t(id)])
+    throw Error("value '" + plan_.values[size_t(id)].name + "' has no device buffer");
+  return ptr_[size_t(id)];
+}
+
+const Tensor &CudaExecutor::hostValue(const PlanOp &op, size_t i) {
+  int id = op.inputs[i];
+  if (!static_[size_t(id)])
+    fail(op, "input " + std::to_string(i) + " ('" + plan_.values[size_t(id)].name +
+                 "') must be a constant for the CUDA backend (it is computed at run time); use --device cpu");
+  return *host_[size_t(id)];
+}
+
+CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), opt_(o) {
+  if (const char *p = std::getenv("OCTET_CUDA_PROFILE"))
+    profile_ = std::string(p) == "1";
+  if (profile_)
+    opt_.graphs = false;
+  size_t n = plan_.values.size();
+  ptr_.assign(n, nullptr);
+  host_.assign(n, nullptr);
+  static_.assign(n, 0);
+  cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS)
+    throw Error("CUDA: cublasCreate failed");
+  cublasSetStream(blas_, stream_);
+  blasWorkspace_ = alloc(size_t(32) << 20);
+  cublasSetWorkspace(blas_, blasWorkspace_, size_t(32) << 20);
+  if (!opt_.tf32)
+    cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);
+  fp8_ = std::make_unique<Gemm>();
+  one_ = static_cast<float *>(alloc(16));
+  float ones[4] = {1, 1, 1, 1};
+  cudaCheck(cudaMemcpy(one_, ones, sizeof ones, cudaMemcpyHostToDevice), "upload");
+  foldStatics();
+  place();
+  for (size_t k = 0; k < plan_.ops.size(); ++k) {
+    bool dyn = false;
+    for (int id : plan_.ops[k].outputs)
+      if (id >= 0 && !static_[size_t(id)])
+        dyn = true;
+    if (!dyn)
+      continue;
+    OpProgram p{k, {}};
+    compile(k, p.steps);
+    program_.push_back(std::move(p));
+  }
+  if (scratchBytes_)
+    scratch_ = static_cast<char *>(alloc(scratchBytes_));
+  flags_ = static_cast<int *>(alloc(sizeof(int) * std::max<size_t>(flagWhat_.size(), 1)));
+  cudaCheck(cudaDeviceSynchronize(), "load"); // every constant upload has landed before the stream runs
+  for (int id : plan_.outputs)
+    liveAtEnd_.insert(id);
+  for (auto &[s, v] : plan_.stateUpdates)
+    liveAtEnd_.insert(v);
+}
+
+CudaExecutor::~CudaExecutor() {
+  cudaStreamSynchronize(stream_);
+  if (profile_ && profiledRuns_) {
+    std::vector<std::pair<double, std::string>> byTime;
+    double total = 0;
+    for (auto &[t, v] : profileMs_) {
+      byTime.push_back({v.first, t});
+      total += v.first;
+    }
+    std::sort(byTime.rbegin(), byTime.rend());
+    std::cerr << "GPU time per op type (mean of " << profiledRuns_ << " runs, " << std::fixed << std::setprecision(3)
+              << total / profiledRuns_ << " ms per run):\n";
+    for (auto &[ms, t] : byTime)
+      std::cerr << "  " << std::left << std::setw(26) << t << std::right << std::setw(10) << ms / profiledRuns_
+                << " ms " << std::setw(6) << std::setprecision(1) << 100 * ms / total << "%  x"
+                << profileMs_[t].second / profiledRuns_ << "\n"
+                << std::setprecision(3);
+  }
+  for (cudaGraphExec_t g : graphs_)
+    if (g)
+      cudaGraphExecDestroy(g);
+  fp8_.reset();
+  if (blas_)
+    cublasDestroy(blas_);
+  for (void *p : allocs_)
+    cudaFree(p);
+  if (stream_)
+    cudaStreamDestroy(stream_);
+}
+
+void CudaExecutor::foldStatics() {
+  for (auto &[id, t] : plan_.constants)
+    if (plan_.constantKinds.at(id) == ConstantKind::Const) {
+      static_[size_t(id)] = 1;
+      host_[size_t(id)] = t;
+    }
+  for (const PlanOp &op : plan_.ops) {
+    bool allStatic = true;
+    for (int id : op.inputs)
+      if (id >= 0 && !static_[size_t(id)])
+        allStatic = false;
+    bool isShape = op.type == "Shape" && op.inputs.size() == 1 && op.inputs[0] >= 0 &&
+                   plan_.values[size_t(op.inputs[0])].hasShape;
+    if (!allStatic && !isShape)
+      continue;
+    std::vector<Value> vals(op.inputs.size());
+    std::vector<const Value *> ins;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      int id = op.inputs[i];
+      if (id < 0) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      if (static_[size_t(id)])
+        vals[i].tensor = host_[size_t(id)];
+      else { // Shape of a run-time value: its static shape is all it reads (no bytes)
+        auto t = std::make_shared<Tensor>();
+        t->dtype = plan_.values[size_t(id)].dtype;
+        t->shape = plan_.values[size_t(id)].shape;
+        vals[i].tensor = t;
+      }
+      ins.push_back(&vals[i]);
+    }
+    const Kernel *k = lookupKernel(op.type);
+    if (!k)
+      continue;
+    KernelContext ctx(plan_, op, ins);
+    (*k)(ctx);
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      int id = op.outputs[i];
+      if (id < 0 || ctx.outputs()[i].isSequence || !ctx.outputs()[i].tensor)
+        continue;
+      static_[size_t(id)] = 1;
+      host_[size_t(id)] = ctx.outputs()[i].tensor;
+    }
+  }
+}
+
+void CudaExecutor::place() {
+  if (!plan_.buffers.empty()) {
+    char *arena = static_cast<char *>(alloc(size_t(plan_.arenaBytes)));
+    for (const Plan::Buffer &b : plan_.buffers)
+      if (!static_[size_t(b.value)])
+        ptr_[size_t(b.value)] = arena + b.offset;
+  }
+  for (auto &[id, t] : plan_.constants) {
+    if (plan_.constantKinds.at(id) == ConstantKind::Const)
+      continue;
+    ptr_[size_t(id)] = alloc(t->bytes.size());
+    cudaCheck(cudaMemcpy(ptr_[size_t(id)], t->bytes.data(), t->bytes.size(), cudaMemcpyHostToDevice), "upload");
+  }
+  // Values the memory plan does not cover (plans without one): their own buffers.
+  for (const PlanOp &op : plan_.ops)
+    for (int id : op.outputs)
+      if (id >= 0 && !static_[size_t(id)] && !ptr_[size_t(id)] && !plan_.values[size_t(id)].isSequence) {
+        Shape s = shapeOf(id);
+        ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype));
+      }
+  for (int id : plan_.inputs)
+    if (!ptr_[size_t(id)]) {
+      Shape s = shapeOf(id);
+      ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype));
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Op compilation
+//===----------------------------------------------------------------------===//
+
+const std::map<std::string, dev::Ew> &ewOps() {
+  using dev::Ew;
+  static const std::map<std::string, Ew> m = {
+      {"Add", Ew::Add},         {"Sub", Ew::Sub},       {"Mul", Ew::Mul},           {"Div", Ew::Div},
+      {"Pow", Ew::Pow},         {"Max", Ew::Max},       {"Min", Ew::Min},           {"Equal", Ew::Eq},
+      {"Less", Ew::Lt},         {"LessOrEqual", Ew::Le}, {"Greater", Ew::Gt},       {"GreaterOrEqual", Ew::Ge},
+      {"And", Ew::And},         {"Or", Ew::Or},         {"Not", Ew::Not},           {"Neg", Ew::Neg},
+      {"Abs", Ew::Abs},         {"Sqrt", Ew::Sqrt},     {"Reciprocal", Ew::Recip}, {"Tanh", Ew::Tanh},
+      {"Sigmoid", Ew::Sigmoid}, {"Erf", Ew::Erf},       {"Exp", Ew::Exp},           {"Log", Ew::Log},
+      {"Sin", Ew::Sin},         {"Cos", Ew::Cos},       {"Floor", Ew::Floor},       {"Ceil", Ew::Ceil},
+      {"Relu", Ew::Relu},       {"Gelu", Ew::Gelu},     {"Where", Ew::Where},       {"Clip", Ew::Clip},
+      {"Cast", Ew::Copy},       {"CastLike", Ew::Copy}, {"Expand", Ew::Copy}};
+  return m;
+}
+
+int64_t normAxisOf(const PlanOp &op, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    throw Error("node '" + op.name + "' (" + op.type + "): axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+int64_t attrInt(const PlanOp &op, const std::string &n, int64_t d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Float ? int64_t(it->second.f) : it->second.i;
+}
+double attrFloat(const PlanOp &op, const std::string &n, double d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Int ? double(it->second.i) : it->second.f;
+}
+std::string attrStr(const PlanOp &op, const std::string &n, const std::string &d) {
+  auto it = op.attrs.find(n);
+  return it == op.attrs.end() ? d : it->second.s;
+}
+std::vector<int64_t> attrInts(const PlanOp &op, const std::string &n) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return {};
+  return it->second.kind == Attr::Int ? std::vector<int64_t>{it->second.i} : it->second.ints;
+}
+
+bool has(const PlanOp &op, size_t i) { return i < op.inputs.size() && op.inputs[i] >= 0; }
+
+Step copyBytes(void *dst, const void *src, size_t bytes) {
+  return [=](cudaStream_t s) -> std::string {
+    if (dst == src || bytes == 0)
+      return "";
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+    return e == cudaSuccess ? "" : std::string("copy: ") + cudaGetErrorString(e);
+  };
+}
+
+void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vector<Step> &out) {
+  using dev::Ew;
+  int o = op.outputs[0];
+  Shape os = shapeOf(o);
+  DType ot = plan_.values[size_t(o)].dtype;
+  std::vector<int> ins;
+  size_t nIn = op.inputs.size();
+  if (op.type == "Expand" || op.type == "Cast" || op.type == "CastLike")
+    nIn = 1;
+  if (kind == Ew::Clip)
+    nIn = 3;
+  bool floatOnly = kind >= Ew::Sqrt && kind <= Ew::GeluTanh;
+  if (op.type == "Gelu" && attrStr(op, "approximate", "none") == "tanh")
+    kind = Ew::GeluTanh;
+  if (floatOnly && !isFloatType(typeOf(op.inputs[0])))
+    fail(op, std::string("expects a floating-point input, got ") + dtypeName(typeOf(op.inputs[0])));
+  auto make = [&](int a, int b, int c, const void *firstOverride, DType firstType, Shape firstShape) {
+    dev::EwArgs e;
+    e.op = kind;
+    e.out = devicePtr(o);
+    e.outType = int(ot);
+    e.saturate = attrInt(op, "saturate", 1) != 0;
+    e.shape = dimsOf(os);
+    e.n = numElements(os);
+    int ids[3] = {a, b, c};
+    e.nIn = kind == Ew::Clip ? 3 : (c >= 0 ? 3 : b >= 0 ? 2 : 1);
+    for (int j = 0; j < e.nIn; ++j) {
+      Shape s;
+      if (j == 0 && firstOverride) {
+        e.in[0] = firstOverride;
+        e.inType[0] = int(firstType);
+        s = firstShape;
+      } else if (ids[j] >= 0) {
+        e.in[j] = devicePtr(ids[j]);
+        e.inType[j] = int(typeOf(ids[j]));
+        s = shapeOf(ids[j]);
+      } else { // a missing Clip bound
+        e.in[j] = one_;
+        e.inType[j] = int(DType::F32);
+        s = {};
+      }
+      if (s.size() > os.size())
+        fail(op, "input shape " + shapeString(s) + " does not broadcast to " + shapeString(os));
+      e.inStr[j] = stridesOf(broadcastStrides(s, os));
+      e.inContig[j] = s == os;
+      e.inMod[j] = suffixMod(s, os);
+    }
+    e.hasLo = kind == Ew::Clip && b >= 0;
+    e.hasHi = kind == Ew::Clip && c >= 0;
+    return e;
+  };
+  int a = op.inputs[0];
+  int b = nIn > 1 && has(op, 1) ? op.inputs[1] : -1;
+  int c = nIn > 2 && has(op, 2) ? op.inputs[2] : -1;
+  dev::EwArgs first = make(a, b, c, nullptr, DType::F32, {});
+  out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
+  // Variadic Max / Min: fold the rest into the output.
+  for (size_t i = 2; (kind == Ew::Max || kind == Ew::Min) && i < op.inputs.size(); ++i) {
+    dev::EwArgs more = make(-1, op.inputs[i], -1, devicePtr(o), ot, os);
+    out.push_back([more](cudaStream_t s) { return dev::elementwise(more, s); });
+  }
+}
+
+void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &out) {
+  int x = op.inputs[0], o = op.outputs[0];
+  Shape xs = shapeOf(x);
+  std::vector<int64_t> axes = has(op, 1) ? hostValue(op, 1).toInts() : attrInts(op, "axes");
+  if (axes.empty() && attrInt(op, "noop_with_empty_axes", 0)) {
+    out.push_back(copyBytes(devicePtr(o), devicePtr(x), size_t(numElements(xs)) * dtypeSize(typeOf(x))));
+    return;
+  }
+  int64_t r = int64_t(xs.size());
+  std::vector<bool> red(size_t(r), axes.empty());
+  for (int64_t a : axes)
+    red[size_t(normAxisOf(op, a, r))] = true;
+  std::vector<int64_t> st = contiguousStrides(xs);
+  Shape outDims, redDims;
+  std::vector<int64_t> outStr, redStr;
+  int lastKept = -1, firstRed = int(r);
+  for (int64_t i = 0; i < r; ++i) {
+    if (xs[size_t(i)] == 1)
+      continue;
+    if (red[size_t(i)]) {
+      redDims.push_back(xs[size_t(i)]);
+      redStr.push_back(st[size_t(i)]);
+      firstRed = std::min(firstRed, int(i));
+    } else {
+      outDims.push_back(xs[size_t(i)]);
+      outStr.push_back(st[size_t(i)]);
+      lastKept = int(i);
+    }
+  }
+  dev::ReduceArgs a;
+  a.x = devicePtr(x);
+  a.type = int(typeOf(x));
+  a.out = devicePtr(o);
+  a.outType = int(plan_.values[size_t(o)].dtype);
+  a.kind = kind;
+  a.outShape = dimsOf(outDims);
+  a.redShape = dimsOf(redDims);
+  a.outStr = stridesOf(outStr);
+  a.redStr = stridesOf(redStr);
+  a.nOut = numElements(outDims);
+  a.nRed = numElements(redDims);
+  a.innerContiguous = lastKept < firstRed && a.nRed >= 64;
+  if (a.innerContiguous) {
+    // Few outputs over long ranges (norms, full sums): several blocks per output.
+    if (a.nOut < 1024 && a.nRed >= 8192)
+      a.chunks = int(std::clamp<int64_t>(a.nRed / 8192, 1, std::max<int64_t>(1, 4096 / a.nOut)));
+  } else {
+    int64_t chunks = std::min<int64_t>((a.nRed + 63) / 64, std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
+    a.chunks = int(std::clamp<int64_t>(chunks, 1, 65535));
+  }
+  if (a.chunks > 1 || !a.innerContiguous)
+    scratch(size_t(a.chunks) * size_t(a.nOut) * sizeof(double));
+  out.push_back([this, a](cudaStream_t s) mutable {
+    a.work = reinterpret_cast<double *>(scratch_);
+    return dev::reduce(a, s);
+  });
+}
+
+/// cuBLAS on row-major data: C[M,N] = op(A) op(B), batched.
+struct BlasCall {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;
+  const void *A = nullptr, *B = nullptr;
+  void *C = nullptr;
+  const void **ptrs = nullptr; // device [3][batch] (A, B, C) when strides do not describe the batch
+  cudaDataType_t type = CUDA_R_32F;
+  float alpha = 1, beta = 0;
+};
+
+std::string runBlas(cublasHandle_t h, const BlasCall &c, bool tf32) {
+  cublasComputeType_t ct = c.type == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasOperation_t opA = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t st;
+  if (c.ptrs)
+    st = cublasGemmBatchedEx(h, opB, opA, int(c.N), int(c.M), int(c.K), &c.alpha, c.ptrs + c.batch, c.type,
+                             int(c.ldb), c.ptrs, c.type, int(c.lda), &c.beta, const_cast<void **>(c.ptrs + 2 * c.batch),
+                             c.type, int(c.ldc), int(c.batch), ct, CUBLAS_GEMM_DEFAULT);
+  else
+    st = cublasGemmStridedBatchedEx(h, opB, opA, int(c.N), int(c.M), int(c.K), &c.alpha, c.B, c.type, int(c.ldb),
+                                    c.strideB, c.A, c.type, int(c.lda), c.strideA, &c.beta, c.C, c.type, int(c.ldc),
+                                    c.strideC, int(c.batch), ct, CUBLAS_GEMM_DEFAULT);
+  return st == CUBLAS_STATUS_SUCCESS ? "" : "cuBLAS GEMM failed (status " + std::to_string(int(st)) + ")";
+}
+
+cudaDataType_t blasType(const PlanOp &op, DType t) {
+  switch (t) {
+  case DType::F32: return CUDA_R_32F;
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default:
+    throw Error("node '" + op.name + "' (" + op.type + "): " + dtypeName(t) +
+                " GEMMs are not supported (float32, float16, bfloat16)");
+  }
+}
+
+void CudaExecutor::compileMatMul(const PlanOp &op, std::vector<Step> &out) {
+  int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
+  DType t = typeOf(a);
+  if (typeOf(b) != t || plan_.values[size_t(o)].dtype != t)
+    fail(op, "operands and result must have one element type");
+  Shape as = shapeOf(a), bs = shapeOf(b);
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  if (as.size() < 2 || bs.size() < 2 || as.back() != bs[bs.size() - 2])
+    fail(op, "shapes " + shapeString(as) + " and " + shapeString(bs) + " do not multiply");
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(ab.size(), bb.size());
+  Shape batch(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i + ab.size() >= rank ? ab[i + ab.size() - rank] : 1;
+    int64_t db = i + bb.size() >= rank ? bb[i + bb.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(op, "batch dimensions do not broadcast");
+    batch[i] = std::max(da, db);
+  }
+  BlasCall c;
+  c.type = blasType(op, t);
+  c.A = devicePtr(a);
+  c.B = devicePtr(b);
+  c.C = devicePtr(o);
+  c.N = N;
+  c.K = K;
+  c.lda = K;
+  c.ldb = N;
+  c.ldc = N;
+  int64_t nb = numElements(batch);
+  if (numElements(bb) == 1) { // B shared by every batch: one GEMM with the batch folded into M
+    c.M = M * numElements(ab);
+    if (numElements(ab) != nb)
+      fail(op, "internal: batch mismatch");
+  } else {
+    c.M = M;
+    c.batch = nb;
+    std::vector<int64_t> sa = broadcastStrides(ab, batch), sb = broadcastStrides(bb, batch);
+    std::vector<int64_t> offA(static_cast<size_t>(nb)), offB(static_cast<size_t>(nb));
+    std::vector<int64_t> bstr = contiguousStrides(batch);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t rem = i, oa = 0, ob = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t q = rem / bstr[d];
+        rem %= bstr[d];
+        oa += q * sa[d];
+        ob += q * sb[d];
+      }
+      offA[size_t(i)] = oa * M * K;
+      offB[size_t(i)] = ob * K * N;
+    }
+    auto arithmetic = [&](const std::vector<int64_t> &v, int64_t &stride) {
+      stride = v.size() > 1 ? v[1] - v[0] : 0;
+      for (size_t i = 1; i < v.size(); ++i)
+        if (v[i] - v[i - 1] != stride)
+          return false;
+      return true;
+    };
+    c.strideC = M * N;
+    if (!arithmetic(offA, c.strideA) || !arithmetic(offB, c.strideB)) {
+      size_t es = dtypeSize(t);
+      std::vector<const void *> ptrs(size_t(3 * nb));
+      for (int64_t i = 0; i < nb; ++i) {
+        ptrs[size_t(i)] = static_cast<const char *>(c.A) + offA[size_t(i)] * int64_t(es);
+        ptrs[size_t(nb + i)] = static_cast<const char *>(c.B) + offB[size_t(i)] * int64_t(es);
+        ptrs[size_t(2 * nb + i)] = static_cast<char *>(c.C) + i * M * N * int64_t(es);
+      }
+      void *d = alloc(ptrs.size() * sizeof(void *));
+      cudaCheck(cudaMemcpy(d, ptrs.data(), ptrs.size() * sizeof(void *), cudaMemcpyHostToDevice), "upload");
+      c.ptrs = static_cast<const void **>(d);
+    }
+  }
+  bool tf32 = opt_.tf32;
+  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+}
+
+void CudaExecutor::compileGemm(const PlanOp &op, std::vector<Step> &out) {
+  int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
+  DType t = typeOf(a);
+  Shape as = shapeOf(a), bs = shapeOf(b);
+  if (as.size() != 2 || bs.size() != 2 || typeOf(b) != t)
+    fail(op, "Gemm takes 2-D A and B of one element type");
+  BlasCall c;
+  c.type = blasType(op, t);
+  c.ta = attrInt(op, "transA", 0);
+  c.tb = attrInt(op, "transB", 0);
+  c.M = c.ta ? as[1] : as[0];
+  c.K = c.ta ? as[0] : as[1];
+  c.N = c.tb ? bs[0] : bs[1];
+  if ((c.tb ? bs[1] : bs[0]) != c.K)
+    fail(op, "inner dimensions differ");
+  c.lda = as[1];
+  c.ldb = bs[1];
+  c.ldc = c.N;
+  c.A = devicePtr(a);
+  c.B = devicePtr(b);
+  c.C = devicePtr(o);
+  c.alpha = float(attrFloat(op, "alpha", 1.0));
+  float beta = float(attrFloat(op, "beta", 1.0));
+  if (has(op, 2) && beta != 0.0f) {
+    dev::EwArgs e;
+    e.op = dev::Ew::Copy;
+    e.nIn = 1;
+    e.in[0] = devicePtr(op.inputs[2]);
+    e.inType[0] = int(typeOf(op.inputs[2]));
+    Shape cs = shapeOf(op.inputs[2]), os{c.M, c.N};
+    if (cs.size() > 2)
+      fail(op, "C does not broadcast to [M, N]");
+    e.inStr[0] = stridesOf(broadcastStrides(cs, os));
+    e.inContig[0] = cs == os;
+    e.inMod[0] = suffixMod(cs, os);
+    e.out = c.C;
+    e.outType = int(t);
+    e.shape = dimsOf(os);
+    e.n = c.M * c.N;
+    out.push_back([e](cudaStream_t s) { return dev::elementwise(e, s); });
+    c.beta = beta;
+  }
+  bool tf32 = opt_.tf32;
+  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+}
+
+Format fp8FormatOfType(DType t) { return t == DType::F8E5M2 ? Format::E5M2 : Format::E4M3; }
+
+void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
+  if (has(op, 5))
+    fail(op, "an FP8 output (d_scale) is not supported");
+  int qa = op.inputs[0], qb = op.inputs[1], sa = op.inputs[2], sb = op.inputs[3], o = op.outputs[0];
+  DType ta = typeOf(qa), tb = typeOf(qb), ot = plan_.values[size_t(o)].dtype;
+  if (!isFp8(ta) || !isFp8(tb))
+    fail(op, "GEMM operands must be FP8");
+  bool transA = attrInt(op, "transpose_a", 0), transB = attrInt(op, "transpose_b", 0);
+  Shape as = shapeOf(qa), bs = shapeOf(qb);
+  if (bs.size() != 2 || (transA && as.size() != 2) || as.empty())
+    fail(op, "operand ranks are not [.., K] x [K, N]");
+  int64_t K = transA ? as[0] : as.back(), M = numElements(as) / K;
+  int64_t N = transB ? bs[0] : bs[1], Kb = transB ? bs[1] : bs[0];
+  if (K != Kb)
+    fail(op, "inner dimensions differ: " + std::to_string(K) + " vs " + std::to_string(Kb));
+  int64_t nsa = numElements(shapeOf(sa)), nsb = numElements(shapeOf(sb));
+  bool rowA = nsa != 1, colB = nsb != 1;
+  if ((rowA && nsa != M) || (colB && nsb != N))
+    fail(op, "scale_inv shapes fit neither per tensor nor per row");
+  if (ta == DType::F8E5M2 && tb == DType::F8E5M2)
+    fail(op, "E5M2 x E5M2 has no FP8 tensor-core GEMM; make one operand E4M3");
+  if (K % 16 || N % 16)
+    fail(op, "FP8 GEMMs need K and N multiples of 16 (K=" + std::to_string(K) + ", N=" + std::to_string(N) +
+                 "); exclude this layer from the recipe");
+  bool fast = attrStr(op, "accumulation", "split") == "fast";
+  bool withAmax = op.outputs.size() > 1 && op.outputs[1] >= 0;
+  bool hasBias = has(op, 4);
+  // Scratch layout: [A as [M,K]] [B as [N,K]] [float32 accumulator [M,N]].
+  auto align = [](size_t v) { return (v + 255) / 256 * 256; };
+  size_t offA = 0, offB = align(transA ? size_t(M * K) : 0);
+  size_t offAcc = offB + align(transB ? 0 : size_t(N * K));
+  bool direct = !rowA && !colB && !hasBias && !withAmax && (ot == DType::F32 || ot == DType::BF16);
+  bool accInOut = ot == DType::F32;
+  size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
+  scratch(need);
+  const uint8_t *A = static_cast<const uint8_t *>(devicePtr(qa)), *B = static_cast<const uint8_t *>(devicePtr(qb));
+  const float *SA = static_cast<const float *>(devicePtr(sa)), *SB = static_cast<const float *>(devicePtr(sb));
+  void *D = devicePtr(o);
+  const void *bias = hasBias ? devicePtr(op.inputs[4]) : nullptr;
+  int biasType = hasBias ? int(typeOf(op.inputs[4])) : 0;
+  float *amax = withAmax ? static_cast<float *>(devicePtr(op.outputs[1])) : nullptr;
+  Format fa = fp8FormatOfType(ta), fb = fp8FormatOfType(tb);
+  out.push_back([=](cudaStream_t s) -> std::string {
+    // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
+    auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
+      dev::CopyArgs c; // src [cols, rows] -> [rows, cols]
+      c.src = src;
+      c.dst = scratch_ + off;
+      c.elemSize = 1;
+      c.shape = dimsOf({rows, cols});
+      c.srcStr = stridesOf({1, rows});
+      c.dstStr = stridesOf({cols, 1});
+      c.n = rows * cols;
+      err = dev::stridedCopy(c, s);
+      return reinterpret_cast<const uint8_t *>(scratch_ + off);
+    };
+    const uint8_t *a = A, *b = B;
+    std::string err;
+    if (transA && (a = transposed(A, offA, M, K, err), !err.empty()))
+      return err;
+    if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
+      return err;
+    if (direct)
+      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s);
+    bool perTensor = !rowA && !colB;
+    float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(scratch_ + offAcc);
+    if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
+                                  fast, s);
+        !e.empty())
+      return e;
+    dev::EpilogueArgs ep;
+    ep.acc = acc;
+    ep.out = D;
+    ep.outType = int(ot);
+    ep.M = M;
+    ep.N = N;
+    ep.aScale = SA;
+    ep.bScale = SB;
+    ep.aRows = rowA;
+    ep.bCols = colB;
+    ep.applyScales = !perTensor;
+    ep.bias = bias;
+    ep.biasType = biasType;
+    ep.amax = amax;
+    return dev::gemmEpilogue(ep, s);
+  });
+}
+
+void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
+  const PlanOp &op = plan_.ops[k];
+  const std::string &t = op.type;
+  for (int id : op.outputs)
+    if (id >= 0 && plan_.values[size_t(id)].isSequence)
+      fail(op, "sequence values are not supported by the CUDA backend; use --device cpu");
+  auto outPtr = [&](size_t i) { return devicePtr(op.outputs[i]); };
+  auto outBytes = [&](size_t i) {
+    return size_t(numElements(shapeOf(op.outputs[i]))) * dtypeSize(plan_.values[size_t(op.outputs[i])].dtype);
+  };
+  if (auto it = ewOps().find(t); it != ewOps().end()) {
+    if (t == "CastLike" || t == "Cast" || t == "Expand") {
+      // Same type and shape: a plain copy.
+      int x = op.inputs[0], o = op.outputs[0];
+      if (typeOf(x) == plan_.values[size_t(o)].dtype && shapeOf(x) == shapeOf(o)) {
+        out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+        return;
+      }
+    }
+    compileElementwise(op, it->second, out);
+    return;
+  }
+  if (t == "Identity" || t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" || t == "Flatten" || t == "Dropout") {
+    out.push_back(copyBytes(outPtr(0), devicePtr(op.inputs[0]), outBytes(0)));
+    if (t == "Dropout" && op.outputs.size() > 1 && op.outputs[1] >= 0) {
+      void *m = outPtr(1);
+      int64_t n = numElements(shapeOf(op.outputs[1]));
+      out.push_back([m, n](cudaStream_t s) { return dev::fill(m, 1, 1, n, s); });
+    }
+    return;
+  }
+  if (t == "Transpose" || t == "Slice") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x), os = shapeOf(op.outputs[0]);
+    std::vector<int64_t> st = contiguousStrides(xs), src(xs.size());
+    int64_t base = 0;
+    if (t == "Transpose") {
+      std::vector<int64_t> perm = attrInts(op, "perm");
+      if (perm.empty())
+        for (int64_t i = int64_t(xs.size()); i-- > 0;)
+          perm.push_back(i);
+      if (perm.size() != xs.size())
+        fail(op, "perm has the wrong length");
+      for (size_t i = 0; i < perm.size(); ++i)
+        src[i] = st[size_t(perm[i])];
+    } else {
+      std::vector<int64_t> starts = hostValue(op, 1).toInts(), ends = hostValue(op, 2).toInts(), axes, steps;
+      if (has(op, 3))
+        axes = hostValue(op, 3).toInts();
+      else
+        for (size_t i = 0; i < starts.size(); ++i)
+          axes.push_back(int64_t(i));
+      steps = has(op, 4) ? hostValue(op, 4).toInts() : std::vector<int64_t>(starts.size(), 1);
+      src = st;
+      for (size_t i = 0; i < starts.size(); ++i) {
+        int64_t a = normAxisOf(op, axes[i], int64_t(xs.size())), d = xs[size_t(a)], s = starts[i], k = steps[i];
+        if (k == 0)
+          fail(op, "step 0");
+        if (s < 0)
+          s += d;
+        s = k > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
+        base += s * st[size_t(a)];
+        src[size_t(a)] = st[size_t(a)] * k;
+      }
+    }
+    dev::CopyArgs c;
+    size_t es = dtypeSize(typeOf(x));
+    c.src = static_cast<const char *>(devicePtr(x)) + base * int64_t(es);
+    c.dst = outPtr(0);
+    c.elemSize = int(es);
+    c.shape = dimsOf(os);
+    c.srcStr = stridesOf(src);
+    c.dstStr = stridesOf(contiguousStrides(os));
+    c.n = numElements(os);
+    out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    return;
+  }
+  if (t == "Concat" || t == "Split") {
+    bool concat = t == "Concat";
+    int whole = concat ? op.outputs[0] : op.inputs[0];
+    Shape ws = shapeOf(whole);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(ws.size()));
+    std::vector<int64_t> wst = contiguousStrides(ws);
+    size_t es = dtypeSize(typeOf(whole));
+    int64_t pos = 0;
+    const std::vector<int> &parts = concat ? op.inputs : op.outputs;
+    for (int id : parts) {
+      if (id < 0)
+        continue;
+      Shape ps = shapeOf(id);
+      dev::CopyArgs c;
+      c.elemSize = int(es);
+      c.shape = dimsOf(ps);
+      c.n = numElements(ps);
+      char *wp = static_cast<char *>(devicePtr(whole)) + pos * wst[size_t(axis)] * int64_t(es);
+      if (concat) {
+        c.src = devicePtr(id);
+        c.srcStr = stridesOf(contiguousStrides(ps));
+        c.dst = wp;
+        c.dstStr = stridesOf(wst);
+      } else {
+        c.src = wp;
+        c.srcStr = stridesOf(wst);
+        c.dst = devicePtr(id);
+        c.dstStr = stridesOf(contiguousStrides(ps));
+      }
+      pos += ps[size_t(axis)];
+      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    }
+    return;
+  }
+  if (t == "Pad") {
+    if (attrStr(op, "mode", "constant") != "constant")
+      fail(op, "only mode=constant is supported");
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x), os = shapeOf(op.outputs[0]);
+    std::vector<int64_t> pads = hostValue(op, 1).toInts(), axes;
+    if (has(op, 3))
+      axes = hostValue(op, 3).toInts();
+    else
+      for (size_t i = 0; i < xs.size(); ++i)
+        axes.push_back(int64_t(i));
+    if (pads.size() != 2 * axes.size())
+      fail(op, "pads has the wrong length");
+    std::vector<int64_t> ost = contiguousStrides(os);
+    int64_t base = 0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (pads[i] < 0 || pads[i + axes.size()] < 0)
+        fail(op, "negative pads are not supported by the CUDA backend; use --device cpu");
+      base += pads[i] * ost[size_t(normAxisOf(op, axes[i], int64_t(xs.size())))];
+    }
+    size_t es = dtypeSize(typeOf(x));
+    uint64_t fillv = 0;
+    if (has(op, 2))
+      std::memcpy(&fillv, hostValue(op, 2).bytes.data(), es);
+    void *o = outPtr(0);
+    int64_t n = numElements(os);
+    out.push_back([o, es, fillv, n](cudaStream_t s) { return dev::fill(o, int(es), fillv, n, s); });
+    dev::CopyArgs c;
+    c.src = devicePtr(x);
+    c.dst = static_cast<char *>(o) + base * int64_t(es);
+    c.elemSize = int(es);
+    c.shape = dimsOf(xs);
+    c.srcStr = stridesOf(contiguousStrides(xs));
+    c.dstStr = stridesOf(ost);
+    c.n = numElements(xs);
+    out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    return;
+  }
+  if (t == "Gather") {
+    int x = op.inputs[0], idx = op.inputs[1];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size()));
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= xs[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < xs.size(); ++i)
+      inner *= xs[i];
+    int slot = flagSlot(op, "an index is out of range");
+    const void *xp = devicePtr(x), *ip = devicePtr(idx);
+    int es = int(dtypeSize(typeOf(x))), it = int(typeOf(idx));
+    int64_t d = xs[size_t(axis)], n = numElements(shapeOf(idx));
+    void *o = outPtr(0);
+    out.push_back([=](cudaStream_t s) { return dev::gather(xp, es, ip, it, outer, d, inner, n, o, flags_ + slot, s); });
+    return;
+  }
+  if (t == "GatherElements" || t == "ScatterElements" || t == "ScatterND") {
+    int x = op.inputs[0], idx = op.inputs[1];
+    Shape xs = shapeOf(x), is = shapeOf(idx);
+    std::vector<int64_t> xst = contiguousStrides(xs);
+    int slot = flagSlot(op, "an index is out of range");
+    if (t == "GatherElements") {
+      int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size()));
+      const void *xp = devicePtr(x), *ip = devicePtr(idx);
+      int es = int(dtypeSize(typeOf(x))), it = int(typeOf(idx));
+      dev::Dims dims = dimsOf(is);
+      dev::Strides st = stridesOf(xst);
+      int64_t ad = xs[size_t(axis)], n = numElements(is);
+      void *o = outPtr(0);
+      out.push_back([=](cudaStream_t s) {
+        return dev::gatherElements(xp, es, ip, it, dims, st, int(axis), ad, n, o, flags_ + slot, s);
+      });
+      return;
+    }
+    std::string red = attrStr(op, "reduction", "none");
+    static const std::map<std::string, int> reds = {{"none", 0}, {"add", 1}, {"mul", 2}, {"max", 3}, {"min", 4}};
+    if (!reds.count(red))
+      fail(op, "reduction '" + red + "' is not supported (none, add, mul, max, min)");
+    if (red != "none" && typeOf(x) != DType::F32)
+      fail(op, "reductions are implemented for float32 data on the GPU; use --device cpu");
+    out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+    dev::ScatterArgs a;
+    a.out = outPtr(0);
+    a.type = int(typeOf(x));
+    a.updates = devicePtr(op.inputs[2]);
+    a.idx = devicePtr(idx);
+    a.idxType = int(typeOf(idx));
+    a.reduction = reds.at(red);
+    if (t == "ScatterND") {
+      a.k = is.back();
+      if (a.k > int64_t(xs.size()) || a.k < 1)
+        fail(op, "the last indices dimension must be in [1, data rank]");
+      a.nIdx = numElements(is) / a.k;
+      a.slice = 1;
+      for (size_t i = size_t(a.k); i < xs.size(); ++i)
+        a.slice *= xs[i];
+      a.dataStr = stridesOf(xst);
+      a.dataDims = dimsOf(Shape(xs.begin(), xs.begin() + a.k));
+    } else {
+      a.axis = int(normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size())));
+      a.idxShape = dimsOf(is);
+      a.xStr = stridesOf(xst);
+      a.axisDim = xs[size_t(a.axis)];
+      a.n = numElements(is);
+    }
+    out.push_back([this, a, slot](cudaStream_t s) mutable {
+      a.bad = flags_ + slot;
+      return dev::scatter(a, s);
+    });
+    return;
+  }
+  if (t == "Softmax" || t == "LogSoftmax") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
+    int64_t outer = 1, inner = 1, n = xs[size_t(axis)];
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= xs[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < xs.size(); ++i)
+      inner *= xs[i];
+    const void *xp = devicePtr(x);
+    int xt = int(typeOf(x)), ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *o = outPtr(0);
+    bool log = t == "LogSoftmax";
+    out.push_back([=](cudaStream_t s) { return dev::softmax(xp, xt, o, ot, outer, n, inner, log, s); });
+    return;
+  }
+  if (t == "LayerNormalization") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
+    int64_t rows = 1, n = 1;
+    for (size_t i = 0; i < xs.size(); ++i)
+      (int64_t(i) < axis ? rows : n) *= xs[i];
+    if (numElements(shapeOf(op.inputs[1])) != n || (has(op, 2) && numElements(shapeOf(op.inputs[2])) != n))
+      fail(op, "scale and bias must have the normalized shape's element count");
+    for (size_t i = 1; i < 3; ++i)
+      if (op.outputs.size() > i && op.outputs[i] >= 0 && plan_.values[size_t(op.outputs[i])].dtype != DType::F32)
+        fail(op, "Mean and InvStdDev must be float32");
+    const void *xp = devicePtr(x), *sp = devicePtr(op.inputs[1]), *bp = has(op, 2) ? devicePtr(op.inputs[2]) : nullptr;
+    int xt = int(typeOf(x)), st = int(typeOf(op.inputs[1])), bt = has(op, 2) ? int(typeOf(op.inputs[2])) : 0;
+    int ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *y = outPtr(0);
+    float *mean = op.outputs.size() > 1 && op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : nullptr;
+    float *inv = op.outputs.size() > 2 && op.outputs[2] >= 0 ? static_cast<float *>(outPtr(2)) : nullptr;
+    float eps = float(attrFloat(op, "epsilon", 1e-5));
+    out.push_back(
+        [=](cudaStream_t s) { return dev::layerNorm(xp, xt, sp, st, bp, bt, y, ot, mean, inv, rows, n, eps, s); });
+    return;
+  }
+  if (t == "SoftmaxCrossEntropyLoss") {
+    int sc = op.inputs[0], lab = op.inputs[1];
+    Shape ss = shapeOf(sc);
+    if (ss.size() < 2)
+      fail(op, "scores must be [N, C, ...]");
+    dev::XentArgs a;
+    a.scores = devicePtr(sc);
+    a.type = int(typeOf(sc));
+    a.labels = static_cast<const int64_t *>(devicePtr(lab));
+    a.labelType = int(typeOf(lab));
+    if (has(op, 2)) {
+      a.weight = devicePtr(op.inputs[2]);
+      a.weightType = int(typeOf(op.inputs[2]));
+    }
+    a.N = ss[0];
+    a.C = ss[1];
+    a.D = numElements(ss) / (a.N * a.C);
+    if (numElements(shapeOf(lab)) != a.N * a.D)
+      fail(op, "labels do not match the scores");
+    a.hasIgnore = op.attrs.count("ignore_index") != 0;
+    a.ignore = attrInt(op, "ignore_index", 0);
+    std::string r = attrStr(op, "reduction", "mean");
+    a.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
+    a.out = outPtr(0);
+    a.outType = int(plan_.values[size_t(op.outputs[0])].dtype);
+    bool wantLogp = op.outputs.size() > 1 && op.outputs[1] >= 0;
+    if (wantLogp && plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
+      fail(op, "log_prob must be float32");
+    float *logp = wantLogp ? static_cast<float *>(outPtr(1)) : nullptr;
+    size_t logpBytes = size_t(numElements(ss)) * 4, workOff = wantLogp ? 0 : (logpBytes + 255) / 256 * 256;
+    scratch(workOff + size_t(2 * a.N * a.D) * 4);
+    int slot = flagSlot(op, "a label is outside [0, C)");
+    out.push_back([this, a, logp, workOff, slot](cudaStream_t s) mutable {
+      a.logp = logp ? logp : reinterpret_cast<float *>(scratch_);
+      a.work = reinterpret_cast<float *>(scratch_ + workOff);
+      a.badLabel = flags_ + slot;
+      return dev::softmaxCrossEntropy(a, s);
+    });
+    return;
+  }
+  if (t == "ReduceSum" || t == "ReduceMean" || t == "ReduceMax" || t == "ReduceMin") {
+    compileReduce(op, t == "ReduceSum" ? 0 : t == "ReduceMean" ? 1 : t == "ReduceMax" ? 2 : 3, out);
+    return;
+  }
+  if (t == "MatMul") {
+    compileMatMul(op, out);
+    return;
+  }
+  if (t == "Gemm") {
+    compileGemm(op, out);
+    return;
+  }
+  // --- fp8 dialect ---
+  if (t == "fp8.gemm") {
+    compileFp8Gemm(op, out);
+    return;
+  }
+  if (t == "fp8.cast" || t == "fp8.dequantize") {
+    int x = op.inputs[0], sc = op.inputs[1];
+    Shape xs = shapeOf(x);
+    int64_t rows = numElements(shapeOf(sc)), inner = numElements(xs) / std::max<int64_t>(rows, 1);
+    if (rows != 1 && (xs.empty() || numElements(xs) != rows * xs.back()))
+      fail(op, "scale is neither per tensor nor per row");
+    const void *xp = devicePtr(x);
+    const float *sp = static_cast<const float *>(devicePtr(sc));
+    int xt = int(typeOf(x)), ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *o = outPtr(0);
+    if (t == "fp8.cast") {
+      if (!isFp8(DType(ot)))
+        fail(op, "result must be an FP8 type");
+      bool sat = attrInt(op, "saturate", 1) != 0;
+      out.push_back([=](cudaStream_t s) {
+        return dev::fp8Cast(xp, xt, sp, rows, inner, ot, sat, static_cast<uint8_t *>(o), s);
+      });
+    } else {
+      if (!isFp8(DType(xt)))
+        fail(op, "input must be FP8");
+      out.push_back([=](cudaStream_t s) {
+        return dev::fp8Dequantize(static_cast<const uint8_t *>(xp), xt, sp, rows, inner, o, ot, s);
+      });
+    }
+    return;
+  }
+  if (t == "fp8.amax") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    bool rowwise = attrInt(op, "rowwise", 0);
+    if (rowwise && xs.empty())
+      fail(op, "rowwise amax of a scalar");
+    int64_t inner = rowwise ? xs.back() : numElements(xs), rows = rowwise ? numElements(xs) / std::max<int64_t>(inner, 1) : 1;
+    if (plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+      fail(op, "amax must be float32");
+    const void *xp = devicePtr(x);
+    int xt = int(typeOf(x));
+    auto *o = static_cast<float *>(outPtr(0));
+    out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, xt, rows, inner, o, s); });
+    return;
+  }
+  if (t == "fp8.dynamic_scale") {
+    std::string f = attrStr(op, "format", "");
+    if (f != "float8e4m3fn" && f != "float8e5m2")
+      fail(op, "format must be float8e4m3fn or float8e5m2, got '" + f + "'");
+    float fmax = f == "float8e4m3fn" ? 448.0f : 57344.0f;
+    auto *a = static_cast<const float *>(devicePtr(op.inputs[0]));
+    int64_t n = numElements(shapeOf(op.inputs[0]));
+    float eps = float(attrFloat(op, "eps", 1e-12));
+    bool pow2 = attrInt(op, "power_of_two", 0);
+    auto *sc = static_cast<float *>(outPtr(0)), *si = static_cast<float *>(outPtr(1));
+    out.push_back([=](cudaStream_t s) { return dev::dynamicScale(a, n, fmax, eps, pow2, sc, si, s); });
+    return;
+  }
+  if (t == "fp8.delayed_scale") {
+    std::string f = attrStr(op, "format", "");
+    if (f != "float8e4m3fn" && f != "float8e5m2")
+      fail(op, "format must be float8e4m3fn or float8e5m2, got '" + f + "'");
+    if (attrInt(op, "interval", 1) > 1)
+      fail(op, "amax update intervals above 1 are not supported by the CUDA backend; use --device cpu");
+    for (int id : op.outputs)
+      if (id < 0)
+        fail(op, "every result (history, scale, scale_inv) must be used");
+    int64_t L = numElements(shapeOf(op.inputs[0]));
+    if (L < 1 || typeOf(op.inputs[0]) != DType::F32)
+      fail(op, "history must be a non-empty 1-D float32 tensor");
+    auto *fmt = static_cast<uint8_t *>(alloc(1));
+    uint8_t fv = f == "float8e5m2";
+    cudaCheck(cudaMemcpy(fmt, &fv, 1, cudaMemcpyHostToDevice), "upload");
+    auto *h = static_cast<const float *>(devicePtr(op.inputs[0])), *prev = static_cast<const float *>(devicePtr(op.inputs[1])),
+         *am = static_cast<const float *>(devicePtr(op.inputs[2]));
+    auto *nh = static_cast<float *>(outPtr(0)), *sc = static_cast<float *>(outPtr(1)), *si = static_cast<float *>(outPtr(2));
+    int margin = int(attrInt(op, "margin", 0));
+    bool mostRecent = attrStr(op, "algo", "max") == "most_recent", pow2 = attrInt(op, "power_of_two", 0);
+    out.push_back([=](cudaStream_t s) {
+      return delayedScaleAll(1, L, h, am, prev, fmt, margin, mostRecent, pow2, nh, sc, si, s);
+    });
+    return;
+  }
+  if (t == "Shape" || t == "ConstantOfShape" || t == "Range" || t == "Trilu")
+    fail(op, "needs constant inputs on the CUDA backend (it has run-time ones); use --device cpu");
+  fail(op, "op type '" + t + "' is not supported by the CUDA backend; use --device cpu and file an issue");
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+void CudaExecutor::body(bool updateState) {
+  if (!flagWhat_.empty())
+    cudaCheck(cudaMemsetAsync(flags_, 0, sizeof(int) * flagWhat_.size(), stream_), "flags");
+  std::vector<cudaEvent_t> events;
+  if (profile_) {
+    events.resize(program_.size() + 1);
+    for (cudaEvent_t &e : events)
+      cudaEventCreate(&e);
+    cudaEventRecord(events[0], stream_);
+  }
+  for (size_t k = 0; k < program_.size(); ++k) {
+    const OpProgram &p = program_[k];
+    for (const Step &s : p.steps)
+      if (std::string e = s(stream_); !e.empty()) {
+        const PlanOp &op = plan_.ops[p.op];
+        throw Error("node '" + op.name + "' (" + op.type + ") on the GPU: " + e);
+      }
+    if (profile_)
+      cudaEventRecord(events[k + 1], stream_);
+  }
+  if (profile_) {
+    cudaEventSynchronize(events.back());
+    for (size_t k = 0; k < program_.size(); ++k) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events[k], events[k + 1]);
+      auto &acc = profileMs_[plan_.ops[program_[k].op].type];
+      acc.first += ms;
+      acc.second += 1;
+    }
+    for (cudaEvent_t &e : events)
+      cudaEventDestroy(e);
+    ++profiledRuns_;
+  }
+  if (updateState)
+    for (auto &[st, v] : plan_.stateUpdates) {
+      size_t bytes = size_t(numElements(plan_.values[size_t(st)].shape)) * dtypeSize(plan_.values[size_t(st)].dtype);
+      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), bytes, cudaMemcpyDeviceToDevice, stream_),
+                "state update");
+    }
+}
+
+void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState) {
+  Executor::checkInputs(plan_, inputs);
+  for (int id : plan_.inputs) {
+    const Tensor &t = *inputs.at(plan_.values[size_t(id)].name);
+    cudaCheck(cudaMemcpyAsync(ptr_[size_t(id)], t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream_),
+              "input upload");
+  }
+  int g = updateState ? 1 : 0;
+  if (graphs_[g]) {
+    cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
+  } else if (opt_.graphs && eagerRuns_[g] >= 1) {
+    cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
+    cudaGraph_t graph = nullptr;
+    try {
+      body(updateState);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph)
+        cudaGraphDestroy(graph);
+      throw;
+    }
+    cudaCheck(cudaStreamEndCapture(stream_, &graph), "end capture");
+    cudaError_t e = cudaGraphInstantiate(&graphs_[g], graph, 0);
+    cudaGraphDestroy(graph);
+    cudaCheck(e, "graph instantiate");
+    cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
+  } else {
+    body(updateState);
+    ++eagerRuns_[g];
+  }
+  std::vector<int> flags(flagWhat_.size());
+  if (!flags.empty())
+    cudaCheck(cudaMemcpyAsync(flags.data(), flags_, sizeof(int) * flags.size(), cudaMemcpyDeviceToHost, stream_),
+              "flags");
+  cudaCheck(cudaStreamSynchronize(stream_), "step");
+  for (size_t i = 0; i < flags.size(); ++i)
+    if (flags[i])
+      throw Error(flagWhat_[i]);
+}
+
+TensorPtr CudaExecutor::download(int id) const {
+  const PlanValue &v = plan_.values[size_t(id)];
+  auto t = std::make_shared<Tensor>(v.dtype, v.shape);
+  cudaCheck(cudaMemcpyAsync(t->bytes.data(), ptr_[size_t(id)], t->bytes.size(), cudaMemcpyDeviceToHost, stream_),
+            "download");
+  cudaCheck(cudaStreamSynchronize(stream_), "download");
+  return t;
+}
+
+void CudaExecutor::upload(int id, const Tensor &t) {
+  // On the executor's stream: a plain cudaMemcpy from pageable memory may return before its DMA
+  // lands, and the non-blocking stream would not wait for it.
+  cudaCheck(cudaMemcpyAsync(ptr_[size_t(id)], t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream_),
+            "upload");
+  cudaCheck(cudaStreamSynchronize(stream_), "upload");
+}
+
+TensorPtr CudaExecutor::value(int id) const {
+  if (id < 0 || size_t(id) >= plan_.values.size())
+    return nullptr;
+  if (static_[size_t(id)])
+    return host_[size_t(id)];
+  bool held = plan_.constants.count(id) || liveAtEnd_.count(id) ||
+              std::find(plan_.inputs.begin(), plan_.inputs.end(), id) != plan_.inputs.end();
+  if (!held || !ptr_[size_t(id)] || !plan_.values[size_t(id)].hasShape)
+    return nullptr; // an activation whose arena bytes later ops reuse
+  return download(id);
+}
+
+std::map<std::string, TensorPtr> CudaExecutor::state() const {
+  std::map<std::string, TensorPtr> r;
+  for (auto &[id, kind] : plan_.constantKinds)
+    if (kind == ConstantKind::State)
+      r[plan_.values[size_t(id)].name] = download(id);
+  return r;
+}
+
+void CudaExecutor::setState(const std::string &name, TensorPtr t) {
+  upload(Executor::checkState(plan_, name, *t), *t);
+}
+
+/// max |a - b| / max |b| for floats; mismatching elements for exact types.
+struct Diff {
+  double err = 0;
+  bool exact = false, ok = true;
+};
+
+Diff compareTensors(const Tensor &gpu, const Tensor &ref, double tol, bool normwise) {
+  Diff d;
+  d.exact = !isFloatType(ref.dtype);
+  if (gpu.dtype != ref.dtype || gpu.shape != ref.shape) {
+    d.ok = false;
+    d.err = INFINITY;
+    return d;
+  }
+  if (d.exact) {
+    for (size_t i = 0; i < ref.bytes.size(); ++i)
+      if (gpu.bytes[i] != ref.bytes[i])
+        d.err += 1;
+    d.ok = d.err == 0;
+    return d;
+  }
+  double maxRef = 0, maxErr = 0, sumRef = 0, sumErr = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    double a = gpu.getDouble(i), b = ref.getDouble(i);
+    if (std::isnan(a) != std::isnan(b) || (std::isinf(b) && a != b)) {
+      d.ok = false;
+      d.err = INFINITY;
+      return d;
+    }
+    if (std::isnan(b) || std::isinf(b))
+      continue;
+    maxRef = std::max(maxRef, std::fabs(b));
+    maxErr = std::max(maxErr, std::fabs(a - b));
+    sumRef += b * b;
+    sumErr += (a - b) * (a - b);
+  }
+  if (normwise) // GEMMs: ||err||_2 / ||ref||_2 (FP8 tensor cores accumulate in limited precision)
+    d.err = sumRef > 0 ? std::sqrt(sumErr / sumRef) : std::sqrt(sumErr);
+  else
+    d.err = maxRef > 0 ? maxErr / maxRef : maxErr;
+  d.ok = d.err <= tol;
+  return d;
+}
+
+int CudaExecutor::check(const Executor &ref, std::ostream &os) {
+  struct Row {
+    int count = 0, failed = 0;
+    double worst = 0;
+    bool exact = false, gemm = false;
+  };
+  std::map<std::string, Row> rows;
+  std::vector<std::string> failures;
+  for (const OpProgram &p : program_) {
+    const PlanOp &op = plan_.ops[p.op];
+    for (int id : op.inputs)
+      if (id >= 0 && !static_[size_t(id)]) {
+        TensorPtr t = ref.value(id);
+        if (!t)
+          throw Error("check: the CPU reference has no value '" + plan_.values[size_t(id)].name + "'");
+        upload(id, *t);
+      }
+    if (!flagWhat_.empty())
+      cudaCheck(cudaMemset(flags_, 0, sizeof(int) * flagWhat_.size()), "flags");
+    for (const Step &s : p.steps)
+      if (std::string e = s(stream_); !e.empty())
+        throw Error("node '" + op.name + "' (" + op.type + ") on the GPU: " + e);
+    cudaCheck(cudaStreamSynchronize(stream_), "check step");
+    bool gemm = op.type == "MatMul" || op.type == "Gemm" || op.type == "fp8.gemm";
+    double tol = gemm ? 1e-3 : 1e-5;
+    Row &r = rows[op.type];
+    ++r.count;
+    r.gemm = gemm;
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      int id = op.outputs[i];
+      if (id < 0 || static_[size_t(id)])
+        continue;
+      TensorPtr want = ref.value(id);
+      if (!want)
+        continue;
+      Diff d = compareTensors(*download(id), *want, tol, gemm);
+      r.exact = r.exact || d.exact;
+      r.worst = std::max(r.worst, d.err);
+      if (!d.ok) {
+        ++r.failed;
+        std::ostringstream m;
+        m << "  MISMATCH node '" << op.name << "' (" << op.type << ") output '" << plan_.values[size_t(id)].name
+          << "': " << (d.exact ? "differing bytes " : "relative error ") << d.err;
+        failures.push_back(m.str());
+      }
+    }
+  }
+  int failed = 0;
+  os << "op type                    ops  compared as                 worst\n";
+  for (auto &[type, r] : rows) {
+    os << std::left << std::setw(26) << type << std::right << std::setw(4) << r.count << "  "
+       << std::left << std::setw(26)
+       << (r.exact ? "bit-exact (bytes differing)" : r.gemm ? "||err||/||ref||" : "max|err|/max|ref|") << std::right
+       << std::setw(10) << std::setprecision(3) << r.worst << (r.failed ? "  FAIL" : "  ok") << "\n";
+    failed += r.failed;
+  }
+  for (size_t i = 0; i < failures.size() && i < 20; ++i)
+    os << failures[i] << "\n";
+  return failed;
+}
+
+} // namespace
+
+std::unique_ptr<Runner> makeCudaRunner(Plan plan, CudaOptions o) {
+  std::string why;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0)
+    throw Error(std::string("--device cuda: no CUDA device (") + (e != cudaSuccess ? cudaGetErrorString(e) : "none") +
+                "); use --device cpu");
+  int cc = fakeOrRealCC();
+  if (cc < 89) {
+    for (const PlanOp &op : plan.ops)
+      if (op.type.rfind("fp8.", 0) == 0)
+        throw Error("--device cuda: the plan uses FP8 (" + op.type + ") and " + deviceName() +
+                    " has compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+                    ", below the 8.9 FP8 tensor cores need; compile without --recipe (a high-precision plan) or "
+                    "run with --device cpu");
+  }
+  return std::make_unique<CudaExecutor>(std::move(plan), o);
+}
+
+void registerBackend() {
+  DeviceBackend b;
+  b.name = "cuda";
+  b.available = [](std::string *why) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      if (why)
+        *why = std::string("no CUDA device (") + (e != cudaSuccess ? cudaGetErrorString(e) : "none") +
+               "); use --device cpu";
+      return false;
+    }
+    return true;
+  };
+  b.check = [](Plan p, const std::map<std::string, TensorPtr> &in, std::ostream &os) {
+    return checkAgainstCpu(std::move(p), in, os);
+  };
+  b.bytes = [](const Runner &r) { return deviceBytes(r); };
+  b.describe = [] { return deviceName(); };
+  b.create = [](Plan p) {
+    CudaOptions o;
+    if (const char *g = std::getenv("OCTET_CUDA_GRAPHS"))
+      o.graphs = std::string(g) != "0";
+    if (const char *t = std::getenv("OCTET_CUDA_TF32"))
+      o.tf32 = std::string(t) == "1";
+    return makeCudaRunner(std::move(p), o);
+  };
+  registerDeviceBackend(std::move(b));
+}
+
+int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os) {
+  Executor cpu(plan);
+  cpu.run(inputs, false);
+  CudaOptions o;
+  o.graphs = false;
+  auto gpu = makeCudaRunner(std::move(plan), o);
+  return static_cast<CudaExecutor &>(*gpu).check(cpu, os);
+}
+
+size_t deviceBytes(const Runner &r) {
+  auto *c = dynamic_cast<const CudaExecutor *>(&r);
+  return c ? c->bytes() : 0;
+}
+
+std::string deviceName() {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+    return "no GPU";
+  return p.name;
+}
+
+} // namespace octet::rt::cuda

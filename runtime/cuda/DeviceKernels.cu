@@ -1,0 +1,873 @@
+//===- DeviceKernels.cu - Kernels of the CUDA executor ---------------------===//
+//
+// The device side of every plan op the CUDA executor runs (DeviceKernels.h).
+// Elements are loaded as float (floating types) or int64 (integer types) and
+// stored in the output's type; FP8 encodes with IEEE division and saturating
+// round-to-nearest-even conversion, as the CPU reference. Reductions
+// accumulate in FP64 as the CPU reference does and use fixed summation orders,
+// so results do not change from run to run.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+
+namespace octet::rt::cuda::dev {
+namespace {
+
+// octet::rt::DType codes.
+enum : int { F32, F64, F16, BF16, I64, I32, I16, I8, U8, BOOL, E4M3, E5M2 };
+
+__host__ __device__ inline bool isIntType(int t) { return t >= I64 && t <= BOOL; }
+
+__device__ __forceinline__ float decodeFp8(uint8_t v, int t) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw(v, t == E4M3 ? __NV_E4M3 : __NV_E5M2);
+  return __half2float(__half(h));
+}
+__device__ __forceinline__ uint8_t encodeFp8(float v, int t, bool sat) {
+  return __nv_cvt_float_to_fp8(v, sat ? __NV_SATFINITE : __NV_NOSAT, t == E4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
+__device__ __forceinline__ float ldf(const void *p, int t, int64_t i) {
+  switch (t) {
+  case F32: return static_cast<const float *>(p)[i];
+  case F64: return float(static_cast<const double *>(p)[i]);
+  case F16: return __half2float(static_cast<const __half *>(p)[i]);
+  case BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  case I64: return float(static_cast<const int64_t *>(p)[i]);
+  case I32: return float(static_cast<const int32_t *>(p)[i]);
+  case I16: return float(static_cast<const int16_t *>(p)[i]);
+  case I8: return float(static_cast<const int8_t *>(p)[i]);
+  case U8: return float(static_cast<const uint8_t *>(p)[i]);
+  case BOOL: return static_cast<const uint8_t *>(p)[i] ? 1.0f : 0.0f;
+  case E4M3:
+  case E5M2: return decodeFp8(static_cast<const uint8_t *>(p)[i], t);
+  }
+  return 0.0f;
+}
+
+__device__ __forceinline__ int64_t ldi(const void *p, int t, int64_t i) {
+  switch (t) {
+  case I64: return static_cast<const int64_t *>(p)[i];
+  case I32: return static_cast<const int32_t *>(p)[i];
+  case I16: return static_cast<const int16_t *>(p)[i];
+  case I8: return static_cast<const int8_t *>(p)[i];
+  case U8:
+  case BOOL: return static_cast<const uint8_t *>(p)[i];
+  default: return int64_t(ldf(p, t, i));
+  }
+}
+
+__device__ __forceinline__ void stf(void *p, int t, int64_t i, float v, bool sat) {
+  switch (t) {
+  case F32: static_cast<float *>(p)[i] = v; return;
+  case F64: static_cast<double *>(p)[i] = v; return;
+  case F16: static_cast<__half *>(p)[i] = __float2half_rn(v); return;
+  case BF16: static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v); return;
+  case I64: static_cast<int64_t *>(p)[i] = int64_t(v); return;
+  case I32: static_cast<int32_t *>(p)[i] = int32_t(int64_t(v)); return;
+  case I16: static_cast<int16_t *>(p)[i] = int16_t(int64_t(v)); return;
+  case I8: static_cast<int8_t *>(p)[i] = int8_t(int64_t(v)); return;
+  case U8: static_cast<uint8_t *>(p)[i] = uint8_t(int64_t(v)); return;
+  case BOOL: static_cast<uint8_t *>(p)[i] = v != 0.0f; return;
+  case E4M3:
+  case E5M2: static_cast<uint8_t *>(p)[i] = encodeFp8(v, t, sat); return;
+  }
+}
+
+__device__ __forceinline__ void sti(void *p, int t, int64_t i, int64_t v, bool sat) {
+  switch (t) {
+  case I64: static_cast<int64_t *>(p)[i] = v; return;
+  case I32: static_cast<int32_t *>(p)[i] = int32_t(v); return;
+  case I16: static_cast<int16_t *>(p)[i] = int16_t(v); return;
+  case I8: static_cast<int8_t *>(p)[i] = int8_t(v); return;
+  case U8: static_cast<uint8_t *>(p)[i] = uint8_t(v); return;
+  case BOOL: static_cast<uint8_t *>(p)[i] = v != 0; return;
+  case F64: static_cast<double *>(p)[i] = double(v); return;
+  default: stf(p, t, i, float(double(v)), sat); return;
+  }
+}
+
+/// Offset of flat index i of `shape` through `st`.
+__device__ __forceinline__ int64_t offsetOf(int64_t i, const Dims &shape, const Strides &st) {
+  int64_t off = 0;
+  for (int d = shape.rank - 1; d >= 0; --d) {
+    int64_t n = shape.d[d];
+    int64_t q = i / n;
+    off += (i - q * n) * st.s[d];
+    i = q;
+  }
+  return off;
+}
+
+inline int blocksFor(int64_t n, int threads = 256) {
+  int64_t b = (n + threads - 1) / threads;
+  return int(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+std::string check(const char *what) {
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+#define GRID_LOOP(i, n)                                                                                               \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float geluF(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+__device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool hasLo, bool hasHi) {
+  switch (op) {
+  case Ew::Add: return a + b;
+  case Ew::Sub: return a - b;
+  case Ew::Mul: return a * b;
+  case Ew::Div: return a / b;
+  case Ew::Pow: return powf(a, b);
+  case Ew::Max: return isnan(a) || isnan(b) ? NAN : fmaxf(a, b);
+  case Ew::Min: return isnan(a) || isnan(b) ? NAN : fminf(a, b);
+  case Ew::Eq: return a == b;
+  case Ew::Lt: return a < b;
+  case Ew::Le: return a <= b;
+  case Ew::Gt: return a > b;
+  case Ew::Ge: return a >= b;
+  case Ew::And: return a != 0.0f && b != 0.0f;
+  case Ew::Or: return a != 0.0f || b != 0.0f;
+  case Ew::Not: return a == 0.0f;
+  case Ew::Neg: return -a;
+  case Ew::Abs: return fabsf(a);
+  case Ew::Sqrt: return sqrtf(a);
+  case Ew::Recip: return 1.0f / a;
+  case Ew::Tanh: return tanhf(a);
+  case Ew::Sigmoid: return 1.0f / (1.0f + expf(-a));
+  case Ew::Erf: return erff(a);
+  case Ew::Exp: return expf(a);
+  case Ew::Log: return logf(a);
+  case Ew::Sin: return sinf(a);
+  case Ew::Cos: return cosf(a);
+  case Ew::Floor: return floorf(a);
+  case Ew::Ceil: return ceilf(a);
+  case Ew::Relu: return a > 0.0f ? a : 0.0f;
+  case Ew::Gelu: return geluF(a, false);
+  case Ew::GeluTanh: return geluF(a, true);
+  case Ew::Where: return a != 0.0f ? b : c;
+  case Ew::Clip:
+    if (isnan(a))
+      return a;
+    if (hasLo)
+      a = fmaxf(a, b);
+    if (hasHi)
+      a = fminf(a, c);
+    return a;
+  case Ew::Copy: return a;
+  }
+  return a;
+}
+
+__device__ __forceinline__ int64_t ewInt(Ew op, int64_t a, int64_t b, int64_t c, bool hasLo, bool hasHi) {
+  switch (op) {
+  case Ew::Add: return a + b;
+  case Ew::Sub: return a - b;
+  case Ew::Mul: return a * b;
+  case Ew::Div: return b == 0 ? 0 : a / b;
+  case Ew::Pow: return int64_t(pow(double(a), double(b)));
+  case Ew::Max: return a > b ? a : b;
+  case Ew::Min: return a < b ? a : b;
+  case Ew::Eq: return a == b;
+  case Ew::Lt: return a < b;
+  case Ew::Le: return a <= b;
+  case Ew::Gt: return a > b;
+  case Ew::Ge: return a >= b;
+  case Ew::And: return a && b;
+  case Ew::Or: return a || b;
+  case Ew::Not: return !a;
+  case Ew::Neg: return -a;
+  case Ew::Abs: return a < 0 ? -a : a;
+  case Ew::Where: return a ? b : c;
+  case Ew::Clip:
+    if (hasLo && a < b)
+      a = b;
+    if (hasHi && a > c)
+      a = c;
+    return a;
+  default: return a;
+  }
+}
+
+template <bool Int> __global__ void ewKernel(EwArgs a) {
+  GRID_LOOP(i, a.n) {
+    int64_t off[3];
+#pragma unroll
+    for (int j = 0; j < 3; ++j)
+      off[j] = j < a.nIn ? (a.inMod[j] > 0 ? i % a.inMod[j] : offsetOf(i, a.shape, a.inStr[j])) : 0;
+    if (a.op == Ew::Where) {
+      // The condition selects; the values keep their type.
+      bool cnd = ldi(a.in[0], a.inType[0], off[0]) != 0;
+      int k = cnd ? 1 : 2;
+      if (Int)
+        sti(a.out, a.outType, i, ldi(a.in[k], a.inType[k], off[k]), a.saturate);
+      else
+        stf(a.out, a.outType, i, ldf(a.in[k], a.inType[k], off[k]), a.saturate);
+      continue;
+    }
+    if (Int) {
+      int64_t x = ldi(a.in[0], a.inType[0], off[0]);
+      int64_t y = a.nIn > 1 ? ldi(a.in[1], a.inType[1], off[1]) : 0;
+      int64_t z = a.nIn > 2 ? ldi(a.in[2], a.inType[2], off[2]) : 0;
+      sti(a.out, a.outType, i, ewInt(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+    } else {
+      float x = ldf(a.in[0], a.inType[0], off[0]);
+      float y = a.nIn > 1 ? ldf(a.in[1], a.inType[1], off[1]) : 0.0f;
+      float z = a.nIn > 2 ? ldf(a.in[2], a.inType[2], off[2]) : 0.0f;
+      stf(a.out, a.outType, i, ewFloat(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+template <typename T> __global__ void copyKernel(CopyArgs a) {
+  const T *src = static_cast<const T *>(a.src);
+  T *dst = static_cast<T *>(a.dst);
+  GRID_LOOP(i, a.n) { dst[offsetOf(i, a.shape, a.dstStr)] = src[offsetOf(i, a.shape, a.srcStr)]; }
+}
+
+template <typename T> __global__ void fillKernel(T *dst, T v, int64_t n) {
+  GRID_LOOP(i, n) { dst[i] = v; }
+}
+
+template <typename T>
+__global__ void gatherKernel(const T *x, const void *idx, int idxType, int64_t outer, int64_t d, int64_t inner,
+                             int64_t n, T *out, int *bad) {
+  int64_t total = outer * n * inner;
+  GRID_LOOP(e, total) {
+    int64_t i = e % inner, j = (e / inner) % n, o = e / (inner * n);
+    int64_t k = ldi(idx, idxType, j);
+    if (k < 0)
+      k += d;
+    if (k < 0 || k >= d) {
+      *bad = 1;
+      out[e] = T();
+      continue;
+    }
+    out[e] = x[(o * d + k) * inner + i];
+  }
+}
+
+template <typename T>
+__global__ void gatherElementsKernel(const T *x, const void *idx, int idxType, Dims shape, Strides xStr, int axis,
+                                     int64_t axisDim, int64_t n, T *out, int *bad) {
+  GRID_LOOP(e, n) {
+    int64_t rem = e, off = 0;
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      int64_t c = rem % shape.d[d];
+      rem /= shape.d[d];
+      if (d == axis) {
+        c = ldi(idx, idxType, e);
+        if (c < 0)
+          c += axisDim;
+        if (c < 0 || c >= axisDim) {
+          *bad = 1;
+          c = 0;
+        }
+      }
+      off += c * xStr.s[d];
+    }
+    out[e] = x[off];
+  }
+}
+
+__device__ __forceinline__ void atomicApplyF32(float *p, float v, int red) {
+  if (red == 1) {
+    atomicAdd(p, v);
+    return;
+  }
+  unsigned *bits = reinterpret_cast<unsigned *>(p);
+  unsigned old = *bits, assumed;
+  do {
+    assumed = old;
+    float a = __uint_as_float(assumed);
+    float r = red == 2 ? a * v : red == 3 ? fmaxf(a, v) : fminf(a, v);
+    old = atomicCAS(bits, assumed, __float_as_uint(r));
+  } while (old != assumed);
+}
+
+template <typename T> __global__ void scatterKernel(ScatterArgs a) {
+  T *out = static_cast<T *>(a.out);
+  const T *upd = static_cast<const T *>(a.updates);
+  int64_t total = a.k > 0 ? a.nIdx * a.slice : a.n;
+  GRID_LOOP(e, total) {
+    int64_t dst = 0;
+    if (a.k > 0) {
+      int64_t j = e / a.slice, s = e - j * a.slice;
+      for (int64_t d = 0; d < a.k; ++d) {
+        int64_t v = ldi(a.idx, a.idxType, j * a.k + d), dim = a.dataDims.d[d];
+        if (v < 0)
+          v += dim;
+        if (v < 0 || v >= dim) {
+          *a.bad = 1;
+          dst = -1;
+          break;
+        }
+        dst += v * a.dataStr.s[d];
+      }
+      if (dst < 0)
+        continue;
+      dst += s;
+    } else {
+      int64_t rem = e;
+      for (int d = a.idxShape.rank - 1; d >= 0 && dst >= 0; --d) {
+        int64_t c = rem % a.idxShape.d[d];
+        rem /= a.idxShape.d[d];
+        if (d == a.axis) {
+          c = ldi(a.idx, a.idxType, e);
+          if (c < 0)
+            c += a.axisDim;
+          if (c < 0 || c >= a.axisDim) {
+            *a.bad = 1;
+            dst = -1;
+            break;
+          }
+        }
+        dst += c * a.xStr.s[d];
+      }
+      if (dst < 0)
+        continue;
+    }
+    if (a.reduction == 0)
+      out[dst] = upd[e];
+    else if constexpr (sizeof(T) == 4)
+      atomicApplyF32(reinterpret_cast<float *>(out) + dst, __uint_as_float(*reinterpret_cast<const unsigned *>(upd + e)),
+                     a.reduction);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, softmax, normalization, loss
+//===----------------------------------------------------------------------===//
+
+template <int Threads> __device__ double blockSum(double v) {
+  __shared__ double sh[Threads / 32];
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads(); // sh may still be read from a previous call
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  double r = 0;
+  for (int w = 0; w < Threads / 32; ++w)
+    r += sh[w];
+  return r;
+}
+
+template <int Threads> __device__ float blockMax(float v) {
+  __shared__ float sh[Threads / 32];
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  float r = -INFINITY;
+  for (int w = 0; w < Threads / 32; ++w)
+    r = fmaxf(r, sh[w]);
+  return r;
+}
+
+__device__ __forceinline__ double combine(int kind, double a, double v) {
+  if (kind == 2)
+    return (isnan(v) || v > a) ? v : a;
+  if (kind == 3)
+    return (isnan(v) || v < a) ? v : a;
+  return a + v;
+}
+__host__ __device__ inline double identityOf(int kind) { return kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0; }
+
+constexpr int kRedThreads = 128;
+
+/// Combines one value per thread of a kRedThreads block in a fixed order; thread 0's result counts.
+__device__ double blockCombine(int kind, double acc) {
+  __shared__ double sh[kRedThreads];
+  __syncthreads(); // sh may still be read from the previous output
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  double t = identityOf(kind);
+  if (threadIdx.x == 0)
+    for (int k = 0; k < kRedThreads; ++k)
+      t = combine(kind, t, sh[k]);
+  return t;
+}
+
+/// One block per output; its reduced elements are contiguous from the output's base.
+__global__ void reduceInnerKernel(ReduceArgs a) {
+  for (int64_t o = blockIdx.x; o < a.nOut; o += gridDim.x) {
+    int64_t base = offsetOf(o, a.outShape, a.outStr);
+    double acc = identityOf(a.kind);
+    for (int64_t r = threadIdx.x; r < a.nRed; r += blockDim.x)
+      acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r)));
+    double t = blockCombine(a.kind, acc);
+    if (threadIdx.x == 0) {
+      if (a.kind == 1)
+        t /= double(a.nRed);
+      stf(a.out, a.outType, o, float(t), true);
+    }
+  }
+}
+
+/// Few outputs with contiguous reduced ranges: block (chunk, o) reduces one segment of output o.
+__global__ void reduceInnerChunkedKernel(ReduceArgs a) {
+  int64_t per = (a.nRed + a.chunks - 1) / a.chunks;
+  int c = blockIdx.x;
+  for (int64_t o = blockIdx.y; o < a.nOut; o += gridDim.y) {
+    int64_t base = offsetOf(o, a.outShape, a.outStr);
+    int64_t lo = int64_t(c) * per, hi = min(a.nRed, lo + per);
+    double acc = identityOf(a.kind);
+    for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x)
+      acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r)));
+    double t = blockCombine(a.kind, acc);
+    if (threadIdx.x == 0)
+      a.work[int64_t(c) * a.nOut + o] = t;
+  }
+}
+
+/// Partial reductions: thread (o, chunk) combines its chunk of the reduced range.
+__global__ void reducePartialKernel(ReduceArgs a) {
+  int64_t per = (a.nRed + a.chunks - 1) / a.chunks;
+  int c = blockIdx.y;
+  GRID_LOOP(o, a.nOut) {
+    int64_t base = offsetOf(o, a.outShape, a.outStr);
+    double acc = identityOf(a.kind);
+    int64_t lo = int64_t(c) * per, hi = min(a.nRed, lo + per);
+    if (a.redShape.rank == 1)
+      for (int64_t r = lo; r < hi; ++r)
+        acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r * a.redStr.s[0])));
+    else
+      for (int64_t r = lo; r < hi; ++r)
+        acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + offsetOf(r, a.redShape, a.redStr))));
+    a.work[int64_t(c) * a.nOut + o] = acc;
+  }
+}
+
+__global__ void reduceFinishKernel(ReduceArgs a) {
+  GRID_LOOP(o, a.nOut) {
+    double t = identityOf(a.kind);
+    for (int c = 0; c < a.chunks; ++c)
+      t = combine(a.kind, t, a.work[int64_t(c) * a.nOut + o]);
+    if (a.kind == 1)
+      t /= double(a.nRed);
+    stf(a.out, a.outType, o, float(t), true);
+  }
+}
+
+constexpr int kRowThreads = 256;
+
+__global__ void softmaxRowKernel(const void *x, int type, void *y, int outType, int64_t rows, int64_t n, bool log) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * n;
+    float mx = -INFINITY;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      mx = fmaxf(mx, ldf(x, type, base + i));
+    mx = blockMax<kRowThreads>(mx);
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      sum += exp(double(ldf(x, type, base + i)) - mx);
+    sum = blockSum<kRowThreads>(sum);
+    double lsum = ::log(sum);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      double v = double(ldf(x, type, base + i)) - mx;
+      stf(y, outType, base + i, float(log ? v - lsum : exp(v) / sum), true);
+    }
+  }
+}
+
+__global__ void softmaxStridedKernel(const void *x, int type, void *y, int outType, int64_t outer, int64_t n,
+                                     int64_t inner, bool log) {
+  GRID_LOOP(e, outer * inner) {
+    int64_t a = e / inner, b = e % inner, base = a * n * inner + b;
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i)
+      mx = fmaxf(mx, ldf(x, type, base + i * inner));
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += exp(double(ldf(x, type, base + i * inner)) - mx);
+    double lsum = ::log(sum);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = double(ldf(x, type, base + i * inner)) - mx;
+      stf(y, outType, base + i * inner, float(log ? v - lsum : exp(v) / sum), true);
+    }
+  }
+}
+
+__global__ void layerNormKernel(const void *x, int type, const void *scale, int scaleType, const void *bias,
+                                int biasType, void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n,
+                                float eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * n;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      s += ldf(x, type, base + i);
+    double m = blockSum<kRowThreads>(s) / double(n);
+    double v = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      double d = ldf(x, type, base + i) - m;
+      v += d * d;
+    }
+    v = blockSum<kRowThreads>(v) / double(n);
+    double is = 1.0 / sqrt(v + double(eps));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float t = float((double(ldf(x, type, base + i)) - m) * is);
+      float b = bias ? ldf(bias, biasType, i) : 0.0f;
+      stf(y, outType, base + i, __fadd_rn(__fmul_rn(t, ldf(scale, scaleType, i)), b), true);
+    }
+    if (threadIdx.x == 0) {
+      if (mean)
+        mean[r] = float(m);
+      if (invStd)
+        invStd[r] = float(is);
+    }
+  }
+}
+
+/// One block per (n, d): log-softmax over C, then the sample's loss and weight.
+__global__ void xentRowKernel(XentArgs a) {
+  int64_t rows = a.N * a.D;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t n = r / a.D, d = r % a.D;
+    auto at = [&](int64_t k) { return (n * a.C + k) * a.D + d; };
+    float mx = -INFINITY;
+    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
+      mx = fmaxf(mx, ldf(a.scores, a.type, at(k)));
+    mx = blockMax<kRowThreads>(mx);
+    double sum = 0;
+    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
+      sum += exp(double(ldf(a.scores, a.type, at(k))) - mx);
+    sum = blockSum<kRowThreads>(sum);
+    double lse = log(sum) + mx;
+    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
+      a.logp[at(k)] = float(double(ldf(a.scores, a.type, at(k))) - lse);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int64_t l = ldi(a.labels, a.labelType, r);
+      float val = 0.0f, wt = 0.0f;
+      if (!(a.hasIgnore && l == a.ignore)) {
+        if (l < 0 || l >= a.C) {
+          *a.badLabel = 1;
+        } else {
+          wt = a.weight ? ldf(a.weight, a.weightType, l) : 1.0f;
+          val = -float(double(ldf(a.scores, a.type, at(l))) - lse) * wt;
+        }
+      }
+      if (a.reduction == 0)
+        stf(a.out, a.outType, r, val, true);
+      a.work[r] = val;
+      a.work[rows + r] = wt;
+    }
+  }
+}
+
+__global__ void xentFinishKernel(XentArgs a) {
+  int64_t rows = a.N * a.D;
+  double total = 0, wsum = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += a.work[r];
+    wsum += a.work[rows + r];
+  }
+  __shared__ double st[kRowThreads], sw[kRowThreads];
+  st[threadIdx.x] = total;
+  sw[threadIdx.x] = wsum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0, w = 0;
+    for (int k = 0; k < kRowThreads; ++k) {
+      t += st[k];
+      w += sw[k];
+    }
+    stf(a.out, a.outType, 0, float(a.reduction == 1 ? t : t / w), true);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// fp8 dialect
+//===----------------------------------------------------------------------===//
+
+__global__ void fp8CastKernel(const void *x, int type, const float *scaleInv, int64_t rows, int64_t inner, int fmt,
+                              bool sat, uint8_t *q) {
+  GRID_LOOP(i, rows * inner) {
+    float si = scaleInv[rows == 1 ? 0 : i / inner];
+    q[i] = encodeFp8(__fdiv_rn(ldf(x, type, i), si), fmt, sat);
+  }
+}
+
+__global__ void fp8DequantKernel(const uint8_t *q, int fmt, const float *scaleInv, int64_t rows, int64_t inner, void *x,
+                                 int outType) {
+  GRID_LOOP(i, rows * inner) {
+    float si = scaleInv[rows == 1 ? 0 : i / inner];
+    stf(x, outType, i, __fmul_rn(decodeFp8(q[i], fmt), si), true);
+  }
+}
+
+__device__ __forceinline__ unsigned absBits(float v) { return __float_as_uint(fabsf(v)); }
+
+__global__ void amaxAllKernel(const void *x, int type, int64_t n, unsigned *out) {
+  unsigned m = 0;
+  GRID_LOOP(i, n) { m = max(m, absBits(ldf(x, type, i))); }
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0)
+    atomicMax(out, m);
+}
+
+__global__ void amaxRowKernel(const void *x, int type, int64_t rows, int64_t inner, unsigned *out) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    unsigned m = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+      m = max(m, absBits(ldf(x, type, r * inner + i)));
+    for (int o = 16; o > 0; o /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    __shared__ unsigned sh[kRowThreads / 32];
+    if (threadIdx.x % 32 == 0)
+      sh[threadIdx.x / 32] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kRowThreads / 32; ++w)
+        m = max(m, sh[w]);
+      out[r] = max(sh[0], m);
+    }
+    __syncthreads();
+  }
+}
+
+/// NaN amaxes (bit patterns above Inf's) become the canonical NaN.
+__global__ void canonicalNanKernel(float *a, int64_t n) {
+  GRID_LOOP(i, n) {
+    if (isnan(a[i]))
+      a[i] = NAN;
+  }
+}
+
+__global__ void dynamicScaleKernel(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale,
+                                   float *scaleInv) {
+  GRID_LOOP(i, n) {
+    float a = amax[i];
+    float v = __fdiv_rn(fmax, a < eps ? eps : a); // std::max(a, eps): NaN stays NaN
+    if (pow2 && isfinite(v) && v > 0.0f)
+      v = ldexpf(1.0f, ilogbf(v));
+    scale[i] = v;
+    scaleInv[i] = __fdiv_rn(1.0f, v);
+  }
+}
+
+__global__ void epilogueKernel(EpilogueArgs a) {
+  unsigned m = 0;
+  GRID_LOOP(e, a.M * a.N) {
+    int64_t r = e / a.N, c = e - r * a.N;
+    float v = a.acc[e];
+    if (a.applyScales) {
+      if (a.aRows || a.bCols)
+        v = __fmul_rn(__fmul_rn(v, a.aScale[a.aRows ? r : 0]), a.bScale[a.bCols ? c : 0]);
+      else
+        v = __fmul_rn(v, __fmul_rn(a.aScale[0], a.bScale[0]));
+    }
+    if (a.bias)
+      v = __fadd_rn(v, ldf(a.bias, a.biasType, c));
+    m = max(m, absBits(v));
+    stf(a.out, a.outType, e, v, true);
+  }
+  if (a.amax) {
+    for (int o = 16; o > 0; o /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0)
+      atomicMax(reinterpret_cast<unsigned *>(a.amax), m);
+  }
+}
+
+/// Calls f(T()) with the unsigned integer type of `elemSize` bytes; false for other sizes.
+template <typename F> bool bySize(int elemSize, F f) {
+  switch (elemSize) {
+  case 1: f(uint8_t()); return true;
+  case 2: f(uint16_t()); return true;
+  case 4: f(uint32_t()); return true;
+  case 8: f(uint64_t()); return true;
+  }
+  return false;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Launchers
+//===----------------------------------------------------------------------===//
+
+std::string elementwise(const EwArgs &a, cudaStream_t s) {
+  if (a.n == 0)
+    return "";
+  int valueInput = a.op == Ew::Where ? 1 : 0;
+  if (isIntType(a.inType[valueInput]))
+    ewKernel<true><<<blocksFor(a.n), 256, 0, s>>>(a);
+  else
+    ewKernel<false><<<blocksFor(a.n), 256, 0, s>>>(a);
+  return check("elementwise");
+}
+
+std::string stridedCopy(const CopyArgs &a, cudaStream_t s) {
+  if (a.n == 0)
+    return "";
+  if (!bySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); }))
+    return "stridedCopy: element size " + std::to_string(a.elemSize);
+  return check("stridedCopy");
+}
+
+std::string fill(void *dst, int elemSize, uint64_t v, int64_t n, cudaStream_t s) {
+  if (n == 0)
+    return "";
+  if (!bySize(elemSize, [&](auto t) {
+        using T = decltype(t);
+        fillKernel<T><<<blocksFor(n), 256, 0, s>>>(static_cast<T *>(dst), T(v), n);
+      }))
+    return "fill: element size " + std::to_string(elemSize);
+  return check("fill");
+}
+
+std::string reduce(const ReduceArgs &a, cudaStream_t s) {
+  if (a.nOut == 0)
+    return "";
+  if (a.innerContiguous && a.chunks <= 1) {
+    reduceInnerKernel<<<int(std::min<int64_t>(a.nOut, 65535 * 8)), kRedThreads, 0, s>>>(a);
+    return check("reduce");
+  }
+  if (a.innerContiguous) {
+    dim3 grid(unsigned(a.chunks), unsigned(std::min<int64_t>(a.nOut, 65535)));
+    reduceInnerChunkedKernel<<<grid, kRedThreads, 0, s>>>(a);
+    reduceFinishKernel<<<blocksFor(a.nOut), 256, 0, s>>>(a);
+    return check("reduce");
+  }
+  dim3 grid(unsigned(std::min<int64_t>((a.nOut + 255) / 256, 65535)), unsigned(a.chunks));
+  reducePartialKernel<<<grid, 256, 0, s>>>(a);
+  reduceFinishKernel<<<blocksFor(a.nOut), 256, 0, s>>>(a);
+  return check("reduce");
+}
+
+std::string softmax(const void *x, int type, void *y, int outType, int64_t outer, int64_t n, int64_t inner, bool log,
+                    cudaStream_t s) {
+  if (inner == 1)
+    softmaxRowKernel<<<int(std::min<int64_t>(outer, 65535 * 8)), kRowThreads, 0, s>>>(x, type, y, outType, outer, n,
+                                                                                       log);
+  else
+    softmaxStridedKernel<<<blocksFor(outer * inner), 256, 0, s>>>(x, type, y, outType, outer, n, inner, log);
+  return check("softmax");
+}
+
+std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
+                      void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
+                      cudaStream_t s) {
+  layerNormKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(
+      x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
+  return check("layerNorm");
+}
+
+std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s) {
+  xentRowKernel<<<int(std::min<int64_t>(a.N * a.D, 65535 * 8)), kRowThreads, 0, s>>>(a);
+  if (a.reduction != 0)
+    xentFinishKernel<<<1, kRowThreads, 0, s>>>(a);
+  return check("softmaxCrossEntropy");
+}
+
+std::string gather(const void *x, int elemSize, const void *idx, int idxType, int64_t outer, int64_t d, int64_t inner,
+                   int64_t n, void *out, int *bad, cudaStream_t s) {
+  int64_t total = outer * n * inner;
+  if (total == 0)
+    return "";
+  if (!bySize(elemSize, [&](auto t) {
+        using T = decltype(t);
+        gatherKernel<<<blocksFor(total), 256, 0, s>>>(static_cast<const T *>(x), idx, idxType, outer, d, inner, n,
+                                                      static_cast<T *>(out), bad);
+      }))
+    return "gather: element size " + std::to_string(elemSize);
+  return check("gather");
+}
+
+std::string gatherElements(const void *x, int elemSize, const void *idx, int idxType, Dims shape, Strides xStr,
+                           int axis, int64_t axisDim, int64_t n, void *out, int *bad, cudaStream_t s) {
+  if (n == 0)
+    return "";
+  if (!bySize(elemSize, [&](auto t) {
+        using T = decltype(t);
+        gatherElementsKernel<<<blocksFor(n), 256, 0, s>>>(static_cast<const T *>(x), idx, idxType, shape, xStr, axis,
+                                                          axisDim, n, static_cast<T *>(out), bad);
+      }))
+    return "gatherElements: element size " + std::to_string(elemSize);
+  return check("gatherElements");
+}
+
+std::string scatter(const ScatterArgs &a, cudaStream_t s) {
+  int64_t total = a.k > 0 ? a.nIdx * a.slice : a.n;
+  if (total == 0)
+    return "";
+  int es = a.type == F64 || a.type == I64 ? 8 : a.type == F32 || a.type == I32 ? 4 : a.type == F16 || a.type == BF16 || a.type == I16 ? 2 : 1;
+  if (a.reduction != 0 && a.type != F32)
+    return "scatter: reductions are implemented for float32 only";
+  bySize(es, [&](auto t) { scatterKernel<decltype(t)><<<blocksFor(total), 256, 0, s>>>(a); });
+  return check("scatter");
+}
+
+std::string fp8Cast(const void *x, int type, const float *scaleInv, int64_t rows, int64_t inner, int fmtType,
+                    bool saturate, uint8_t *q, cudaStream_t s) {
+  if (rows * inner == 0)
+    return "";
+  fp8CastKernel<<<blocksFor(rows * inner), 256, 0, s>>>(x, type, scaleInv, rows, inner, fmtType, saturate, q);
+  return check("fp8Cast");
+}
+
+std::string fp8Dequantize(const uint8_t *q, int fmtType, const float *scaleInv, int64_t rows, int64_t inner, void *x,
+                          int outType, cudaStream_t s) {
+  if (rows * inner == 0)
+    return "";
+  fp8DequantKernel<<<blocksFor(rows * inner), 256, 0, s>>>(q, fmtType, scaleInv, rows, inner, x, outType);
+  return check("fp8Dequantize");
+}
+
+std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float *amax, cudaStream_t s) {
+  auto *bits = reinterpret_cast<unsigned *>(amax);
+  if (rows == 1) {
+    cudaMemsetAsync(amax, 0, sizeof(float), s);
+    if (inner > 0)
+      amaxAllKernel<<<std::min(blocksFor(inner), 132 * 8), 256, 0, s>>>(x, type, inner, bits);
+  } else {
+    amaxRowKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(x, type, rows, inner, bits);
+  }
+  canonicalNanKernel<<<blocksFor(rows), 256, 0, s>>>(amax, rows);
+  return check("amax");
+}
+
+std::string dynamicScale(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale, float *scaleInv,
+                         cudaStream_t s) {
+  dynamicScaleKernel<<<blocksFor(n), 256, 0, s>>>(amax, n, fmax, eps, pow2, scale, scaleInv);
+  return check("dynamicScale");
+}
+
+std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s) {
+  if (a.amax)
+    cudaMemsetAsync(a.amax, 0, sizeof(float), s);
+  epilogueKernel<<<std::min(blocksFor(a.M * a.N), 132 * 16), 256, 0, s>>>(a);
+  if (a.amax)
+    canonicalNanKernel<<<1, 32, 0, s>>>(a.amax, 1);
+  return check("gemmEpilogue");
+}
+
+} // namespace octet::rt::cuda::dev

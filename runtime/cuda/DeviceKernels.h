@@ -1,0 +1,186 @@
+//===- DeviceKernels.h - The CUDA executor's kernels (internal) -*- C++ -*-===//
+//
+// Launchers for the kernels the CUDA executor (CudaExecutor.cpp) runs for
+// plan ops: generic broadcasting elementwise math, strided copies (Transpose,
+// Slice, Expand, Concat, Pad, ...), reductions, softmax, LayerNorm, the
+// cross-entropy loss, gathers and scatters, and the fp8-dialect ops. Element
+// types are octet::rt::DType's codes; shapes are static (from the plan), so
+// every argument block is built once at load and launches never touch the
+// host (the whole step can be captured in a CUDA graph).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
+#define OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
+
+#include <cstdint>
+#include <string>
+
+typedef struct CUstream_st *cudaStream_t;
+
+namespace octet::rt::cuda::dev {
+
+constexpr int kMaxRank = 8;
+
+/// An index space (row-major) and, per operand, element strides over it.
+struct Dims {
+  int rank = 0;
+  int64_t d[kMaxRank] = {};
+};
+struct Strides {
+  int64_t s[kMaxRank] = {};
+};
+
+enum class Ew : int {
+  Add, Sub, Mul, Div, Pow, Max, Min,         // binary arithmetic
+  Eq, Lt, Le, Gt, Ge, And, Or,               // comparisons and logic (bool out)
+  Not, Neg, Abs, Sqrt, Recip, Tanh, Sigmoid, // unary
+  Erf, Exp, Log, Sin, Cos, Floor, Ceil, Relu, Gelu, GeluTanh,
+  Where, // in0 ? in1 : in2
+  Clip,  // min(max(x, in1), in2), NaN kept; missing bounds are +-inf
+  Copy,  // conversion to the output type (Cast, CastLike, Expand)
+};
+
+/// out[i] = op(in0[...], in1[...], in2[...]) over `shape` (the output's,
+/// contiguous); inputs are read through broadcast strides. Arithmetic runs
+/// in float for floating inputs and in int64 for integer ones.
+struct EwArgs {
+  Ew op = Ew::Copy;
+  int nIn = 1;
+  const void *in[3] = {};
+  int inType[3] = {};
+  Strides inStr[3];
+  bool inContig[3] = {};
+  /// > 0: the input is a contiguous suffix of the output (same shape, a scalar, or broadcast
+  /// over leading dims): element i reads input[i % inMod] (no index arithmetic per dim).
+  int64_t inMod[3] = {};
+  bool hasLo = false, hasHi = false; // Clip
+  void *out = nullptr;
+  int outType = 0;
+  bool saturate = true; // Cast to FP8
+  Dims shape;
+  int64_t n = 0;
+};
+std::string elementwise(const EwArgs &a, cudaStream_t s);
+
+/// dst[dstOff + idx . dstStr] = src[srcOff + idx . srcStr] over `shape`, elements of `elemSize` bytes.
+struct CopyArgs {
+  const void *src = nullptr;
+  void *dst = nullptr;
+  int elemSize = 4;
+  Dims shape;
+  Strides srcStr, dstStr;
+  int64_t n = 0;
+};
+std::string stridedCopy(const CopyArgs &a, cudaStream_t s);
+/// dst[0..n) = the `elemSize`-byte pattern `value`.
+std::string fill(void *dst, int elemSize, uint64_t value, int64_t n, cudaStream_t s);
+
+/// Reduce `x` (type `type`) over the axes whose `outStr` is 0: out has the
+/// kept index space `outShape`, `redShape` is the reduced one; strides are
+/// into x. kind: 0 sum, 1 mean, 2 max, 3 min. FP64 accumulation.
+struct ReduceArgs {
+  const void *x = nullptr;
+  int type = 0;
+  void *out = nullptr;
+  int outType = 0;
+  int kind = 0;
+  Dims outShape, redShape;
+  Strides outStr, redStr;
+  int64_t nOut = 0, nRed = 0;
+  bool innerContiguous = false; // the reduced elements of one output are contiguous
+  int chunks = 1;               // the reduced range in this many chunks (a block each when innerContiguous),
+  double *work = nullptr;       // partials [chunks, nOut], summed in a fixed order (deterministic)
+};
+std::string reduce(const ReduceArgs &a, cudaStream_t s);
+
+/// Softmax / LogSoftmax of x viewed as [outer, n, inner] along n.
+std::string softmax(const void *x, int type, void *y, int outType, int64_t outer, int64_t n, int64_t inner, bool log,
+                    cudaStream_t s);
+/// LayerNormalization over the last n elements of each of `rows` rows; scale
+/// and bias (may be null) have n elements; mean/invStd (may be null) one per row.
+std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
+                      void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
+                      cudaStream_t s);
+/// SoftmaxCrossEntropyLoss for scores [N, C, D] (D = 1 for [N, C]): logp
+/// (float32, N*C*D; scratch when the plan does not want it), per-sample loss
+/// (reduction none) or the sum/mean into out[0] (summed in a fixed order from
+/// `work`: 2*N*D floats). Labels outside [0, C) (not ignored) set *badLabel.
+struct XentArgs {
+  const void *scores = nullptr;
+  int type = 0;
+  const int64_t *labels = nullptr;
+  int labelType = 0;
+  const void *weight = nullptr;
+  int weightType = 0;
+  int64_t N = 0, C = 0, D = 1;
+  bool hasIgnore = false;
+  int64_t ignore = 0;
+  int reduction = 2; // 0 none, 1 sum, 2 mean
+  float *logp = nullptr;
+  void *out = nullptr;
+  int outType = 0;
+  float *work = nullptr;
+  int *badLabel = nullptr;
+};
+std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s);
+
+/// Gather along an axis: x viewed as [outer, d, inner], indices (int64/int32) of count n:
+/// out[o, j, i] = x[o, idx[j], i]. Out-of-range indices set *bad and read 0.
+std::string gather(const void *x, int elemSize, const void *idx, int idxType, int64_t outer, int64_t d, int64_t inner,
+                   int64_t n, void *out, int *bad, cudaStream_t s);
+/// GatherElements / ScatterElements on contiguous tensors of `rank` dims:
+/// index space = indices' shape; `xStr` are the data's strides.
+std::string gatherElements(const void *x, int elemSize, const void *idx, int idxType, Dims idxShape, Strides xStr,
+                           int axis, int64_t axisDim, int64_t n, void *out, int *bad, cudaStream_t s);
+/// Scatter `updates` (type `type`) into `out` (already holding the data):
+/// ScatterND when k > 0 (indices [n, k], slice elements each; `dataStr` the
+/// data's strides over its first k dims, `dataDims` their sizes), else
+/// ScatterElements (idxShape/xStr/axis as gatherElements). reduction: 0 none, 1 add, 2 mul, 3 max, 4 min.
+struct ScatterArgs {
+  void *out = nullptr;
+  int type = 0;
+  const void *updates = nullptr;
+  const void *idx = nullptr;
+  int idxType = 0;
+  int reduction = 0;
+  int64_t k = 0, nIdx = 0, slice = 1;
+  Strides dataStr;
+  Dims dataDims;
+  Dims idxShape;
+  Strides xStr;
+  int axis = 0;
+  int64_t axisDim = 0, n = 0;
+  int *bad = nullptr;
+};
+std::string scatter(const ScatterArgs &a, cudaStream_t s);
+
+// --- fp8 dialect ----------------------------------------------------------------
+/// q = fp8(x / scaleInv[row]) over rows x inner (rows = 1: one scale).
+std::string fp8Cast(const void *x, int type, const float *scaleInv, int64_t rows, int64_t inner, int fmtType,
+                    bool saturate, uint8_t *q, cudaStream_t s);
+/// x = decode(q) * scaleInv[row].
+std::string fp8Dequantize(const uint8_t *q, int fmtType, const float *scaleInv, int64_t rows, int64_t inner, void *x,
+                          int outType, cudaStream_t s);
+/// amax[row] = max |x| over each row of `inner` elements (NaN propagates).
+std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float *amax, cudaStream_t s);
+/// torchao's current scaling: scale = fmax / max(amax, eps) (pow2: rounded down), scaleInv = 1/scale.
+std::string dynamicScale(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale,
+                         float *scaleInv, cudaStream_t s);
+/// D = acc * (rowScale[m] | scalar a) * (colScale[n] | scalar b) + bias[n], converted to outType;
+/// amax of D into *amax (zeroed here) when not null. acc may alias out when outType is float32.
+struct EpilogueArgs {
+  const float *acc = nullptr;
+  void *out = nullptr;
+  int outType = 0;
+  int64_t M = 0, N = 0;
+  const float *aScale = nullptr, *bScale = nullptr;
+  bool aRows = false, bCols = false, applyScales = true;
+  const void *bias = nullptr;
+  int biasType = 0;
+  float *amax = nullptr;
+};
+std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s);
+
+} // namespace octet::rt::cuda::dev
+
+#endif

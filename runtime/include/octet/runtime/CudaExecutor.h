@@ -1,0 +1,51 @@
+//===- CudaExecutor.h - Runs whole plans on an NVIDIA GPU ------*- C++ -*-===//
+//
+// The CUDA backend's plan executor (liboctet_cuda). At load it folds the
+// plan's constant subgraphs on the host (shape arithmetic, masks), places
+// every activation at the compiler's arena offset in one device allocation,
+// keeps parameters and state on the device, and turns each remaining op into
+// stream-ordered launches with static arguments. The first run is eager; the
+// next is captured as a CUDA graph (one per run kind) that later runs replay.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_CUDAEXECUTOR_H
+#define OCTET_RUNTIME_CUDAEXECUTOR_H
+
+#include "octet/runtime/Executor.h"
+
+#include <iosfwd>
+#include <memory>
+
+namespace octet::rt::cuda {
+
+struct CudaOptions {
+  bool graphs = true; // capture the step as a CUDA graph after the first run
+  bool tf32 = false;  // float32 MatMul/Gemm on TF32 tensor cores (default: exact FP32)
+};
+
+/// Registers the "cuda" device backend with the runtime (fp8-run does this
+/// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0 and
+/// OCTET_CUDA_TF32=1.
+void registerBackend();
+
+/// Throws Error when no usable GPU is present or the plan needs FP8 and the
+/// GPU lacks it (compute capability below 8.9; OCTET_CUDA_FAKE_CC overrides
+/// the reported capability for testing that message).
+std::unique_ptr<Runner> makeCudaRunner(Plan plan, CudaOptions o = {});
+
+/// Differential check of every GPU kernel the plan uses: runs the plan once on
+/// the CPU reference, then each op on the GPU from the CPU's own inputs, and
+/// compares outputs (FP8, integer and boolean values bit for bit; GEMMs by
+/// ||error|| / ||reference|| <= 1e-3; other floats by max |error| / max
+/// |reference| <= 1e-5). Prints one
+/// line per op type; returns the number of ops out of tolerance.
+int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os);
+
+/// Bytes this process holds on the GPU through the runner (arena, parameters,
+/// state, scratch, workspaces), and the device's name.
+size_t deviceBytes(const Runner &r);
+std::string deviceName();
+
+} // namespace octet::rt::cuda
+
+#endif
