@@ -48,8 +48,11 @@ def main():
         return f"{p}_{counter[0]}"
 
     def const(arr, p="c"):
+        # A Constant node, as torch.onnx.export writes Python scalars and shapes: initializers are
+        # the model's parameters (every float initializer is trained).
         n = name(p)
-        inits.append(numpy_helper.from_array(np.asarray(arr), n))
+        nodes.append(helper.make_node("Constant", [], [n], name=name("node_const"),
+                                      value=numpy_helper.from_array(np.asarray(arr), n)))
         return n
 
     def weight(n, shape):

@@ -185,6 +185,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                                                "(com.microsoft.GemmFloat8)"),
                                       cl::init("matmul"), cl::cat(recipeCat));
 
+  static cl::opt<bool> fusePointwise(
+      "fuse-pointwise",
+      cl::desc("Plans: fuse chains of float32 elementwise ops into octet Pointwise nodes (default on; "
+               "--fuse-pointwise=false keeps one op per node)"),
+      cl::init(true), cl::cat(recipeCat));
+
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
   static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
                              cl::cat(trainCat));
@@ -463,6 +469,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     // Plans and ONNX models hold no nn layers; ONNX holds no fp8 ops (QDQ instead).
     if (out == Emit::Plan || out == Emit::ONNX) {
       pm.addPass(createLowerLayers());
+      if (out == Emit::Plan && fusePointwise)
+        pm.addPass(createFusePointwise());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

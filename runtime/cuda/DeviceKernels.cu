@@ -106,6 +106,94 @@ __device__ __forceinline__ int64_t offsetOf(int64_t i, const Dims &shape, const 
   return off;
 }
 
+/// n / d for n < 2^31 by a multiply and a shift (Granlund-Montgomery).
+struct FastDiv {
+  uint32_t d = 1, m = 1, s = 0;
+};
+FastDiv makeDiv(uint32_t d) {
+  FastDiv f;
+  f.d = d;
+  while ((uint64_t(1) << f.s) < d)
+    ++f.s;
+  f.m = uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << f.s) - d)) / d + 1);
+  return f;
+}
+__device__ __forceinline__ uint32_t fdiv(const FastDiv &f, uint32_t n) {
+  return uint32_t((uint64_t(__umulhi(n, f.m)) + n) >> f.s);
+}
+
+/// A merged index space below 2^31 elements with K operands' int32 strides.
+template <int K> struct IxK {
+  int rank = 0;
+  FastDiv div[kMaxRank];
+  int32_t st[K][kMaxRank] = {};
+};
+using Ix32 = IxK<3>;
+
+template <int K, int N> __device__ __forceinline__ void offsets32(uint32_t i, const IxK<N> &ix, int32_t *off) {
+#pragma unroll
+  for (int j = 0; j < K; ++j)
+    off[j] = 0;
+#pragma unroll
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    if (d >= ix.rank)
+      continue;
+    uint32_t q = d == 0 ? 0 : fdiv(ix.div[d], i);
+    int32_t c = int32_t(i - q * ix.div[d].d);
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      off[j] += c * ix.st[j][d];
+    i = q;
+  }
+}
+
+/// Drops size-1 dimensions and merges dimension d into d+1 wherever every
+/// operand steps through both as one (s[d] == s[d+1] * n[d+1]).
+constexpr int kMaxOperands = 9;
+void mergeDims(Dims &shape, Strides *st, int k) {
+  Dims out;
+  Strides os[kMaxOperands];
+  for (int d = 0; d < shape.rank; ++d) {
+    if (shape.d[d] == 1)
+      continue;
+    bool join = out.rank > 0;
+    for (int j = 0; j < k && join; ++j)
+      join = os[j].s[out.rank - 1] == st[j].s[d] * shape.d[d];
+    if (join) {
+      out.d[out.rank - 1] *= shape.d[d];
+      for (int j = 0; j < k; ++j)
+        os[j].s[out.rank - 1] = st[j].s[d];
+    } else {
+      for (int j = 0; j < k; ++j)
+        os[j].s[out.rank] = st[j].s[d];
+      out.d[out.rank++] = shape.d[d];
+    }
+  }
+  shape = out;
+  for (int j = 0; j < k; ++j)
+    st[j] = os[j];
+}
+
+/// The 32-bit form of a merged index space, or false when some offset could reach 2^31.
+template <int N> bool toIx32(const Dims &shape, const Strides *st, int k, int64_t n, IxK<N> &ix) {
+  if (n >= (int64_t(1) << 31))
+    return false;
+  ix.rank = shape.rank;
+  for (int j = 0; j < k; ++j) {
+    int64_t reach = 0;
+    for (int d = 0; d < shape.rank; ++d)
+      reach += (shape.d[d] - 1) * (st[j].s[d] < 0 ? -st[j].s[d] : st[j].s[d]);
+    if (reach >= (int64_t(1) << 31))
+      return false;
+  }
+  for (int d = 0; d < shape.rank; ++d) {
+    ix.div[d] = makeDiv(uint32_t(shape.d[d]));
+    for (int j = 0; j < k; ++j)
+      ix.st[j][d] = int32_t(st[j].s[d]);
+  }
+  return true;
+}
+
 inline int blocksFor(int64_t n, int threads = 256) {
   int64_t b = (n + threads - 1) / threads;
   return int(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
@@ -206,33 +294,114 @@ __device__ __forceinline__ int64_t ewInt(Ew op, int64_t a, int64_t b, int64_t c,
   }
 }
 
+/// One output element of `a` from its inputs at offsets off[0..nIn).
+template <bool Int, typename Off> __device__ __forceinline__ void ewOne(const EwArgs &a, int64_t i, const Off *off) {
+  if (a.op == Ew::Where) {
+    // The condition selects; the values keep their type.
+    bool cnd = ldi(a.in[0], a.inType[0], off[0]) != 0;
+    int k = cnd ? 1 : 2;
+    if (Int)
+      sti(a.out, a.outType, i, ldi(a.in[k], a.inType[k], off[k]), a.saturate);
+    else
+      stf(a.out, a.outType, i, ldf(a.in[k], a.inType[k], off[k]), a.saturate);
+    return;
+  }
+  if (Int) {
+    int64_t x = ldi(a.in[0], a.inType[0], off[0]);
+    int64_t y = a.nIn > 1 ? ldi(a.in[1], a.inType[1], off[1]) : 0;
+    int64_t z = a.nIn > 2 ? ldi(a.in[2], a.inType[2], off[2]) : 0;
+    sti(a.out, a.outType, i, ewInt(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+  } else {
+    float x = ldf(a.in[0], a.inType[0], off[0]);
+    float y = a.nIn > 1 ? ldf(a.in[1], a.inType[1], off[1]) : 0.0f;
+    float z = a.nIn > 2 ? ldf(a.in[2], a.inType[2], off[2]) : 0.0f;
+    stf(a.out, a.outType, i, ewFloat(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+  }
+}
+
 template <bool Int> __global__ void ewKernel(EwArgs a) {
   GRID_LOOP(i, a.n) {
     int64_t off[3];
 #pragma unroll
     for (int j = 0; j < 3; ++j)
-      off[j] = j < a.nIn ? (a.inMod[j] > 0 ? i % a.inMod[j] : offsetOf(i, a.shape, a.inStr[j])) : 0;
-    if (a.op == Ew::Where) {
-      // The condition selects; the values keep their type.
-      bool cnd = ldi(a.in[0], a.inType[0], off[0]) != 0;
-      int k = cnd ? 1 : 2;
-      if (Int)
-        sti(a.out, a.outType, i, ldi(a.in[k], a.inType[k], off[k]), a.saturate);
-      else
-        stf(a.out, a.outType, i, ldf(a.in[k], a.inType[k], off[k]), a.saturate);
-      continue;
+      off[j] = j < a.nIn ? offsetOf(i, a.shape, a.inStr[j]) : 0;
+    ewOne<Int>(a, i, off);
+  }
+}
+
+template <bool Int> __global__ void ewKernel32(EwArgs a, Ix32 ix) {
+  uint32_t n = uint32_t(a.n);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int32_t off[3];
+    offsets32<3>(i, ix, off);
+    ewOne<Int>(a, i, off);
+  }
+}
+
+/// Float32 in and out, the op fixed at compile time (Op < 0: a.op at run time), kIlp elements per
+/// thread with all loads issued before the math: the memory-bound bulk of a training step.
+constexpr int kIlp = 4;
+template <int Op> __global__ void __launch_bounds__(256) ewF32Kernel(EwArgs a, Ix32 ix) {
+  const uint32_t n = uint32_t(a.n), stride = gridDim.x * blockDim.x;
+  const float *in0 = static_cast<const float *>(a.in[0]), *in1 = static_cast<const float *>(a.in[1]),
+              *in2 = static_cast<const float *>(a.in[2]);
+  float *out = static_cast<float *>(a.out);
+  const Ew op = Op < 0 ? a.op : Ew(Op);
+  for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < n; base += kIlp * stride) {
+    float x[kIlp], y[kIlp], z[kIlp];
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k) {
+      uint32_t i = base + k * stride;
+      if (i < n) {
+        int32_t off[3];
+        offsets32<3>(i, ix, off);
+        if constexpr (Op == int(Ew::Where)) // a boolean condition selecting between float32 values
+          x[k] = static_cast<const uint8_t *>(a.in[0])[off[0]] ? 1.0f : 0.0f;
+        else
+          x[k] = in0[off[0]];
+        y[k] = a.nIn > 1 ? in1[off[1]] : 0.0f;
+        z[k] = a.nIn > 2 ? in2[off[2]] : 0.0f;
+      }
     }
-    if (Int) {
-      int64_t x = ldi(a.in[0], a.inType[0], off[0]);
-      int64_t y = a.nIn > 1 ? ldi(a.in[1], a.inType[1], off[1]) : 0;
-      int64_t z = a.nIn > 2 ? ldi(a.in[2], a.inType[2], off[2]) : 0;
-      sti(a.out, a.outType, i, ewInt(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k) {
+      uint32_t i = base + k * stride;
+      if (i < n)
+        out[i] = ewFloat(op, x[k], y[k], z[k], a.hasLo, a.hasHi);
+    }
+  }
+}
+
+constexpr int kPwThreads = 128;
+
+/// Registers r[slot * blockDim + thread] in dynamic shared memory (1 + nIn + nCode slots).
+template <bool Small> __global__ void __launch_bounds__(kPwThreads) pointwiseKernel(PwArgs a, IxK<kPwMaxInputs> ix) {
+  extern __shared__ float reg[];
+  float *r = reg + threadIdx.x;
+  const int nIn = a.nIn, nCode = a.nCode, T = blockDim.x;
+  r[0] = 0.0f;
+  GRID_LOOP(i, a.n) {
+    int64_t off[kPwMaxInputs];
+    if constexpr (Small) {
+      int32_t o32[kPwMaxInputs];
+      offsets32<kPwMaxInputs>(uint32_t(i), ix, o32);
+#pragma unroll
+      for (int j = 0; j < kPwMaxInputs; ++j)
+        off[j] = o32[j];
     } else {
-      float x = ldf(a.in[0], a.inType[0], off[0]);
-      float y = a.nIn > 1 ? ldf(a.in[1], a.inType[1], off[1]) : 0.0f;
-      float z = a.nIn > 2 ? ldf(a.in[2], a.inType[2], off[2]) : 0.0f;
-      stf(a.out, a.outType, i, ewFloat(a.op, x, y, z, a.hasLo, a.hasHi), a.saturate);
+#pragma unroll
+      for (int j = 0; j < kPwMaxInputs; ++j)
+        off[j] = j < nIn ? offsetOf(i, a.shape, a.inStr[j]) : 0;
     }
+#pragma unroll
+    for (int j = 0; j < kPwMaxInputs; ++j)
+      if (j < nIn)
+        r[(1 + j) * T] = a.inBool[j] ? (static_cast<const uint8_t *>(a.in[j])[off[j]] ? 1.0f : 0.0f)
+                                     : static_cast<const float *>(a.in[j])[off[j]];
+    for (int k = 0; k < nCode; ++k)
+      r[(1 + nIn + k) * T] =
+          ewFloat(a.op[k], r[a.arg[k][0] * T], r[a.arg[k][1] * T], r[a.arg[k][2] * T], false, false);
+    a.out[i] = r[(nIn + nCode) * T];
   }
 }
 
@@ -244,6 +413,45 @@ template <typename T> __global__ void copyKernel(CopyArgs a) {
   const T *src = static_cast<const T *>(a.src);
   T *dst = static_cast<T *>(a.dst);
   GRID_LOOP(i, a.n) { dst[offsetOf(i, a.shape, a.dstStr)] = src[offsetOf(i, a.shape, a.srcStr)]; }
+}
+
+/// st[0] source, st[1] destination strides.
+template <typename T> __global__ void copyKernel32(const T *src, T *dst, uint32_t n, Ix32 ix) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int32_t off[2];
+    offsets32<2>(i, ix, off);
+    dst[off[1]] = src[off[0]];
+  }
+}
+
+/// A transpose of dims p (unit stride in the source) and q (unit stride in the
+/// destination) for every index of the remaining dims `rest` (st[0] source, st[1] destination).
+struct TileArgs {
+  uint32_t P = 0, Q = 0, R = 0, tilesQ = 0;
+  int32_t srcQ = 0, dstP = 0;
+  Ix32 rest;
+};
+constexpr int kTile = 32, kTileRows = 8;
+
+template <typename T> __global__ void transposeTileKernel(const T *src, T *dst, TileArgs t) {
+  __shared__ T tile[kTile][kTile + 1];
+  uint32_t q0 = (blockIdx.x % t.tilesQ) * kTile, p0 = (blockIdx.x / t.tilesQ) * kTile;
+  for (uint32_t r = blockIdx.y; r < t.R; r += gridDim.y) {
+    int32_t off[2];
+    offsets32<2>(r, t.rest, off);
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) { // read along p
+      uint32_t p = p0 + threadIdx.x, q = q0 + k;
+      if (p < t.P && q < t.Q)
+        tile[k][threadIdx.x] = src[off[0] + int32_t(p) + int32_t(q) * t.srcQ];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) { // write along q
+      uint32_t q = q0 + threadIdx.x, p = p0 + k;
+      if (p < t.P && q < t.Q)
+        dst[off[1] + int32_t(p) * t.dstP + int32_t(q)] = tile[threadIdx.x][k];
+    }
+    __syncthreads();
+  }
 }
 
 template <typename T> __global__ void fillKernel(T *dst, T v, int64_t n) {
@@ -496,6 +704,40 @@ __global__ void softmaxRowKernel(const void *x, int type, void *y, int outType, 
   }
 }
 
+/// Rows of at most PerThread * kRowThreads elements, read once and kept in registers; the same
+/// arithmetic in the same order as softmaxRowKernel.
+template <int PerThread>
+__global__ void __launch_bounds__(kRowThreads) softmaxRegKernel(const void *x, int type, void *y, int outType,
+                                                               int64_t rows, int64_t n, bool log) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * n;
+    float v[PerThread];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PerThread; ++k) {
+      int64_t i = threadIdx.x + int64_t(k) * kRowThreads;
+      v[k] = i < n ? ldf(x, type, base + i) : -INFINITY;
+      mx = fmaxf(mx, v[k]);
+    }
+    mx = blockMax<kRowThreads>(mx);
+    double e[PerThread], sum = 0;
+#pragma unroll
+    for (int k = 0; k < PerThread; ++k) {
+      int64_t i = threadIdx.x + int64_t(k) * kRowThreads;
+      e[k] = i < n ? exp(double(v[k]) - mx) : 0.0;
+      sum += e[k];
+    }
+    sum = blockSum<kRowThreads>(sum);
+    double lsum = ::log(sum);
+#pragma unroll
+    for (int k = 0; k < PerThread; ++k) {
+      int64_t i = threadIdx.x + int64_t(k) * kRowThreads;
+      if (i < n)
+        stf(y, outType, base + i, float(log ? (double(v[k]) - mx) - lsum : e[k] / sum), true);
+    }
+  }
+}
+
 __global__ void softmaxStridedKernel(const void *x, int type, void *y, int outType, int64_t outer, int64_t n,
                                      int64_t inner, bool log) {
   GRID_LOOP(e, outer * inner) {
@@ -714,21 +956,103 @@ template <typename F> bool bySize(int elemSize, F f) {
 // Launchers
 //===----------------------------------------------------------------------===//
 
-std::string elementwise(const EwArgs &a, cudaStream_t s) {
-  if (a.n == 0)
+std::string elementwise(const EwArgs &args, cudaStream_t s) {
+  if (args.n == 0)
     return "";
+  EwArgs a = args;
+  mergeDims(a.shape, a.inStr, a.nIn);
   int valueInput = a.op == Ew::Where ? 1 : 0;
-  if (isIntType(a.inType[valueInput]))
+  bool isInt = isIntType(a.inType[valueInput]);
+  bool f32 = !isInt && a.outType == F32;
+  for (int j = 0; j < a.nIn; ++j)
+    f32 = f32 && a.inType[j] == (j == 0 && a.op == Ew::Where ? BOOL : F32);
+  Ix32 ix;
+  if (toIx32(a.shape, a.inStr, a.nIn, a.n, ix)) {
+    if (isInt)
+      ewKernel32<true><<<blocksFor(a.n), 256, 0, s>>>(a, ix);
+    else if (f32) {
+      int blocks = blocksFor((a.n + kIlp - 1) / kIlp);
+      switch (a.op) {
+      case Ew::Add: ewF32Kernel<int(Ew::Add)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::Sub: ewF32Kernel<int(Ew::Sub)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::Mul: ewF32Kernel<int(Ew::Mul)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::Div: ewF32Kernel<int(Ew::Div)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::Where: ewF32Kernel<int(Ew::Where)><<<blocks, 256, 0, s>>>(a, ix); break;
+      default: ewF32Kernel<-1><<<blocks, 256, 0, s>>>(a, ix); break;
+      }
+    }
+    else
+      ewKernel32<false><<<blocksFor(a.n), 256, 0, s>>>(a, ix);
+  } else if (isInt) {
     ewKernel<true><<<blocksFor(a.n), 256, 0, s>>>(a);
-  else
+  } else {
     ewKernel<false><<<blocksFor(a.n), 256, 0, s>>>(a);
+  }
   return check("elementwise");
 }
 
-std::string stridedCopy(const CopyArgs &a, cudaStream_t s) {
-  if (a.n == 0)
+std::string pointwise(const PwArgs &args, cudaStream_t s) {
+  if (args.n == 0)
     return "";
-  if (!bySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); }))
+  PwArgs a = args;
+  mergeDims(a.shape, a.inStr, a.nIn);
+  IxK<kPwMaxInputs> ix;
+  size_t smem = size_t(1 + a.nIn + a.nCode) * kPwThreads * sizeof(float);
+  int blocks = blocksFor(a.n, kPwThreads);
+  if (toIx32(a.shape, a.inStr, a.nIn, a.n, ix))
+    pointwiseKernel<true><<<blocks, kPwThreads, smem, s>>>(a, ix);
+  else
+    pointwiseKernel<false><<<blocks, kPwThreads, smem, s>>>(a, ix);
+  return check("pointwise");
+}
+
+std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
+  if (args.n == 0)
+    return "";
+  CopyArgs a = args;
+  Strides st[2] = {a.srcStr, a.dstStr};
+  mergeDims(a.shape, st, 2);
+  a.srcStr = st[0];
+  a.dstStr = st[1];
+  Ix32 ix;
+  bool small = toIx32(a.shape, st, 2, a.n, ix);
+  int last = a.shape.rank - 1, p = -1;
+  for (int d = 0; d < last && small && a.dstStr.s[last] == 1 && a.srcStr.s[last] != 1; ++d)
+    if (a.srcStr.s[d] == 1)
+      p = d;
+  bool ok;
+  if (p >= 0 && a.shape.d[p] >= 8 && a.shape.d[last] >= 8) {
+    TileArgs t;
+    t.P = uint32_t(a.shape.d[p]);
+    t.Q = uint32_t(a.shape.d[last]);
+    t.R = uint32_t(a.n / (int64_t(t.P) * t.Q));
+    t.tilesQ = (t.Q + kTile - 1) / kTile;
+    t.srcQ = int32_t(a.srcStr.s[last]);
+    t.dstP = int32_t(a.dstStr.s[p]);
+    Dims rd;
+    Strides rs[2];
+    for (int d = 0; d < last; ++d)
+      if (d != p) {
+        rs[0].s[rd.rank] = a.srcStr.s[d];
+        rs[1].s[rd.rank] = a.dstStr.s[d];
+        rd.d[rd.rank++] = a.shape.d[d];
+      }
+    toIx32(rd, rs, 2, t.R, t.rest);
+    dim3 grid(t.tilesQ * ((t.P + kTile - 1) / kTile), std::min<uint32_t>(t.R, 65535)), block(kTile, kTileRows);
+    ok = bySize(a.elemSize, [&](auto e) {
+      using T = decltype(e);
+      transposeTileKernel<T><<<grid, block, 0, s>>>(static_cast<const T *>(a.src), static_cast<T *>(a.dst), t);
+    });
+  } else if (small) {
+    ok = bySize(a.elemSize, [&](auto e) {
+      using T = decltype(e);
+      copyKernel32<T><<<blocksFor(a.n), 256, 0, s>>>(static_cast<const T *>(a.src), static_cast<T *>(a.dst),
+                                                     uint32_t(a.n), ix);
+    });
+  } else {
+    ok = bySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); });
+  }
+  if (!ok)
     return "stridedCopy: element size " + std::to_string(a.elemSize);
   return check("stridedCopy");
 }
@@ -765,7 +1089,12 @@ std::string reduce(const ReduceArgs &a, cudaStream_t s) {
 
 std::string softmax(const void *x, int type, void *y, int outType, int64_t outer, int64_t n, int64_t inner, bool log,
                     cudaStream_t s) {
-  if (inner == 1)
+  int rowBlocks = int(std::min<int64_t>(outer, 65535 * 8));
+  if (inner == 1 && n <= 4 * kRowThreads)
+    softmaxRegKernel<4><<<rowBlocks, kRowThreads, 0, s>>>(x, type, y, outType, outer, n, log);
+  else if (inner == 1 && n <= 16 * kRowThreads)
+    softmaxRegKernel<16><<<rowBlocks, kRowThreads, 0, s>>>(x, type, y, outType, outer, n, log);
+  else if (inner == 1)
     softmaxRowKernel<<<int(std::min<int64_t>(outer, 65535 * 8)), kRowThreads, 0, s>>>(x, type, y, outType, outer, n,
                                                                                        log);
   else

@@ -42,17 +42,15 @@ enum class Ew : int {
 
 /// out[i] = op(in0[...], in1[...], in2[...]) over `shape` (the output's,
 /// contiguous); inputs are read through broadcast strides. Arithmetic runs
-/// in float for floating inputs and in int64 for integer ones.
+/// in float for floating inputs and in int64 for integer ones. The launcher
+/// merges dimensions that every operand walks contiguously and, below 2^31
+/// elements, indexes in 32 bits with multiply-shift division.
 struct EwArgs {
   Ew op = Ew::Copy;
   int nIn = 1;
   const void *in[3] = {};
   int inType[3] = {};
   Strides inStr[3];
-  bool inContig[3] = {};
-  /// > 0: the input is a contiguous suffix of the output (same shape, a scalar, or broadcast
-  /// over leading dims): element i reads input[i % inMod] (no index arithmetic per dim).
-  int64_t inMod[3] = {};
   bool hasLo = false, hasHi = false; // Clip
   void *out = nullptr;
   int outType = 0;
@@ -62,7 +60,28 @@ struct EwArgs {
 };
 std::string elementwise(const EwArgs &a, cudaStream_t s);
 
-/// dst[dstOff + idx . dstStr] = src[srcOff + idx . srcStr] over `shape`, elements of `elemSize` bytes.
+/// octet::Pointwise (octet/runtime/Pointwise.h): per output element, the inputs (float32, or
+/// bool read as 0/1) through broadcast strides, then `nCode` instructions of ewFloat's
+/// arithmetic on registers (slot 0: zero, 1..nIn: the inputs, then one per instruction);
+/// the last instruction's result is stored. Registers live in shared memory.
+constexpr int kPwMaxInputs = 8, kPwMaxOps = 48;
+struct PwArgs {
+  int nIn = 0, nCode = 0;
+  const void *in[kPwMaxInputs] = {};
+  bool inBool[kPwMaxInputs] = {};
+  Strides inStr[kPwMaxInputs];
+  Ew op[kPwMaxOps] = {};
+  int8_t arg[kPwMaxOps][3] = {}; // register slots
+  float *out = nullptr;
+  Dims shape;
+  int64_t n = 0;
+};
+std::string pointwise(const PwArgs &a, cudaStream_t s);
+
+/// dst[idx . dstStr] = src[idx . srcStr] over `shape`, elements of `elemSize` bytes.
+/// Dimensions are merged as for elementwise; when the source's unit-stride
+/// dimension is not the destination's (a transpose), 32 x 32 tiles go through
+/// shared memory so that both sides are read and written coalesced.
 struct CopyArgs {
   const void *src = nullptr;
   void *dst = nullptr;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
+#include "octet/runtime/Pointwise.h"
 
 #include <cblas.h>
 
@@ -175,6 +176,116 @@ void arithKernel(KernelContext &c, Arith k) {
   Tensor r = arithTensors(c, k, c.input(0), c.input(1));
   for (size_t i = 2; i < c.numInputs(); ++i) // variadic Max / Min
     r = arithTensors(c, k, r, c.input(i));
+  c.setOutput(0, std::move(r));
+}
+
+} // namespace
+
+float applyPointwise(PwOp op, float a, float b, float c) {
+  switch (op) {
+  case PwOp::Add: return arith<float>(Arith::Add, a, b);
+  case PwOp::Sub: return arith<float>(Arith::Sub, a, b);
+  case PwOp::Mul: return arith<float>(Arith::Mul, a, b);
+  case PwOp::Div: return arith<float>(Arith::Div, a, b);
+  case PwOp::Pow: return arith<float>(Arith::Pow, a, b);
+  case PwOp::Max: return arith<float>(Arith::Max, a, b);
+  case PwOp::Min: return arith<float>(Arith::Min, a, b);
+  case PwOp::Neg: return -a;
+  case PwOp::Abs: return a < 0 ? -a : a;
+  case PwOp::Sqrt: return std::sqrt(a);
+  case PwOp::Recip: return 1.0f / a;
+  case PwOp::Tanh: return std::tanh(a);
+  case PwOp::Sigmoid: return 1.0f / (1.0f + std::exp(-a));
+  case PwOp::Erf: return std::erf(a);
+  case PwOp::Exp: return std::exp(a);
+  case PwOp::Log: return std::log(a);
+  case PwOp::Relu: return a > 0 ? a : 0.0f;
+  case PwOp::Where: return a != 0.0f ? b : c;
+  }
+  return a;
+}
+
+PwProgram parsePointwise(const PlanOp &op) {
+  static const std::map<std::string, std::pair<PwOp, int>> known = {
+      {"Add", {PwOp::Add, 2}},   {"Sub", {PwOp::Sub, 2}},         {"Mul", {PwOp::Mul, 2}},
+      {"Div", {PwOp::Div, 2}},   {"Pow", {PwOp::Pow, 2}},         {"Max", {PwOp::Max, 2}},
+      {"Min", {PwOp::Min, 2}},   {"Neg", {PwOp::Neg, 1}},         {"Abs", {PwOp::Abs, 1}},
+      {"Sqrt", {PwOp::Sqrt, 1}}, {"Reciprocal", {PwOp::Recip, 1}}, {"Tanh", {PwOp::Tanh, 1}},
+      {"Sigmoid", {PwOp::Sigmoid, 1}}, {"Erf", {PwOp::Erf, 1}},   {"Exp", {PwOp::Exp, 1}},
+      {"Log", {PwOp::Log, 1}},   {"Relu", {PwOp::Relu, 1}},       {"Where", {PwOp::Where, 3}}};
+  auto bad = [&](const std::string &why) -> Error {
+    return Error("node '" + op.name + "' (" + op.type + "): " + why + "; recompile the plan with fp8-opt");
+  };
+  auto ops = op.attrs.find("ops"), args = op.attrs.find("args");
+  if (ops == op.attrs.end() || args == op.attrs.end() || ops->second.kind != Attr::Strings ||
+      args->second.kind != Attr::Ints)
+    throw bad("needs the attributes 'ops' (strings) and 'args' (ints)");
+  PwProgram p;
+  p.numInputs = int(op.inputs.size());
+  const std::vector<std::string> &names = ops->second.strings;
+  const std::vector<int64_t> &a = args->second.ints;
+  if (names.empty() || a.size() != 3 * names.size())
+    throw bad("'args' must hold three slots per op (" + std::to_string(names.size()) + " ops, " +
+              std::to_string(a.size()) + " args)");
+  if (p.numInputs > kPointwiseMaxInputs || int(names.size()) > kPointwiseMaxOps)
+    throw bad("more than " + std::to_string(kPointwiseMaxInputs) + " inputs or " + std::to_string(kPointwiseMaxOps) +
+              " ops");
+  for (size_t k = 0; k < names.size(); ++k) {
+    auto it = known.find(names[k]);
+    if (it == known.end())
+      throw bad("op '" + names[k] + "' cannot be part of a Pointwise program");
+    PwInstr in{it->second.first, {-1, -1, -1}};
+    for (int j = 0; j < 3; ++j) {
+      int64_t v = a[3 * k + size_t(j)];
+      bool wanted = j < it->second.second;
+      if (wanted != (v >= 0) || v < -1 || v >= int64_t(p.numInputs) + int64_t(k))
+        throw bad("op " + std::to_string(k) + " (" + names[k] + ") has a bad operand slot " + std::to_string(j) +
+                  ": " + std::to_string(v));
+      in.arg[j] = int(v);
+    }
+    if (in.op == PwOp::Where && in.arg[0] >= p.numInputs)
+      throw bad("a Where's condition must be an input");
+    p.code.push_back(in);
+  }
+  return p;
+}
+
+namespace {
+
+/// octet::Pointwise on the CPU: the program per element, float32 inputs (booleans read as 0/1).
+void pointwiseKernel(KernelContext &c) {
+  PwProgram p = parsePointwise(c.op());
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < c.numInputs(); ++i) {
+    const Tensor &t = c.input(i);
+    if (t.dtype != DType::F32 && t.dtype != DType::Bool)
+      c.fail("input " + std::to_string(i) + " is " + dtypeName(t.dtype) + "; Pointwise reads float32 and bool");
+    shapes.push_back(t.shape);
+  }
+  Shape out = broadcastShapes(c, shapes);
+  std::vector<std::vector<int64_t>> strides;
+  for (const Shape &s : shapes)
+    strides.push_back(broadcastStrides(s, out));
+  Tensor r(DType::F32, out);
+  float *o = r.data<float>();
+  // Registers: the inputs, then one per instruction; slot 0 of `reg` stays 0 for absent operands.
+  int n = p.numInputs, nCode = int(p.code.size());
+  std::vector<float> reg(size_t(1 + n + nCode), 0.0f);
+  std::vector<const float *> f32(size_t(n), nullptr);
+  std::vector<const uint8_t *> b8(size_t(n), nullptr);
+  for (int j = 0; j < n; ++j)
+    (c.input(size_t(j)).dtype == DType::Bool ? (void)(b8[size_t(j)] = c.input(size_t(j)).data<uint8_t>())
+                                             : (void)(f32[size_t(j)] = c.input(size_t(j)).data<float>()));
+  forEachBroadcast(out, strides, [&](int64_t i, const int64_t *off) {
+    float *r = reg.data() + 1;
+    for (int j = 0; j < n; ++j)
+      r[j] = b8[size_t(j)] ? (b8[size_t(j)][off[j]] ? 1.0f : 0.0f) : f32[size_t(j)][off[j]];
+    for (int k = 0; k < nCode; ++k) {
+      const PwInstr &in = p.code[size_t(k)];
+      r[n + k] = applyPointwise(in.op, r[in.arg[0]], r[in.arg[1]], r[in.arg[2]]);
+    }
+    o[i] = r[n + nCode - 1];
+  });
   c.setOutput(0, std::move(r));
 }
 
@@ -1070,18 +1181,15 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   };
   k["Neg"] = [](KernelContext &c) { negAbs(c, true); };
   k["Abs"] = [](KernelContext &c) { negAbs(c, false); };
-  k["Sqrt"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::sqrt(v); }); };
-  k["Reciprocal"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return 1.0f / v; }); };
-  k["Tanh"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::tanh(v); }); };
-  k["Sigmoid"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); };
-  k["Erf"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::erf(v); }); };
-  k["Exp"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::exp(v); }); };
-  k["Log"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::log(v); }); };
+  for (auto [name, op] : std::initializer_list<std::pair<const char *, PwOp>>{
+           {"Sqrt", PwOp::Sqrt}, {"Reciprocal", PwOp::Recip}, {"Tanh", PwOp::Tanh}, {"Sigmoid", PwOp::Sigmoid},
+           {"Erf", PwOp::Erf}, {"Exp", PwOp::Exp}, {"Log", PwOp::Log}, {"Relu", PwOp::Relu}})
+    k[name] = [op = op](KernelContext &c) { unaryFloat(c, [op](float v) { return applyPointwise(op, v, 0, 0); }); };
+  k["octet::Pointwise"] = pointwiseKernel;
   k["Sin"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::sin(v); }); };
   k["Cos"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::cos(v); }); };
   k["Floor"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::floor(v); }); };
   k["Ceil"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return std::ceil(v); }); };
-  k["Relu"] = [](KernelContext &c) { unaryFloat(c, [](float v) { return v > 0 ? v : 0.0f; }); };
   k["Gelu"] = [](KernelContext &c) {
     bool t = c.attrString("approximate", "none") == "tanh";
     unaryFloat(c, [t](float v) { return gelu(v, t); });

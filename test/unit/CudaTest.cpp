@@ -7,10 +7,14 @@
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
 #include "octet/runtime/Fp8.h"
+#include "octet/runtime/Pointwise.h"
+#include "octet/runtime/Tensor.h"
+#include "../../runtime/cuda/DeviceKernels.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -287,4 +291,237 @@ TEST(CudaGemm, E5M2TimesE5M2IsRefused) {
   EXPECT_NE(err.find("E5M2 x E5M2"), std::string::npos) << err;
 }
 
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Index arithmetic of the executor's generic kernels (merged dimensions,
+// 32-bit multiply-shift division, tiled transposes, the 64-bit fallback)
+//===----------------------------------------------------------------------===//
+
+namespace {
+namespace dev = octet::rt::cuda::dev;
+
+std::vector<int64_t> rowMajor(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    st[i - 1] = st[i] * shape[i];
+  return st;
+}
+
+/// Transposes x (shape `xs`, row-major) by `perm` on the GPU with elements of T; compares with a host loop.
+template <typename T> void expectTransposeMatches(const std::vector<int64_t> &xs, const std::vector<int> &perm) {
+  int64_t n = 1;
+  for (int64_t d : xs)
+    n *= d;
+  std::vector<T> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    x[size_t(i)] = T(uint64_t(i) * 2654435761u + 17);
+  std::vector<int64_t> xst = rowMajor(xs), os(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    os[i] = xs[size_t(perm[i])];
+  std::vector<int64_t> ost = rowMajor(os);
+  dev::CopyArgs c;
+  c.elemSize = sizeof(T);
+  c.n = n;
+  c.shape.rank = int(os.size());
+  for (size_t i = 0; i < os.size(); ++i) {
+    c.shape.d[i] = os[i];
+    c.srcStr.s[i] = xst[size_t(perm[i])];
+    c.dstStr.s[i] = ost[i];
+  }
+  DeviceBuffer<T> dx(static_cast<size_t>(n)), dy(static_cast<size_t>(n));
+  dx.upload(x);
+  c.src = dx.p;
+  c.dst = dy.p;
+  ASSERT_EQ(dev::stridedCopy(c, nullptr), "");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<T> y = dy.download();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, src = 0;
+    for (size_t d = os.size(); d-- > 0;) {
+      src += (rem % os[d]) * xst[size_t(perm[d])];
+      rem /= os[d];
+    }
+    ASSERT_EQ(y[size_t(i)], x[size_t(src)]) << "element " << i << " of a " << sizeof(T) << "-byte transpose";
+  }
+}
+
+TEST(CudaKernels, TransposesMatchTheHost) {
+  REQUIRE_GPU();
+  // Tiled (the unit-stride dims differ; edges not multiples of 32) and plain strided copies.
+  for (auto [shape, perm] : std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>{
+           {{37, 70}, {1, 0}},
+           {{3, 45, 33}, {0, 2, 1}},
+           {{2, 5, 40, 9}, {0, 2, 1, 3}},
+           {{4, 6, 33, 64}, {0, 2, 3, 1}},
+           {{7, 3, 5}, {2, 1, 0}},
+           {{1, 9, 1, 300}, {3, 0, 2, 1}}}) {
+    expectTransposeMatches<uint8_t>(shape, perm);
+    expectTransposeMatches<uint16_t>(shape, perm);
+    expectTransposeMatches<uint32_t>(shape, perm);
+    expectTransposeMatches<uint64_t>(shape, perm);
+  }
+}
+
+/// out[4,5,6,7] = op(a, b) with broadcasting inputs, against the same float arithmetic on the host.
+TEST(CudaKernels, BroadcastingElementwiseMatchesTheHost) {
+  REQUIRE_GPU();
+  std::vector<int64_t> os{4, 5, 6, 7};
+  std::vector<int64_t> shapes[] = {{5, 1, 7}, {4, 1, 6, 1}, {1}, {4, 5, 6, 7}, {6, 7}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g;
+  for (auto &as : shapes)
+    for (auto &bs : shapes)
+      for (dev::Ew op : {dev::Ew::Add, dev::Ew::Mul, dev::Ew::Sub, dev::Ew::Div}) {
+        auto fill = [&](const std::vector<int64_t> &s) {
+          int64_t n = 1;
+          for (int64_t d : s)
+            n *= d;
+          std::vector<float> v(static_cast<size_t>(n));
+          for (float &f : v)
+            f = g(rng);
+          return v;
+        };
+        std::vector<float> a = fill(as), b = fill(bs);
+        auto strides = [&](const std::vector<int64_t> &s) { // broadcast strides over os
+          std::vector<int64_t> st(os.size(), 0), own = rowMajor(s);
+          for (size_t i = 0; i < s.size(); ++i)
+            if (s[i] != 1)
+              st[os.size() - s.size() + i] = own[i];
+          return st;
+        };
+        std::vector<int64_t> sa = strides(as), sb = strides(bs);
+        dev::EwArgs e;
+        e.op = op;
+        e.nIn = 2;
+        e.n = 4 * 5 * 6 * 7;
+        e.shape.rank = 4;
+        for (int i = 0; i < 4; ++i) {
+          e.shape.d[i] = os[size_t(i)];
+          e.inStr[0].s[i] = sa[size_t(i)];
+          e.inStr[1].s[i] = sb[size_t(i)];
+        }
+        DeviceBuffer<float> da(a.size()), db(b.size()), dout(static_cast<size_t>(e.n));
+        da.upload(a);
+        db.upload(b);
+        e.in[0] = da.p;
+        e.in[1] = db.p;
+        e.inType[0] = e.inType[1] = e.outType = int(octet::rt::DType::F32);
+        e.out = dout.p;
+        ASSERT_EQ(dev::elementwise(e, nullptr), "");
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> y = dout.download();
+        for (int64_t i = 0; i < e.n; ++i) {
+          int64_t rem = i, oa = 0, ob = 0;
+          for (int d = 3; d >= 0; --d) {
+            int64_t c = rem % os[size_t(d)];
+            rem /= os[size_t(d)];
+            oa += c * sa[size_t(d)];
+            ob += c * sb[size_t(d)];
+          }
+          float x = a[size_t(oa)], z = b[size_t(ob)];
+          float want = op == dev::Ew::Add ? x + z : op == dev::Ew::Mul ? x * z : op == dev::Ew::Sub ? x - z : x / z;
+          ASSERT_EQ(y[size_t(i)], want) << "element " << i << " op " << int(op);
+        }
+      }
+}
+
+/// Over 2^31 elements the kernels index in 64 bits: a [2^29 + 1, 4] uint8 output of a broadcast row.
+TEST(CudaKernels, IndexSpacesBeyond32BitsUse64BitOffsets) {
+  REQUIRE_GPU();
+  int64_t rows = (int64_t(1) << 29) + 1, n = rows * 4;
+  std::vector<float> row{1, 2, 3, 250};
+  DeviceBuffer<float> din(4);
+  din.upload(row);
+  uint8_t *out = nullptr;
+  if (cudaMalloc(&out, size_t(n)) != cudaSuccess)
+    GTEST_SKIP() << "no room for a 2 GiB output";
+  dev::EwArgs e;
+  e.op = dev::Ew::Copy;
+  e.in[0] = din.p;
+  e.inType[0] = 0;
+  e.out = out;
+  e.outType = int(octet::rt::DType::U8);
+  e.n = n;
+  e.shape.rank = 2;
+  e.shape.d[0] = rows;
+  e.shape.d[1] = 4;
+  e.inStr[0].s[1] = 1;
+  std::string err = dev::elementwise(e, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> tail(64);
+  cudaMemcpy(tail.data(), out + n - 64, 64, cudaMemcpyDeviceToHost);
+  cudaFree(out);
+  ASSERT_EQ(err, "");
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(tail[size_t(i)], uint8_t(row[size_t(i % 4)])) << "element " << n - 64 + i;
+}
+} // namespace
+
+namespace {
+/// A Pointwise program (x * 0.5 * (1 + tanh(x * c)) then Where(mask, y, -1e9), with a [4, 1, 7]
+/// and a [5, 1] input broadcasting to [4, 5, 7]) on the GPU against the CPU's applyPointwise.
+TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
+  REQUIRE_GPU();
+  using octet::rt::PwOp;
+  const std::vector<int64_t> os{4, 5, 7};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g;
+  std::vector<float> x(4 * 7), c(5), k{0.5f, 1.0f, -1e9f};
+  std::vector<uint8_t> mask(4 * 5 * 7);
+  for (float &v : x)
+    v = 3 * g(rng);
+  for (float &v : c)
+    v = g(rng);
+  for (size_t i = 0; i < mask.size(); ++i)
+    mask[i] = uint8_t(i % 3 != 0);
+  // Inputs: 0 x [4,1,7], 1 c [5,1], 2 half [], 3 one [], 4 mask [4,5,7], 5 neg [].
+  std::vector<std::pair<PwOp, std::array<int, 3>>> code = {
+      {PwOp::Mul, {0, 1, -1}}, {PwOp::Tanh, {6, -1, -1}}, {PwOp::Add, {7, 3, -1}},
+      {PwOp::Mul, {0, 2, -1}}, {PwOp::Mul, {9, 8, -1}},  {PwOp::Where, {4, 10, 5}}};
+  static const dev::Ew ew[] = {dev::Ew::Add, dev::Ew::Sub, dev::Ew::Mul, dev::Ew::Div, dev::Ew::Pow, dev::Ew::Max,
+                               dev::Ew::Min, dev::Ew::Neg, dev::Ew::Abs, dev::Ew::Sqrt, dev::Ew::Recip,
+                               dev::Ew::Tanh, dev::Ew::Sigmoid, dev::Ew::Erf, dev::Ew::Exp, dev::Ew::Log,
+                               dev::Ew::Relu, dev::Ew::Where};
+  DeviceBuffer<float> dx(x.size()), dc(c.size()), dk(3), dout(4 * 5 * 7);
+  DeviceBuffer<uint8_t> dm(mask.size());
+  dx.upload(x);
+  dc.upload(c);
+  dk.upload(k);
+  dm.upload(mask);
+  dev::PwArgs a;
+  a.nIn = 6;
+  a.nCode = int(code.size());
+  const void *ins[] = {dx.p, dc.p, dk.p, dk.p + 1, dm.p, dk.p + 2};
+  std::vector<std::vector<int64_t>> strides = {{7, 0, 1}, {0, 1, 0}, {0, 0, 0}, {0, 0, 0}, {35, 7, 1}, {0, 0, 0}};
+  for (int j = 0; j < 6; ++j) {
+    a.in[j] = ins[j];
+    a.inBool[j] = j == 4;
+    for (int d = 0; d < 3; ++d)
+      a.inStr[j].s[d] = strides[size_t(j)][size_t(d)];
+  }
+  for (size_t i = 0; i < code.size(); ++i) {
+    a.op[i] = ew[size_t(code[i].first)];
+    for (int j = 0; j < 3; ++j)
+      a.arg[i][j] = int8_t(code[i].second[size_t(j)] + 1);
+  }
+  a.out = dout.p;
+  a.shape.rank = 3;
+  for (int d = 0; d < 3; ++d)
+    a.shape.d[d] = os[size_t(d)];
+  a.n = 4 * 5 * 7;
+  ASSERT_EQ(dev::pointwise(a, nullptr), "");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> y = dout.download();
+  for (int64_t i = 0; i < a.n; ++i) {
+    int64_t i0 = i / 35, i1 = (i / 7) % 5, i2 = i % 7;
+    float r[12] = {x[size_t(i0 * 7 + i2)], c[size_t(i1)], k[0], k[1], mask[size_t(i)] ? 1.0f : 0.0f, k[2]};
+    for (size_t s = 0; s < code.size(); ++s) {
+      auto at = [&](int j) { return code[s].second[size_t(j)] < 0 ? 0.0f : r[code[s].second[size_t(j)]]; };
+      r[6 + s] = octet::rt::applyPointwise(code[s].first, at(0), at(1), at(2));
+    }
+    float want = r[11];
+    EXPECT_NEAR(y[size_t(i)], want, 1e-6f * std::max(1.0f, std::fabs(want))) << "element " << i;
+  }
+}
 } // namespace

@@ -194,4 +194,24 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
 
+def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
+  let summary = "Fuse chains of float32 elementwise ops into one octet Pointwise node";
+  let description = [{
+    Groups float32 elementwise onnx ops (Add, Sub, Mul, Div, Pow, Max, Min,
+    Neg, Abs, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Exp, Log, Relu, Where)
+    whose results share one static shape and are read only inside the group
+    into `onnx.node "Pointwise"` (domain "octet"). Its operands are the
+    group's outside inputs (broadcasting to the result); `ops` lists the op
+    types in program order and `args` three operand slots per op (k below the
+    input count: input k; above: the result of op k - #inputs; -1: none).
+    fp8-opt runs it when writing a plan (docs/PLAN.md); runtimes evaluate the
+    program per element with each op's own arithmetic.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "32", "At most this many ops in one Pointwise node">,
+    Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
 #endif // OCTET_PASSES_TD

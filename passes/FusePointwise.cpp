@@ -1,0 +1,181 @@
+//===- FusePointwise.cpp - Fuse chains of elementwise ops into one node ----===//
+//
+// octet-fuse-pointwise: float32 elementwise onnx ops whose results have one
+// shape and feed only each other become one `onnx.node "Pointwise"` (domain
+// "octet"): its operands are the chain's outside inputs (any shape that
+// broadcasts to the result), `ops` lists the member op types in program order
+// and `args` gives three operand slots per member (k < #inputs: input k;
+// otherwise member k - #inputs; -1: none). The root's result is the node's
+// only result. Runtimes run the program per element, so a chain that used to
+// stream every intermediate through memory reads its inputs and writes its
+// result once, and the intermediates need no buffers.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Passes/Passes.h"
+#include "octet/runtime/Pointwise.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace octet {
+#define GEN_PASS_DEF_FUSEPOINTWISE
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+namespace {
+
+/// Op types a Pointwise program may hold, with their operand counts.
+int arityOf(StringRef t) {
+  static const llvm::StringMap<int> arity = {
+      {"Add", 2},     {"Sub", 2},     {"Mul", 2},  {"Div", 2},        {"Pow", 2},  {"Max", 2},
+      {"Min", 2},     {"Neg", 1},     {"Abs", 1},  {"Sqrt", 1},       {"Reciprocal", 1},
+      {"Tanh", 1},    {"Sigmoid", 1}, {"Erf", 1},  {"Exp", 1},        {"Log", 1},  {"Relu", 1},
+      {"Where", 3}};
+  auto it = arity.find(t);
+  return it == arity.end() ? 0 : it->second;
+}
+
+RankedTensorType staticTensor(Type t) {
+  auto r = t.dyn_cast<RankedTensorType>();
+  return r && r.hasStaticShape() ? r : RankedTensorType();
+}
+
+/// Whether `op` can join a program: a listed type with its arity, a static float32
+/// result, float32 operands (Where: a boolean condition) of at most the result's rank.
+bool fusible(Operation &op) {
+  if (!isa<ox::ONNXDialect>(op.getDialect()) || op.getNumResults() != 1 || op.getNumRegions())
+    return false;
+  StringRef type = ox::ONNXDialect::getOnnxOpType(&op);
+  if (isa<ox::GenericNodeOp>(op) || arityOf(type) == 0 || int(op.getNumOperands()) != arityOf(type))
+    return false;
+  auto rt = staticTensor(op.getResult(0).getType());
+  if (!rt || !rt.getElementType().isF32())
+    return false;
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    auto t = staticTensor(v.getType());
+    bool cond = type == "Where" && i == 0;
+    if (!t || t.getRank() > rt.getRank() || !(cond ? t.getElementType().isInteger(1) : t.getElementType().isF32()))
+      return false;
+  }
+  return true;
+}
+
+struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
+  using FusePointwiseBase::FusePointwiseBase;
+
+  /// The distinct values `ops` read from outside themselves, in order of first use.
+  static llvm::SetVector<Value> inputsOf(ArrayRef<Operation *> ops) {
+    llvm::SmallPtrSet<Operation *, 16> inside(ops.begin(), ops.end());
+    llvm::SetVector<Value> in;
+    for (Operation *o : ops)
+      for (Value v : o->getOperands())
+        if (!inside.contains(v.getDefiningOp()))
+          in.insert(v);
+    return in;
+  }
+
+  void runOnFunction(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int> groupOf;
+    std::vector<SmallVector<Operation *>> groups;
+    for (Operation &op : body.without_terminator()) {
+      if (!fusible(op))
+        continue;
+      auto shape = op.getResult(0).getType().cast<RankedTensorType>().getShape();
+      // Producers in a program whose only reader is `op`, with op's shape.
+      llvm::SetVector<int> merge;
+      for (Value v : op.getOperands()) {
+        Operation *p = v.getDefiningOp();
+        auto it = p ? groupOf.find(p) : groupOf.end();
+        if (it == groupOf.end() || v.getType().cast<RankedTensorType>().getShape() != shape)
+          continue;
+        if (llvm::all_of(v.getUsers(), [&](Operation *u) { return u == &op; }))
+          merge.insert(it->second);
+      }
+      SmallVector<Operation *> joined;
+      for (int g : merge)
+        joined.append(groups[size_t(g)]);
+      joined.push_back(&op);
+      if (merge.empty() || int64_t(joined.size()) > maxOps || int64_t(inputsOf(joined).size()) > maxInputs) {
+        groupOf[&op] = int(groups.size());
+        groups.push_back({&op});
+        continue;
+      }
+      llvm::sort(joined, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      int g = int(groups.size());
+      for (int old : merge)
+        groups[size_t(old)].clear();
+      for (Operation *o : joined)
+        groupOf[o] = g;
+      groups.push_back(std::move(joined));
+    }
+    for (SmallVector<Operation *> &ops : groups)
+      if (ops.size() >= 2)
+        rewrite(ops);
+  }
+
+  void rewrite(ArrayRef<Operation *> ops) {
+    Operation *root = ops.back();
+    llvm::SetVector<Value> inputs = inputsOf(ops);
+    llvm::DenseMap<Operation *, int64_t> slot;
+    SmallVector<Attribute> types;
+    SmallVector<int64_t> args;
+    SmallVector<Location> locs{root->getLoc()};
+    OpBuilder b(root);
+    for (Operation *o : ops) {
+      types.push_back(b.getStringAttr(ox::ONNXDialect::getOnnxOpType(o)));
+      for (int j = 0; j < 3; ++j) {
+        if (j >= int(o->getNumOperands())) {
+          args.push_back(-1);
+          continue;
+        }
+        Value v = o->getOperand(unsigned(j));
+        auto it = slot.find(v.getDefiningOp());
+        args.push_back(it != slot.end() ? int64_t(inputs.size()) + it->second
+                                        : int64_t(llvm::find(inputs, v) - inputs.begin()));
+      }
+      slot[o] = int64_t(slot.size());
+      if (o != root)
+        locs.push_back(o->getLoc());
+    }
+    OperationState st(b.getFusedLoc(locs), "onnx.node");
+    st.addOperands(inputs.getArrayRef());
+    st.addTypes(root->getResultTypes());
+    st.addAttribute("op_type", b.getStringAttr("Pointwise"));
+    st.addAttribute("domain", b.getStringAttr("octet"));
+    st.addAttribute("attrs", b.getDictionaryAttr({b.getNamedAttr("ops", b.getArrayAttr(types)),
+                                                  b.getNamedAttr("args", b.getDenseI64ArrayAttr(args))}));
+    for (NamedAttribute a : root->getAttrs()) // result names and the like
+      if (a.getName().getValue().startswith("octet."))
+        st.addAttribute(a.getName(), a.getValue());
+    Operation *fused = b.create(st);
+    root->getResult(0).replaceAllUsesWith(fused->getResult(0));
+    for (Operation *o : llvm::reverse(ops))
+      o->erase();
+  }
+
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp f) {
+      if (maxOps < 2 || maxOps > octet::rt::kPointwiseMaxOps || maxInputs < 1 ||
+          maxInputs > octet::rt::kPointwiseMaxInputs) {
+        f.emitError() << "octet-fuse-pointwise: max-ops=" << int64_t(maxOps) << " max-inputs=" << int64_t(maxInputs)
+                      << " is outside what runtimes run; use max-ops in [2, " << octet::rt::kPointwiseMaxOps
+                      << "] and max-inputs in [1, " << octet::rt::kPointwiseMaxInputs << "]";
+        return signalPassFailure();
+      }
+      if (!f.getBody().empty())
+        runOnFunction(f);
+    });
+  }
+};
+
+} // namespace

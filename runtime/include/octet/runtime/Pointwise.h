@@ -1,0 +1,51 @@
+//===- Pointwise.h - The octet::Pointwise op's program ------------*- C++ -*-===//
+//
+// `octet::Pointwise` (written by the compiler's octet-fuse-pointwise pass) is
+// a chain of float32 elementwise ONNX ops evaluated per element of its
+// output: inputs broadcast to the output's shape, `ops` names the op of each
+// instruction and `args` gives three operand slots per instruction (k below
+// the input count: input k; above: the result of instruction k - #inputs; -1:
+// none). The last instruction's result is the output. Both backends parse the
+// program here; the CPU evaluates each op with the same float arithmetic as
+// its single-op kernel.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_POINTWISE_H
+#define OCTET_RUNTIME_POINTWISE_H
+
+#include "octet/runtime/Plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace octet::rt {
+
+enum class PwOp : uint8_t {
+  Add, Sub, Mul, Div, Pow, Max, Min, // binary
+  Neg, Abs, Sqrt, Recip, Tanh, Sigmoid, Erf, Exp, Log, Relu,
+  Where, // args[0] (an input, boolean) ? args[1] : args[2]
+};
+
+struct PwInstr {
+  PwOp op;
+  int arg[3]; // -1: none
+};
+
+struct PwProgram {
+  int numInputs = 0;
+  std::vector<PwInstr> code;
+};
+
+/// At most this many inputs and instructions in one program (the CUDA kernel's fixed arguments).
+constexpr int kPointwiseMaxInputs = 8, kPointwiseMaxOps = 48;
+
+/// The program of an octet::Pointwise op; throws Error naming the node when the
+/// attributes are malformed (unknown op, wrong arity, forward references, limits).
+PwProgram parsePointwise(const PlanOp &op);
+
+/// One instruction's float32 arithmetic on the CPU (the single-op kernels use it too).
+float applyPointwise(PwOp op, float a, float b, float c);
+
+} // namespace octet::rt
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Packs what a GPU run through the `device` tool needs into .devlib/ (ignored by git, carried
+# with `carry: [".devlib"]`): fp8-run, the CUDA tests and micro-benchmark, liboctet_{cuda,runtime}
+# and the non-system libraries they load, and gzipped plans:
+#   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
+#                    with each recipe, and the license-text corpus it trains on
+#   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
+#                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe
+# Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+cd "$here"
+d=.devlib
+mkdir -p "$d/plans" "$d/bench" "$build/bench"
+ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet-cuda-tests octet-cuda-bench >/dev/null
+cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
+cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$d/"
+for l in libyaml-cpp.so.0.7 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libzip.so.4; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
+done
+
+opt="$build/bin/fp8-opt"
+py=.venv/bin/python
+recipes=(none te ao msamp:O2)
+args() { [ "$1" = none ] || echo "--recipe $1"; }
+name() { echo "${1/:/-}"; }
+
+train=(--train --optimizer adamw --lr 2e-3 --lr-schedule cosine --warmup-steps 30 --total-steps 200
+       --min-lr 2e-4 --clip-grad-norm 1.0 --weight-decay 0.01)
+for r in "${recipes[@]}"; do
+  # shellcheck disable=SC2046
+  "$opt" examples/bytegpt/bytegpt.onnx $(args "$r") "${train[@]}" -o "$d/plans/$(name "$r").plan"
+  gzip -f "$d/plans/$(name "$r").plan"
+done
+[ -f "$d/plans/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/plans/licenses.bin"
+
+for s in ${SIZES-125m 350m 1.3b}; do
+  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac
+  g="$build/bench/gpt-$s.onnx"
+  [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
+  for r in "${recipes[@]}"; do
+    # shellcheck disable=SC2046
+    "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 $(args "$r") \
+      ${OPT_FLAGS:-} -o "$d/bench/gpt-$s-$(name "$r").plan"
+    gzip -f "$d/bench/gpt-$s-$(name "$r").plan"
+  done
+done
+du -sh "$d"

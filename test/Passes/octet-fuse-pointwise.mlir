@@ -1,0 +1,81 @@
+// RUN: fp8-opt %s -split-input-file --octet-fuse-pointwise | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{max-ops=2})' | FileCheck %s --check-prefix=SMALL
+
+// GELU (tanh): eight ops over one shape become one node; its inputs are the
+// outside values in order of first use, args index inputs (0..3) then ops (4..).
+// CHECK-LABEL: func.func @gelu
+// CHECK: %[[F:.+]] = onnx.node "Pointwise"(%arg0, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {attrs = {args = array<i64: 0, 0, -1, 5, 0, -1, 6, 1, -1, 0, 7, -1, 8, 2, -1, 9, -1, -1, 10, 3, -1, 0, 4, -1, 12, 11, -1>, ops = ["Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"]}, domain = "octet"}
+// CHECK-SAME: -> tensor<8x16xf32>
+// CHECK-NOT: onnx.Mul
+// CHECK: return %[[F]]
+// SMALL-LABEL: func.func @gelu
+// SMALL-COUNT-3: onnx.node "Pointwise"
+// SMALL-NOT: onnx.node "Pointwise"
+// SMALL: return
+func.func @gelu(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %c0 = onnx.Constant {value = dense<0.044715> : tensor<f32>} : () -> tensor<f32>
+  %c1 = onnx.Constant {value = dense<0.797884583> : tensor<f32>} : () -> tensor<f32>
+  %c2 = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %c3 = onnx.Constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %x2 = onnx.Mul %x, %x : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %x3 = onnx.Mul %x2, %x : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %a = onnx.Mul %x3, %c0 : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %b = onnx.Add %x, %a : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %i = onnx.Mul %b, %c1 : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %t = onnx.Tanh %i : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %u = onnx.Add %t, %c2 : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %h = onnx.Mul %x, %c3 : (tensor<8x16xf32>, tensor<f32>) -> tensor<8x16xf32>
+  %y = onnx.Mul %h, %u : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// A value read outside the chain stays a result of its own: %a has two
+// readers, so neither reader absorbs it.
+// CHECK-LABEL: func.func @shared
+// CHECK-NOT: Pointwise
+// CHECK: onnx.Mul
+// CHECK: onnx.Add
+// CHECK: onnx.Sub
+func.func @shared(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = onnx.Mul %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = onnx.Add %a, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = onnx.Sub %a, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %b, %c : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Broadcasting inputs join, but an op of another shape does not: the [4, 1]
+// chain (Mul, Sqrt) and the [4, 8] chain (Sub, Div) are two nodes.
+// CHECK-LABEL: func.func @shapes
+// CHECK: %[[S:.+]] = onnx.node "Pointwise"(%arg1, %{{.+}}) {attrs = {args = array<i64: 0, 1, -1, 2, -1, -1>, ops = ["Mul", "Sqrt"]}, domain = "octet"} : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+// CHECK: onnx.node "Pointwise"(%arg0, %arg1, %[[S]]) {attrs = {args = array<i64: 0, 1, -1, 3, 2, -1>, ops = ["Sub", "Div"]}, domain = "octet"} : (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+func.func @shapes(%x: tensor<4x8xf32>, %m: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  %c = onnx.Constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %v = onnx.Mul %m, %c : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s = onnx.Sqrt %v : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %d = onnx.Sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %y = onnx.Div %d, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Where joins with its boolean condition as an input; integer and float16 ops
+// do not join (the program is float32).
+// CHECK-LABEL: func.func @where_and_types
+// CHECK: onnx.node "Pointwise"(%arg1, %{{.+}}, %arg0) {attrs = {args = array<i64: 0, 1, -1, 2, 3, 1>, ops = ["Mul", "Where"]}, domain = "octet"}
+// CHECK: onnx.Add {{.*}} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+// CHECK: onnx.Mul {{.*}} : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
+// CHECK: onnx.Neg {{.*}} : (tensor<4xf16>) -> tensor<4xf16>
+func.func @where_and_types(%c: tensor<4x4xi1>, %x: tensor<4x4xf32>, %i: tensor<4xi64>, %h: tensor<4xf16>) -> (tensor<4x4xf32>, tensor<4xi64>, tensor<4xf16>) {
+  %k = onnx.Constant {value = dense<-1.0e9> : tensor<f32>} : () -> tensor<f32>
+  %s = onnx.Mul %x, %k : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %w = onnx.Where %c, %s, %k : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %j = onnx.Add %i, %i : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %m = onnx.Mul %h, %h : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
+  %n = onnx.Neg %m : (tensor<4xf16>) -> tensor<4xf16>
+  return %w, %j, %n : tensor<4x4xf32>, tensor<4xi64>, tensor<4xf16>
+}
