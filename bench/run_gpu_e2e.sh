@@ -3,7 +3,8 @@
 #   check   every kernel of the bundled GPT's training plans against the CPU reference, and the
 #           200-step GPU training curves (compared with the CPU's by scripts/compare_curves.py here)
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
-#           and Octet none / te / ao / msamp:O2, then a per-op-type GPU profile of Octet te
+#           and Octet none / te / ao / msamp:O2, then a GPU profile of Octet te (by op type, and by
+#           op type and shape)
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -36,8 +37,8 @@ e2e-*)
   python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" --fp8-run "$d/fp8-run" \
     --plans none="$d/bench/gpt-$s-none.plan" te="$d/bench/gpt-$s-te.plan" ao="$d/bench/gpt-$s-ao.plan" \
     msamp:O2="$d/bench/gpt-$s-msamp-O2.plan" --json "$out/e2e-$s.json" 2>&1 | tee "$out/e2e-$s.txt"
-  OCTET_CUDA_PROFILE=1 "$d/fp8-run" "$d/bench/gpt-$s-te.plan" --device cuda --init-params normal:0.02 \
+  OCTET_CUDA_PROFILE=2 "$d/fp8-run" "$d/bench/gpt-$s-te.plan" --device cuda --init-params normal:0.02 \
     --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$s-te.txt"
-  head -14 "$out/profile-$s-te.txt"
+  head -60 "$out/profile-$s-te.txt"
   ;;
 esac

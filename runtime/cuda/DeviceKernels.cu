@@ -609,6 +609,21 @@ __host__ __device__ inline double identityOf(int kind) { return kind == 2 ? -INF
 
 constexpr int kRedThreads = 128;
 
+/// acc combined, in order, with x[base + r * step] for r = lo, lo + inc, ... < hi; four loads are
+/// issued before their four combines so that the loads overlap.
+__device__ __forceinline__ double combineRange(int kind, double acc, const void *x, int type, int64_t base,
+                                               int64_t lo, int64_t hi, int64_t inc, int64_t step) {
+  int64_t r = lo;
+  for (; r + 3 * inc < hi; r += 4 * inc) {
+    float v0 = ldf(x, type, base + r * step), v1 = ldf(x, type, base + (r + inc) * step),
+          v2 = ldf(x, type, base + (r + 2 * inc) * step), v3 = ldf(x, type, base + (r + 3 * inc) * step);
+    acc = combine(kind, combine(kind, combine(kind, combine(kind, acc, v0), v1), v2), v3);
+  }
+  for (; r < hi; r += inc)
+    acc = combine(kind, acc, double(ldf(x, type, base + r * step)));
+  return acc;
+}
+
 /// Combines one value per thread of a kRedThreads block in a fixed order; thread 0's result counts.
 __device__ double blockCombine(int kind, double acc) {
   __shared__ double sh[kRedThreads];
@@ -626,9 +641,7 @@ __device__ double blockCombine(int kind, double acc) {
 __global__ void reduceInnerKernel(ReduceArgs a) {
   for (int64_t o = blockIdx.x; o < a.nOut; o += gridDim.x) {
     int64_t base = offsetOf(o, a.outShape, a.outStr);
-    double acc = identityOf(a.kind);
-    for (int64_t r = threadIdx.x; r < a.nRed; r += blockDim.x)
-      acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r)));
+    double acc = combineRange(a.kind, identityOf(a.kind), a.x, a.type, base, threadIdx.x, a.nRed, blockDim.x, 1);
     double t = blockCombine(a.kind, acc);
     if (threadIdx.x == 0) {
       if (a.kind == 1)
@@ -645,9 +658,7 @@ __global__ void reduceInnerChunkedKernel(ReduceArgs a) {
   for (int64_t o = blockIdx.y; o < a.nOut; o += gridDim.y) {
     int64_t base = offsetOf(o, a.outShape, a.outStr);
     int64_t lo = int64_t(c) * per, hi = min(a.nRed, lo + per);
-    double acc = identityOf(a.kind);
-    for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x)
-      acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r)));
+    double acc = combineRange(a.kind, identityOf(a.kind), a.x, a.type, base, lo + threadIdx.x, hi, blockDim.x, 1);
     double t = blockCombine(a.kind, acc);
     if (threadIdx.x == 0)
       a.work[int64_t(c) * a.nOut + o] = t;
@@ -663,8 +674,7 @@ __global__ void reducePartialKernel(ReduceArgs a) {
     double acc = identityOf(a.kind);
     int64_t lo = int64_t(c) * per, hi = min(a.nRed, lo + per);
     if (a.redShape.rank == 1)
-      for (int64_t r = lo; r < hi; ++r)
-        acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + r * a.redStr.s[0])));
+      acc = combineRange(a.kind, acc, a.x, a.type, base, lo, hi, 1, a.redStr.s[0]);
     else
       for (int64_t r = lo; r < hi; ++r)
         acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + offsetOf(r, a.redShape, a.redStr))));
