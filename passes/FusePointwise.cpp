@@ -21,7 +21,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace octet {
 #define GEN_PASS_DEF_FUSEPOINTWISE
@@ -33,15 +32,10 @@ namespace ox = octet::onnx_dialect;
 
 namespace {
 
-/// Op types a Pointwise program may hold, with their operand counts.
+/// The operand count of an op type a Pointwise program may hold (the runtime's table), else 0.
 int arityOf(StringRef t) {
-  static const llvm::StringMap<int> arity = {
-      {"Add", 2},     {"Sub", 2},     {"Mul", 2},  {"Div", 2},        {"Pow", 2},  {"Max", 2},
-      {"Min", 2},     {"Neg", 1},     {"Abs", 1},  {"Sqrt", 1},       {"Reciprocal", 1},
-      {"Tanh", 1},    {"Sigmoid", 1}, {"Erf", 1},  {"Exp", 1},        {"Log", 1},  {"Relu", 1},
-      {"Where", 3}};
-  auto it = arity.find(t);
-  return it == arity.end() ? 0 : it->second;
+  const octet::rt::PwOpInfo *info = octet::rt::lookupPointwiseOp(std::string_view(t.data(), t.size()));
+  return info ? info->arity : 0;
 }
 
 RankedTensorType staticTensor(Type t) {

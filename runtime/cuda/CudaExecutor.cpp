@@ -459,11 +459,6 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
 }
 
 void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out) {
-  using dev::Ew;
-  static const Ew ew[] = {Ew::Add,   Ew::Sub,  Ew::Mul,   Ew::Div,     Ew::Pow, Ew::Max, Ew::Min, Ew::Neg, Ew::Abs,
-                          Ew::Sqrt,  Ew::Recip, Ew::Tanh, Ew::Sigmoid, Ew::Erf, Ew::Exp, Ew::Log, Ew::Relu,
-                          Ew::Where};
-  static_assert(sizeof(ew) / sizeof(ew[0]) == size_t(PwOp::Where) + 1, "one Ew per PwOp");
   PwProgram p;
   try {
     p = parsePointwise(op);
@@ -493,7 +488,7 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out) {
     a.inStr[j] = stridesOf(broadcastStrides(s, os));
   }
   for (size_t k = 0; k < p.code.size(); ++k) {
-    a.op[k] = ew[size_t(p.code[k].op)];
+    a.op[k] = dev::ewOf(p.code[k].op);
     for (int j = 0; j < 3; ++j)
       a.arg[k][j] = int8_t(p.code[k].arg[j] + 1); // register 0 holds 0 for absent operands
   }

@@ -12,6 +12,8 @@
 #ifndef OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
 #define OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
 
+#include "octet/runtime/Pointwise.h"
+
 #include <cstdint>
 #include <string>
 
@@ -64,7 +66,15 @@ std::string elementwise(const EwArgs &a, cudaStream_t s);
 /// bool read as 0/1) through broadcast strides, then `nCode` instructions of ewFloat's
 /// arithmetic on registers (slot 0: zero, 1..nIn: the inputs, then one per instruction);
 /// the last instruction's result is stored. Registers live in shared memory.
-constexpr int kPwMaxInputs = 8, kPwMaxOps = 48;
+constexpr int kPwMaxInputs = kPointwiseMaxInputs, kPwMaxOps = kPointwiseMaxOps;
+/// The elementwise kernels' code for a program instruction.
+inline Ew ewOf(PwOp op) {
+  static constexpr Ew ew[] = {Ew::Add,  Ew::Sub,   Ew::Mul,  Ew::Div,     Ew::Pow, Ew::Max, Ew::Min,
+                              Ew::Neg,  Ew::Abs,   Ew::Sqrt, Ew::Recip,   Ew::Tanh, Ew::Sigmoid, Ew::Erf,
+                              Ew::Exp,  Ew::Log,   Ew::Relu, Ew::Where};
+  static_assert(sizeof(ew) / sizeof(ew[0]) == size_t(PwOp::Where) + 1, "one Ew per PwOp");
+  return ew[size_t(op)];
+}
 struct PwArgs {
   int nIn = 0, nCode = 0;
   const void *in[kPwMaxInputs] = {};

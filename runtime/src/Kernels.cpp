@@ -206,13 +206,6 @@ float applyPointwise(PwOp op, float a, float b, float c) {
 }
 
 PwProgram parsePointwise(const PlanOp &op) {
-  static const std::map<std::string, std::pair<PwOp, int>> known = {
-      {"Add", {PwOp::Add, 2}},   {"Sub", {PwOp::Sub, 2}},         {"Mul", {PwOp::Mul, 2}},
-      {"Div", {PwOp::Div, 2}},   {"Pow", {PwOp::Pow, 2}},         {"Max", {PwOp::Max, 2}},
-      {"Min", {PwOp::Min, 2}},   {"Neg", {PwOp::Neg, 1}},         {"Abs", {PwOp::Abs, 1}},
-      {"Sqrt", {PwOp::Sqrt, 1}}, {"Reciprocal", {PwOp::Recip, 1}}, {"Tanh", {PwOp::Tanh, 1}},
-      {"Sigmoid", {PwOp::Sigmoid, 1}}, {"Erf", {PwOp::Erf, 1}},   {"Exp", {PwOp::Exp, 1}},
-      {"Log", {PwOp::Log, 1}},   {"Relu", {PwOp::Relu, 1}},       {"Where", {PwOp::Where, 3}}};
   auto bad = [&](const std::string &why) -> Error {
     return Error("node '" + op.name + "' (" + op.type + "): " + why + "; recompile the plan with fp8-opt");
   };
@@ -231,13 +224,13 @@ PwProgram parsePointwise(const PlanOp &op) {
     throw bad("more than " + std::to_string(kPointwiseMaxInputs) + " inputs or " + std::to_string(kPointwiseMaxOps) +
               " ops");
   for (size_t k = 0; k < names.size(); ++k) {
-    auto it = known.find(names[k]);
-    if (it == known.end())
+    const PwOpInfo *info = lookupPointwiseOp(names[k]);
+    if (!info)
       throw bad("op '" + names[k] + "' cannot be part of a Pointwise program");
-    PwInstr in{it->second.first, {-1, -1, -1}};
+    PwInstr in{info->op, {-1, -1, -1}};
     for (int j = 0; j < 3; ++j) {
       int64_t v = a[3 * k + size_t(j)];
-      bool wanted = j < it->second.second;
+      bool wanted = j < info->arity;
       if (wanted != (v >= 0) || v < -1 || v >= int64_t(p.numInputs) + int64_t(k))
         throw bad("op " + std::to_string(k) + " (" + names[k] + ") has a bad operand slot " + std::to_string(j) +
                   ": " + std::to_string(v));

@@ -479,10 +479,6 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
   std::vector<std::pair<PwOp, std::array<int, 3>>> code = {
       {PwOp::Mul, {0, 1, -1}}, {PwOp::Tanh, {6, -1, -1}}, {PwOp::Add, {7, 3, -1}},
       {PwOp::Mul, {0, 2, -1}}, {PwOp::Mul, {9, 8, -1}},  {PwOp::Where, {4, 10, 5}}};
-  static const dev::Ew ew[] = {dev::Ew::Add, dev::Ew::Sub, dev::Ew::Mul, dev::Ew::Div, dev::Ew::Pow, dev::Ew::Max,
-                               dev::Ew::Min, dev::Ew::Neg, dev::Ew::Abs, dev::Ew::Sqrt, dev::Ew::Recip,
-                               dev::Ew::Tanh, dev::Ew::Sigmoid, dev::Ew::Erf, dev::Ew::Exp, dev::Ew::Log,
-                               dev::Ew::Relu, dev::Ew::Where};
   DeviceBuffer<float> dx(x.size()), dc(c.size()), dk(3), dout(4 * 5 * 7);
   DeviceBuffer<uint8_t> dm(mask.size());
   dx.upload(x);
@@ -501,7 +497,7 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
       a.inStr[j].s[d] = strides[size_t(j)][size_t(d)];
   }
   for (size_t i = 0; i < code.size(); ++i) {
-    a.op[i] = ew[size_t(code[i].first)];
+    a.op[i] = dev::ewOf(code[i].first);
     for (int j = 0; j < 3; ++j)
       a.arg[i][j] = int8_t(code[i].second[size_t(j)] + 1);
   }

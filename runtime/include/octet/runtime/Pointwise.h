@@ -16,6 +16,7 @@
 #include "octet/runtime/Plan.h"
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace octet::rt {
@@ -38,6 +39,27 @@ struct PwProgram {
 
 /// At most this many inputs and instructions in one program (the CUDA kernel's fixed arguments).
 constexpr int kPointwiseMaxInputs = 8, kPointwiseMaxOps = 48;
+
+/// The ONNX op types a program may hold, with their instruction and operand count; the
+/// compiler's octet-fuse-pointwise and the runtimes' parser both read this table.
+struct PwOpInfo {
+  std::string_view onnxType;
+  PwOp op;
+  int arity;
+};
+inline const PwOpInfo *lookupPointwiseOp(std::string_view onnxType) {
+  static constexpr PwOpInfo table[] = {
+      {"Add", PwOp::Add, 2},     {"Sub", PwOp::Sub, 2},         {"Mul", PwOp::Mul, 2},
+      {"Div", PwOp::Div, 2},     {"Pow", PwOp::Pow, 2},         {"Max", PwOp::Max, 2},
+      {"Min", PwOp::Min, 2},     {"Neg", PwOp::Neg, 1},         {"Abs", PwOp::Abs, 1},
+      {"Sqrt", PwOp::Sqrt, 1},   {"Reciprocal", PwOp::Recip, 1}, {"Tanh", PwOp::Tanh, 1},
+      {"Sigmoid", PwOp::Sigmoid, 1}, {"Erf", PwOp::Erf, 1},     {"Exp", PwOp::Exp, 1},
+      {"Log", PwOp::Log, 1},     {"Relu", PwOp::Relu, 1},       {"Where", PwOp::Where, 3}};
+  for (const PwOpInfo &i : table)
+    if (i.onnxType == onnxType)
+      return &i;
+  return nullptr;
+}
 
 /// The program of an octet::Pointwise op; throws Error naming the node when the
 /// attributes are malformed (unknown op, wrong arity, forward references, limits).
