@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "octet/Passes/Passes.h"
 
-#include "OnnxBuilder.h"
+#include "GradientBuilder.h"
 #include "StateUtils.h"
 #include "octet/Conversion/ONNXImport.h"
 #include "octet/Conversion/PlanExport.h"
@@ -26,6 +26,18 @@ namespace octet {
 
 using namespace mlir;
 namespace ox = octet::onnx_dialect;
+
+LogicalResult octet::emitNoGradientRule(Operation *op) {
+  StringRef type = ox::ONNXDialect::getOnnxOpType(op);
+  if (auto n = dyn_cast<ox::GenericNodeOp>(op))
+    type = n.getOpType();
+  std::string node = ox::getNodeName(op);
+  return op->emitError() << "octet-autodiff: no gradient rule for "
+                         << (type.empty() ? op->getName().getStringRef() : type)
+                         << (node.empty() ? std::string(" node") : " node '" + node + "'")
+                         << " on the path from the parameters to the loss; freeze the parameters that "
+                            "reach it (--freeze) or add a rule in passes/GradientRules.cpp";
+}
 
 namespace {
 
@@ -234,16 +246,8 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
       if (wanted.none())
         continue;
       auto rule = dyn_cast<octet::GradientOpInterface>(op);
-      if (!rule) {
-        StringRef type = ox::ONNXDialect::getOnnxOpType(op);
-        if (auto n = dyn_cast<ox::GenericNodeOp>(op))
-          type = n.getOpType();
-        std::string node = ox::getNodeName(op);
-        return op->emitError() << "octet-autodiff: no gradient rule for " << (type.empty() ? op->getName().getStringRef() : type)
-                               << (node.empty() ? std::string(" node") : " node '" + node + "'")
-                               << " on the path from the parameters to the loss; freeze the parameters that "
-                                  "reach it (--freeze) or add a rule in passes/GradientRules.cpp";
-      }
+      if (!rule)
+        return octet::emitNoGradientRule(op);
       SmallVector<Value> dx;
       b.setInsertionPoint(ret);
       if (failed(rule.buildGradient(b, dy, *this, dx)))

@@ -39,6 +39,9 @@ struct GradientBuilder {
   OnnxBuilder ox;
 };
 
+/// The error for an op on the gradient path that has no gradient rule (Autodiff.cpp).
+mlir::LogicalResult emitNoGradientRule(mlir::Operation *op);
+
 } // namespace octet
 
 #endif

@@ -657,6 +657,41 @@ LogicalResult gradGatherElements(ox::GatherElementsOp op, GradientBuilder &g, Ar
   return success();
 }
 
+// Octet's own nodes (onnx.node, domain "octet") ------------------------------------------
+
+/// octet::Attention(Q, K, V) -> (Y, LSE): octet::AttentionGrad(Q, K, V, Y, LSE, dY) -> (dQ, dK, dV),
+/// which recomputes the probabilities from LSE (passes/FuseAttention.cpp).
+LogicalResult gradAttention(ox::GenericNodeOp op, GradientBuilder &g, ArrayRef<Value> dy, Grads &out) {
+  if (dy.size() > 1 && dy[1])
+    return unsupported(op, "the log-sum-exp output is used on the gradient path");
+  OperationState st(op.getLoc(), "onnx.node");
+  st.addOperands({op.getOperand(0), op.getOperand(1), op.getOperand(2), op.getResult(0), op.getResult(1), dy[0]});
+  st.addTypes({op.getOperand(0).getType(), op.getOperand(1).getType(), op.getOperand(2).getType()});
+  st.addAttribute("op_type", g.b.getStringAttr("AttentionGrad"));
+  st.addAttribute("domain", g.b.getStringAttr("octet"));
+  st.addAttribute("attrs", op.getAttrsAttr());
+  Operation *grad = g.b.create(st);
+  out.append(grad->getResults().begin(), grad->getResults().end());
+  return success();
+}
+
+/// Generic nodes have a rule only when they are one of Octet's (domain "octet"); any other
+/// gets autodiff's "no gradient rule" error.
+struct GenericNodeGradient
+    : octet::GradientOpInterface::ExternalModel<GenericNodeGradient, ox::GenericNodeOp> {
+  LogicalResult buildGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy, GradientContext &,
+                              Grads &out) const {
+    auto node = cast<ox::GenericNodeOp>(op);
+    if (node.getDomain() != "octet" || node.getOpType() != "Attention" || node.getNumOperands() != 3 ||
+        node.getNumResults() != 2)
+      return octet::emitNoGradientRule(op);
+    if (!GradientBuilder::allStatic(op))
+      return unsupported(op, "its shapes are not static");
+    GradientBuilder g(b, op->getLoc());
+    return gradAttention(node, g, dy, out);
+  }
+};
+
 // Attaching the rules -----------------------------------------------------------------
 
 template <typename OpTy, auto Rule>
@@ -731,5 +766,6 @@ void octet::registerGradientRules(DialectRegistry &registry) {
     attach<ox::SliceOp, gradSlice>(ctx);
     attach<ox::GatherOp, gradGather>(ctx);
     attach<ox::GatherElementsOp, gradGatherElements>(ctx);
+    ox::GenericNodeOp::attachInterface<GenericNodeGradient>(*ctx);
   });
 }

@@ -323,6 +323,16 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     octet::appendResult(func, lrNow, "octet.lr");
     octet::appendResult(func, gnorm, "octet.grad_norm");
     octet::appendStateUpdates(func, updates);
+    if (!keepGradients) {
+      // The gradients die in the update that reads them instead of living to the end of the step.
+      llvm::BitVector drop(func.getNumResults());
+      for (unsigned r = 0; r < func.getNumResults(); ++r)
+        if (func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr))
+          drop.set(r);
+      ret = cast<func::ReturnOp>(body.getTerminator());
+      ret->eraseOperands(drop);
+      func.eraseResults(drop);
+    }
     func->getParentOfType<ModuleOp>()->setAttr(
         octet::kTrainingAttr,
         b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),

@@ -14,7 +14,8 @@ LogicalResult buildRecipePipeline(OpPassManager &pm, const std::string &substitu
   if (!reportOptions.empty())
     p += ",octet-fp8-report{" + reportOptions + "}";
   if (!trainingPipeline.empty()) // differentiate the FP8 Linear layers before they expand
-    p += ",octet-lower-layers," + trainingPipeline;
+    p += (llvm::StringRef(trainingPipeline).startswith("octet-lower-layers") ? "," : ",octet-lower-layers,") +
+         trainingPipeline;
   p += ",octet-fp8-expand,cse";
   return parsePassPipeline(p, pm);
 }

@@ -441,17 +441,27 @@ std::optional<Match> matchGelu(Operation *op) {
           return a == x;
         }))
       return std::nullopt;
-    auto cm = def<ox::MulOp>(cubic);
-    Value powV;
-    if (!cm || !eitherOrder(cm, [&](Value a, Value c) {
-          powV = a;
-          return isConst(c, 0.044715, 1e-5);
-        }))
+    // 0.044715 * x^3, the cube as Pow(x, 3) (HF's NewGELU) or as x * x * x, in any order.
+    SmallVector<Value> cubeFactors;
+    SmallVector<Operation *> cubeOps;
+    mulFactors(cubic, true, cubeFactors, cubeOps);
+    int xs = 0, coefficients = 0;
+    for (Value f : cubeFactors) {
+      if (f == x) {
+        ++xs;
+      } else if (isConst(f, 0.044715, 1e-5)) {
+        ++coefficients;
+      } else if (auto pw = def<ox::PowOp>(f); pw && pw.getA() == x && isConst(pw.getB(), 3.0) && f.hasOneUse()) {
+        xs += 3;
+        cubeOps.push_back(pw);
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (xs != 3 || coefficients != 1)
       return std::nullopt;
-    auto pw = def<ox::PowOp>(powV);
-    if (!pw || pw.getA() != x || !isConst(pw.getB(), 3.0))
-      return std::nullopt;
-    m.ops.append({outer, sum, cm, pw});
+    m.ops.append({outer, sum});
+    m.ops.append(cubeOps);
     m.attrs.set("approximate", b.getStringAttr("tanh"));
   } else {
     return std::nullopt;
@@ -520,14 +530,28 @@ struct RaiseLayersPass : octet::impl::RaiseLayersBase<RaiseLayersPass> {
 };
 
 struct LowerLayersPass : octet::impl::LowerLayersBase<LowerLayersPass> {
+  using LowerLayersBase::LowerLayersBase;
+
   void runOnOperation() override {
     SmallVector<Operation *> layers;
     getOperation().walk([&](Operation *op) {
       if (isa<nn::NNDialect>(op->getDialect()) && !isa<nn::YieldOp>(op))
         layers.push_back(op);
     });
-    for (Operation *op : layers)
+    for (Operation *op : layers) {
+      auto gelu = dyn_cast<nn::GeluOp>(op);
+      if (geluOp && gelu && gelu->getNumResults() == 1 && gelu.getX().getType() == gelu.getOutput().getType()) {
+        // One Gelu op: its gradient reads only x, so the backward keeps no GELU intermediates.
+        OpBuilder b(op);
+        Value y = b.create<ox::GeluOp>(op->getLoc(), gelu.getOutput().getType(), gelu.getX(),
+                                       b.getStringAttr(gelu.getApproximate()))
+                      .getResult();
+        gelu.getOutput().replaceAllUsesWith(y);
+        op->erase();
+        continue;
+      }
       nn::inlineLayer(op);
+    }
   }
 };
 

@@ -191,7 +191,23 @@ int octet::fp8OptMain(int argc, char **argv) {
                "--fuse-pointwise=false keeps one op per node)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<bool> geluOp(
+      "gelu-op",
+      cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
+               "its input (default on; --gelu-op=false differentiates the GELU's ops)"),
+      cl::init(true), cl::cat(recipeCat));
+  static cl::opt<bool> fuseAttention(
+      "fuse-attention",
+      cl::desc("Plans: fuse causal or unmasked scaled dot-product attention (MatMul, scale, mask, Softmax, "
+               "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
+               "the ops)"),
+      cl::init(true), cl::cat(recipeCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
+  static cl::opt<bool> keepGradients(
+      "keep-gradients",
+      cl::desc("Training: keep each d(loss)/d(param) as a plan output, for fp8-run --dump-gradients (default on; "
+               "--keep-gradients=false frees each gradient after its update: less memory)"),
+      cl::init(true), cl::cat(trainCat));
   static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
                              cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
@@ -399,6 +415,8 @@ int octet::fp8OptMain(int argc, char **argv) {
                       " min-lr=" + num(minLr);
       if (!storageLevel.empty())
         o += " msamp-level=" + storageLevel;
+      if (!keepGradients)
+        o += " keep-gradients=false";
       p += ",octet-optimizer{" + o + "}";
     }
     return p;
@@ -448,6 +466,17 @@ int octet::fp8OptMain(int argc, char **argv) {
 
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
     std::string trainingPipeline = trainingPipelineFor(module);
+    // Training plans: GELU as one op and fused attention before autodiff, so that their
+    // gradients read their inputs only (no [T, T] or GELU intermediates live across the step).
+    bool trainPlan = out == Emit::Plan && !trainingPipeline.empty();
+    bool attentionFirst = trainPlan && fuseAttention;
+    std::string before;
+    if (trainPlan && geluOp)
+      before += std::string(recipeInfo && recipeInfo->name != "none" ? "" : "octet-raise-layers{layers=gelu},") +
+                "octet-lower-layers{gelu-op=true},";
+    if (attentionFirst)
+      before += "octet-fuse-attention,";
+    trainingPipeline = before + trainingPipeline;
     PassManager pm(&ctx, ModuleOp::getOperationName());
     applyPassManagerCLOptions(pm);
     applyDefaultTimingPassManagerCLOptions(pm);
@@ -469,6 +498,10 @@ int octet::fp8OptMain(int argc, char **argv) {
     // Plans and ONNX models hold no nn layers; ONNX holds no fp8 ops (QDQ instead).
     if (out == Emit::Plan || out == Emit::ONNX) {
       pm.addPass(createLowerLayers());
+      if (out == Emit::Plan)
+        pm.addPass(createRematerializeCasts());
+      if (out == Emit::Plan && fuseAttention && !attentionFirst)
+        pm.addPass(createFuseAttention());
       if (out == Emit::Plan && fusePointwise)
         pm.addPass(createFusePointwise());
       if (out == Emit::ONNX) {

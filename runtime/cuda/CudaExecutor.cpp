@@ -139,6 +139,7 @@ private:
   void compileGemm(const PlanOp &op, std::vector<Step> &out);
   void compileFp8Gemm(const PlanOp &op, std::vector<Step> &out);
   void compileReduce(const PlanOp &op, int kind, std::vector<Step> &out);
+  void compileAttention(const PlanOp &op, bool grad, std::vector<Step> &out);
   void body(bool updateState);
   TensorPtr download(int id) const;
   void upload(int id, const Tensor &t);
@@ -811,6 +812,77 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   });
 }
 
+/// octet::Attention (Q, K, V) -> (Y, LSE) and octet::AttentionGrad (Q, K, V, Y, LSE, dY) -> (dQ, dK, dV):
+/// the fused kernels of Attention.cu (docs/PLAN.md).
+void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Step> &out) {
+  size_t nIn = grad ? 6 : 3, nOut = grad ? 3 : 2;
+  if (op.inputs.size() != nIn || op.outputs.size() != nOut)
+    fail(op, "expects " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs");
+  for (size_t i = 0; i < nIn; ++i)
+    if (!has(op, i) || typeOf(op.inputs[i]) != DType::F32)
+      fail(op, "input " + std::to_string(i) + " must be a float32 tensor");
+  Shape qs = shapeOf(op.inputs[0]), ks = shapeOf(op.inputs[1]), vs = shapeOf(op.inputs[2]);
+  size_t r = qs.size();
+  if (r < 2 || ks.size() != r || vs != ks || ks.back() != qs.back() ||
+      !std::equal(qs.begin(), qs.end() - 2, ks.begin()))
+    fail(op, "Q " + shapeString(qs) + ", K " + shapeString(ks) + " and V " + shapeString(vs) +
+                 " must be [..., T, d] with one batch and one head width");
+  dev::AttnArgs a;
+  a.batch = numElements(Shape(qs.begin(), qs.end() - 2));
+  a.tq = int(qs[r - 2]);
+  a.tk = int(ks[r - 2]);
+  a.d = int(qs[r - 1]);
+  if (qs[r - 2] > INT32_MAX || ks[r - 2] > INT32_MAX)
+    fail(op, "sequences longer than 2^31 are not supported");
+  if (a.d > dev::kAttentionMaxHeadDim)
+    fail(op, "heads wider than " + std::to_string(dev::kAttentionMaxHeadDim) +
+                 " are not supported by the CUDA kernels; compile with octet-fuse-attention's max-head-dim below "
+                 "the head width, or use --device cpu");
+  a.scale = float(attrFloat(op, "scale", 1.0));
+  a.causal = attrInt(op, "is_causal", 0) != 0;
+  a.q = static_cast<const float *>(devicePtr(op.inputs[0]));
+  a.k = static_cast<const float *>(devicePtr(op.inputs[1]));
+  a.v = static_cast<const float *>(devicePtr(op.inputs[2]));
+  size_t rowBytes = (size_t(a.batch) * size_t(a.tq) * 4 + 255) / 256 * 256;
+  if (!grad) {
+    if (op.outputs[0] < 0)
+      fail(op, "the output Y is missing");
+    a.y = static_cast<float *>(devicePtr(op.outputs[0]));
+    a.lse = static_cast<float *>(devicePtr(op.outputs[1]));
+    out.push_back([a](cudaStream_t s) mutable {
+      a.stream = s;
+      return dev::attentionForward(a);
+    });
+    return;
+  }
+  Shape ls(qs.begin(), qs.end() - 1);
+  if (shapeOf(op.inputs[3]) != qs || shapeOf(op.inputs[5]) != qs || shapeOf(op.inputs[4]) != ls)
+    fail(op, "Y and dY must be " + shapeString(qs) + " and LSE " + shapeString(ls));
+  a.yIn = static_cast<const float *>(devicePtr(op.inputs[3]));
+  a.lseIn = static_cast<const float *>(devicePtr(op.inputs[4]));
+  a.dy = static_cast<const float *>(devicePtr(op.inputs[5]));
+  // Scratch: delta, then a place for any gradient the plan does not keep.
+  size_t qBytes = (size_t(numElements(qs)) * 4 + 255) / 256 * 256, kBytes = (size_t(numElements(ks)) * 4 + 255) / 256 * 256;
+  size_t missing[3] = {};
+  size_t need = rowBytes;
+  for (int i = 0; i < 3; ++i)
+    if (op.outputs[size_t(i)] < 0) {
+      missing[i] = need;
+      need += i == 0 ? qBytes : kBytes;
+    }
+  scratch(need);
+  float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
+                    static_cast<float *>(devicePtr(op.outputs[2]))};
+  out.push_back([this, a, outs, missing](cudaStream_t s) mutable {
+    a.stream = s;
+    a.delta = reinterpret_cast<float *>(scratch_);
+    a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + missing[0]);
+    a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(scratch_ + missing[1]);
+    a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(scratch_ + missing[2]);
+    return dev::attentionBackward(a);
+  });
+}
+
 void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
   const PlanOp &op = plan_.ops[k];
   const std::string &t = op.type;
@@ -823,6 +895,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
   };
   if (t == "octet::Pointwise") {
     compilePointwise(op, out);
+    return;
+  }
+  if (t == "octet::Attention" || t == "octet::AttentionGrad") {
+    compileAttention(op, t == "octet::AttentionGrad", out);
     return;
   }
   if (auto it = ewOps().find(t); it != ewOps().end()) {
@@ -1446,7 +1522,8 @@ int CudaExecutor::check(const Executor &ref, std::ostream &os) {
       if (std::string e = s(stream_); !e.empty())
         throw Error("node '" + op.name + "' (" + op.type + ") on the GPU: " + e);
     cudaCheck(cudaStreamSynchronize(stream_), "check step");
-    bool gemm = op.type == "MatMul" || op.type == "Gemm" || op.type == "fp8.gemm";
+    bool gemm = op.type == "MatMul" || op.type == "Gemm" || op.type == "fp8.gemm" || op.type == "octet::Attention" ||
+                op.type == "octet::AttentionGrad"; // tensor-core products (TF32 attention)
     double tol = gemm ? 1e-3 : 1e-5;
     Row &r = rows[op.type];
     ++r.count;

@@ -12,6 +12,7 @@
 #ifndef OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
 #define OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
 
+#include "octet/runtime/Attention.h"
 #include "octet/runtime/Pointwise.h"
 
 #include <cstdint>
@@ -209,6 +210,25 @@ struct EpilogueArgs {
   float *amax = nullptr;
 };
 std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s);
+
+// --- octet::Attention (Attention.cu) -----------------------------------------------
+constexpr int kAttentionMaxHeadDim = kCudaAttentionMaxHeadDim;
+/// Q, K, V, Y, dY, dQ, dK, dV are [batch, t, d] contiguous (K, V: tk rows), LSE and delta
+/// [batch, tq]. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
+/// uses `delta` (batch * tq floats of scratch) and writes dq, dk, dv.
+struct AttnArgs {
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  float *y = nullptr, *lse = nullptr;
+  const float *yIn = nullptr, *lseIn = nullptr, *dy = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr, *delta = nullptr;
+  int64_t batch = 0;
+  int tq = 0, tk = 0, d = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  cudaStream_t stream = nullptr;
+};
+std::string attentionForward(const AttnArgs &a);
+std::string attentionBackward(const AttnArgs &a);
 
 } // namespace octet::rt::cuda::dev
 

@@ -289,6 +289,9 @@ int run(const Options &o) {
   } catch (const std::regex_error &e) {
     throw Error("--dump: '" + o.dump + "' is not a valid regular expression");
   }
+  if (!o.dumpGradients.empty() && ex.plan().gradients.empty()) // before running: fail fast
+    throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train (without "
+                "--keep-gradients=false)");
   for (int64_t i = 0; i < o.iterations; ++i)
     ex.run(inputs);
   NamedTensors outs;
@@ -314,8 +317,6 @@ int run(const Options &o) {
   if (!o.outputs.empty())
     writeNpz(o.outputs, outs);
   if (!o.dumpGradients.empty()) {
-    if (ex.plan().gradients.empty())
-      throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train");
     NamedTensors grads;
     for (auto &[param, id] : ex.plan().gradients) {
       grads.emplace_back(param, ex.value(id));

@@ -1229,6 +1229,7 @@ const Kernel *lookupKernel(const std::string &type) {
     std::map<std::string, Kernel> k;
     registerOnnxKernels(k);
     registerFp8Kernels(k);
+    registerAttentionKernels(k);
     return k;
   }();
   auto it = table.find(type);

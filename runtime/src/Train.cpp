@@ -216,7 +216,16 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
 //===----------------------------------------------------------------------===//
 
 void printMemoryReport(const Plan &p, std::ostream &os) {
-  if (p.gradients.empty())
+  // The trained parameters: those with gradients, or (plans compiled with --keep-gradients=false)
+  // the state the optimizer updates as weights.
+  std::vector<std::string> params;
+  for (auto &[param, gradId] : p.gradients)
+    params.push_back(param);
+  if (params.empty())
+    for (auto &[id, role] : p.roles)
+      if (role == "weight" || role == "master_weight")
+        params.push_back(p.values[size_t(id)].name);
+  if (params.empty())
     throw Error("--report-memory needs a training plan (fp8-opt --train)");
   std::map<std::string, const Tensor *> byName;
   std::map<std::string, std::string> roleOf;
@@ -236,7 +245,7 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   for (auto &[name, role] : roleOf)
     if (role == "fp8")
       fp8State += double(byName[name]->bytes.size());
-  for (auto &[param, gradId] : p.gradients) {
+  for (const std::string &param : params) {
     auto it = byName.find(param);
     if (it == byName.end())
       continue;
@@ -249,7 +258,11 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     total += n;
     g.weights += double(w->bytes.size()) + (master ? double(n) : 0.0); // O3: + the FP8 copy
     auto gs = p.gradStorage.find(param);
-    DType gd = gs != p.gradStorage.end() ? gs->second : p.values[size_t(gradId)].dtype;
+    auto gi = std::find_if(p.gradients.begin(), p.gradients.end(), [&](auto &g) { return g.first == param; });
+    DType gd = gs != p.gradStorage.end() ? gs->second
+               : gi != p.gradients.end() ? p.values[size_t(gi->second)].dtype
+                                         : DType::F32; // freed gradients (--keep-gradients=false): float32
+
     g.grads += double(n) * double(dtypeSize(gd));
     for (auto &[name, role] : roleOf)
       if (role == "optimizer" && name.compare(0, param.size() + 1, param + ".") == 0)
@@ -365,7 +378,7 @@ void writeLossPng(const std::string &path, const std::vector<double> &train,
 
 int trainMain(Runner &ex, const TrainOptions &o) {
   const Plan &p = ex.plan();
-  if (p.gradients.empty() || p.findValue("octet.lr") < 0)
+  if (p.findValue("octet.lr") < 0 || p.findValue("octet.grad_norm") < 0)
     throw Error("--data/--steps train a training plan; compile one with fp8-opt --train (this plan has no "
                 "optimizer step)");
   // The plan's token inputs: [B, T] integers; the first gets x, the second the labels.

@@ -91,3 +91,34 @@ func.func @noparam(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.na
 // HP-LABEL: func.func @main_graph
 // HP-NOT: accumulation<split>
 // HP: return
+
+// -----
+
+// octet::Attention (octet-fuse-attention's node): the gradient is one octet::AttentionGrad that
+// reads Q, K, V, the output and its log-sum-exp, with the forward's attributes.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[A:.+]]:2 = onnx.node "Attention"(%[[Q:.+]], %[[K:.+]], %[[V:.+]]) {attrs = {is_causal = 1 : si64, scale = 5.000000e-01 : f32}, domain = "octet"}
+// CHECK: onnx.node "AttentionGrad"(%[[Q]], %[[K]], %[[V]], %[[A]]#0, %[[A]]#1, %{{.+}}) {attrs = {is_causal = 1 : si64, scale = 5.000000e-01 : f32}, domain = "octet"} : (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+func.func @attention(%x: tensor<1x4x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "total"}) {
+  %w = onnx.initializer "w" = dense<0.5> : tensor<1x4x8xf32>
+  %q = onnx.Mul %x, %w : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %k = onnx.Add %x, %w : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %v = onnx.Sub %x, %w : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %y, %lse = onnx.node "Attention"(%q, %k, %v) {attrs = {is_causal = 1 : si64, scale = 5.000000e-01 : f32}, domain = "octet"} : (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x8xf32>, tensor<1x4xf32>)
+  %n = onnx.none
+  %l = onnx.ReduceSum %y, %n {keepdims = 0 : si64} : (tensor<1x4x8xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Other nodes of the octet domain have no gradient rule.
+func.func @octet_node_without_rule(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "total"}) {
+  %w = onnx.initializer "w" = dense<0.5> : tensor<4xf32>
+  %y = onnx.Mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{octet-autodiff: no gradient rule for Pointwise node on the path from the parameters to the loss}}
+  %s = onnx.node "Pointwise"(%y) {attrs = {args = array<i64: 0, -1, -1>, ops = ["Exp"]}, domain = "octet"} : (tensor<4xf32>) -> tensor<4xf32>
+  %n = onnx.none
+  %l = onnx.ReduceSum %s, %n {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

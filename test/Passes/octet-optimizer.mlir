@@ -5,6 +5,7 @@
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{optimizer=lamb})' 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{schedule=cosine total-steps=0})' 2>&1 | FileCheck %s --check-prefix=BADSCHED
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --octet-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{keep-gradients=false})' | FileCheck %s --check-prefix=NOKEEP
 
 // AdamW (default): parameters, moments and the step counter become state
 // updated by the step; the learning rate and gradient norm are outputs.
@@ -43,3 +44,9 @@
 // BADOPT: error: octet-optimizer: optimizer='lamb' is not valid; use sgd, adam or adamw
 // BADSCHED: error: octet-optimizer: total-steps='0' is not valid; use an integer > warmup-steps with schedule=cosine
 // NOGRAD: error: octet-optimizer: the function has no gradients; run octet-autodiff first
+
+// keep-gradients=false: the gradients are no longer results (each dies in its update).
+// NOKEEP-LABEL: func.func @main_graph
+// NOKEEP-NOT: octet.grad_of
+// NOKEEP-SAME: {onnx.name = "octet.lr"}
+// NOKEEP-SAME: {octet.state_update = "fc1.weight", onnx.name = "fc1.weight.next"}

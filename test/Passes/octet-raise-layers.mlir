@@ -149,3 +149,26 @@ func.func @gelus(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
 // FLAG-LABEL: func.func @main_graph
 // FLAG: nn.layer_norm "ln"
 // FLAG: nn.linear "fc1"
+
+// -----
+
+// The cube written as x * x * x (the benchmark graphs, Megatron's bias_gelu) is the same GELU.
+// CHECK-LABEL: func.func @gelu_cube_as_products
+// CHECK: nn.gelu "{{.+}}"(%arg0) {approximate = "tanh"}
+// CHECK-NOT: nn.gelu
+func.func @gelu_cube_as_products(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %half = onnx.Constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %c = onnx.Constant {value = dense<0.044715> : tensor<f32>} : () -> tensor<f32>
+  %k = onnx.Constant {value = dense<0.797884583> : tensor<f32>} : () -> tensor<f32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %x2 = onnx.Mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %x3 = onnx.Mul %x2, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %pc = onnx.Mul %x3, %c : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %s = onnx.Add %x, %pc : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sk = onnx.Mul %s, %k : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %h = onnx.Mul %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %t = onnx.Tanh %sk : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t1 = onnx.Add %t, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %g = onnx.Mul %h, %t1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}

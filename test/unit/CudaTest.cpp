@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "octet/runtime/Executor.h"
+#include "octet/runtime/Plan.h"
 #include "octet/runtime/Fp8.h"
 #include "octet/runtime/Pointwise.h"
 #include "octet/runtime/Tensor.h"
@@ -17,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <vector>
@@ -518,6 +521,109 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
     }
     float want = r[11];
     EXPECT_NEAR(y[size_t(i)], want, 1e-6f * std::max(1.0f, std::fabs(want))) << "element " << i;
+  }
+}
+} // namespace
+
+namespace {
+/// Runs a CPU reference kernel on `inputs` and returns its outputs.
+std::vector<TensorPtr> runCpuKernel(const std::string &type, const std::map<std::string, Attr> &attrs,
+                                    const std::vector<Tensor> &inputs, size_t nOut) {
+  Plan plan;
+  PlanOp op;
+  op.type = type;
+  op.name = "reference";
+  op.attrs = attrs;
+  std::vector<Value> vals(inputs.size());
+  std::vector<const Value *> ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    vals[i].tensor = std::make_shared<Tensor>(inputs[i]);
+    ptrs.push_back(&vals[i]);
+    op.inputs.push_back(int(i));
+  }
+  for (size_t i = 0; i < nOut; ++i)
+    op.outputs.push_back(int(inputs.size() + i));
+  const Kernel *k = lookupKernel(type);
+  EXPECT_NE(k, nullptr) << type;
+  KernelContext c(plan, op, ptrs);
+  (*k)(c);
+  std::vector<TensorPtr> out;
+  for (Value &v : c.outputs())
+    out.push_back(v.tensor);
+  return out;
+}
+
+Tensor randomTensor(const Shape &s, std::mt19937 &rng, float sd) {
+  Tensor t(DType::F32, s);
+  std::normal_distribution<float> g(0.0f, sd);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = g(rng);
+  return t;
+}
+
+/// ||gpu - cpu||_2 / ||cpu||_2, the CUDA backend's measure for tensor-core products.
+double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
+  double e = 0, r = 0;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    double w = cpu.data<float>()[i];
+    e += (gpu[size_t(i)] - w) * (gpu[size_t(i)] - w);
+    r += w * w;
+  }
+  return std::sqrt(e / r);
+}
+
+/// octet::Attention and octet::AttentionGrad on tensor cores (TF32) against the CPU reference:
+/// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
+/// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.
+TEST(CudaKernels, AttentionMatchesTheCpu) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t batch, tq, tk, d;
+    bool causal;
+  };
+  for (Case cs : {Case{3, 100, 100, 40, true}, Case{2, 77, 130, 64, false}, Case{2, 192, 192, 128, true},
+                  Case{1, 65, 65, 18, true}, Case{4, 33, 20, 100, false}}) {
+    SCOPED_TRACE("batch " + std::to_string(cs.batch) + " tq " + std::to_string(cs.tq) + " tk " +
+                 std::to_string(cs.tk) + " d " + std::to_string(cs.d) + (cs.causal ? " causal" : ""));
+    std::mt19937 rng(uint32_t(cs.tq * 7 + cs.d));
+    Tensor q = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1.0f), k = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f),
+           v = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f), dy = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1e-3f);
+    float scale = 1.0f / std::sqrt(float(cs.d));
+    std::map<std::string, Attr> attrs;
+    attrs["scale"].kind = Attr::Float;
+    attrs["scale"].f = scale;
+    attrs["is_causal"].kind = Attr::Int;
+    attrs["is_causal"].i = cs.causal;
+    std::vector<TensorPtr> fwd = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
+    std::vector<TensorPtr> bwd = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *fwd[0], *fwd[1], dy}, 3);
+
+    size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * cs.tq);
+    DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), dyOut(nq), dlse(rows), dgq(nq), dgk(nk), dgv(nk), delta(rows);
+    auto vec = [](const Tensor &t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
+    dq.upload(vec(q));
+    dk.upload(vec(k));
+    dv.upload(vec(v));
+    ddy.upload(vec(dy));
+    dev::AttnArgs a;
+    a.q = dq.p, a.k = dk.p, a.v = dv.p, a.y = dyOut.p, a.lse = dlse.p;
+    a.batch = cs.batch, a.tq = int(cs.tq), a.tk = int(cs.tk), a.d = int(cs.d), a.scale = scale, a.causal = cs.causal;
+    ASSERT_EQ(dev::attentionForward(a), "");
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LE(normwiseError(dyOut.download(), *fwd[0]), 1e-3) << "Y";
+    std::vector<float> lse = dlse.download();
+    for (size_t i = 0; i < rows; ++i)
+      ASSERT_NEAR(lse[i], fwd[1]->data<float>()[i], 1e-3f * std::max(1.0f, std::fabs(fwd[1]->data<float>()[i])))
+          << "LSE row " << i;
+    // The backward from the CPU's Y and LSE.
+    DeviceBuffer<float> yIn(nq), lseIn(rows);
+    yIn.upload(vec(*fwd[0]));
+    lseIn.upload(vec(*fwd[1]));
+    a.yIn = yIn.p, a.lseIn = lseIn.p, a.dy = ddy.p, a.dq = dgq.p, a.dk = dgk.p, a.dv = dgv.p, a.delta = delta.p;
+    ASSERT_EQ(dev::attentionBackward(a), "");
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LE(normwiseError(dgq.download(), *bwd[0]), 1e-3) << "dQ";
+    EXPECT_LE(normwiseError(dgk.download(), *bwd[1]), 1e-3) << "dK";
+    EXPECT_LE(normwiseError(dgv.download(), *bwd[2]), 1e-3) << "dV";
   }
 }
 } // namespace

@@ -48,8 +48,14 @@ def LowerLayers : Pass<"octet-lower-layers", "mlir::ModuleOp"> {
   let description = [{
     The inverse of octet-raise-layers: layers no recipe converted go back to
     exactly the ONNX ops they were recognized from. Runs before a plan or an
-    ONNX model is written.
+    ONNX model is written. With gelu-op, a GELU becomes one onnx.Gelu (opset
+    20) instead: fp8-opt does so for training plans before autodiff, so that
+    the backward reads only the GELU's input instead of keeping its
+    intermediates alive across the step.
   }];
+  let options = [
+    Option<"geluOp", "gelu-op", "bool", "false", "Lower nn.gelu to one onnx.Gelu op instead of its body">,
+  ];
 }
 
 def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
@@ -188,6 +194,8 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
     Option<"warmupSteps", "warmup-steps", "int64_t", "0", "Linear warmup steps">,
     Option<"totalSteps", "total-steps", "int64_t", "0", "cosine: steps until the learning rate reaches min-lr">,
     Option<"minLr", "min-lr", "double", "0.0", "cosine: the final learning rate">,
+    Option<"keepGradients", "keep-gradients", "bool", "true",
+           "Keep d(loss)/d(param) as results (fp8-run --dump-gradients); false frees each after its update">,
     Option<"msampLevel", "msamp-level", "std::string", "\"\"",
            "MS-AMP storage for FP8 Linear weights: O1, O2, O3 (empty: FP32)">,
   ];
@@ -210,6 +218,40 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "32", "At most this many ops in one Pointwise node">,
     Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
+def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Fuse scaled dot-product attention into one octet Attention node";
+  let description = [{
+    Matches MatMul(Q, Kt), scalar scaling (Mul/Div by a positive constant), an
+    optional causal mask (Where with a boolean lower triangle and a constant
+    <= -1e4, or Add of a 0/-inf-style constant mask), Softmax over the last
+    axis and MatMul(P, V), when the intermediates have no other readers, and
+    replaces them by `onnx.node "Attention"` (domain "octet", operands Q, K, V;
+    attributes `scale`, `is_causal`; results Y and the rows' log-sum-exp LSE).
+    Its gradient is octet::AttentionGrad(Q, K, V, Y, LSE, dY) -> (dQ, dK, dV).
+    fp8-opt runs it before autodiff when writing a plan (--fuse-attention).
+  }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", "128",
+           "Heads wider than this stay unfused (the CUDA kernels hold a head row in registers)">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
+def RematerializeCasts : Pass<"octet-rematerialize-casts", "mlir::ModuleOp"> {
+  let summary = "Recompute casts of parameters and state where far-apart readers need them";
+  let description = [{
+    An onnx.Cast of an initializer is moved before its first reader; readers
+    more than `distance` ops after the previous reader get their own copy of
+    the Cast, so no converted copy of a weight stays alive across the step
+    (MS-AMP O2: FP16 weights cast to FP32 for the forward and the optimizer).
+    fp8-opt runs it when writing a plan.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", "64", "Readers further apart than this many ops get their own Cast">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
