@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 CONFIGS = {  # d, layers, heads
     "tiny": (64, 2, 4),
+    "small": (128, 2, 1),  # 128-wide heads, for GPU-vs-CPU checks of the attention kernels
     "125m": (768, 12, 12),
     "350m": (1024, 24, 16),
     "1.3b": (2048, 24, 16),

@@ -16,7 +16,7 @@ for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; don
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
 check)
-  for r in none te ao msamp-O2; do
+  for r in none te ao msamp-O2 gpt-small-te; do
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done

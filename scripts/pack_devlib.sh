@@ -5,7 +5,8 @@
 #   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
 #                    with each recipe, and the license-text corpus it trains on
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
-#                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe
+#                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe, compiled with
+#                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update)
 # Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +34,11 @@ for r in "${recipes[@]}"; do
   "$opt" examples/bytegpt/bytegpt.onnx $(args "$r") "${train[@]}" -o "$d/plans/$(name "$r").plan"
   gzip -f "$d/plans/$(name "$r").plan"
 done
+# A small GPT (128-wide heads, 256 tokens) whose fused attention the GPU check compares with the CPU.
+"$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random \
+  -o "$build/bench/gpt-small.onnx" >/dev/null
+"$opt" "$build/bench/gpt-small.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-te.plan"
+gzip -f "$d/plans/gpt-small-te.plan"
 [ -f "$d/plans/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/plans/licenses.bin"
 
 for s in ${SIZES-125m 350m 1.3b}; do
@@ -42,7 +48,7 @@ for s in ${SIZES-125m 350m 1.3b}; do
   for r in "${recipes[@]}"; do
     # shellcheck disable=SC2046
     "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 $(args "$r") \
-      ${OPT_FLAGS:-} -o "$d/bench/gpt-$s-$(name "$r").plan"
+      ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/gpt-$s-$(name "$r").plan"
     gzip -f "$d/bench/gpt-$s-$(name "$r").plan"
   done
 done
