@@ -82,6 +82,25 @@ __device__ __forceinline__ void loadTile(uint32_t *s, const float *g, int rows, 
   }
 }
 
+/// K and V rows [k0, k0 + rows) of one head into shared memory (rows past Tk are zero).
+template <int D>
+__device__ __forceinline__ void loadKeysValues(uint32_t *ks, uint32_t *vs, const float *K, const float *V, int k0,
+                                               int rows, const AttnArgs &a) {
+  loadTile<D>(ks, K + int64_t(k0) * a.d, rows, a.tk - k0, a.d);
+  loadTile<D>(vs, V + int64_t(k0) * a.d, rows, a.tk - k0, a.d);
+}
+
+/// Whether key `key` is hidden from query `query`: past either sequence's end or, causal, after it.
+__device__ __forceinline__ bool hidden(const AttnArgs &a, int key, int query) {
+  return key >= a.tk || query >= a.tq || (a.causal && key > query);
+}
+
+/// Whether any key of [key0, key0 + keys) may be hidden from a query of [query0, query0 + queries):
+/// only such tiles pay for the per-element test.
+__device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, int query0, int queries) {
+  return key0 + keys > a.tk || query0 + queries > a.tq || (a.causal && key0 + keys - 1 > query0);
+}
+
 /// acc[n] += A (16 rows of `a`, all D columns) * B^T where B is the 8N rows of `b` (both in
 /// shared memory, stride D + 4): scores-like products over the head dimension.
 template <int D, int N>
@@ -137,8 +156,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(A
   const int kEnd = a.causal ? min(tk, q0 + kBlockRows) : tk;
   for (int k0 = 0; k0 < kEnd; k0 += kKeyTile) {
     __syncthreads();
-    loadTile<D>(ks, K + int64_t(k0) * d, kKeyTile, tk - k0, d);
-    loadTile<D>(vs, V + int64_t(k0) * d, kKeyTile, tk - k0, d);
+    loadKeysValues<D>(ks, vs, K, V, k0, kKeyTile, a);
     __syncthreads();
     float s[kKeyTile / 8][4] = {};
 #pragma unroll
@@ -147,18 +165,15 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(A
       for (int n = 0; n < kKeyTile / 8; ++n)
         mma(s[n], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], ks[(n * 8 + g) * S + kk * 8 + t],
             ks[(n * 8 + g) * S + kk * 8 + t + 4]);
-    const bool edge = k0 + kKeyTile > tk || (a.causal && k0 + kKeyTile - 1 > q0 + warp * 16);
+    const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
     float mx0 = m0, mx1 = m1;
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = s[n][e] * sl2;
-        if (edge) {
-          int col = k0 + n * 8 + 2 * t + (e & 1), row = e < 2 ? r0 : r1;
-          if (col >= tk || (a.causal && col > row))
-            x = -INFINITY;
-        }
+        if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
+          x = -INFINITY;
         s[n][e] = x;
         if (e < 2)
           mx0 = fmaxf(mx0, x);
@@ -245,8 +260,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKerne
   const int d = a.d, tq = a.tq, tk = a.tk;
   const float *Q = a.q + int64_t(bh) * tq * d, *K = a.k + int64_t(bh) * tk * d, *V = a.v + int64_t(bh) * tk * d;
   const float *dY = a.dy + int64_t(bh) * tq * d, *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
-  loadTile<D>(ks, K + int64_t(j0) * d, kBlockRows, tk - j0, d);
-  loadTile<D>(vs, V + int64_t(j0) * d, kBlockRows, tk - j0, d);
+  loadKeysValues<D>(ks, vs, K, V, j0, kBlockRows, a);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float sl2 = a.scale * kLog2e;
   const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
@@ -264,14 +278,14 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKerne
     float st[kQueryTile / 8][4] = {}, dpt[kQueryTile / 8][4] = {};
     mmaRowsByRows<D, kQueryTile / 8>(st, ks + warp * 16 * S, qs, g, t);
     mmaRowsByRows<D, kQueryTile / 8>(dpt, vs + warp * 16 * S, dos, g, t);
-    const bool edge = i0 + kQueryTile > tq || j0 + kBlockRows > tk || (a.causal && j0 + warp * 16 + 15 > i0);
+    const bool edge = mayHide(a, j0 + warp * 16, 16, i0, kQueryTile);
 #pragma unroll
     for (int n = 0; n < kQueryTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int qi = n * 8 + 2 * t + (e & 1), key = e < 2 ? key0 : key1;
         float p = exp2Fast(st[n][e] * sl2 - lse2[qi]);
-        if (edge && (key >= tk || i0 + qi >= tq || (a.causal && key > i0 + qi)))
+        if (edge && hidden(a, key, i0 + qi))
           p = 0.f;
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - dl[qi]);
@@ -313,20 +327,18 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardQKernel
   const int kEnd = a.causal ? min(tk, q0 + kBlockRows) : tk;
   for (int k0 = 0; k0 < kEnd; k0 += kKeyTile) {
     __syncthreads();
-    loadTile<D>(ks, K + int64_t(k0) * d, kKeyTile, tk - k0, d);
-    loadTile<D>(vs, V + int64_t(k0) * d, kKeyTile, tk - k0, d);
+    loadKeysValues<D>(ks, vs, K, V, k0, kKeyTile, a);
     __syncthreads();
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     mmaRowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, g, t);
     mmaRowsByRows<D, kKeyTile / 8>(dp, dos + warp * 16 * S, vs, g, t);
-    const bool edge = k0 + kKeyTile > tk || (a.causal && k0 + kKeyTile - 1 > q0 + warp * 16);
+    const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        int col = k0 + n * 8 + 2 * t + (e & 1), row = e < 2 ? r0 : r1;
         float p = exp2Fast(s[n][e] * sl2 - (e < 2 ? l20 : l21));
-        if (edge && (col >= tk || (a.causal && col > row)))
+        if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
           p = 0.f;
         s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));
       }
