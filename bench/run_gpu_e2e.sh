@@ -5,6 +5,9 @@
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
 #           and Octet none / te / ao / msamp:O2, then a GPU profile of Octet te (by op type, and by
 #           op type and shape)
+#   ablate-S  Octet te on model size S with each optimization of the fourth pass switched off in
+#           turn (generated Pointwise kernels: OCTET_CUDA_JIT=0; fused cast+amax and in-place state
+#           updates: plans compiled without them by scripts/pack_devlib.sh), ratios to the full plan
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -12,6 +15,12 @@ part=$1
 d=${2:-.devlib}
 out=${OUT:-/tmp}
 export LD_LIBRARY_PATH="$PWD/$d:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+for f in "$d"/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done # gzipped libraries (scripts/pack_devlib.sh)
+# NVRTC (generated Pointwise kernels) from the toolkit, else from the CUDA wheels PyTorch uses.
+if ! ls /usr/local/cuda/lib64/libnvrtc.so.1* > /dev/null 2>&1; then
+  nv=$(python3 -c "import glob, site; print(next(iter(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libnvrtc.so.1*', recursive=True))), ''))" 2> /dev/null)
+  [ -n "$nv" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$nv")"
+fi
 for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
@@ -40,5 +49,31 @@ e2e-*)
   OCTET_CUDA_PROFILE=2 "$d/fp8-run" "$d/bench/gpt-$s-te.plan" --device cuda --init-params normal:0.02 \
     --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$s-te.txt"
   head -60 "$out/profile-$s-te.txt"
+  ;;
+ablate-*)
+  s=${part#ablate-}
+  p="$d/bench/gpt-$s"
+  : > "$out/ablate-$s.jsonl"
+  variant() { # NAME PLAN [ENV=VALUE]: one fp8-run benchmark, tagged with the variant's name
+    local name=$1 plan=$2; shift 2
+    env "$@" OCTET_CUDA_VERBOSE=1 "$d/fp8-run" "$plan" --device cuda --init-params normal:0.02 \
+      --benchmark "${STEPS:-10}" --warmup 2 2> "$out/ablate-$s-$name.err" |
+      sed "s/^{/{\"variant\": \"$name\", /" | tee -a "$out/ablate-$s.jsonl"
+    grep -h "generated\|note:" "$out/ablate-$s-$name.err"
+  }
+  variant all "$p-te.plan"
+  variant no-jit "$p-te.plan" OCTET_CUDA_JIT=0
+  variant no-cast-amax "$p-te-no-fuse-cast-amax.plan"
+  variant no-in-place "$p-te-no-in-place-updates.plan"
+  variant none-of-them "$p-te-no-both.plan" OCTET_CUDA_JIT=0
+  python3 - "$out/ablate-$s.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+base = next(r for r in rows if r["variant"] == "all")
+print(f"{'variant':<14}{'ms/step':>10}{'GiB':>8}{'speed vs all':>14}{'memory vs all':>15}")
+for r in rows:
+    print(f"{r['variant']:<14}{r['median_ms']:>10.1f}{r['device_bytes'] / 2**30:>8.2f}"
+          f"{base['median_ms'] / r['median_ms']:>14.3f}{r['device_bytes'] / base['device_bytes']:>15.3f}")
+PY
   ;;
 esac

@@ -118,6 +118,9 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
       return finish({L.dequantize(d.getInput(), d.getScaleInv(), d.getType())});
     if (auto a = dyn_cast<fp8::AmaxOp>(op))
       return finish({L.amax(a.getInput(), a.getRowwise(), a.getType())});
+    if (auto ca = dyn_cast<fp8::CastAmaxOp>(op))
+      return finish({L.quantize(ca.getInput(), ca.getScaleInv(), ca.getOutput().getType(), ca.getSaturate()),
+                     L.amax(ca.getInput(), false, ca.getAmax().getType())});
     if (auto ds = dyn_cast<fp8::DynamicScaleOp>(op)) {
       Type t = ds.getAmax().getType();
       float fmax = float(fp8::getFormatMax(ds.getFormat()));

@@ -233,8 +233,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       SmallVector<int64_t> all;
       for (int64_t a = 0; a < r; ++a)
         all.push_back(a);
-      Value sq = g.mul(p.grad, p.grad);
-      Value s2 = r ? g.reduceSum(sq, all, false) : sq;
+      // One read of the gradient: ReduceSumSquare over every axis (no axes operand, so the
+      // node means the same in every opset).
+      Value s2 = r ? g.ox.op("ReduceSumSquare", scalarF32, {p.grad}, {g.ox.si64("keepdims", 0)})
+                   : g.mul(p.grad, p.grad);
       sumsq = sumsq ? g.add(sumsq, s2) : s2;
     }
     Value gnorm = g.unary("Sqrt", sumsq);

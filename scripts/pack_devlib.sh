@@ -2,6 +2,7 @@
 # Packs what a GPU run through the `device` tool needs into .devlib/ (ignored by git, carried
 # with `carry: [".devlib"]`): fp8-run, the CUDA tests and micro-benchmark, liboctet_{cuda,runtime}
 # and the non-system libraries they load, and gzipped plans:
+#   (OpenBLAS and libgfortran gzipped: the device scripts unpack every .devlib/*.gz)
 #   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
 #                    with each recipe, and the license-text corpus it trains on
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
@@ -17,8 +18,13 @@ mkdir -p "$d/plans" "$d/bench" "$build/bench"
 ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet-cuda-tests octet-cuda-bench >/dev/null
 cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
 cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$d/"
-for l in libyaml-cpp.so.0.7 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libzip.so.4; do
+for l in libyaml-cpp.so.0.7 libquadmath.so.0 libzip.so.4; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
+done
+# OpenBLAS is most of the carried bytes (the carry limit is 64 MiB): gzipped, unpacked on the device.
+for l in libopenblas.so.0 libgfortran.so.5; do
+  rm -f "$d/$l"
+  gzip -c "/lib/x86_64-linux-gnu/$l" > "$d/$l.gz"
 done
 
 opt="$build/bin/fp8-opt"
@@ -52,4 +58,17 @@ for s in ${SIZES-125m 350m 1.3b}; do
     gzip -f "$d/bench/gpt-$s-$(name "$r").plan"
   done
 done
+# The 1.3B te plan without each compiler-side optimization of issue 5's fourth pass, for the
+# ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).
+case " ${SIZES-125m 350m 1.3b} " in *" 1.3b "*)
+  for v in fuse-cast-amax in-place-updates; do
+    "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
+      --recipe te ${OPT_FLAGS---keep-gradients=false} --$v=false -o "$d/bench/gpt-1.3b-te-no-$v.plan"
+    gzip -f "$d/bench/gpt-1.3b-te-no-$v.plan"
+  done
+  "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
+    --recipe te ${OPT_FLAGS---keep-gradients=false} --fuse-cast-amax=false --in-place-updates=false \
+    -o "$d/bench/gpt-1.3b-te-no-both.plan"
+  gzip -f "$d/bench/gpt-1.3b-te-no-both.plan" ;;
+esac
 du -sh "$d"

@@ -7,6 +7,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/JSON.h"
 
@@ -56,7 +58,7 @@ std::string formatFloat(double v) {
 
 class PlanWriter {
 public:
-  explicit PlanWriter(func::FuncOp func) : func(func) {}
+  PlanWriter(func::FuncOp func, bool inPlaceUpdates) : func(func), inPlaceUpdates(inPlaceUpdates) {}
   LogicalResult run(std::string &bytes, const std::string &producer, StringRef recipe, DictionaryAttr training);
 
 private:
@@ -71,6 +73,7 @@ private:
   LogicalResult lowerConstantOp(ox::ConstantOp op);
 
   func::FuncOp func;
+  bool inPlaceUpdates;
   llvm::DenseMap<Value, int> ids;
   llvm::json::Array values, constants, ops, stateUpdates, gradients;
   llvm::StringMap<int> stateIds;
@@ -80,6 +83,7 @@ private:
   std::vector<int64_t> valueBytes;
   std::vector<int> firstDef, lastUse;
   llvm::json::Object planArena();
+  void markInPlaceUpdates();
 
 public:
   int64_t arenaBytes = 0;
@@ -98,6 +102,36 @@ llvm::json::Object PlanWriter::planArena() {
   return llvm::json::Object{{"alignment", octet::kPlanArenaAlignment},
                             {"arena_bytes", plan.arenaBytes},
                             {"buffers", std::move(buffers)}};
+}
+
+/// A state update is in place when the new value's op is the last reader of the old value, or
+/// comes after it: then the op can write into the state's own bytes. When the op reads the
+/// old value itself, it must read element i only where it writes element i (an elementwise op
+/// whose operand has the result's shape). The new value then needs no arena buffer.
+void PlanWriter::markInPlaceUpdates() {
+  static const llvm::StringSet<> elementwise = {
+      "octet::Pointwise", "Add",  "Sub", "Mul", "Div", "Neg", "Abs",        "Sqrt",     "Exp", "Log",
+      "Pow",              "Max",  "Min", "Where", "Relu", "Cast", "Reciprocal", "Identity"};
+  llvm::DenseSet<int64_t> states, news;
+  for (llvm::json::Value &u : stateUpdates) {
+    llvm::json::Object &o = *u.getAsObject();
+    int64_t st = *o.getInteger("state"), v = *o.getInteger("value");
+    bool fresh = states.insert(st).second & news.insert(v).second;
+    int def = firstDef[size_t(v)];
+    if (!fresh || def < 0 || valueBytes[size_t(v)] <= 0 || lastUse[size_t(st)] > def)
+      continue;
+    const llvm::json::Object &sv = *values[size_t(st)].getAsObject(), &vv = *values[size_t(v)].getAsObject();
+    if (sv.getString("dtype") != vv.getString("dtype") || !sv.getArray("shape") || !vv.getArray("shape") ||
+        *sv.getArray("shape") != *vv.getArray("shape"))
+      continue;
+    if (lastUse[size_t(st)] == def) {
+      const llvm::json::Object &op = *ops[size_t(def)].getAsObject();
+      if (!elementwise.contains(*op.getString("type")))
+        continue; // same shapes, so every operand of an elementwise op that is the state reads index i
+    }
+    o["in_place"] = true;
+    valueBytes[size_t(v)] = -1;
+  }
 }
 
 LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
@@ -376,6 +410,8 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
     lastUse[size_t(*v.getAsInteger())] = int(ops.size());
   for (const llvm::json::Value &u : stateUpdates)
     lastUse[size_t(*u.getAsObject()->getInteger("value"))] = int(ops.size());
+  if (inPlaceUpdates)
+    markInPlaceUpdates();
   llvm::json::Object memory = planArena();
   llvm::json::Object train;
   if (training)
@@ -425,7 +461,7 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
 } // namespace
 
 LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
-                                       int64_t *arenaBytes) {
+                                       int64_t *arenaBytes, bool inPlaceUpdates) {
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (!func || f.getName() == ox::kMainGraphName)
@@ -437,7 +473,7 @@ LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, cons
   StringRef recipe;
   if (auto r = module->getAttrOfType<StringAttr>(kRecipeAttr))
     recipe = r.getValue();
-  PlanWriter writer(func);
+  PlanWriter writer(func, inPlaceUpdates);
   if (failed(writer.run(bytes, producer, recipe, module->getAttrOfType<DictionaryAttr>(kTrainingAttr))))
     return failure();
   if (arenaBytes)

@@ -191,6 +191,19 @@ int octet::fp8OptMain(int argc, char **argv) {
                "--fuse-pointwise=false keeps one op per node)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<bool> fuseCastAmax(
+      "fuse-cast-amax",
+      cl::desc("Plans: an FP8 cast and the amax of the same tensor become one fp8.cast_amax (one read of the "
+               "tensor; default on; --fuse-cast-amax=false keeps two ops)"),
+      cl::init(true), cl::cat(recipeCat));
+
+  static cl::opt<bool> inPlaceUpdates(
+      "in-place-updates",
+      cl::desc("Plans: write a state's new value (parameters, moments, FP8 scaling state) over the state itself "
+               "where nothing reads the old value later: no arena buffer and no copy at the end of the step "
+               "(default on; --in-place-updates=false keeps new values apart)"),
+      cl::init(true), cl::cat(recipeCat));
+
   static cl::opt<bool> geluOp(
       "gelu-op",
       cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
@@ -504,6 +517,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseAttention());
       if (out == Emit::Plan && fusePointwise)
         pm.addPass(createFusePointwise());
+      if (out == Emit::Plan && fuseCastAmax)
+        pm.addPass(createFuseCastAmax());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;
@@ -521,7 +536,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     std::string bytes;
     if (out == Emit::Plan) {
       int64_t arena = 0;
-      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena)))
+      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, inPlaceUpdates)))
         return failure();
       if (report) // the memory plan's peak, with the per-layer report
         (outputFilename == "-" ? llvm::errs() : llvm::outs())

@@ -92,6 +92,7 @@ private:
   cublasHandle_t blas_ = nullptr;
   void *blasWorkspace_ = nullptr;
   std::unique_ptr<Gemm> fp8_;
+  std::unique_ptr<dev::PwJit> jit_; // null: Pointwise programs run on the interpreter kernel
   std::vector<void *> ptr_;
   std::vector<TensorPtr> host_;
   std::vector<char> static_;
@@ -113,6 +114,11 @@ private:
   std::vector<double> opMs_; // per program entry, summed over profiled runs
   int profiledRuns_ = 0, profileCalls_ = 0;
 
+  char *saved_ = nullptr;      // states updated in place, kept across a run without state update
+  bool lastRunUpdated_ = true;
+  size_t stateBytes(int st) const;
+  void saveInPlaceStates();
+  void restoreInPlaceStates();
   void printSlowestOps() const;
   void *alloc(size_t bytes);
   void *devicePtr(int id);
@@ -210,6 +216,14 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   cudaCheck(cudaMemcpy(one_, ones, sizeof ones, cudaMemcpyHostToDevice), "upload");
   foldStatics();
   place();
+  if (opt_.jit) {
+    std::string why = dev::PwJit::unavailable();
+    if (why.empty())
+      jit_ = std::make_unique<dev::PwJit>();
+    else
+      std::cerr << "note: Pointwise ops run on the interpreter kernel (slower): " << why
+                << " (OCTET_CUDA_JIT=0 silences this)\n";
+  }
   for (size_t k = 0; k < plan_.ops.size(); ++k) {
     bool dyn = false;
     for (int id : plan_.ops[k].outputs)
@@ -220,6 +234,15 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     OpProgram p{k, {}};
     compile(k, p.steps);
     program_.push_back(std::move(p));
+  }
+  if (jit_) {
+    std::string why = jit_->build();
+    if (!why.empty()) {
+      std::cerr << "note: Pointwise ops run on the interpreter kernel (slower): " << why << "\n";
+      jit_.reset();
+    } else if (std::getenv("OCTET_CUDA_VERBOSE")) {
+      std::cerr << "generated " << jit_->kernels() << " Pointwise kernels in " << jit_->buildSeconds() << " s\n";
+    }
   }
   if (scratchBytes_)
     scratch_ = static_cast<char *>(alloc(scratchBytes_));
@@ -324,6 +347,10 @@ void CudaExecutor::place() {
     ptr_[size_t(id)] = alloc(t->bytes.size());
     cudaCheck(cudaMemcpy(ptr_[size_t(id)], t->bytes.data(), t->bytes.size(), cudaMemcpyHostToDevice), "upload");
   }
+  // In-place state updates (docs/PLAN.md): the op computing the new value writes the state.
+  for (auto &[st, v] : plan_.stateUpdates)
+    if (plan_.inPlace.count(v) && ptr_[size_t(st)])
+      ptr_[size_t(v)] = ptr_[size_t(st)];
   // Values the memory plan does not cover (plans without one): their own buffers.
   for (const PlanOp &op : plan_.ops)
     for (int id : op.outputs)
@@ -493,7 +520,12 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out) {
     for (int j = 0; j < 3; ++j)
       a.arg[k][j] = int8_t(p.code[k].arg[j] + 1); // register 0 holds 0 for absent operands
   }
-  out.push_back([a](cudaStream_t s) { return dev::pointwise(a, s); });
+  if (!jit_) {
+    out.push_back([a](cudaStream_t s) { return dev::pointwise(a, s); });
+    return;
+  }
+  int h = jit_->add(a);
+  out.push_back([this, h, a](cudaStream_t s) { return jit_ ? jit_->launch(h, a, s) : dev::pointwise(a, s); });
 }
 
 void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &out) {
@@ -1191,8 +1223,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     });
     return;
   }
-  if (t == "ReduceSum" || t == "ReduceMean" || t == "ReduceMax" || t == "ReduceMin") {
-    compileReduce(op, t == "ReduceSum" ? 0 : t == "ReduceMean" ? 1 : t == "ReduceMax" ? 2 : 3, out);
+  if (t == "ReduceSum" || t == "ReduceMean" || t == "ReduceMax" || t == "ReduceMin" || t == "ReduceSumSquare") {
+    compileReduce(op, t == "ReduceSum" ? 0 : t == "ReduceMean" ? 1 : t == "ReduceMax" ? 2 : t == "ReduceMin" ? 3 : 4, out);
     return;
   }
   if (t == "MatMul") {
@@ -1231,6 +1263,38 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       out.push_back([=](cudaStream_t s) {
         return dev::fp8Dequantize(static_cast<const uint8_t *>(xp), xt, sp, rows, inner, o, ot, s);
       });
+    }
+    return;
+  }
+  if (t == "fp8.cast_amax") {
+    int x = op.inputs[0], sc = op.inputs[1];
+    int64_t n = numElements(shapeOf(x));
+    if (numElements(shapeOf(sc)) != 1)
+      fail(op, "scale_inv must be per tensor");
+    DType ot = plan_.values[size_t(op.outputs[0])].dtype, xt = typeOf(x);
+    if (!isFp8(ot))
+      fail(op, "result must be an FP8 type");
+    if (op.outputs.size() < 2 || op.outputs[1] < 0 || plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
+      fail(op, "the amax result must be float32");
+    const void *xp = devicePtr(x);
+    const float *sp = static_cast<const float *>(devicePtr(sc));
+    auto *q = static_cast<uint8_t *>(outPtr(0));
+    auto *amax = static_cast<float *>(outPtr(1));
+    bool sat = attrInt(op, "saturate", 1) != 0;
+    auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    if (sat && (xt == DType::F32 || xt == DType::BF16) && aligned(xp, 16) && aligned(q, 8)) {
+      // One pass (CastAmax.cu): the amax is a running atomic max, so it starts at zero.
+      cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+      cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+      out.push_back([=](cudaStream_t s) {
+        cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
+        if (e != cudaSuccess)
+          return std::string("cast_amax: ") + cudaGetErrorString(e);
+        return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s);
+      });
+    } else {
+      out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
+      out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
     }
     return;
   }
@@ -1328,6 +1392,8 @@ void CudaExecutor::printSlowestOps() const {
 }
 
 void CudaExecutor::body(bool updateState) {
+  if (!updateState)
+    saveInPlaceStates();
   if (!flagWhat_.empty())
     cudaCheck(cudaMemsetAsync(flags_, 0, sizeof(int) * flagWhat_.size(), stream_), "flags");
   std::vector<cudaEvent_t> events;
@@ -1368,9 +1434,47 @@ void CudaExecutor::body(bool updateState) {
   }
   if (updateState)
     for (auto &[st, v] : plan_.stateUpdates) {
-      size_t bytes = size_t(numElements(plan_.values[size_t(st)].shape)) * dtypeSize(plan_.values[size_t(st)].dtype);
-      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), bytes, cudaMemcpyDeviceToDevice, stream_),
+      if (ptr_[size_t(v)] == ptr_[size_t(st)])
+        continue; // written in place
+      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
                 "state update");
+    }
+  else
+    restoreInPlaceStates();
+}
+
+size_t CudaExecutor::stateBytes(int st) const {
+  return size_t(numElements(plan_.values[size_t(st)].shape)) * dtypeSize(plan_.values[size_t(st)].dtype);
+}
+
+// A run that keeps the state (evaluation) saves the states updated in place first and puts them
+// back after; the new values are then gone (value() returns null for them).
+void CudaExecutor::saveInPlaceStates() {
+  if (plan_.inPlace.empty())
+    return;
+  if (!saved_) {
+    size_t total = 0;
+    for (auto &[st, v] : plan_.stateUpdates)
+      if (ptr_[size_t(v)] == ptr_[size_t(st)])
+        total += (stateBytes(st) + 255) / 256 * 256;
+    saved_ = static_cast<char *>(alloc(total)); // the first run of a kind is eager, never captured
+  }
+  size_t off = 0;
+  for (auto &[st, v] : plan_.stateUpdates)
+    if (ptr_[size_t(v)] == ptr_[size_t(st)]) {
+      cudaCheck(cudaMemcpyAsync(saved_ + off, ptr_[size_t(st)], stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
+                "saving state");
+      off += (stateBytes(st) + 255) / 256 * 256;
+    }
+}
+
+void CudaExecutor::restoreInPlaceStates() {
+  size_t off = 0;
+  for (auto &[st, v] : plan_.stateUpdates)
+    if (saved_ && ptr_[size_t(v)] == ptr_[size_t(st)]) {
+      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], saved_ + off, stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
+                "restoring state");
+      off += (stateBytes(st) + 255) / 256 * 256;
     }
 }
 
@@ -1382,6 +1486,7 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
               "input upload");
   }
   int g = updateState ? 1 : 0;
+  lastRunUpdated_ = updateState;
   if (graphs_[g]) {
     cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
   } else if (opt_.graphs && eagerRuns_[g] >= 1) {
@@ -1436,6 +1541,8 @@ TensorPtr CudaExecutor::value(int id) const {
     return nullptr;
   if (static_[size_t(id)])
     return host_[size_t(id)];
+  if (plan_.inPlace.count(id) && !lastRunUpdated_)
+    return nullptr; // written over its state, which a run without state update put back
   bool held = plan_.constants.count(id) || liveAtEnd_.count(id) ||
               std::find(plan_.inputs.begin(), plan_.inputs.end(), id) != plan_.inputs.end();
   if (!held || !ptr_[size_t(id)] || !plan_.values[size_t(id)].hasShape)
@@ -1607,6 +1714,8 @@ void registerBackend() {
       o.graphs = std::string(g) != "0";
     if (const char *t = std::getenv("OCTET_CUDA_TF32"))
       o.tf32 = std::string(t) == "1";
+    if (const char *j = std::getenv("OCTET_CUDA_JIT"))
+      o.jit = std::string(j) != "0";
     return makeCudaRunner(std::move(p), o);
   };
   registerDeviceBackend(std::move(b));

@@ -211,59 +211,6 @@ std::string check(const char *what) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-__device__ __forceinline__ float geluF(float x, bool tanhApprox) {
-  if (tanhApprox)
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-}
-
-__device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool hasLo, bool hasHi) {
-  switch (op) {
-  case Ew::Add: return a + b;
-  case Ew::Sub: return a - b;
-  case Ew::Mul: return a * b;
-  case Ew::Div: return a / b;
-  case Ew::Pow: return powf(a, b);
-  case Ew::Max: return isnan(a) || isnan(b) ? NAN : fmaxf(a, b);
-  case Ew::Min: return isnan(a) || isnan(b) ? NAN : fminf(a, b);
-  case Ew::Eq: return a == b;
-  case Ew::Lt: return a < b;
-  case Ew::Le: return a <= b;
-  case Ew::Gt: return a > b;
-  case Ew::Ge: return a >= b;
-  case Ew::And: return a != 0.0f && b != 0.0f;
-  case Ew::Or: return a != 0.0f || b != 0.0f;
-  case Ew::Not: return a == 0.0f;
-  case Ew::Neg: return -a;
-  case Ew::Abs: return fabsf(a);
-  case Ew::Sqrt: return sqrtf(a);
-  case Ew::Recip: return 1.0f / a;
-  case Ew::Tanh: return tanhf(a);
-  case Ew::Sigmoid: return 1.0f / (1.0f + expf(-a));
-  case Ew::Erf: return erff(a);
-  case Ew::Exp: return expf(a);
-  case Ew::Log: return logf(a);
-  case Ew::Sin: return sinf(a);
-  case Ew::Cos: return cosf(a);
-  case Ew::Floor: return floorf(a);
-  case Ew::Ceil: return ceilf(a);
-  case Ew::Relu: return a > 0.0f ? a : 0.0f;
-  case Ew::Gelu: return geluF(a, false);
-  case Ew::GeluTanh: return geluF(a, true);
-  case Ew::Where: return a != 0.0f ? b : c;
-  case Ew::Clip:
-    if (isnan(a))
-      return a;
-    if (hasLo)
-      a = fmaxf(a, b);
-    if (hasHi)
-      a = fminf(a, c);
-    return a;
-  case Ew::Copy: return a;
-  }
-  return a;
-}
-
 __device__ __forceinline__ int64_t ewInt(Ew op, int64_t a, int64_t b, int64_t c, bool hasLo, bool hasHi) {
   switch (op) {
   case Ew::Add: return a + b;
@@ -598,6 +545,7 @@ template <int Threads> __device__ float blockMax(float v) {
   return r;
 }
 
+/// kind: 0 sum, 1 mean, 2 max, 3 min, 4 sum of squares.
 __device__ __forceinline__ double combine(int kind, double a, double v) {
   if (kind == 2)
     return (isnan(v) || v > a) ? v : a;
@@ -605,44 +553,81 @@ __device__ __forceinline__ double combine(int kind, double a, double v) {
     return (isnan(v) || v < a) ? v : a;
   return a + v;
 }
+/// Folds one element into an accumulator (combine() merges accumulators).
+__device__ __forceinline__ double accumulate(int kind, double a, double v) { return kind == 4 ? a + v * v : combine(kind, a, v); }
 __host__ __device__ inline double identityOf(int kind) { return kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0; }
 
 constexpr int kRedThreads = 128;
 
-/// acc combined, in order, with x[base + r * step] for r = lo, lo + inc, ... < hi; four loads are
-/// issued before their four combines so that the loads overlap.
+/// acc accumulated, in order, with x[base + r * step] for r = lo, lo + inc, ... < hi; four loads are
+/// issued before their four accumulations so that the loads overlap.
 __device__ __forceinline__ double combineRange(int kind, double acc, const void *x, int type, int64_t base,
                                                int64_t lo, int64_t hi, int64_t inc, int64_t step) {
   int64_t r = lo;
   for (; r + 3 * inc < hi; r += 4 * inc) {
     float v0 = ldf(x, type, base + r * step), v1 = ldf(x, type, base + (r + inc) * step),
           v2 = ldf(x, type, base + (r + 2 * inc) * step), v3 = ldf(x, type, base + (r + 3 * inc) * step);
-    acc = combine(kind, combine(kind, combine(kind, combine(kind, acc, v0), v1), v2), v3);
+    acc = accumulate(kind, accumulate(kind, accumulate(kind, accumulate(kind, acc, v0), v1), v2), v3);
   }
   for (; r < hi; r += inc)
-    acc = combine(kind, acc, double(ldf(x, type, base + r * step)));
+    acc = accumulate(kind, acc, double(ldf(x, type, base + r * step)));
   return acc;
 }
 
-/// Combines one value per thread of a kRedThreads block in a fixed order; thread 0's result counts.
+/// The float32 contiguous case: elements [lo, hi) of x split over the block's threads, 16-byte
+/// loads (two in flight per thread) where x + lo is 16-byte aligned; a fixed order either way.
+__device__ __forceinline__ double combineF32(int kind, const float *x, int64_t lo, int64_t hi) {
+  double acc = identityOf(kind);
+  int64_t r = lo;
+  if ((reinterpret_cast<uintptr_t>(x + lo) & 15) == 0) {
+    const float4 *v = reinterpret_cast<const float4 *>(x + lo);
+    int64_t nv = (hi - lo) / 4, k = threadIdx.x;
+    for (; k + blockDim.x < nv; k += 2 * blockDim.x) {
+      float4 a = v[k], b = v[k + blockDim.x];
+      acc = accumulate(kind, accumulate(kind, accumulate(kind, accumulate(kind, acc, a.x), a.y), a.z), a.w);
+      acc = accumulate(kind, accumulate(kind, accumulate(kind, accumulate(kind, acc, b.x), b.y), b.z), b.w);
+    }
+    for (; k < nv; k += blockDim.x) {
+      float4 a = v[k];
+      acc = accumulate(kind, accumulate(kind, accumulate(kind, accumulate(kind, acc, a.x), a.y), a.z), a.w);
+    }
+    r = lo + nv * 4;
+  }
+  for (r += threadIdx.x; r < hi; r += blockDim.x)
+    acc = accumulate(kind, acc, double(x[r]));
+  return acc;
+}
+
+/// Merges one accumulator per thread of a kRedThreads block (a fixed shuffle tree, then the
+/// warps in order); thread 0's result counts.
 __device__ double blockCombine(int kind, double acc) {
-  __shared__ double sh[kRedThreads];
-  __syncthreads(); // sh may still be read from the previous output
-  sh[threadIdx.x] = acc;
+  __shared__ double sh[kRedThreads / 32];
+  int m = kind == 4 ? 0 : kind; // accumulators of squares add
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2)
+    acc = combine(m, acc, __shfl_down_sync(0xffffffffu, acc, off));
+  __syncthreads(); // sh may still be read for the previous output
+  if (threadIdx.x % 32 == 0)
+    sh[threadIdx.x / 32] = acc;
   __syncthreads();
   double t = identityOf(kind);
   if (threadIdx.x == 0)
-    for (int k = 0; k < kRedThreads; ++k)
-      t = combine(kind, t, sh[k]);
+    for (int w = 0; w < kRedThreads / 32; ++w)
+      t = combine(m, t, sh[w]);
   return t;
 }
 
+__device__ __forceinline__ double innerRange(const ReduceArgs &a, int64_t base, int64_t lo, int64_t hi) {
+  if (a.type == F32)
+    return combineF32(a.kind, static_cast<const float *>(a.x) + base, lo, hi);
+  return combineRange(a.kind, identityOf(a.kind), a.x, a.type, base, lo + threadIdx.x, hi, blockDim.x, 1);
+}
+
 /// One block per output; its reduced elements are contiguous from the output's base.
-__global__ void reduceInnerKernel(ReduceArgs a) {
+__global__ void __launch_bounds__(kRedThreads) reduceInnerKernel(ReduceArgs a) {
   for (int64_t o = blockIdx.x; o < a.nOut; o += gridDim.x) {
     int64_t base = offsetOf(o, a.outShape, a.outStr);
-    double acc = combineRange(a.kind, identityOf(a.kind), a.x, a.type, base, threadIdx.x, a.nRed, blockDim.x, 1);
-    double t = blockCombine(a.kind, acc);
+    double t = blockCombine(a.kind, innerRange(a, base, 0, a.nRed));
     if (threadIdx.x == 0) {
       if (a.kind == 1)
         t /= double(a.nRed);
@@ -652,14 +637,13 @@ __global__ void reduceInnerKernel(ReduceArgs a) {
 }
 
 /// Few outputs with contiguous reduced ranges: block (chunk, o) reduces one segment of output o.
-__global__ void reduceInnerChunkedKernel(ReduceArgs a) {
-  int64_t per = (a.nRed + a.chunks - 1) / a.chunks;
+__global__ void __launch_bounds__(kRedThreads) reduceInnerChunkedKernel(ReduceArgs a) {
+  int64_t per = ((a.nRed + a.chunks - 1) / a.chunks + 3) / 4 * 4; // chunks start 16-byte aligned
   int c = blockIdx.x;
   for (int64_t o = blockIdx.y; o < a.nOut; o += gridDim.y) {
     int64_t base = offsetOf(o, a.outShape, a.outStr);
-    int64_t lo = int64_t(c) * per, hi = min(a.nRed, lo + per);
-    double acc = combineRange(a.kind, identityOf(a.kind), a.x, a.type, base, lo + threadIdx.x, hi, blockDim.x, 1);
-    double t = blockCombine(a.kind, acc);
+    int64_t lo = min(a.nRed, int64_t(c) * per), hi = min(a.nRed, lo + per);
+    double t = blockCombine(a.kind, innerRange(a, base, lo, hi));
     if (threadIdx.x == 0)
       a.work[int64_t(c) * a.nOut + o] = t;
   }
@@ -677,16 +661,17 @@ __global__ void reducePartialKernel(ReduceArgs a) {
       acc = combineRange(a.kind, acc, a.x, a.type, base, lo, hi, 1, a.redStr.s[0]);
     else
       for (int64_t r = lo; r < hi; ++r)
-        acc = combine(a.kind, acc, double(ldf(a.x, a.type, base + offsetOf(r, a.redShape, a.redStr))));
+        acc = accumulate(a.kind, acc, double(ldf(a.x, a.type, base + offsetOf(r, a.redShape, a.redStr))));
     a.work[int64_t(c) * a.nOut + o] = acc;
   }
 }
 
 __global__ void reduceFinishKernel(ReduceArgs a) {
+  int m = a.kind == 4 ? 0 : a.kind;
   GRID_LOOP(o, a.nOut) {
     double t = identityOf(a.kind);
     for (int c = 0; c < a.chunks; ++c)
-      t = combine(a.kind, t, a.work[int64_t(c) * a.nOut + o]);
+      t = combine(m, t, a.work[int64_t(c) * a.nOut + o]);
     if (a.kind == 1)
       t /= double(a.nRed);
     stf(a.out, a.outType, o, float(t), true);
@@ -1000,6 +985,8 @@ std::string elementwise(const EwArgs &args, cudaStream_t s) {
   }
   return check("elementwise");
 }
+
+void mergePointwiseDims(PwArgs &a) { mergeDims(a.shape, a.inStr, a.nIn); }
 
 std::string pointwise(const PwArgs &args, cudaStream_t s) {
   if (args.n == 0)

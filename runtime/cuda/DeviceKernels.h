@@ -15,7 +15,10 @@
 #include "octet/runtime/Attention.h"
 #include "octet/runtime/Pointwise.h"
 
+#include "EwMath.h"
+
 #include <cstdint>
+#include <memory>
 #include <string>
 
 typedef struct CUstream_st *cudaStream_t;
@@ -33,15 +36,7 @@ struct Strides {
   int64_t s[kMaxRank] = {};
 };
 
-enum class Ew : int {
-  Add, Sub, Mul, Div, Pow, Max, Min,         // binary arithmetic
-  Eq, Lt, Le, Gt, Ge, And, Or,               // comparisons and logic (bool out)
-  Not, Neg, Abs, Sqrt, Recip, Tanh, Sigmoid, // unary
-  Erf, Exp, Log, Sin, Cos, Floor, Ceil, Relu, Gelu, GeluTanh,
-  Where, // in0 ? in1 : in2
-  Clip,  // min(max(x, in1), in2), NaN kept; missing bounds are +-inf
-  Copy,  // conversion to the output type (Cast, CastLike, Expand)
-};
+// Ew, the elementwise op codes: EwMath.h (shared with the generated Pointwise kernels).
 
 /// out[i] = op(in0[...], in1[...], in2[...]) over `shape` (the output's,
 /// contiguous); inputs are read through broadcast strides. Arithmetic runs
@@ -88,6 +83,40 @@ struct PwArgs {
   int64_t n = 0;
 };
 std::string pointwise(const PwArgs &a, cudaStream_t s);
+/// Merges the dimensions every operand of `a` walks contiguously (what pointwise() does first).
+void mergePointwiseDims(PwArgs &a);
+
+/// Generated kernels for Pointwise programs (PointwiseJit.cpp): each distinct program, merged
+/// shape, broadcast layout and alignment becomes one kernel with all of them as constants (four
+/// outputs per thread, 16-byte loads where an input walks them contiguously). A plan's kernels
+/// are compiled together in one NVRTC translation unit; NVRTC is opened at run time, and
+/// without it build() says why and the caller keeps the interpreter.
+class PwJit {
+public:
+  PwJit();
+  ~PwJit();
+  PwJit(const PwJit &) = delete;
+  PwJit &operator=(const PwJit &) = delete;
+  /// Why no kernel can be generated on this machine, or "".
+  static std::string unavailable();
+  /// Registers `a`'s program (pointers only for their alignment); returns its kernel's handle.
+  int add(const PwArgs &a);
+  /// Compiles and loads every registered kernel: "" or why not (the NVRTC log on a compile error).
+  std::string build();
+  bool built() const;
+  /// Runs kernel `h` on `a` (the arguments it was added with, or others of the same alignment).
+  std::string launch(int h, const PwArgs &a, cudaStream_t s) const;
+  size_t kernels() const;
+  double buildSeconds() const;
+  /// The translation unit build() compiles.
+  std::string source() const;
+  /// Compiles `src` with NVRTC for compute capability `cc` (90 for sm_90) into `cubin`: "" or why not.
+  static std::string compile(const std::string &src, int cc, std::string &cubin);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// dst[idx . dstStr] = src[idx . srcStr] over `shape`, elements of `elemSize` bytes.
 /// Dimensions are merged as for elementwise; when the source's unit-stride
@@ -107,7 +136,7 @@ std::string fill(void *dst, int elemSize, uint64_t value, int64_t n, cudaStream_
 
 /// Reduce `x` (type `type`) over the axes whose `outStr` is 0: out has the
 /// kept index space `outShape`, `redShape` is the reduced one; strides are
-/// into x. kind: 0 sum, 1 mean, 2 max, 3 min. FP64 accumulation.
+/// into x. kind: 0 sum, 1 mean, 2 max, 3 min, 4 sum of squares. FP64 accumulation.
 struct ReduceArgs {
   const void *x = nullptr;
   int type = 0;

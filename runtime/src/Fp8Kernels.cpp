@@ -4,6 +4,7 @@
 //   fp8.cast          q = encode(x / scale_inv)   (ONNX QuantizeLinear)
 //   fp8.dequantize    x = decode(q) * scale_inv   (ONNX DequantizeLinear)
 //   fp8.amax          max |x| (NaN propagates), per tensor or per row
+//   fp8.cast_amax     fp8.cast and the per-tensor fp8.amax of one input
 //   fp8.delayed_scale TransformerEngine's delayed-scaling update
 //   fp8.dynamic_scale torchao's current scaling
 //   fp8.gemm          exact FP8 products, FP32 accumulation, then scales
@@ -89,6 +90,15 @@ void amaxKernel(KernelContext &c) {
   for (int64_t i = 0; i < r.numel(); ++i)
     r.data<float>()[i] = amaxOf(x.data<float>() + i * inner, inner);
   c.setOutput(0, std::move(r));
+}
+
+/// fp8.cast_amax: fp8.cast's result and the per-tensor fp8.amax of the same input.
+void castAmaxKernel(KernelContext &c) {
+  castKernel(c);
+  Tensor x = asF32(c.input(0));
+  Tensor r(DType::F32, {});
+  r.data<float>()[0] = amaxOf(x.data<float>(), x.numel());
+  c.setOutput(1, std::move(r));
 }
 
 /// 2^floor(log2(v)) for finite positive v.
@@ -193,6 +203,7 @@ void registerFp8Kernels(std::map<std::string, Kernel> &k) {
   k["fp8.cast"] = castKernel;
   k["fp8.dequantize"] = dequantizeKernel;
   k["fp8.amax"] = amaxKernel;
+  k["fp8.cast_amax"] = castAmaxKernel;
   k["fp8.delayed_scale"] = delayedScaleKernel;
   k["fp8.dynamic_scale"] = dynamicScaleKernel;
   k["fp8.gemm"] = gemmKernel;

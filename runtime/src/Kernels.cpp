@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <cstring>
 #include <numeric>
 
@@ -191,7 +192,7 @@ float applyPointwise(PwOp op, float a, float b, float c) {
   case PwOp::Max: return arith<float>(Arith::Max, a, b);
   case PwOp::Min: return arith<float>(Arith::Min, a, b);
   case PwOp::Neg: return -a;
-  case PwOp::Abs: return a < 0 ? -a : a;
+  case PwOp::Abs: return std::fabs(a); // |-0| = +0 (the sign bit cleared, as ONNX and CUDA's fabsf)
   case PwOp::Sqrt: return std::sqrt(a);
   case PwOp::Recip: return 1.0f / a;
   case PwOp::Tanh: return std::tanh(a);
@@ -330,8 +331,12 @@ void negAbs(KernelContext &c, bool neg) {
     using T = decltype(tag);
     const T *p = x.data<T>();
     T *o = r.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i)
-      o[i] = neg ? T(-p[i]) : (p[i] < 0 ? T(-p[i]) : p[i]);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if constexpr (std::is_floating_point_v<T>)
+        o[i] = neg ? -p[i] : std::fabs(p[i]); // |-0| = +0
+      else
+        o[i] = neg ? T(-p[i]) : (p[i] < 0 ? T(-p[i]) : p[i]);
+    }
   });
   c.setOutput(0, std::move(r));
 }
@@ -581,7 +586,7 @@ void softmaxCrossEntropyKernel(KernelContext &c) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-enum class Reduce { Mean, Sum, Max, Min };
+enum class Reduce { Mean, Sum, Max, Min, SumSquare };
 
 void reduceKernel(KernelContext &c, Reduce k) {
   const Tensor &x = c.input(0);
@@ -613,7 +618,7 @@ void reduceKernel(KernelContext &c, Reduce k) {
     else if (k == Reduce::Min)
       a = (std::isnan(v) || v < a) ? v : a;
     else
-      a += v;
+      a += k == Reduce::SumSquare ? v * v : v;
   });
   int64_t count = x.numel() / std::max<int64_t>(no, 1);
   Tensor r(x.dtype, out);
@@ -1200,6 +1205,7 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["ReduceMean"] = [](KernelContext &c) { reduceKernel(c, Reduce::Mean); };
   k["ReduceSum"] = [](KernelContext &c) { reduceKernel(c, Reduce::Sum); };
   k["ReduceMax"] = [](KernelContext &c) { reduceKernel(c, Reduce::Max); };
+  k["ReduceSumSquare"] = [](KernelContext &c) { reduceKernel(c, Reduce::SumSquare); };
   k["ReduceMin"] = [](KernelContext &c) { reduceKernel(c, Reduce::Min); };
   k["Reshape"] = reshapeKernel;
   k["Transpose"] = transposeKernel;

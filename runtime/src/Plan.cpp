@@ -117,6 +117,47 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
     }
 }
 
+/// In-place state updates: the new value has its state's type, no arena buffer, and is computed
+/// by the old value's last reader (an elementwise op) or after it; one update per state.
+template <typename Reporter> static void checkInPlace(const Plan &plan, Reporter &r) {
+  if (plan.inPlace.empty())
+    return;
+  static const std::set<std::string> elementwise = {"octet::Pointwise", "Add", "Sub", "Mul", "Div", "Neg",
+                                                    "Abs", "Sqrt", "Exp", "Log", "Pow", "Max", "Min", "Where",
+                                                    "Relu", "Cast", "Reciprocal", "Identity"};
+  std::vector<int> first(plan.values.size(), -1), last(plan.values.size(), -1);
+  for (int k = 0; k < int(plan.ops.size()); ++k) {
+    for (int id : plan.ops[size_t(k)].inputs)
+      if (id >= 0)
+        last[size_t(id)] = std::max(last[size_t(id)], k);
+    for (int id : plan.ops[size_t(k)].outputs)
+      if (id >= 0)
+        first[size_t(id)] = k;
+  }
+  for (int id : plan.outputs)
+    if (plan.constants.count(id))
+      last[size_t(id)] = int(plan.ops.size());
+  std::set<int> buffered, seen;
+  for (const Plan::Buffer &b : plan.buffers)
+    buffered.insert(b.value);
+  for (auto &[st, v] : plan.stateUpdates) {
+    if (!plan.inPlace.count(v))
+      continue;
+    const PlanValue &sv = plan.values[size_t(st)], &vv = plan.values[size_t(v)];
+    std::string what = "in-place update of '" + sv.name + "' by '" + vv.name + "': ";
+    if (!seen.insert(v).second)
+      r.fail(what + "the value updates two states");
+    if (sv.dtype != vv.dtype || sv.shape != vv.shape || !vv.hasShape)
+      r.fail(what + "types differ");
+    if (buffered.count(v))
+      r.fail(what + "the value also has an arena buffer");
+    int def = first[size_t(v)];
+    if (def < 0 || last[size_t(st)] > def ||
+        (last[size_t(st)] == def && !elementwise.count(plan.ops[size_t(def)].type)))
+      r.fail(what + "the old value is read after the new one is written; recompile the plan");
+  }
+}
+
 Plan loadPlan(const std::string &path) {
   Reader r{path};
   std::ifstream in(path, std::ios::binary);
@@ -213,9 +254,12 @@ Plan loadPlan(const std::string &path) {
     if (root["training"])
       for (const auto &kv : root["training"])
         plan.training[kv.first.as<std::string>()] = kv.second.as<std::string>();
-    for (const YAML::Node &s : root["state_updates"])
+    for (const YAML::Node &s : root["state_updates"]) {
       plan.stateUpdates.emplace_back(checkId(s["state"].as<int>(), "state_updates"),
                                      checkId(s["value"].as<int>(), "state_updates"));
+      if (s["in_place"] && s["in_place"].as<bool>())
+        plan.inPlace.insert(plan.stateUpdates.back().second);
+    }
     if (root["memory"]) {
       const YAML::Node &m = root["memory"];
       plan.arenaBytes = m["arena_bytes"].as<int64_t>();
@@ -242,6 +286,7 @@ Plan loadPlan(const std::string &path) {
     r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
   }
   checkMemoryPlan(plan, r);
+  checkInPlace(plan, r);
   return plan;
 }
 

@@ -17,6 +17,9 @@
 // CHECK: onnx.initializer "fc1.weight" = dense<2.500000e-01> : tensor<64x128xf32> {octet.fp8_state, octet.role = "weight"}
 // CHECK: onnx.initializer "octet.train.step" = dense<0> : tensor<i64> {octet.fp8_state, octet.role = "step"}
 // CHECK: onnx.initializer "fc1.weight.exp_avg_sq" = dense<0.000000e+00> : tensor<64x128xf32> {octet.fp8_state, octet.role = "optimizer"}
+// The global gradient norm reads each gradient once: one ReduceSumSquare per parameter.
+// CHECK: onnx.node "ReduceSumSquare"(%{{.*}}) {attrs = {keepdims = 0 : si64}} : (tensor<64x128xf32>) -> tensor<f32>
+// CHECK: onnx.Sqrt %{{.*}} : (tensor<f32>) -> tensor<f32>
 
 // SGD with momentum, clipping and warmup + cosine.
 // SGD-LABEL: func.func @main_graph

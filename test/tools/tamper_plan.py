@@ -2,6 +2,8 @@
 """Rewrites a plan's JSON header (keeping it a valid file: sizes and CRC-32 recomputed).
 
   tamper_plan.py IN OUT overlap-memory   put the two largest arena buffers alive at once at offset 0
+  tamper_plan.py IN OUT unsafe-in-place  mark an amax-history update in place (its op reads the old
+                                         history while writing the new one) and drop its buffer
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
 """
 import json, struct, sys, zlib
@@ -34,6 +36,11 @@ def main():
             else:
                 continue
             break
+    if what == "unsafe-in-place":
+        vals = header["values"]
+        u = next(u for u in header["state_updates"] if vals[u["state"]]["name"].endswith("amax_history"))
+        u["in_place"] = True
+        header["memory"]["buffers"] = [b for b in header["memory"]["buffers"] if b[0] != u["value"]]
     h = json.dumps(header).encode()
     doff = (48 + len(h) + 63) // 64 * 64
     body = h + b"\0" * (doff - 48 - len(h))

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "octet/runtime/CudaExecutor.h"
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Plan.h"
 #include "octet/runtime/Fp8.h"
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -526,6 +528,229 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
 } // namespace
 
 namespace {
+/// A Pointwise program over one output shape: each input has its own data, broadcast strides
+/// over the output and (bool inputs) 0/1 bytes; `misalign` shifts an input by one element.
+struct PwCase {
+  std::string what;
+  std::vector<int64_t> out;
+  struct In {
+    std::vector<int64_t> strides;
+    size_t count;
+    bool isBool = false;
+    bool misalign = false;
+  };
+  std::vector<In> ins;
+  std::vector<std::pair<PwOp, std::array<int, 3>>> code;
+};
+
+/// Arithmetic only (IEEE-rounded in both backends), then every transcendental op of the program
+/// table; layouts: contiguous, row/column/scalar broadcast, bool mask, transposed, misaligned,
+/// and sizes off the four-element vectors.
+std::vector<PwCase> pointwiseCases() {
+  using P = PwOp;
+  // Inputs 0 x, 1 bias, 2 col, 3 mask (bool), 4 scalar; instruction k is slot 5 + k.
+  std::vector<std::pair<PwOp, std::array<int, 3>>> arith = {
+      {P::Mul, {0, 1, -1}}, {P::Add, {5, 2, -1}},  {P::Abs, {0, -1, -1}}, {P::Sqrt, {7, -1, -1}},
+      {P::Div, {6, 8, -1}}, {P::Max, {9, 1, -1}},  {P::Min, {10, 2, -1}}, {P::Neg, {11, -1, -1}},
+      {P::Relu, {12, -1, -1}}, {P::Recip, {6, -1, -1}}, {P::Sub, {13, 14, -1}}, {P::Where, {3, 15, 4}}};
+  std::vector<std::pair<PwOp, std::array<int, 3>>> transc = {
+      {P::Mul, {0, 1, -1}}, {P::Add, {5, 2, -1}}, {P::Tanh, {6, -1, -1}}, {P::Sigmoid, {0, -1, -1}},
+      {P::Erf, {8, -1, -1}}, {P::Max, {7, 9, -1}}, {P::Exp, {10, -1, -1}}, {P::Log, {11, -1, -1}},
+      {P::Pow, {12, 4, -1}}, {P::Where, {3, 13, 6}}};
+  auto layout = [](std::vector<int64_t> out, bool transposeX, bool misalign) {
+    int64_t R = out[0], C = out[1];
+    std::vector<PwCase::In> in = {
+        {transposeX ? std::vector<int64_t>{1, R} : std::vector<int64_t>{C, 1}, size_t(R * C), false, misalign},
+        {{0, 1}, size_t(C)}, {{1, 0}, size_t(R)}, {{C, 1}, size_t(R * C), true}, {{0, 0}, 1}};
+    return in;
+  };
+  std::vector<PwCase> cases;
+  for (auto &[name, code] : {std::pair{"arithmetic", arith}, std::pair{"transcendental", transc}}) {
+    cases.push_back({std::string(name) + " [64, 256]", {64, 256}, layout({64, 256}, false, false), code});
+    cases.push_back({std::string(name) + " [64, 256] x transposed", {64, 256}, layout({64, 256}, true, false), code});
+    cases.push_back({std::string(name) + " [64, 256] x misaligned", {64, 256}, layout({64, 256}, false, true), code});
+    cases.push_back({std::string(name) + " [33, 7]", {33, 7}, layout({33, 7}, false, false), code});
+    cases.push_back({std::string(name) + " [5, 1003]", {5, 1003}, layout({5, 1003}, false, false), code});
+  }
+  return cases;
+}
+
+struct PwRun {
+  std::vector<float> interp, jit, cpu;
+};
+
+/// Runs a case with the interpreter kernel, the generated kernel and the CPU's applyPointwise.
+PwRun runPointwiseCase(const PwCase &c, uint32_t seed) {
+  PwRun out;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 2.0f);
+  int64_t n = c.out[0] * c.out[1];
+  std::vector<std::vector<float>> host(c.ins.size());
+  std::vector<void *> dptr(c.ins.size());
+  std::vector<void *> allocs;
+  for (size_t j = 0; j < c.ins.size(); ++j) {
+    const auto &in = c.ins[j];
+    host[j].resize(in.count);
+    for (size_t i = 0; i < in.count; ++i)
+      host[j][i] = in.isBool ? float(rng() % 3 != 0) : g(rng);
+    if (j == 0 && in.count > 8)
+      host[j][3] = NAN, host[j][5] = INFINITY, host[j][6] = -0.0f;
+    void *p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, in.count * 4 + 64), cudaSuccess);
+    allocs.push_back(p);
+    char *base = static_cast<char *>(p) + (in.misalign ? (in.isBool ? 1 : 4) : 0);
+    if (in.isBool) {
+      std::vector<uint8_t> b(in.count);
+      for (size_t i = 0; i < in.count; ++i)
+        b[i] = uint8_t(host[j][i] != 0.0f);
+      cudaMemcpy(base, b.data(), b.size(), cudaMemcpyHostToDevice);
+    } else {
+      cudaMemcpy(base, host[j].data(), in.count * 4, cudaMemcpyHostToDevice);
+    }
+    dptr[j] = base;
+  }
+  float *dout = nullptr;
+  EXPECT_EQ(cudaMalloc(&dout, size_t(n) * 4), cudaSuccess);
+  dev::PwArgs a;
+  a.nIn = int(c.ins.size());
+  a.nCode = int(c.code.size());
+  for (int j = 0; j < a.nIn; ++j) {
+    a.in[j] = dptr[size_t(j)];
+    a.inBool[j] = c.ins[size_t(j)].isBool;
+    for (size_t d = 0; d < c.out.size(); ++d)
+      a.inStr[j].s[d] = c.ins[size_t(j)].strides[d];
+  }
+  for (size_t i = 0; i < c.code.size(); ++i) {
+    a.op[i] = dev::ewOf(c.code[i].first);
+    for (int j = 0; j < 3; ++j)
+      a.arg[i][j] = int8_t(c.code[i].second[size_t(j)] + 1);
+  }
+  a.out = dout;
+  a.shape.rank = int(c.out.size());
+  for (size_t d = 0; d < c.out.size(); ++d)
+    a.shape.d[d] = c.out[d];
+  a.n = n;
+  auto download = [&] {
+    std::vector<float> y(static_cast<size_t>(n));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaMemcpy(y.data(), dout, size_t(n) * 4, cudaMemcpyDeviceToHost);
+    cudaMemset(dout, 0xff, size_t(n) * 4);
+    return y;
+  };
+  EXPECT_EQ(dev::pointwise(a, nullptr), "");
+  out.interp = download();
+  dev::PwJit jit;
+  int h = jit.add(a);
+  EXPECT_EQ(jit.build(), "") << c.what;
+  EXPECT_EQ(jit.launch(h, a, nullptr), "") << c.what;
+  out.jit = download();
+  out.cpu.resize(size_t(n));
+  const size_t nIn = c.ins.size();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t i0 = i / c.out[1], i1 = i % c.out[1];
+    std::vector<float> r(nIn + c.code.size());
+    for (size_t j = 0; j < nIn; ++j)
+      r[j] = host[j][size_t(i0 * c.ins[j].strides[0] + i1 * c.ins[j].strides[1])];
+    for (size_t k = 0; k < c.code.size(); ++k) {
+      auto at = [&](int q) { return c.code[k].second[size_t(q)] < 0 ? 0.0f : r[size_t(c.code[k].second[size_t(q)])]; };
+      r[nIn + k] = octet::rt::applyPointwise(c.code[k].first, at(0), at(1), at(2));
+    }
+    out.cpu[size_t(i)] = r.back();
+  }
+  for (void *p : allocs)
+    cudaFree(p);
+  cudaFree(dout);
+  return out;
+}
+
+bool sameFloat(float x, float y) { return (std::isnan(x) && std::isnan(y)) || std::memcmp(&x, &y, 4) == 0; }
+
+/// Generated kernels agree with the interpreter and the CPU bit for bit where the program is
+/// IEEE-rounded arithmetic (signed zeros, infinities and NaN included). With transcendental
+/// functions: within 1e-6 of the interpreter, and 1e-4 of the CPU, whose libm differs from
+/// CUDA's by ulps that exp, log and pow with exponents up to ~6 amplify (relative, at least 1).
+TEST(CudaKernels, GeneratedPointwiseMatchesTheInterpreterAndTheCpu) {
+  REQUIRE_GPU();
+  if (std::string why = dev::PwJit::unavailable(); !why.empty())
+    GTEST_SKIP() << why;
+  uint32_t seed = 11;
+  for (const PwCase &c : pointwiseCases()) {
+    PwRun r = runPointwiseCase(c, seed++);
+    bool exact = c.what.rfind("arithmetic", 0) == 0;
+    int bad = 0;
+    for (size_t i = 0; i < r.cpu.size() && bad < 5; ++i) {
+      float want = r.cpu[i], scale = std::max(1.0f, std::fabs(want));
+      bool okJit = exact ? sameFloat(r.jit[i], want)
+                         : (sameFloat(r.jit[i], want) || std::fabs(r.jit[i] - want) <= 1e-4f * scale);
+      bool okInterp = exact ? sameFloat(r.interp[i], r.jit[i])
+                            : (sameFloat(r.interp[i], r.jit[i]) || std::fabs(r.interp[i] - r.jit[i]) <= 1e-6f * scale);
+      if (!okJit || !okInterp)
+        ++bad;
+      EXPECT_TRUE(okJit) << c.what << " element " << i << ": generated " << r.jit[i] << ", CPU " << want;
+      EXPECT_TRUE(okInterp) << c.what << " element " << i << ": generated " << r.jit[i] << ", interpreter "
+                            << r.interp[i];
+    }
+  }
+}
+
+/// The generator's translation unit compiles with NVRTC for Hopper and Ada (no GPU needed), and
+/// picks the loads the layouts allow: 16-byte loads for contiguous floats, 4-byte for bool masks,
+/// one load for broadcast rows, per-element loads for transposed or misaligned inputs.
+TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
+  if (std::string why = dev::PwJit::unavailable(); !why.empty())
+    GTEST_SKIP() << why;
+  std::map<std::string, std::string> sources;
+  for (const PwCase &c : pointwiseCases()) {
+    if (c.what.rfind("arithmetic", 0) != 0)
+      continue;
+    dev::PwArgs a;
+    a.nIn = int(c.ins.size());
+    a.nCode = int(c.code.size());
+    for (int j = 0; j < a.nIn; ++j) {
+      a.in[j] = reinterpret_cast<const void *>(uintptr_t(0x10000) + (c.ins[size_t(j)].misalign ? 4 : 0));
+      a.inBool[j] = c.ins[size_t(j)].isBool;
+      for (size_t d = 0; d < 2; ++d)
+        a.inStr[j].s[d] = c.ins[size_t(j)].strides[d];
+    }
+    for (size_t i = 0; i < c.code.size(); ++i) {
+      a.op[i] = dev::ewOf(c.code[i].first);
+      for (int j = 0; j < 3; ++j)
+        a.arg[i][j] = int8_t(c.code[i].second[size_t(j)] + 1);
+    }
+    a.out = reinterpret_cast<float *>(uintptr_t(0x20000));
+    a.shape.rank = 2;
+    a.shape.d[0] = c.out[0], a.shape.d[1] = c.out[1];
+    a.n = c.out[0] * c.out[1];
+    dev::PwJit jit;
+    EXPECT_EQ(jit.add(a), 0);
+    EXPECT_EQ(jit.add(a), 0) << "the same program and layout share one kernel";
+    sources[c.what] = jit.source();
+    for (int cc : {90, 89}) {
+      std::string cubin;
+      EXPECT_EQ(dev::PwJit::compile(jit.source(), cc, cubin), "") << c.what << " sm_" << cc;
+      EXPECT_GT(cubin.size(), 1000u) << c.what;
+    }
+  }
+  const std::string &vec = sources["arithmetic [64, 256]"];
+  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in0"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in1"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const uchar4 v = *reinterpret_cast<const uchar4 *>(in3"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const float v = in2[o2]"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("*reinterpret_cast<float4 *>(out + i)"), std::string::npos) << vec;
+  for (const char *gathered : {"arithmetic [64, 256] x transposed", "arithmetic [64, 256] x misaligned"}) {
+    const std::string &src = sources[gathered];
+    EXPECT_EQ(src.find("reinterpret_cast<const float4 *>(in0"), std::string::npos) << gathered;
+    EXPECT_NE(src.find("x0[3] = in0[o0 + "), std::string::npos) << gathered;
+  }
+  EXPECT_EQ(sources["arithmetic [33, 7]"].find("float4"), std::string::npos) << "7 columns: one element per thread";
+  // Broken source reports NVRTC's log instead of failing silently.
+  std::string cubin;
+  std::string why = dev::PwJit::compile("extern \"C\" __global__ void k() { undefined_name; }", 90, cubin);
+  EXPECT_NE(why.find("undefined_name"), std::string::npos) << why;
+}
+} // namespace
+
+namespace {
 /// Runs a CPU reference kernel on `inputs` and returns its outputs.
 std::vector<TensorPtr> runCpuKernel(const std::string &type, const std::map<std::string, Attr> &attrs,
                                     const std::vector<Tensor> &inputs, size_t nOut) {
@@ -575,6 +800,132 @@ double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
 /// octet::Attention and octet::AttentionGrad on tensor cores (TF32) against the CPU reference:
 /// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
 /// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.
+/// ReduceSum, ReduceSumSquare (the optimizer's per-parameter norms), ReduceMean and ReduceMax of a
+/// plan on the GPU against the CPU executor: full reductions of 4M + 3 elements (chunked, 16-byte
+/// loads and a scalar tail), rows of [2048, 2048], rows and columns of [37, 129] (rows of 129 start
+/// off the 16-byte grid).
+TEST(CudaKernels, ReductionsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (Shape xs : {Shape{4 * 1024 * 1024 + 3}, Shape{2048, 2048}, Shape{37, 129}}) {
+    Plan plan;
+    auto value = [&](const std::string &name, Shape s) {
+      PlanValue v;
+      v.name = name;
+      v.hasShape = true;
+      v.shape = std::move(s);
+      plan.values.push_back(v);
+      return int(plan.values.size() - 1);
+    };
+    int x = value("x", xs);
+    plan.inputs = {x};
+    Shape rows = xs.size() > 1 ? Shape{xs[0], 1} : Shape{1};
+    Shape cols = xs.size() > 1 ? Shape{xs[1]} : Shape{};
+    struct R {
+      const char *type;
+      std::vector<int64_t> axes;
+      int keep;
+      Shape out;
+    };
+    std::vector<R> reds = {{"ReduceSum", {}, 0, {}},
+                           {"ReduceSumSquare", {}, 0, {}},
+                           {"ReduceMax", {}, 0, {}},
+                           {"ReduceSumSquare", {int64_t(xs.size()) - 1}, 1, rows},
+                           {"ReduceMean", {0}, 0, cols}};
+    for (size_t k = 0; k < reds.size(); ++k) {
+      PlanOp op;
+      op.type = reds[k].type;
+      op.name = std::string(reds[k].type) + std::to_string(k);
+      op.inputs = {x};
+      op.outputs = {value("y" + std::to_string(k), reds[k].out)};
+      op.attrs["keepdims"].i = reds[k].keep;
+      if (!reds[k].axes.empty()) {
+        op.attrs["axes"].kind = Attr::Ints;
+        op.attrs["axes"].ints = reds[k].axes;
+      }
+      plan.outputs.push_back(op.outputs[0]);
+      plan.ops.push_back(op);
+    }
+    auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 1.5f));
+    in->data<float>()[0] = 40.0f; // the maximum, and a large square
+    Executor cpu(plan);
+    cpu.run({{"x", in}}, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    gpu->run({{"x", in}}, false);
+    for (size_t k = 0; k < reds.size(); ++k) {
+      TensorPtr want = cpu.value(plan.outputs[k]), got = gpu->value(plan.outputs[k]);
+      ASSERT_TRUE(want && got);
+      ASSERT_EQ(got->shape, want->shape) << reds[k].type;
+      for (int64_t i = 0; i < want->numel(); ++i) {
+        float w = want->data<float>()[i], g = got->data<float>()[i];
+        EXPECT_NEAR(g, w, 1e-6f * std::max(1.0f, std::fabs(w))) << reds[k].type << " of " << shapeString(xs)
+                                                                 << ", element " << i;
+      }
+    }
+  }
+}
+
+/// A state updated in place (Plan::inPlace): the op writes the state's own bytes. A run with
+/// state update moves the state on (s += x each step, graphs included); a run without keeps it and
+/// drops the new value; the CPU executor, which copies, agrees.
+TEST(CudaExecutor, InPlaceStateUpdates) {
+  REQUIRE_GPU();
+  const int64_t n = 5000;
+  Plan plan;
+  auto value = [&](const std::string &name) {
+    PlanValue v;
+    v.name = name;
+    v.hasShape = true;
+    v.shape = {n};
+    plan.values.push_back(v);
+    return int(plan.values.size() - 1);
+  };
+  int x = value("x"), st = value("s"), next = value("s.next");
+  plan.inputs = {x};
+  plan.outputs = {next};
+  auto s0 = std::make_shared<Tensor>(DType::F32, Shape{n});
+  auto in = std::make_shared<Tensor>(DType::F32, Shape{n});
+  for (int64_t i = 0; i < n; ++i)
+    s0->data<float>()[i] = float(i), in->data<float>()[i] = 0.5f + float(i % 7);
+  plan.constants[st] = s0;
+  plan.constantKinds[st] = ConstantKind::State;
+  PlanOp add;
+  add.type = "Add";
+  add.name = "update";
+  add.inputs = {st, x};
+  add.outputs = {next};
+  plan.ops.push_back(add);
+  plan.stateUpdates = {{st, next}};
+  plan.inPlace = {next};
+  auto gpu = cuda::makeCudaRunner(plan);
+  Executor cpu(plan);
+  auto stateOf = [](Runner &r) { return r.state().at("s"); };
+  auto expectState = [&](float steps) {
+    TensorPtr g = stateOf(*gpu), c = stateOf(cpu);
+    for (int64_t i = 0; i < n; ++i) {
+      float want = float(i) + steps * in->data<float>()[i];
+      ASSERT_EQ(g->data<float>()[i], want) << "element " << i << " after " << steps << " steps";
+      ASSERT_EQ(c->data<float>()[i], want) << "CPU element " << i;
+    }
+  };
+  for (int k = 0; k < 3; ++k) { // eager, captured, replayed
+    gpu->run({{"x", in}}, false);
+    cpu.run({{"x", in}}, false);
+    EXPECT_EQ(gpu->value(next), nullptr) << "the new value is gone after a run without state update";
+    expectState(0);
+  }
+  for (int k = 1; k <= 4; ++k) {
+    gpu->run({{"x", in}}, true);
+    cpu.run({{"x", in}}, true);
+    TensorPtr v = gpu->value(next);
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->data<float>()[n - 1], float(n - 1) + float(k) * in->data<float>()[n - 1]);
+    expectState(float(k));
+  }
+  gpu->run({{"x", in}}, false);
+  expectState(4);
+}
+
 TEST(CudaKernels, AttentionMatchesTheCpu) {
   REQUIRE_GPU();
   struct Case {

@@ -42,9 +42,12 @@ constexpr llvm::StringLiteral kTrainingAttr = "octet.training";
 constexpr int64_t kPlanArenaAlignment = 256;
 
 /// Writes the module's function as a plan. `arenaBytes`, when given, receives
-/// the peak activation memory the plan's memory plan needs.
+/// the peak activation memory the plan's memory plan needs. With `inPlaceUpdates`,
+/// a state's new value is written over the state itself (no arena buffer, no copy
+/// at the end of the step) where no op reads the old value after the one that
+/// computes the new one, or that op reads it element for element (docs/PLAN.md).
 mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer,
-                                      int64_t *arenaBytes = nullptr);
+                                      int64_t *arenaBytes = nullptr, bool inPlaceUpdates = true);
 
 } // namespace octet
 

@@ -256,4 +256,18 @@ def RematerializeCasts : Pass<"octet-rematerialize-casts", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def FuseCastAmax : Pass<"octet-fuse-cast-amax", "mlir::ModuleOp"> {
+  let summary = "Pair each fp8.cast with the per-tensor fp8.amax of the same input";
+  let description = [{
+    Delayed scaling casts a tensor with the scale of earlier steps and records
+    its amax for the next: two ops that each read the whole tensor. Where an
+    fp8.cast and a per-tensor fp8.amax read the same value, they become one
+    fp8.cast_amax (one read), placed where the later of the two was when every
+    reader of the earlier one's result comes after it, else where the earlier
+    one was when the later one's operands are defined there. fp8-opt runs it
+    when writing a plan (`--fuse-cast-amax`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 #endif // OCTET_PASSES_TD

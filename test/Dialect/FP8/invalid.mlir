@@ -213,3 +213,19 @@ func.func @all_reduce_scale(%q: tensor<64xf8E5M2>, %s: tensor<4xf32>) -> tensor<
   %r = fp8.all_reduce %q, %s : tensor<64xf8E5M2>, tensor<4xf32> -> tensor<64xf8E5M2>
   return %r : tensor<64xf8E5M2>
 }
+
+// -----
+
+func.func @cast_amax_rowwise(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<16x1xf32> {
+  // expected-error @+1 {{amax must be 0-d (per tensor), got 'tensor<16x1xf32>'}}
+  %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<16x1xf32>
+  return %a : tensor<16x1xf32>
+}
+
+// -----
+
+func.func @cast_amax_shape(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{input and result shapes differ}}
+  %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x32xf8E4M3FN>, tensor<f32>
+  return %a : tensor<f32>
+}

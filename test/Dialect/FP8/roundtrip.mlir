@@ -65,3 +65,12 @@ func.func @linears(%x: tensor<16x64xf32>, %w: tensor<64x32xf32>, %b: tensor<32xf
   %z = fp8.linear "fc2" %x, %w state(%h, %s, %s, %h, %s, %s) {recipe = "te", scaling = #fp8.scaling<delayed>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<16x64xf32>, tensor<64x32xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
   return %y, %z : tensor<16x32xf32>, tensor<16x32xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @cast_amax
+// CHECK: %{{.+}}, %{{.+}} = fp8.cast_amax %{{.+}}, %{{.+}} {saturate = false} : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E5M2>, tensor<f32>
+func.func @cast_amax(%x: tensor<16x64xbf16>, %s: tensor<f32>) -> (tensor<16x64xf8E5M2>, tensor<f32>) {
+  %q, %a = fp8.cast_amax %x, %s {saturate = false} : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E5M2>, tensor<f32>
+  return %q, %a : tensor<16x64xf8E5M2>, tensor<f32>
+}

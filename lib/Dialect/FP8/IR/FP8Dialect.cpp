@@ -75,6 +75,14 @@ LogicalResult DequantizeOp::verify() {
   return verifyScaleShape(*this, getScaleInv(), getInput(), "scale_inv");
 }
 
+LogicalResult CastAmaxOp::verify() {
+  if (failed(verifySameShape(*this, getInput(), getOutput())))
+    return failure();
+  if (!isScalarLike(getAmax().getType()))
+    return emitOpError() << "amax must be 0-d (per tensor), got " << getAmax().getType();
+  return verifyScaleShape(*this, getScaleInv(), getInput(), "scale_inv");
+}
+
 LogicalResult AmaxOp::verify() {
   auto in = getInput().getType().dyn_cast<RankedTensorType>();
   auto out = getAmax().getType().dyn_cast<RankedTensorType>();

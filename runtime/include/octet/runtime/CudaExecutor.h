@@ -21,11 +21,13 @@ namespace octet::rt::cuda {
 struct CudaOptions {
   bool graphs = true; // capture the step as a CUDA graph after the first run
   bool tf32 = false;  // float32 MatMul/Gemm on TF32 tensor cores (default: exact FP32)
+  bool jit = true;    // generated kernels (NVRTC) for Pointwise programs (else, or without NVRTC,
+                      // the interpreter kernel)
 };
 
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
-/// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0 and
-/// OCTET_CUDA_TF32=1.
+/// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
+/// OCTET_CUDA_TF32=1 and OCTET_CUDA_JIT=0.
 void registerBackend();
 
 /// Throws Error when no usable GPU is present or the plan needs FP8 and the

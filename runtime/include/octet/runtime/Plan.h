@@ -12,6 +12,7 @@
 #include "octet/runtime/Tensor.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct Plan {
   std::map<int, ConstantKind> constantKinds;
   /// State (FP8 scaling, parameters, moments): after each run, value `second` becomes state value `first`.
   std::vector<std::pair<int, int>> stateUpdates;
+  /// New values (of stateUpdates) the compiler placed over their state: the op computing one
+  /// writes the state's bytes, so no copy follows the step (checked by loadPlan).
+  std::set<int> inPlace;
   /// What a state constant holds (weight, master_weight, optimizer, step), by value id.
   std::map<int, std::string> roles;
   /// Training plans: (parameter name, value id of d(loss)/d(parameter)).

@@ -117,6 +117,22 @@ def FP8_AmaxOp : FP8_Op<"amax"> {
   let hasVerifier = 1;
 }
 
+def FP8_CastAmaxOp : FP8_Op<"cast_amax"> {
+  let summary = "fp8.cast and the per-tensor fp8.amax of the same input, in one pass over it";
+  let description = [{
+    `output` is `fp8.cast %input, %scale_inv` and `amax` is `fp8.amax %input`
+    (per tensor, NaN propagates). Written by octet-fuse-cast-amax, which pairs
+    the cast that delayed scaling makes with the amax it records, so a
+    backend reads the input once.
+    Example: `%q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>`
+  }];
+  let arguments = (ins FP8_HighTensor:$input, FP8_ScaleTensor:$scale_inv,
+                   DefaultValuedAttr<BoolAttr, "true">:$saturate);
+  let results = (outs FP8_Tensor:$output, FP8_ScaleTensor:$amax);
+  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output) `,` type($amax)";
+  let hasVerifier = 1;
+}
+
 def FP8_DelayedScaleOp : FP8_Op<"delayed_scale", [AllTypesMatch<["history", "new_history"]>,
     AllTypesMatch<["prev_scale", "scale", "scale_inv"]>]> {
   let summary = "TransformerEngine delayed scaling: new scale from an amax history";

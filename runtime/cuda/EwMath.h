@@ -1,0 +1,84 @@
+//===- EwMath.h - Float arithmetic of elementwise ops, for nvcc and NVRTC --===//
+//
+// The elementwise op codes and ewFloat, the float32 arithmetic of each op.
+// DeviceKernels.cu includes this file; the Pointwise code generator
+// (PointwiseJit.cpp) puts its text at the top of every translation unit it
+// compiles with NVRTC, so a generated kernel computes exactly what the
+// interpreter kernel computes. Keep it free of #include: NVRTC sees it alone.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_CUDA_EWMATH_H
+#define OCTET_CUDA_EWMATH_H
+
+namespace octet::rt::cuda::dev {
+
+enum class Ew : int {
+  Add, Sub, Mul, Div, Pow, Max, Min,         // binary arithmetic
+  Eq, Lt, Le, Gt, Ge, And, Or,               // comparisons and logic (bool out)
+  Not, Neg, Abs, Sqrt, Recip, Tanh, Sigmoid, // unary
+  Erf, Exp, Log, Sin, Cos, Floor, Ceil, Relu, Gelu, GeluTanh,
+  Where, // in0 ? in1 : in2
+  Clip,  // min(max(x, in1), in2), NaN kept; missing bounds are +-inf
+  Copy,  // conversion to the output type (Cast, CastLike, Expand)
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+__device__ __forceinline__ float ewNan() { return __int_as_float(0x7fc00000); }
+
+__device__ __forceinline__ float geluF(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+__device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool hasLo, bool hasHi) {
+  switch (op) {
+  case Ew::Add: return a + b;
+  case Ew::Sub: return a - b;
+  case Ew::Mul: return a * b;
+  case Ew::Div: return a / b;
+  case Ew::Pow: return powf(a, b);
+  case Ew::Max: return isnan(a) || isnan(b) ? ewNan() : fmaxf(a, b);
+  case Ew::Min: return isnan(a) || isnan(b) ? ewNan() : fminf(a, b);
+  case Ew::Eq: return a == b;
+  case Ew::Lt: return a < b;
+  case Ew::Le: return a <= b;
+  case Ew::Gt: return a > b;
+  case Ew::Ge: return a >= b;
+  case Ew::And: return a != 0.0f && b != 0.0f;
+  case Ew::Or: return a != 0.0f || b != 0.0f;
+  case Ew::Not: return a == 0.0f;
+  case Ew::Neg: return -a;
+  case Ew::Abs: return fabsf(a);
+  case Ew::Sqrt: return sqrtf(a);
+  case Ew::Recip: return 1.0f / a;
+  case Ew::Tanh: return tanhf(a);
+  case Ew::Sigmoid: return 1.0f / (1.0f + expf(-a));
+  case Ew::Erf: return erff(a);
+  case Ew::Exp: return expf(a);
+  case Ew::Log: return logf(a);
+  case Ew::Sin: return sinf(a);
+  case Ew::Cos: return cosf(a);
+  case Ew::Floor: return floorf(a);
+  case Ew::Ceil: return ceilf(a);
+  case Ew::Relu: return a > 0.0f ? a : 0.0f;
+  case Ew::Gelu: return geluF(a, false);
+  case Ew::GeluTanh: return geluF(a, true);
+  case Ew::Where: return a != 0.0f ? b : c;
+  case Ew::Clip:
+    if (isnan(a))
+      return a;
+    if (hasLo)
+      a = fmaxf(a, b);
+    if (hasHi)
+      a = fminf(a, c);
+    return a;
+  case Ew::Copy: return a;
+  }
+  return a;
+}
+#endif
+
+} // namespace octet::rt::cuda::dev
+
+#endif
