@@ -8,7 +8,9 @@
 // otherwise member k - #inputs; -1: none). The root's result is the node's
 // only result. Runtimes run the program per element, so a chain that used to
 // stream every intermediate through memory reads its inputs and writes its
-// result once, and the intermediates need no buffers.
+// result once, and the intermediates need no buffers. A multi-reader op whose
+// operands come from outside any chain is first copied into each reader
+// (duplicate-producers), as a fusing compiler recomputes cheap producers.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -77,8 +79,39 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
     return in;
   }
 
+  /// Whether `user` could join a program with `producer`: fusible, of the producer's shape.
+  static bool joinable(Operation *user, Operation *producer) {
+    return fusible(*user) && user->getResult(0).getType() == producer->getResult(0).getType();
+  }
+
+  /// duplicate-producers: an op with several readers, all joinable, whose operands are not
+  /// results of ops it could join (so no chain loses a member), gets one copy per reader.
+  static void copyProducers(Block &body) {
+    SmallVector<Operation *> candidates;
+    for (Operation &op : body.without_terminator()) {
+      if (!fusible(op) || op.getResult(0).hasOneUse() || op.getResult(0).use_empty())
+        continue;
+      bool leaves = llvm::none_of(op.getOperands(), [&](Value v) { // no chain to split
+        Operation *d = v.getDefiningOp();
+        return d && fusible(*d) && d->getResult(0).getType() == op.getResult(0).getType();
+      });
+      if (leaves && llvm::all_of(op.getResult(0).getUsers(), [&](Operation *u) { return joinable(u, &op); }))
+        candidates.push_back(&op);
+    }
+    for (Operation *op : candidates) {
+      llvm::SetVector<Operation *> users(op->getResult(0).getUsers().begin(), op->getResult(0).getUsers().end());
+      for (Operation *u : users.getArrayRef().drop_front()) {
+        OpBuilder b(u);
+        Operation *copy = b.clone(*op);
+        u->replaceUsesOfWith(op->getResult(0), copy->getResult(0));
+      }
+    }
+  }
+
   void runOnFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
+    if (duplicateProducers)
+      copyProducers(body);
     llvm::DenseMap<Operation *, int> groupOf;
     std::vector<SmallVector<Operation *>> groups;
     for (Operation &op : body.without_terminator()) {

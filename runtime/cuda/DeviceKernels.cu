@@ -666,15 +666,35 @@ __global__ void reducePartialKernel(ReduceArgs a) {
   }
 }
 
+__device__ __forceinline__ void finishOutput(const ReduceArgs &a, int64_t o, double t) {
+  if (a.kind == 1)
+    t /= double(a.nRed);
+  stf(a.out, a.outType, o, float(t), true);
+}
+
+/// Combines the chunks' partials of each output: a thread per output.
 __global__ void reduceFinishKernel(ReduceArgs a) {
   int m = a.kind == 4 ? 0 : a.kind;
   GRID_LOOP(o, a.nOut) {
     double t = identityOf(a.kind);
     for (int c = 0; c < a.chunks; ++c)
       t = combine(m, t, a.work[int64_t(c) * a.nOut + o]);
-    if (a.kind == 1)
-      t /= double(a.nRed);
-    stf(a.out, a.outType, o, float(t), true);
+    finishOutput(a, o, t);
+  }
+}
+
+/// The same for few outputs with many chunks (full reductions): a block per output, each thread
+/// combining a strided share of the partials, then the block's fixed tree (one thread summing
+/// thousands of dependent partials was most of a full reduction's time).
+__global__ void __launch_bounds__(kRedThreads) reduceFinishBlockKernel(ReduceArgs a) {
+  int m = a.kind == 4 ? 0 : a.kind;
+  for (int64_t o = blockIdx.x; o < a.nOut; o += gridDim.x) {
+    double t = identityOf(a.kind);
+    for (int c = threadIdx.x; c < a.chunks; c += blockDim.x)
+      t = combine(m, t, a.work[int64_t(c) * a.nOut + o]);
+    t = blockCombine(a.kind, t);
+    if (threadIdx.x == 0)
+      finishOutput(a, o, t);
   }
 }
 
@@ -1075,12 +1095,14 @@ std::string reduce(const ReduceArgs &a, cudaStream_t s) {
   if (a.innerContiguous) {
     dim3 grid(unsigned(a.chunks), unsigned(std::min<int64_t>(a.nOut, 65535)));
     reduceInnerChunkedKernel<<<grid, kRedThreads, 0, s>>>(a);
-    reduceFinishKernel<<<blocksFor(a.nOut), 256, 0, s>>>(a);
-    return check("reduce");
+  } else {
+    dim3 grid(unsigned(std::min<int64_t>((a.nOut + 255) / 256, 65535)), unsigned(a.chunks));
+    reducePartialKernel<<<grid, 256, 0, s>>>(a);
   }
-  dim3 grid(unsigned(std::min<int64_t>((a.nOut + 255) / 256, 65535)), unsigned(a.chunks));
-  reducePartialKernel<<<grid, 256, 0, s>>>(a);
-  reduceFinishKernel<<<blocksFor(a.nOut), 256, 0, s>>>(a);
+  if (a.chunks >= 64 && a.nOut <= 32)
+    reduceFinishBlockKernel<<<int(std::min<int64_t>(a.nOut, 65535)), kRedThreads, 0, s>>>(a);
+  else
+    reduceFinishKernel<<<blocksFor(a.nOut), 256, 0, s>>>(a);
   return check("reduce");
 }
 

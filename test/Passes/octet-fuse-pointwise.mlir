@@ -1,5 +1,6 @@
 // RUN: fp8-opt %s -split-input-file --octet-fuse-pointwise | FileCheck %s
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{max-ops=2})' | FileCheck %s --check-prefix=SMALL
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{duplicate-producers=false})' | FileCheck %s --check-prefix=NODUP
 
 // GELU (tanh): eight ops over one shape become one node; its inputs are the
 // outside values in order of first use, args index inputs (0..3) then ops (4..).
@@ -31,13 +32,18 @@ func.func @gelu(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 
 // -----
 
-// A value read outside the chain stays a result of its own: %a has two
-// readers, so neither reader absorbs it.
+// %a has two readers. By default it is copied into each (its operands are arguments),
+// so each reader's chain is one node; with duplicate-producers=false it stays a
+// result of its own and neither reader absorbs it.
 // CHECK-LABEL: func.func @shared
-// CHECK-NOT: Pointwise
-// CHECK: onnx.Mul
-// CHECK: onnx.Add
-// CHECK: onnx.Sub
+// CHECK: onnx.node "Pointwise"(%arg0, %arg1) {attrs = {args = array<i64: 0, 1, -1, 2, 1, -1>, ops = ["Mul", "Add"]}
+// CHECK: onnx.node "Pointwise"(%arg0, %arg1) {attrs = {args = array<i64: 0, 1, -1, 2, 0, -1>, ops = ["Mul", "Sub"]}
+// CHECK-NOT: onnx.Mul
+// NODUP-LABEL: func.func @shared
+// NODUP-NOT: Pointwise
+// NODUP: onnx.Mul
+// NODUP: onnx.Add
+// NODUP: onnx.Sub
 func.func @shared(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %a = onnx.Mul %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %b = onnx.Add %a, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -78,4 +84,26 @@ func.func @where_and_types(%c: tensor<4x4xi1>, %x: tensor<4x4xf32>, %i: tensor<4
   %m = onnx.Mul %h, %h : (tensor<4xf16>, tensor<4xf16>) -> tensor<4xf16>
   %n = onnx.Neg %m : (tensor<4xf16>) -> tensor<4xf16>
   return %w, %j, %n : tensor<4x4xf32>, tensor<4xi64>, tensor<4xf16>
+}
+
+// -----
+
+// No copies where they would cost: %a's reader ReduceSum cannot join a program, and
+// %c's operand %b is itself a chain member (a copy would split the Exp, Neg chain).
+// CHECK-LABEL: func.func @no_copies
+// CHECK: %[[A:.+]] = onnx.Mul %arg0, %arg1
+// CHECK: onnx.ReduceSum %[[A]]
+// CHECK: %[[C:.+]] = onnx.node "Pointwise"(%arg0) {attrs = {args = array<i64: 0, -1, -1, 1, -1, -1>, ops = ["Exp", "Neg"]}
+// CHECK: onnx.node "Pointwise"(%[[A]], %[[C]]) {attrs = {args = array<i64: 0, 1, -1, 2, 1, -1>, ops = ["Add", "Sub"]}
+// CHECK-NOT: onnx.Neg
+// NODUP-LABEL: func.func @no_copies
+func.func @no_copies(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>) {
+  %a = onnx.Mul %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = onnx.none
+  %s = onnx.ReduceSum %a, %n {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
+  %b = onnx.Exp %x : (tensor<4xf32>) -> tensor<4xf32>
+  %c = onnx.Neg %b : (tensor<4xf32>) -> tensor<4xf32>
+  %d = onnx.Add %a, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %e = onnx.Sub %d, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s, %e : tensor<f32>, tensor<4xf32>
 }

@@ -214,10 +214,20 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     input count: input k; above: the result of op k - #inputs; -1: none).
     fp8-opt runs it when writing a plan (docs/PLAN.md); runtimes evaluate the
     program per element with each op's own arithmetic.
+
+    With `duplicate-producers`, an op whose several readers are all ops of
+    its shape that could join it, and whose own operands come from outside
+    any chain it could join (unfusible producers, arguments, constants, ops
+    of another shape), is first copied
+    for each reader: recomputing it in each program costs no memory traffic
+    beyond reading its operands, where keeping it costs a write and a read
+    per reader (the clipped gradient that AdamW's two moments both read).
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "32", "At most this many ops in one Pointwise node">,
     Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
+    Option<"duplicateProducers", "duplicate-producers", "bool", "true",
+           "Copy a multi-reader op with outside operands into each of its fusible readers">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
