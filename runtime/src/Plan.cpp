@@ -79,11 +79,9 @@ Attr parseAttr(const YAML::Node &n, const Reader &r, const std::string &where) {
 
 } // namespace
 
-/// The memory plan against lifetimes recomputed from the ops: sizes match the
-/// values, buffers fit the arena, and no two buffers alive at once overlap.
-template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Reporter &r) {
-  if (plan.buffers.empty())
-    return;
+/// Per value, the op that defines it and the last op that reads it (-1: none; outputs and next
+/// states are read at the end, op count).
+static std::pair<std::vector<int>, std::vector<int>> lifetimes(const Plan &plan) {
   int n = int(plan.ops.size());
   std::vector<int> first(plan.values.size(), -1), last(plan.values.size(), -1);
   for (int k = 0; k < n; ++k) {
@@ -98,6 +96,15 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
     last[size_t(id)] = n;
   for (auto &[state, value] : plan.stateUpdates)
     last[size_t(value)] = n;
+  return {std::move(first), std::move(last)};
+}
+
+/// The memory plan against lifetimes recomputed from the ops: sizes match the
+/// values, buffers fit the arena, and no two buffers alive at once overlap.
+template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Reporter &r) {
+  if (plan.buffers.empty())
+    return;
+  auto [first, last] = lifetimes(plan);
   std::vector<Plan::Buffer> bs = plan.buffers;
   for (const Plan::Buffer &b : bs) {
     const PlanValue &v = plan.values[size_t(b.value)];
@@ -125,18 +132,7 @@ template <typename Reporter> static void checkInPlace(const Plan &plan, Reporter
   static const std::set<std::string> elementwise = {"octet::Pointwise", "Add", "Sub", "Mul", "Div", "Neg",
                                                     "Abs", "Sqrt", "Exp", "Log", "Pow", "Max", "Min", "Where",
                                                     "Relu", "Cast", "Reciprocal", "Identity"};
-  std::vector<int> first(plan.values.size(), -1), last(plan.values.size(), -1);
-  for (int k = 0; k < int(plan.ops.size()); ++k) {
-    for (int id : plan.ops[size_t(k)].inputs)
-      if (id >= 0)
-        last[size_t(id)] = std::max(last[size_t(id)], k);
-    for (int id : plan.ops[size_t(k)].outputs)
-      if (id >= 0)
-        first[size_t(id)] = k;
-  }
-  for (int id : plan.outputs)
-    if (plan.constants.count(id))
-      last[size_t(id)] = int(plan.ops.size());
+  auto [first, last] = lifetimes(plan);
   std::set<int> buffered, seen;
   for (const Plan::Buffer &b : plan.buffers)
     buffered.insert(b.value);
