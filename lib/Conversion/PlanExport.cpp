@@ -4,11 +4,11 @@
 
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/runtime/InPlace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/JSON.h"
 
@@ -109,9 +109,6 @@ llvm::json::Object PlanWriter::planArena() {
 /// old value itself, it must read element i only where it writes element i (an elementwise op
 /// whose operand has the result's shape). The new value then needs no arena buffer.
 void PlanWriter::markInPlaceUpdates() {
-  static const llvm::StringSet<> elementwise = {
-      "octet::Pointwise", "Add",  "Sub", "Mul", "Div", "Neg", "Abs",        "Sqrt",     "Exp", "Log",
-      "Pow",              "Max",  "Min", "Where", "Relu", "Cast", "Reciprocal", "Identity"};
   llvm::DenseSet<int64_t> states, news;
   for (llvm::json::Value &u : stateUpdates) {
     llvm::json::Object &o = *u.getAsObject();
@@ -126,7 +123,7 @@ void PlanWriter::markInPlaceUpdates() {
       continue;
     if (lastUse[size_t(st)] == def) {
       const llvm::json::Object &op = *ops[size_t(def)].getAsObject();
-      if (!elementwise.contains(*op.getString("type")))
+      if (!octet::rt::readsElementForElement(op.getString("type")->str()))
         continue; // same shapes, so every operand of an elementwise op that is the state reads index i
     }
     o["in_place"] = true;

@@ -1,5 +1,6 @@
 //===- Plan.cpp - Reading plan files --------------------------------------===//
 #include "octet/runtime/Plan.h"
+#include "octet/runtime/InPlace.h"
 
 #include <yaml-cpp/yaml.h>
 #include <zlib.h>
@@ -129,9 +130,6 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
 template <typename Reporter> static void checkInPlace(const Plan &plan, Reporter &r) {
   if (plan.inPlace.empty())
     return;
-  static const std::set<std::string> elementwise = {"octet::Pointwise", "Add", "Sub", "Mul", "Div", "Neg",
-                                                    "Abs", "Sqrt", "Exp", "Log", "Pow", "Max", "Min", "Where",
-                                                    "Relu", "Cast", "Reciprocal", "Identity"};
   auto [first, last] = lifetimes(plan);
   std::set<int> buffered, seen;
   for (const Plan::Buffer &b : plan.buffers)
@@ -149,7 +147,7 @@ template <typename Reporter> static void checkInPlace(const Plan &plan, Reporter
       r.fail(what + "the value also has an arena buffer");
     int def = first[size_t(v)];
     if (def < 0 || last[size_t(st)] > def ||
-        (last[size_t(st)] == def && !elementwise.count(plan.ops[size_t(def)].type)))
+        (last[size_t(st)] == def && !readsElementForElement(plan.ops[size_t(def)].type)))
       r.fail(what + "the old value is read after the new one is written; recompile the plan");
   }
 }

@@ -1,0 +1,29 @@
+//===- InPlace.h - Which plan ops may write over an operand --------*- C++ -*-===//
+//
+// An in-place state update (docs/PLAN.md, `"in_place"`) lets the op computing a state's new
+// value write the state's bytes. When that op also reads the old value, it must read element
+// i only where it writes element i: the elementwise ops below (their operands that have the
+// result's shape). The compiler's plan writer (lib/Conversion/PlanExport.cpp) and the runtime's
+// plan check (runtime/src/Plan.cpp) both read this list.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_INPLACE_H
+#define OCTET_RUNTIME_INPLACE_H
+
+#include <string_view>
+
+namespace octet::rt {
+
+inline bool readsElementForElement(std::string_view opType) {
+  static constexpr std::string_view ops[] = {"octet::Pointwise", "Add", "Sub", "Mul", "Div", "Neg",
+                                             "Abs", "Sqrt", "Exp", "Log", "Pow", "Max", "Min", "Where",
+                                             "Relu", "Cast", "Reciprocal", "Identity"};
+  for (std::string_view o : ops)
+    if (o == opType)
+      return true;
+  return false;
+}
+
+} // namespace octet::rt
+
+#endif
