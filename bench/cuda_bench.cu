@@ -3,17 +3,24 @@
 // octet-cuda-bench gemm M N K...   FP8 GEMM (E4M3, fast accumulation, BF16 out)
 // octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor
 // octet-cuda-bench copy BYTES      device-to-device copy (the HBM roofline)
+// octet-cuda-bench transpose ROWS COLS  byte transpose (an FP8 GEMM operand made K-contiguous)
+// octet-cuda-bench attention HEADS T D CAUSAL
+//                                  octet::Attention forward and backward, TF32 and BF16 operands;
+//                                  model TFLOP/s count 4 T^2 D per head forward and 2.5x that
+//                                  backward (the five products of flash attention), halved when causal
 // Prints one JSON object per measurement: the median over 50 CUDA-event pairs of
 // the mean of 20 back-to-back calls, after 10 warm-ups, inputs rotated over 4
 // buffers so repeated runs do not measure the L2 cache.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "../runtime/cuda/DeviceKernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -75,7 +82,7 @@ template <typename T> __global__ void fillValues(T *p, size_t n, uint32_t seed) 
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES\n");
+    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
     return 2;
   }
   std::string why;
@@ -150,6 +157,72 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  if (what == "attention" && argc == 6) {
+    int64_t heads = std::atoll(argv[2]), T = std::atoll(argv[3]), D = std::atoll(argv[4]);
+    bool causal = std::atoi(argv[5]) != 0;
+    size_t n = size_t(heads * T * D), rows = size_t(heads * T);
+    std::vector<float *> buf(9);
+    for (float *&b : buf) {
+      CHECK(cudaMalloc(&b, n * 4));
+      fillValues<<<1024, 256>>>(b, n, uint32_t(reinterpret_cast<uintptr_t>(b) >> 8));
+    }
+    float *lse, *delta;
+    CHECK(cudaMalloc(&lse, rows * 4));
+    CHECK(cudaMalloc(&delta, rows * 4));
+    double fwdFlops = 4.0 * double(heads) * double(T) * double(T) * double(D) * (causal ? 0.5 : 1.0);
+    for (auto precision : {cuda::dev::AttnPrecision::TF32, cuda::dev::AttnPrecision::BF16}) {
+      cuda::dev::AttnArgs a;
+      a.q = buf[0], a.k = buf[1], a.v = buf[2], a.y = buf[3], a.lse = lse;
+      a.batch = heads, a.tq = a.tk = int(T), a.d = int(D), a.scale = 1.0f / std::sqrt(float(D)), a.causal = causal;
+      a.precision = precision;
+      a.yIn = buf[3], a.lseIn = lse, a.dy = buf[4], a.dq = buf[5], a.dk = buf[6], a.dv = buf[7], a.delta = delta;
+      if (size_t w = cuda::dev::attentionWorkspaceBytes(a, true))
+        CHECK(cudaMalloc(&a.work, w));
+      std::string err;
+      double fwd = medianMs([&](int) {
+        if (std::string e = cuda::dev::attentionForward(a); !e.empty() && err.empty())
+          err = e;
+      });
+      double bwd = medianMs([&](int) {
+        if (std::string e = cuda::dev::attentionBackward(a); !e.empty() && err.empty())
+          err = e;
+      });
+      if (!err.empty()) {
+        std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
+        return 1;
+      }
+      std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"heads\": %lld, \"T\": %lld, \"D\": %lld, "
+                  "\"causal\": %s, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n",
+                  precision == cuda::dev::AttnPrecision::BF16 ? "bf16" : "tf32", (long long)heads, (long long)T,
+                  (long long)D, causal ? "true" : "false", fwd, bwd, fwdFlops / fwd / 1e9, 2.5 * fwdFlops / bwd / 1e9);
+    }
+    return 0;
+  }
+  if (what == "transpose" && argc == 4) {
+    int64_t R = std::atoll(argv[2]), C = std::atoll(argv[3]);
+    std::vector<uint8_t *> X(4);
+    uint8_t *Y;
+    for (auto &x : X) {
+      CHECK(cudaMalloc(&x, size_t(R * C)));
+      fill<<<1024, 256>>>(x, size_t(R * C), 3u);
+    }
+    CHECK(cudaMalloc(&Y, size_t(R * C)));
+    cuda::dev::CopyArgs c; // [R, C] -> [C, R]
+    c.elemSize = 1;
+    c.n = R * C;
+    c.shape.rank = 2;
+    c.shape.d[0] = C, c.shape.d[1] = R;
+    c.srcStr.s[0] = 1, c.srcStr.s[1] = C;
+    c.dstStr.s[0] = R, c.dstStr.s[1] = 1;
+    c.dst = Y;
+    double ms = medianMs([&](int i) {
+      c.src = X[i % 4];
+      cuda::dev::stridedCopy(c, nullptr);
+    });
+    std::printf("{\"kernel\": \"transpose_bytes\", \"rows\": %lld, \"cols\": %lld, \"ms\": %.5f, \"GBps\": %.0f}\n",
+                (long long)R, (long long)C, ms, 2.0 * double(R * C) / ms / 1e6);
+    return 0;
+  }
   if (what == "copy" && argc == 3) {
     size_t bytes = size_t(std::atoll(argv[2]));
     void *a, *b;
@@ -160,6 +233,6 @@ int main(int argc, char **argv) {
                 2.0 * double(bytes) / ms / 1e6);
     return 0;
   }
-  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES\n");
+  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
   return 2;
 }

@@ -7,7 +7,8 @@
 #           op type and shape)
 #   ablate-S  Octet te on model size S with each optimization of the fourth pass switched off in
 #           turn (generated Pointwise kernels: OCTET_CUDA_JIT=0; fused cast+amax and in-place state
-#           updates: plans compiled without them by scripts/pack_devlib.sh), ratios to the full plan
+#           updates: plans compiled without them by scripts/pack_devlib.sh) and the fifth pass's BF16
+#           attention (OCTET_CUDA_ATTENTION=tf32), ratios to the full plan
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -63,6 +64,7 @@ ablate-*)
   }
   variant all "$p-te.plan"
   variant no-jit "$p-te.plan" OCTET_CUDA_JIT=0
+  variant tf32-attention "$p-te.plan" OCTET_CUDA_ATTENTION=tf32
   variant no-cast-amax "$p-te-no-fuse-cast-amax.plan"
   variant no-in-place "$p-te-no-in-place-updates.plan"
   variant none-of-them "$p-te-no-both.plan" OCTET_CUDA_JIT=0

@@ -1,22 +1,30 @@
 //===- Attention.cu - Fused scaled dot-product attention (octet::Attention) ===//
 //
-// Flash-attention-style kernels on tensor cores (mma.sync m16n8k8, TF32 inputs rounded to
-// nearest, FP32 accumulation): the [T, T] scores and probabilities never leave the chip.
+// Flash-attention-style kernels on tensor cores with FP32 accumulation: the [T, T] scores and
+// probabilities never leave the chip. Two operand precisions share one kernel body (AttnArgs::
+// precision): TF32 (mma.sync m16n8k8, inputs rounded to nearest; about FP32's accuracy) and BF16
+// (mma.sync m16n8k16 with ldmatrix fragment loads; autocast's attention, twice the tensor-core rate
+// and half the shared memory). Inputs and outputs are float32 in global memory either way; tiles are
+// converted as they are staged in shared memory.
 //
-//  forward   a block owns 64 query rows of one head (4 warps x 16 rows, Q in registers) and
-//            streams 64-key tiles of K and V through shared memory; each warp keeps the
-//            online-softmax max and sum of its rows and rescales its output accumulators.
-//            Writes Y and LSE (natural log).
+//  forward   a block owns 64 query rows of one head (4 warps x 16 rows) and streams 64-key tiles
+//            of K and V through shared memory; each warp keeps the online-softmax max and sum of
+//            its rows and rescales its output accumulators. Writes Y and LSE (natural log).
 //  backward  delta_i = sum_c dY_ic Y_ic (one warp per row); then two kernels, so nothing needs
 //            atomics and the result is deterministic:
 //              dK/dV: a block owns 64 keys, streams 32-query tiles of Q and dY, recomputes
 //                     P^T = exp(S^T - LSE) and accumulates dV += P^T dY, dK += dS^T Q;
 //              dQ:    a block owns 64 queries, streams 64-key tiles, dQ += dS K.
 //
-// The probabilities go from the accumulator layout straight into the A operand of the next
-// MMA: a thread holds columns (2t, 2t+1) of each 8-column block of S, and the A operand wants
-// (t, t+4); reading the 8 keys of the B operand in the order (0, 2, 4, 6, 1, 3, 5, 7) makes the
-// two agree without shuffles.
+// Every product is one of two shapes, which each precision implements (Tf32Ops, Bf16Ops):
+//   rowsByRows   acc (16 x 8N) += A B^T, A and B row-major tiles in shared memory (S = Q K^T,
+//                dP = dY V^T and their transposes);
+//   probsByRows  acc (16 x D) += P B, P in registers in the accumulator layout of a previous
+//                product, B a row-major tile (Y += P V, dV += P^T dY, dK += dS^T Q, dQ += dS K).
+// TF32: a thread holds columns (2t, 2t+1) of each 8-column block of P and the A operand wants
+// (t, t+4); reading the 8 rows of B in the order (0, 2, 4, 6, 1, 3, 5, 7) makes the two agree
+// without shuffles. BF16: two 8-column blocks of P are exactly one 16-wide A operand, and B comes
+// through ldmatrix.trans.
 //
 // Causal masks are top-left (key j is hidden from query i when j > i); tiles wholly above the
 // diagonal are skipped. Heads up to 128 wide (padded to 32, 64 or 128 with zeros).
@@ -24,8 +32,10 @@
 //===----------------------------------------------------------------------===//
 #include "DeviceKernels.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace octet::rt::cuda::dev {
@@ -39,55 +49,187 @@ constexpr int kQueryTile = 32;          // queries per tile (dK/dV)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
 __device__ __forceinline__ float exp2Fast(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
 
-/// c += A (16x8, row) * B (8x8, col): a = {(g, t), (g+8, t), (g, t+4), (g+8, t+4)},
-/// b = {(k t, n g), (k t+4, n g)}, c = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+/// TF32 operands: tiles of 32-bit TF32 patterns with row stride D + 4 (conflict-free fragment reads).
+struct Tf32Ops {
+  using Elem = uint32_t;
+  using Src = float; // tiles come straight from the float32 tensors (row length d)
+  static constexpr int kStages = 1;
+  static constexpr bool kPadded = false;
+  static constexpr __host__ __device__ int stride(int d) { return d + 4; }
+  static __device__ __forceinline__ const float *pick(const float *f, const uint16_t *) { return f; }
+  static __device__ __forceinline__ void commit() {}
+  template <int N> static __device__ __forceinline__ void wait() {}
 
-/// Copies `rows` rows of a [*, d] float32 matrix into shared memory as TF32 bit patterns with
-/// row stride D + 4 (conflict-free fragment reads); rows >= valid and columns >= d are zero.
-template <int D>
-__device__ __forceinline__ void loadTile(uint32_t *s, const float *g, int rows, int valid, int d) {
-  constexpr int S = D + 4;
-  if ((d & 3) == 0) {
+  static __device__ __forceinline__ uint32_t cvt(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+  }
+
+  /// c += A (16x8, row) * B (8x8, col): a = {(g, t), (g+8, t), (g, t+4), (g+8, t+4)},
+  /// b = {(k t, n g), (k t+4, n g)}, c = {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
+  static __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+
+  /// Four consecutive floats of a tile row (c a multiple of 4).
+  static __device__ __forceinline__ void store4(Elem *s, float4 v) {
+    *reinterpret_cast<uint4 *>(s) = make_uint4(cvt(v.x), cvt(v.y), cvt(v.z), cvt(v.w));
+  }
+  static __device__ __forceinline__ void store1(Elem *s, float v) { *s = cvt(v); }
+
+  template <int D, int N>
+  static __device__ __forceinline__ void rowsByRows(float (&acc)[N][4], const Elem *a, const Elem *b, int lane) {
+    constexpr int S = D + 4;
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      uint32_t a0 = a[g * S + kk * 8 + t], a1 = a[(g + 8) * S + kk * 8 + t];
+      uint32_t a2 = a[g * S + kk * 8 + t + 4], a3 = a[(g + 8) * S + kk * 8 + t + 4];
+#pragma unroll
+      for (int n = 0; n < N; ++n)
+        mma(acc[n], a0, a1, a2, a3, b[(n * 8 + g) * S + kk * 8 + t], b[(n * 8 + g) * S + kk * 8 + t + 4]);
+    }
+  }
+
+  template <int D, int K>
+  static __device__ __forceinline__ void probsByRows(float (&acc)[D / 8][4], const float (&p)[K][4], const Elem *b,
+                                                     int lane) {
+    constexpr int S = D + 4;
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kb = 0; kb < K; ++kb) {
+      uint32_t a0 = cvt(p[kb][0]), a1 = cvt(p[kb][2]), a2 = cvt(p[kb][1]), a3 = cvt(p[kb][3]);
+      const uint32_t *r0 = b + (kb * 8 + 2 * t) * S, *r1 = r0 + S;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        mma(acc[n], a0, a1, a2, a3, r0[n * 8 + g], r1[n * 8 + g]);
+    }
+  }
+};
+
+/// BF16 operands: tiles of bfloat16 with row stride D + 8 elements (16-byte aligned rows whose
+/// 8-row groups fall in distinct banks, so ldmatrix is conflict-free).
+struct Bf16Ops {
+  using Elem = uint16_t;
+  using Src = uint16_t; // tiles come from BF16 copies with rows padded to D (attnToBf16Kernel)
+  static constexpr int kStages = 2; // cp.async: the next tile streams in while this one is used
+  static constexpr bool kPadded = true;
+  static constexpr __host__ __device__ int stride(int d) { return d + 8; }
+  static __device__ __forceinline__ const uint16_t *pick(const float *, const uint16_t *b) { return b; }
+  static __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
+  template <int N> static __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+  /// 16 bytes global -> shared, or 16 zero bytes when !valid.
+  static __device__ __forceinline__ void copy16(Elem *s, const Elem *g, bool valid) {
+    uint32_t a = uint32_t(__cvta_generic_to_shared(s));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(g), "r"(valid ? 16 : 0));
+  }
+
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); // .x (the lower address) in the low half
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+
+  /// c += A (16x16, row) * B (16x8, col): a = {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)},
+  /// b = {(k 2t..2t+1, n g), (k 2t+8.., n g)}, c as for TF32.
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+
+  /// Four 8x8 matrices; lane l gives the address of row l % 8 of matrix l / 8.
+  static __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const Elem *p) {
+    uint32_t a = uint32_t(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+  static __device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const Elem *p) {
+    uint32_t a = uint32_t(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+
+  template <int D, int N>
+  static __device__ __forceinline__ void rowsByRows(float (&acc)[N][4], const Elem *a, const Elem *b, int lane) {
+    static_assert(N % 2 == 0, "B rows come in pairs of 8-row blocks");
+    constexpr int S = D + 8;
+    const int m = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t af[4]; // matrices (rows 0-7, k0), (rows 8-15, k0), (rows 0-7, k0+8), (rows 8-15, k0+8)
+      ldsm4(af, a + ((m & 1) * 8 + r) * S + k0 + (m >> 1) * 8);
+#pragma unroll
+      for (int n = 0; n < N; n += 2) {
+        uint32_t bf[4]; // b0, b1 of block n, then of block n + 1
+        ldsm4(bf, b + (n * 8 + (m >> 1) * 8 + r) * S + k0 + (m & 1) * 8);
+        mma(acc[n], af, bf[0], bf[1]);
+        mma(acc[n + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+
+  template <int D, int K>
+  static __device__ __forceinline__ void probsByRows(float (&acc)[D / 8][4], const float (&p)[K][4], const Elem *b,
+                                                     int lane) {
+    static_assert(K % 2 == 0, "P columns come in pairs of 8-column blocks");
+    constexpr int S = D + 8;
+    const int m = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int j = 0; j < K; j += 2) {
+      const uint32_t af[4] = {pack(p[j][0], p[j][1]), pack(p[j][2], p[j][3]), pack(p[j + 1][0], p[j + 1][1]),
+                              pack(p[j + 1][2], p[j + 1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; n += 2) {
+        uint32_t bf[4]; // transposed: (rows j*8.., cols n*8), (rows +8, n*8), (rows, n*8+8), (rows +8, n*8+8)
+        ldsm4t(bf, b + (j * 8 + (m & 1) * 8 + r) * S + n * 8 + (m >> 1) * 8);
+        mma(acc[n], af, bf[0], bf[1]);
+        mma(acc[n + 1], af, bf[2], bf[3]);
+      }
+    }
+  }
+};
+
+/// Starts copying `rows` rows of a [*, ld] source into shared memory (row stride P::stride(D));
+/// rows >= valid and columns >= d are zero. TF32: float32 rows, converted as they are stored
+/// (synchronous). BF16: padded BF16 rows (ld = D) by cp.async; P::commit/wait complete them.
+template <class P, int D>
+__device__ __forceinline__ void loadTile(typename P::Elem *s, const typename P::Src *g, int rows, int valid, int ld,
+                                         int d) {
+  constexpr int S = P::stride(D);
+  if constexpr (P::kPadded) {
+    for (int i = threadIdx.x; i < rows * (D / 8); i += kThreads) {
+      int r = i / (D / 8), c = (i % (D / 8)) * 8;
+      bool ok = r < valid;
+      P::copy16(s + r * S + c, g + (ok ? int64_t(r) * ld + c : 0), ok);
+    }
+  } else if ((d & 3) == 0) {
     for (int i = threadIdx.x; i < rows * (D / 4); i += kThreads) {
       int r = i / (D / 4), c = (i % (D / 4)) * 4;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
       if (r < valid && c < d)
-        v = *reinterpret_cast<const float4 *>(g + int64_t(r) * d + c);
-      *reinterpret_cast<uint4 *>(s + r * S + c) = make_uint4(tf32(v.x), tf32(v.y), tf32(v.z), tf32(v.w));
+        v = *reinterpret_cast<const float4 *>(g + int64_t(r) * ld + c);
+      P::store4(s + r * S + c, v);
     }
   } else {
     for (int i = threadIdx.x; i < rows * D; i += kThreads) {
       int r = i / D, c = i % D;
-      s[r * S + c] = tf32(r < valid && c < d ? g[int64_t(r) * d + c] : 0.f);
+      P::store1(s + r * S + c, r < valid && c < d ? g[int64_t(r) * ld + c] : 0.f);
     }
   }
-}
-
-/// K and V rows [k0, k0 + rows) of one head into shared memory (rows past Tk are zero).
-template <int D>
-__device__ __forceinline__ void loadKeysValues(uint32_t *ks, uint32_t *vs, const float *K, const float *V, int k0,
-                                               int rows, const AttnArgs &a) {
-  loadTile<D>(ks, K + int64_t(k0) * a.d, rows, a.tk - k0, a.d);
-  loadTile<D>(vs, V + int64_t(k0) * a.d, rows, a.tk - k0, a.d);
 }
 
 /// Whether key `key` is hidden from query `query`: past either sequence's end or, causal, after it.
@@ -101,70 +243,42 @@ __device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, i
   return key0 + keys > a.tk || query0 + queries > a.tq || (a.causal && key0 + keys - 1 > query0);
 }
 
-/// acc[n] += A (16 rows of `a`, all D columns) * B^T where B is the 8N rows of `b` (both in
-/// shared memory, stride D + 4): scores-like products over the head dimension.
-template <int D, int N>
-__device__ __forceinline__ void mmaRowsByRows(float (&acc)[N][4], const uint32_t *a, const uint32_t *b, int g, int t) {
-  constexpr int S = D + 4;
-#pragma unroll
-  for (int kk = 0; kk < D / 8; ++kk) {
-    uint32_t a0 = a[g * S + kk * 8 + t], a1 = a[(g + 8) * S + kk * 8 + t];
-    uint32_t a2 = a[g * S + kk * 8 + t + 4], a3 = a[(g + 8) * S + kk * 8 + t + 4];
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-      mma(acc[n], a0, a1, a2, a3, b[(n * 8 + g) * S + kk * 8 + t], b[(n * 8 + g) * S + kk * 8 + t + 4]);
-  }
-}
-
-/// acc[n] (16 x D) += P (16 x 8K, accumulator layout) * B (8K rows of `b`, D columns), with the
-/// key order of the header comment.
-template <int D, int K>
-__device__ __forceinline__ void mmaProbsByRows(float (&acc)[D / 8][4], const float (&p)[K][4], const uint32_t *b, int g,
-                                               int t) {
-  constexpr int S = D + 4;
-#pragma unroll
-  for (int kb = 0; kb < K; ++kb) {
-    uint32_t a0 = tf32(p[kb][0]), a1 = tf32(p[kb][2]), a2 = tf32(p[kb][1]), a3 = tf32(p[kb][3]);
-    const uint32_t *r0 = b + (kb * 8 + 2 * t) * S, *r1 = r0 + S;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      mma(acc[n], a0, a1, a2, a3, r0[n * 8 + g], r1[n * 8 + g]);
-  }
-}
-
-template <int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(AttnArgs a) {
-  constexpr int S = D + 4;
-  extern __shared__ uint32_t smem[];
-  uint32_t *ks = smem, *vs = smem + kKeyTile * S;
+template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(AttnArgs a) {
+  using E = typename P::Elem;
+  using Src = typename P::Src;
+  constexpr int S = P::stride(D);
+  extern __shared__ __align__(16) unsigned char smemBytes[];
+  E *qs = reinterpret_cast<E *>(smemBytes), *kv = qs + kBlockRows * S; // then kStages x (K, V) tiles
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows; // the longest rows first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk;
-  const float *Q = a.q + int64_t(bh) * tq * d, *K = a.k + int64_t(bh) * tk * d, *V = a.v + int64_t(bh) * tk * d;
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
+            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld;
+  auto issue = [&](int k0, int st) { // K and V rows [k0, k0 + kKeyTile) into stage st
+    E *ks = kv + st * 2 * kKeyTile * S;
+    loadTile<P, D>(ks, K + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+    loadTile<P, D>(ks + kKeyTile * S, V + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+    P::commit();
+  };
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-  uint32_t qa[D / 8][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 8; ++kk) {
-    int c0 = kk * 8 + t, c1 = c0 + 4;
-    qa[kk][0] = tf32(r0 < tq && c0 < d ? Q[int64_t(r0) * d + c0] : 0.f);
-    qa[kk][1] = tf32(r1 < tq && c0 < d ? Q[int64_t(r1) * d + c0] : 0.f);
-    qa[kk][2] = tf32(r0 < tq && c1 < d ? Q[int64_t(r0) * d + c1] : 0.f);
-    qa[kk][3] = tf32(r1 < tq && c1 < d ? Q[int64_t(r1) * d + c1] : 0.f);
-  }
+  loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   float o[D / 8][4] = {};
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   const float sl2 = a.scale * kLog2e;
   const int kEnd = a.causal ? min(tk, q0 + kBlockRows) : tk;
-  for (int k0 = 0; k0 < kEnd; k0 += kKeyTile) {
+  issue(0, 0);
+  for (int k0 = 0, it = 0; k0 < kEnd; k0 += kKeyTile, ++it) {
+    const bool more = k0 + kKeyTile < kEnd;
+    if (P::kStages > 1 && more) {
+      issue(k0 + kKeyTile, (it + 1) % P::kStages);
+      P::template wait<1>();
+    } else {
+      P::template wait<0>();
+    }
     __syncthreads();
-    loadKeysValues<D>(ks, vs, K, V, k0, kKeyTile, a);
-    __syncthreads();
+    const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
     float s[kKeyTile / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 8; ++kk)
-#pragma unroll
-      for (int n = 0; n < kKeyTile / 8; ++n)
-        mma(s[n], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], ks[(n * 8 + g) * S + kk * 8 + t],
-            ks[(n * 8 + g) * S + kk * 8 + t + 4]);
+    P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
     const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
     float mx0 = m0, mx1 = m1;
 #pragma unroll
@@ -207,7 +321,10 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(A
       o[n][2] *= al1;
       o[n][3] *= al1;
     }
-    mmaProbsByRows<D, kKeyTile / 8>(o, s, vs, g, t);
+    P::template probsByRows<D, kKeyTile / 8>(o, s, vs, lane);
+    __syncthreads(); // every warp is done with this stage before it is refilled
+    if (P::kStages == 1 && more)
+      issue(k0 + kKeyTile, 0);
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -235,6 +352,35 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(A
   }
 }
 
+/// BF16 copies of up to four [rows, d] float32 tensors (blockIdx.y picks one), rows padded with
+/// zeros to D: each thread writes 8 values (16 bytes), so the kernels' cp.async tiles need no
+/// column checks.
+struct ToBf16 {
+  const float *src[4];
+  uint16_t *dst[4];
+  int64_t rows[4];
+};
+template <int D> __global__ void attnToBf16Kernel(ToBf16 job, int d) {
+  const float *src = job.src[blockIdx.y];
+  uint16_t *dst = job.dst[blockIdx.y];
+  const int64_t chunks = job.rows[blockIdx.y] * (D / 8);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i / (D / 8);
+    int c = int(i % (D / 8)) * 8;
+    float v[8];
+    if (d == D) {
+      float4 x = *reinterpret_cast<const float4 *>(src + r * d + c), y = *reinterpret_cast<const float4 *>(src + r * d + c + 4);
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        v[j] = c + j < d ? src[r * d + c + j] : 0.f;
+    }
+    *reinterpret_cast<uint4 *>(dst + r * D + c) = make_uint4(Bf16Ops::pack(v[0], v[1]), Bf16Ops::pack(v[2], v[3]),
+                                                             Bf16Ops::pack(v[4], v[5]), Bf16Ops::pack(v[6], v[7]));
+  }
+}
+
 /// delta[row] = sum_c dY[row, c] * Y[row, c], one warp per row.
 __global__ void attnDeltaKernel(const float *__restrict__ dy, const float *__restrict__ y, int64_t rows, int d,
                                 float *__restrict__ delta) {
@@ -250,34 +396,54 @@ __global__ void attnDeltaKernel(const float *__restrict__ dy, const float *__res
     delta[row] = acc;
 }
 
-template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKernel(AttnArgs a) {
-  constexpr int S = D + 4;
-  extern __shared__ uint32_t smem[];
-  uint32_t *ks = smem, *vs = ks + kBlockRows * S, *qs = vs + kBlockRows * S, *dos = qs + kQueryTile * S;
-  float *lse2 = reinterpret_cast<float *>(dos + kQueryTile * S), *dl = lse2 + kQueryTile;
+template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKernel(AttnArgs a) {
+  using E = typename P::Elem;
+  using Src = typename P::Src;
+  constexpr int S = P::stride(D);
+  extern __shared__ __align__(16) unsigned char smemBytes[];
+  // K, V (this block's keys), then kStages x (Q, dY) tiles, then kStages x (LSE * log2 e, delta).
+  E *ks = reinterpret_cast<E *>(smemBytes), *vs = ks + kBlockRows * S, *qdy = vs + kBlockRows * S;
+  float *rowStats = reinterpret_cast<float *>(qdy + P::kStages * 2 * kQueryTile * S);
   const int bh = blockIdx.x, j0 = blockIdx.y * kBlockRows; // the keys with the most queries first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk;
-  const float *Q = a.q + int64_t(bh) * tq * d, *K = a.k + int64_t(bh) * tk * d, *V = a.v + int64_t(bh) * tk * d;
-  const float *dY = a.dy + int64_t(bh) * tq * d, *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
-  loadKeysValues<D>(ks, vs, K, V, j0, kBlockRows, a);
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
+            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, *dY = P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld;
+  const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
+  auto issue = [&](int i0, int st) { // Q and dY rows [i0, i0 + kQueryTile), their LSE and delta
+    E *qs = qdy + st * 2 * kQueryTile * S;
+    loadTile<P, D>(qs, Q + int64_t(i0) * ld, kQueryTile, tq - i0, ld, d);
+    loadTile<P, D>(qs + kQueryTile * S, dY + int64_t(i0) * ld, kQueryTile, tq - i0, ld, d);
+    if (threadIdx.x < kQueryTile) {
+      int i = i0 + threadIdx.x;
+      rowStats[st * 2 * kQueryTile + threadIdx.x] = i < tq ? L[i] * kLog2e : INFINITY;
+      rowStats[st * 2 * kQueryTile + kQueryTile + threadIdx.x] = i < tq ? Dl[i] : 0.f;
+    }
+    P::commit();
+  };
+  loadTile<P, D>(ks, K + int64_t(j0) * ld, kBlockRows, tk - j0, ld, d);
+  loadTile<P, D>(vs, V + int64_t(j0) * ld, kBlockRows, tk - j0, ld, d);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float sl2 = a.scale * kLog2e;
   const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
   const int iStart = a.causal ? j0 / kQueryTile * kQueryTile : 0;
-  for (int i0 = iStart; i0 < tq; i0 += kQueryTile) {
-    __syncthreads();
-    loadTile<D>(qs, Q + int64_t(i0) * d, kQueryTile, tq - i0, d);
-    loadTile<D>(dos, dY + int64_t(i0) * d, kQueryTile, tq - i0, d);
-    if (threadIdx.x < kQueryTile) {
-      int i = i0 + threadIdx.x;
-      lse2[threadIdx.x] = i < tq ? L[i] * kLog2e : INFINITY;
-      dl[threadIdx.x] = i < tq ? Dl[i] : 0.f;
+  if (iStart < tq)
+    issue(iStart, 0);
+  for (int i0 = iStart, it = 0; i0 < tq; i0 += kQueryTile, ++it) {
+    const bool more = i0 + kQueryTile < tq;
+    if (P::kStages > 1 && more) {
+      issue(i0 + kQueryTile, (it + 1) % P::kStages);
+      P::template wait<1>();
+    } else {
+      P::template wait<0>();
     }
     __syncthreads();
+    const int st0 = it % P::kStages;
+    const E *qs = qdy + st0 * 2 * kQueryTile * S, *dos = qs + kQueryTile * S;
+    const float *lse2 = rowStats + st0 * 2 * kQueryTile, *dl = lse2 + kQueryTile;
     float st[kQueryTile / 8][4] = {}, dpt[kQueryTile / 8][4] = {};
-    mmaRowsByRows<D, kQueryTile / 8>(st, ks + warp * 16 * S, qs, g, t);
-    mmaRowsByRows<D, kQueryTile / 8>(dpt, vs + warp * 16 * S, dos, g, t);
+    P::template rowsByRows<D, kQueryTile / 8>(st, ks + warp * 16 * S, qs, lane);
+    P::template rowsByRows<D, kQueryTile / 8>(dpt, vs + warp * 16 * S, dos, lane);
     const bool edge = mayHide(a, j0 + warp * 16, 16, i0, kQueryTile);
 #pragma unroll
     for (int n = 0; n < kQueryTile / 8; ++n)
@@ -290,8 +456,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKerne
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - dl[qi]);
       }
-    mmaProbsByRows<D, kQueryTile / 8>(dv, st, dos, g, t);
-    mmaProbsByRows<D, kQueryTile / 8>(dk, dpt, qs, g, t);
+    P::template probsByRows<D, kQueryTile / 8>(dv, st, dos, lane);
+    P::template probsByRows<D, kQueryTile / 8>(dk, dpt, qs, lane);
+    __syncthreads();
+    if (P::kStages == 1 && more)
+      issue(i0 + kQueryTile, 0);
   }
   float *dK = a.dk + int64_t(bh) * tk * d, *dV = a.dv + int64_t(bh) * tk * d;
 #pragma unroll
@@ -308,30 +477,47 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKerne
   }
 }
 
-template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardQKernel(AttnArgs a) {
-  constexpr int S = D + 4;
-  extern __shared__ uint32_t smem[];
-  uint32_t *qs = smem, *dos = qs + kBlockRows * S, *ks = dos + kBlockRows * S, *vs = ks + kKeyTile * S;
+template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwardQKernel(AttnArgs a) {
+  using E = typename P::Elem;
+  using Src = typename P::Src;
+  constexpr int S = P::stride(D);
+  extern __shared__ __align__(16) unsigned char smemBytes[];
+  // Q, dY (this block's queries), then kStages x (K, V) tiles.
+  E *qs = reinterpret_cast<E *>(smemBytes), *dos = qs + kBlockRows * S, *kv = dos + kBlockRows * S;
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk;
-  const float *Q = a.q + int64_t(bh) * tq * d, *K = a.k + int64_t(bh) * tk * d, *V = a.v + int64_t(bh) * tk * d;
-  const float *dY = a.dy + int64_t(bh) * tq * d, *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
-  loadTile<D>(qs, Q + int64_t(q0) * d, kBlockRows, tq - q0, d);
-  loadTile<D>(dos, dY + int64_t(q0) * d, kBlockRows, tq - q0, d);
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
+            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, *dY = P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld;
+  const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
+  auto issue = [&](int k0, int st) {
+    E *ks = kv + st * 2 * kKeyTile * S;
+    loadTile<P, D>(ks, K + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+    loadTile<P, D>(ks + kKeyTile * S, V + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+    P::commit();
+  };
+  loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
+  loadTile<P, D>(dos, dY + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
   const float l20 = r0 < tq ? L[r0] * kLog2e : INFINITY, l21 = r1 < tq ? L[r1] * kLog2e : INFINITY;
   const float dl0 = r0 < tq ? Dl[r0] : 0.f, dl1 = r1 < tq ? Dl[r1] : 0.f;
   float dq[D / 8][4] = {};
   const float sl2 = a.scale * kLog2e;
   const int kEnd = a.causal ? min(tk, q0 + kBlockRows) : tk;
-  for (int k0 = 0; k0 < kEnd; k0 += kKeyTile) {
+  issue(0, 0);
+  for (int k0 = 0, it = 0; k0 < kEnd; k0 += kKeyTile, ++it) {
+    const bool more = k0 + kKeyTile < kEnd;
+    if (P::kStages > 1 && more) {
+      issue(k0 + kKeyTile, (it + 1) % P::kStages);
+      P::template wait<1>();
+    } else {
+      P::template wait<0>();
+    }
     __syncthreads();
-    loadKeysValues<D>(ks, vs, K, V, k0, kKeyTile, a);
-    __syncthreads();
+    const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
-    mmaRowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, g, t);
-    mmaRowsByRows<D, kKeyTile / 8>(dp, dos + warp * 16 * S, vs, g, t);
+    P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
+    P::template rowsByRows<D, kKeyTile / 8>(dp, dos + warp * 16 * S, vs, lane);
     const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
@@ -342,7 +528,10 @@ template <int D> __global__ void __launch_bounds__(kThreads) attnBackwardQKernel
           p = 0.f;
         s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));
       }
-    mmaProbsByRows<D, kKeyTile / 8>(dq, s, ks, g, t);
+    P::template probsByRows<D, kKeyTile / 8>(dq, s, ks, lane);
+    __syncthreads();
+    if (P::kStages == 1 && more)
+      issue(k0 + kKeyTile, 0);
   }
   float *dQ = a.dq + int64_t(bh) * tq * d;
 #pragma unroll
@@ -362,14 +551,21 @@ std::string check(const char *what) {
   return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
 }
 
-/// Launches kernel<D> for the padded head width, after raising its shared-memory limit once.
-template <template <int> class Launch> std::string byHeadDim(const AttnArgs &a, const char *what) {
+/// Launches Launch<P, D> for the operand precision and the padded head width, after raising the
+/// kernels' shared-memory limit once.
+template <template <class, int> class Launch> std::string launch(const AttnArgs &a, const char *what) {
   if (a.d < 1 || a.d > kAttentionMaxHeadDim)
     return std::string(what) + ": head dimension " + std::to_string(a.d) + " is outside [1, " +
            std::to_string(kAttentionMaxHeadDim) + "]";
   if (a.batch > 2147483647 || a.tq < 1 || a.tk < 1)
     return std::string(what) + ": empty or oversized attention";
-  cudaError_t e = a.d <= 32 ? Launch<32>::run(a) : a.d <= 64 ? Launch<64>::run(a) : Launch<128>::run(a);
+  auto byHeadDim = [&](auto ops) {
+    using P = decltype(ops);
+    return a.d <= 32 ? Launch<P, 32>::run(a) : a.d <= 64 ? Launch<P, 64>::run(a) : Launch<P, 128>::run(a);
+  };
+  if (a.precision == AttnPrecision::BF16 && !a.work)
+    return std::string(what) + ": BF16 operands need a workspace of attentionWorkspaceBytes";
+  cudaError_t e = a.precision == AttnPrecision::BF16 ? byHeadDim(Bf16Ops{}) : byHeadDim(Tf32Ops{});
   if (e != cudaSuccess)
     return std::string(what) + ": " + cudaGetErrorString(e);
   return check(what);
@@ -381,32 +577,61 @@ template <typename Kernel> cudaError_t prepare(Kernel k, size_t smem) {
 
 int tiles(int n, int per) { return (n + per - 1) / per; }
 
-template <int D> struct ForwardLaunch {
-  static cudaError_t run(const AttnArgs &a) {
-    size_t smem = size_t(2 * kKeyTile * (D + 4)) * 4;
-    static cudaError_t ready = prepare(attnForwardKernel<D>, smem);
+/// Shared memory for `rows` tile rows of width D in precision P.
+template <class P, int D> constexpr size_t tileBytes(int rows) {
+  return size_t(rows) * P::stride(D) * sizeof(typename P::Elem);
+}
+
+int paddedHeadDim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+/// BF16: converts Q, K, V (and dY for the backward) into the workspace and points a.qb... at them.
+template <class P, int D> cudaError_t stageOperands(AttnArgs &a, bool backward) {
+  if constexpr (P::kPadded) {
+    uint16_t *w = static_cast<uint16_t *>(a.work);
+    const int64_t qRows = a.batch * a.tq, kRows = a.batch * a.tk;
+    ToBf16 job{{a.q, a.k, a.v, a.dy}, {}, {qRows, kRows, kRows, qRows}};
+    for (int i = 0; i < (backward ? 4 : 3); ++i) {
+      job.dst[i] = w;
+      w += (job.rows[i] * D + 127) / 128 * 128; // 256-byte aligned segments
+    }
+    a.qb = job.dst[0], a.kb = job.dst[1], a.vb = job.dst[2], a.dyb = backward ? job.dst[3] : nullptr;
+    int64_t most = std::max(qRows, kRows) * (D / 8);
+    unsigned blocks = unsigned(std::min<int64_t>((most + 255) / 256, 4096));
+    attnToBf16Kernel<D><<<dim3(blocks, backward ? 4u : 3u), 256, 0, a.stream>>>(job, a.d);
+  }
+  return cudaSuccess;
+}
+
+template <class P, int D> struct ForwardLaunch {
+  static cudaError_t run(AttnArgs a) {
+    constexpr size_t smem = tileBytes<P, D>(kBlockRows + P::kStages * 2 * kKeyTile);
+    static cudaError_t ready = prepare(attnForwardKernel<P, D>, smem);
     if (ready != cudaSuccess)
       return ready;
-    attnForwardKernel<D><<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kBlockRows))), kThreads, smem, a.stream>>>(a);
+    stageOperands<P, D>(a, false);
+    attnForwardKernel<P, D>
+        <<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kBlockRows))), kThreads, smem, a.stream>>>(a);
     return cudaSuccess;
   }
 };
 
-template <int D> struct BackwardLaunch {
-  static cudaError_t run(const AttnArgs &a) {
-    size_t kvSmem = size_t((2 * kBlockRows + 2 * kQueryTile) * (D + 4) + 2 * kQueryTile) * 4;
-    size_t qSmem = size_t((2 * kBlockRows + 2 * kKeyTile) * (D + 4)) * 4;
+template <class P, int D> struct BackwardLaunch {
+  static cudaError_t run(AttnArgs a) {
+    constexpr size_t kvSmem = tileBytes<P, D>(2 * kBlockRows + P::kStages * 2 * kQueryTile) +
+                              P::kStages * 2 * kQueryTile * sizeof(float);
+    constexpr size_t qSmem = tileBytes<P, D>(2 * kBlockRows + P::kStages * 2 * kKeyTile);
     static cudaError_t ready = [&] {
-      cudaError_t e = prepare(attnBackwardKVKernel<D>, kvSmem);
-      return e != cudaSuccess ? e : prepare(attnBackwardQKernel<D>, qSmem);
+      cudaError_t e = prepare(attnBackwardKVKernel<P, D>, kvSmem);
+      return e != cudaSuccess ? e : prepare(attnBackwardQKernel<P, D>, qSmem);
     }();
     if (ready != cudaSuccess)
       return ready;
     int64_t rows = a.batch * a.tq;
     attnDeltaKernel<<<unsigned((rows + 7) / 8), 256, 0, a.stream>>>(a.dy, a.yIn, rows, a.d, a.delta);
-    attnBackwardKVKernel<D>
+    stageOperands<P, D>(a, true);
+    attnBackwardKVKernel<P, D>
         <<<dim3(unsigned(a.batch), unsigned(tiles(a.tk, kBlockRows))), kThreads, kvSmem, a.stream>>>(a);
-    attnBackwardQKernel<D>
+    attnBackwardQKernel<P, D>
         <<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kBlockRows))), kThreads, qSmem, a.stream>>>(a);
     return cudaSuccess;
   }
@@ -414,7 +639,14 @@ template <int D> struct BackwardLaunch {
 
 } // namespace
 
-std::string attentionForward(const AttnArgs &a) { return byHeadDim<ForwardLaunch>(a, "attention"); }
-std::string attentionBackward(const AttnArgs &a) { return byHeadDim<BackwardLaunch>(a, "attention gradient"); }
+size_t attentionWorkspaceBytes(const AttnArgs &a, bool backward) {
+  if (a.precision != AttnPrecision::BF16)
+    return 0;
+  auto seg = [&](int64_t rows) { return size_t(rows * paddedHeadDim(a.d) * 2 + 255) / 256 * 256; };
+  return seg(a.batch * a.tq) * (backward ? 2 : 1) + 2 * seg(a.batch * a.tk);
+}
+
+std::string attentionForward(const AttnArgs &a) { return launch<ForwardLaunch>(a, "attention"); }
+std::string attentionBackward(const AttnArgs &a) { return launch<BackwardLaunch>(a, "attention gradient"); }
 
 } // namespace octet::rt::cuda::dev

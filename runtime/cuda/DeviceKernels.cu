@@ -380,6 +380,38 @@ struct TileArgs {
 };
 constexpr int kTile = 32, kTileRows = 8;
 
+/// Byte transposes (FP8 GEMM operands cuBLASLt wants K-contiguous) in 64 x 64 tiles with 16-byte
+/// loads and stores: transposeTileKernel's 32-byte warp accesses reach a fraction of HBM bandwidth
+/// for one-byte elements. Needs P, Q, srcQ, dstP and every offset multiples of 16.
+constexpr int kByteTile = 64, kByteTileStride = kByteTile + 4; // 17-word rows: two-way conflicts at most
+__global__ void __launch_bounds__(256) transposeBytesKernel(const uint8_t *src, uint8_t *dst, TileArgs t) {
+  __shared__ __align__(16) uint8_t tile[kByteTile * kByteTileStride];
+  const uint32_t q0 = (blockIdx.x % t.tilesQ) * kByteTile, p0 = (blockIdx.x / t.tilesQ) * kByteTile;
+  const uint32_t k = threadIdx.x / 4, c = (threadIdx.x % 4) * 16;
+  for (uint32_t r = blockIdx.y; r < t.R; r += gridDim.y) {
+    int32_t off[2];
+    offsets32<2>(r, t.rest, off);
+    if (p0 + c < t.P && q0 + k < t.Q) { // source row q0 + k, bytes p0 + c .. + 15
+      uint4 v = *reinterpret_cast<const uint4 *>(src + off[0] + int32_t(p0 + c) + int32_t(q0 + k) * t.srcQ);
+      uint32_t *row = reinterpret_cast<uint32_t *>(tile + k * kByteTileStride + c);
+      row[0] = v.x, row[1] = v.y, row[2] = v.z, row[3] = v.w;
+    }
+    __syncthreads();
+    if (p0 + k < t.P && q0 + c < t.Q) { // destination row p0 + k, bytes q0 + c .. + 15
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t *col = tile + (c + 4 * i) * kByteTileStride + k;
+        w[i] = uint32_t(col[0]) | uint32_t(col[kByteTileStride]) << 8 | uint32_t(col[2 * kByteTileStride]) << 16 |
+               uint32_t(col[3 * kByteTileStride]) << 24;
+      }
+      *reinterpret_cast<uint4 *>(dst + off[1] + int32_t(p0 + k) * t.dstP + int32_t(q0 + c)) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    __syncthreads();
+  }
+}
+
 template <typename T> __global__ void transposeTileKernel(const T *src, T *dst, TileArgs t) {
   __shared__ T tile[kTile][kTile + 1];
   uint32_t q0 = (blockIdx.x % t.tilesQ) * kTile, p0 = (blockIdx.x / t.tilesQ) * kTile;
@@ -1055,6 +1087,16 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
         rd.d[rd.rank++] = a.shape.d[d];
       }
     toIx32(rd, rs, 2, t.R, t.rest);
+    bool bytes16 = a.elemSize == 1 && t.P % 16 == 0 && t.Q % 16 == 0 && t.srcQ % 16 == 0 && t.dstP % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && reinterpret_cast<uintptr_t>(a.dst) % 16 == 0;
+    for (int d = 0; d < rd.rank; ++d)
+      bytes16 = bytes16 && rs[0].s[d] % 16 == 0 && rs[1].s[d] % 16 == 0;
+    if (bytes16) {
+      t.tilesQ = (t.Q + kByteTile - 1) / kByteTile;
+      dim3 grid(t.tilesQ * ((t.P + kByteTile - 1) / kByteTile), std::min<uint32_t>(t.R, 65535));
+      transposeBytesKernel<<<grid, 256, 0, s>>>(static_cast<const uint8_t *>(a.src), static_cast<uint8_t *>(a.dst), t);
+      return check("stridedCopy");
+    }
     dim3 grid(t.tilesQ * ((t.P + kTile - 1) / kTile), std::min<uint32_t>(t.R, 65535)), block(kTile, kTileRows);
     ok = bySize(a.elemSize, [&](auto e) {
       using T = decltype(e);

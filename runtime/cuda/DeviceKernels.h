@@ -244,7 +244,9 @@ std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s);
 constexpr int kAttentionMaxHeadDim = kCudaAttentionMaxHeadDim;
 /// Q, K, V, Y, dY, dQ, dK, dV are [batch, t, d] contiguous (K, V: tk rows), LSE and delta
 /// [batch, tq]. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
-/// uses `delta` (batch * tq floats of scratch) and writes dq, dk, dv.
+/// uses `delta` (batch * tq floats of scratch) and writes dq, dk, dv. `precision` is the tensor-core
+/// operand type (FP32 accumulation either way).
+enum class AttnPrecision { TF32, BF16 };
 struct AttnArgs {
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   float *y = nullptr, *lse = nullptr;
@@ -254,8 +256,12 @@ struct AttnArgs {
   int tq = 0, tk = 0, d = 0;
   float scale = 1.0f;
   bool causal = false;
+  AttnPrecision precision = AttnPrecision::TF32;
+  void *work = nullptr; // BF16: attentionWorkspaceBytes of device memory (the operands' BF16 copies)
   cudaStream_t stream = nullptr;
+  const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr, *dyb = nullptr; // set by the launchers
 };
+size_t attentionWorkspaceBytes(const AttnArgs &a, bool backward);
 std::string attentionForward(const AttnArgs &a);
 std::string attentionBackward(const AttnArgs &a);
 

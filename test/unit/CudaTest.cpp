@@ -353,8 +353,13 @@ template <typename T> void expectTransposeMatches(const std::vector<int64_t> &xs
 
 TEST(CudaKernels, TransposesMatchTheHost) {
   REQUIRE_GPU();
-  // Tiled (the unit-stride dims differ; edges not multiples of 32) and plain strided copies.
+  // Tiled (the unit-stride dims differ; edges not multiples of 32) and plain strided copies; byte
+  // transposes with 16-byte multiples take the 64 x 64 tile kernel (edges not multiples of 64,
+  // batched, and FP8 GEMM operand shapes).
   for (auto [shape, perm] : std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>{
+           {{80, 208}, {1, 0}},
+           {{2048, 768}, {1, 0}},
+           {{3, 48, 112}, {0, 2, 1}},
            {{37, 70}, {1, 0}},
            {{3, 45, 33}, {0, 2, 1}},
            {{2, 5, 40, 9}, {0, 2, 1, 3}},
@@ -799,9 +804,6 @@ double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
   return std::sqrt(e / r);
 }
 
-/// octet::Attention and octet::AttentionGrad on tensor cores (TF32) against the CPU reference:
-/// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
-/// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.
 /// ReduceSum, ReduceSumSquare (the optimizer's per-parameter norms), ReduceMean and ReduceMax of a
 /// plan on the GPU against the CPU executor: full reductions of 4M + 3 elements (chunked, 16-byte
 /// loads and a scalar tail), rows of [2048, 2048], rows and columns of [37, 129] (rows of 129 start
@@ -928,55 +930,140 @@ TEST(CudaExecutor, InPlaceStateUpdates) {
   expectState(4);
 }
 
+/// octet::Attention and octet::AttentionGrad on tensor cores, TF32 and BF16 operands, against the CPU reference:
+/// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
+/// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.
 TEST(CudaKernels, AttentionMatchesTheCpu) {
   REQUIRE_GPU();
   struct Case {
     int64_t batch, tq, tk, d;
     bool causal;
   };
-  for (Case cs : {Case{3, 100, 100, 40, true}, Case{2, 77, 130, 64, false}, Case{2, 192, 192, 128, true},
-                  Case{1, 65, 65, 18, true}, Case{4, 33, 20, 100, false}}) {
-    SCOPED_TRACE("batch " + std::to_string(cs.batch) + " tq " + std::to_string(cs.tq) + " tk " +
-                 std::to_string(cs.tk) + " d " + std::to_string(cs.d) + (cs.causal ? " causal" : ""));
-    std::mt19937 rng(uint32_t(cs.tq * 7 + cs.d));
-    Tensor q = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1.0f), k = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f),
-           v = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f), dy = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1e-3f);
-    float scale = 1.0f / std::sqrt(float(cs.d));
-    std::map<std::string, Attr> attrs;
-    attrs["scale"].kind = Attr::Float;
-    attrs["scale"].f = scale;
-    attrs["is_causal"].kind = Attr::Int;
-    attrs["is_causal"].i = cs.causal;
-    std::vector<TensorPtr> fwd = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
-    std::vector<TensorPtr> bwd = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *fwd[0], *fwd[1], dy}, 3);
+  for (dev::AttnPrecision precision : {dev::AttnPrecision::TF32, dev::AttnPrecision::BF16}) {
+    bool bf16 = precision == dev::AttnPrecision::BF16;
+    // Normwise bounds: TF32 rounds operands to 11 significant bits, BF16 to 8 (unit roundoff 2^-9);
+    // a wrong fragment or mask gives errors of order one.
+    const double tol = bf16 ? 1e-2 : 1e-3;
+    for (Case cs : {Case{3, 100, 100, 40, true}, Case{2, 77, 130, 64, false}, Case{2, 192, 192, 128, true},
+                    Case{1, 65, 65, 18, true}, Case{4, 33, 20, 100, false}, Case{2, 256, 256, 128, false}}) {
+      SCOPED_TRACE(std::string(bf16 ? "BF16" : "TF32") + " batch " + std::to_string(cs.batch) + " tq " +
+                   std::to_string(cs.tq) + " tk " + std::to_string(cs.tk) + " d " + std::to_string(cs.d) +
+                   (cs.causal ? " causal" : ""));
+      std::mt19937 rng(uint32_t(cs.tq * 7 + cs.d));
+      Tensor q = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1.0f),
+             k = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f), v = randomTensor({cs.batch, cs.tk, cs.d}, rng, 1.0f),
+             dy = randomTensor({cs.batch, cs.tq, cs.d}, rng, 1e-3f);
+      float scale = 1.0f / std::sqrt(float(cs.d));
+      std::map<std::string, Attr> attrs;
+      attrs["scale"].kind = Attr::Float;
+      attrs["scale"].f = scale;
+      attrs["is_causal"].kind = Attr::Int;
+      attrs["is_causal"].i = cs.causal;
+      std::vector<TensorPtr> fwd = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
+      std::vector<TensorPtr> bwd = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *fwd[0], *fwd[1], dy}, 3);
 
-    size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * cs.tq);
-    DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), dyOut(nq), dlse(rows), dgq(nq), dgk(nk), dgv(nk), delta(rows);
-    auto vec = [](const Tensor &t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
-    dq.upload(vec(q));
-    dk.upload(vec(k));
-    dv.upload(vec(v));
-    ddy.upload(vec(dy));
-    dev::AttnArgs a;
-    a.q = dq.p, a.k = dk.p, a.v = dv.p, a.y = dyOut.p, a.lse = dlse.p;
-    a.batch = cs.batch, a.tq = int(cs.tq), a.tk = int(cs.tk), a.d = int(cs.d), a.scale = scale, a.causal = cs.causal;
-    ASSERT_EQ(dev::attentionForward(a), "");
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_LE(normwiseError(dyOut.download(), *fwd[0]), 1e-3) << "Y";
-    std::vector<float> lse = dlse.download();
-    for (size_t i = 0; i < rows; ++i)
-      ASSERT_NEAR(lse[i], fwd[1]->data<float>()[i], 1e-3f * std::max(1.0f, std::fabs(fwd[1]->data<float>()[i])))
-          << "LSE row " << i;
-    // The backward from the CPU's Y and LSE.
-    DeviceBuffer<float> yIn(nq), lseIn(rows);
-    yIn.upload(vec(*fwd[0]));
-    lseIn.upload(vec(*fwd[1]));
-    a.yIn = yIn.p, a.lseIn = lseIn.p, a.dy = ddy.p, a.dq = dgq.p, a.dk = dgk.p, a.dv = dgv.p, a.delta = delta.p;
-    ASSERT_EQ(dev::attentionBackward(a), "");
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_LE(normwiseError(dgq.download(), *bwd[0]), 1e-3) << "dQ";
-    EXPECT_LE(normwiseError(dgk.download(), *bwd[1]), 1e-3) << "dK";
-    EXPECT_LE(normwiseError(dgv.download(), *bwd[2]), 1e-3) << "dV";
+      size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * cs.tq);
+      DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), dyOut(nq), dlse(rows), dgq(nq), dgk(nk), dgv(nk),
+          delta(rows);
+      auto vec = [](const Tensor &t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
+      dq.upload(vec(q));
+      dk.upload(vec(k));
+      dv.upload(vec(v));
+      ddy.upload(vec(dy));
+      dev::AttnArgs a;
+      a.q = dq.p, a.k = dk.p, a.v = dv.p, a.y = dyOut.p, a.lse = dlse.p;
+      a.batch = cs.batch, a.tq = int(cs.tq), a.tk = int(cs.tk), a.d = int(cs.d), a.scale = scale,
+      a.causal = cs.causal, a.precision = precision;
+      DeviceBuffer<float> work(dev::attentionWorkspaceBytes(a, true) / 4 + 1);
+      a.work = work.p;
+      ASSERT_EQ(dev::attentionForward(a), "");
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LE(normwiseError(dyOut.download(), *fwd[0]), tol) << "Y";
+      std::vector<float> lse = dlse.download();
+      for (size_t i = 0; i < rows; ++i)
+        ASSERT_NEAR(lse[i], fwd[1]->data<float>()[i], tol * std::max(1.0f, std::fabs(fwd[1]->data<float>()[i])))
+            << "LSE row " << i;
+      // The backward from the CPU's Y and LSE.
+      DeviceBuffer<float> yIn(nq), lseIn(rows);
+      yIn.upload(vec(*fwd[0]));
+      lseIn.upload(vec(*fwd[1]));
+      a.yIn = yIn.p, a.lseIn = lseIn.p, a.dy = ddy.p, a.dq = dgq.p, a.dk = dgk.p, a.dv = dgv.p, a.delta = delta.p;
+      ASSERT_EQ(dev::attentionBackward(a), "");
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_LE(normwiseError(dgq.download(), *bwd[0]), tol) << "dQ";
+      EXPECT_LE(normwiseError(dgk.download(), *bwd[1]), tol) << "dK";
+      EXPECT_LE(normwiseError(dgv.download(), *bwd[2]), tol) << "dV";
+    }
   }
+}
+
+/// OCTET_CUDA_ATTENTION's values; anything else is refused with the variable named (no GPU needed).
+TEST(CudaOptions, AttentionPrecisionValues) {
+  EXPECT_EQ(cuda::parseAttentionPrecision("auto"), cuda::CudaOptions::Attention::Auto);
+  EXPECT_EQ(cuda::parseAttentionPrecision("tf32"), cuda::CudaOptions::Attention::TF32);
+  EXPECT_EQ(cuda::parseAttentionPrecision("bf16"), cuda::CudaOptions::Attention::BF16);
+  try {
+    cuda::parseAttentionPrecision("fp16");
+    ADD_FAILURE() << "fp16 was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("OCTET_CUDA_ATTENTION='fp16'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("auto, tf32 or bf16"), std::string::npos) << e.what();
+  }
+}
+
+/// A plan's octet::Attention runs with BF16 operands when the plan has an FP8 recipe and with TF32
+/// ones when it has none (CudaOptions::Attention::Auto), and as the option says otherwise: BF16's
+/// error against the CPU is that of 8-bit significands (above TF32's bound, below BF16's).
+TEST(CudaExecutor, AttentionPrecisionFollowsTheRecipe) {
+  REQUIRE_GPU();
+  const int64_t B = 2, T = 128, D = 64;
+  Plan plan;
+  auto value = [&](const std::string &name, Shape s) {
+    PlanValue v;
+    v.name = name;
+    v.hasShape = true;
+    v.shape = std::move(s);
+    plan.values.push_back(v);
+    return int(plan.values.size() - 1);
+  };
+  int q = value("q", {B, T, D}), k = value("k", {B, T, D}), v = value("v", {B, T, D});
+  int y = value("y", {B, T, D}), lse = value("lse", {B, T});
+  plan.inputs = {q, k, v};
+  plan.outputs = {y, lse};
+  PlanOp op;
+  op.type = "octet::Attention";
+  op.name = "attention";
+  op.inputs = {q, k, v};
+  op.outputs = {y, lse};
+  op.attrs["scale"].kind = Attr::Float;
+  op.attrs["scale"].f = 0.125f;
+  op.attrs["is_causal"].kind = Attr::Int;
+  op.attrs["is_causal"].i = 1;
+  plan.ops.push_back(op);
+  std::mt19937 rng(11);
+  std::map<std::string, TensorPtr> in;
+  for (const char *n : {"q", "k", "v"})
+    in[n] = std::make_shared<Tensor>(randomTensor({B, T, D}, rng, 1.0f));
+  Executor cpu(plan);
+  cpu.run(in, false);
+  auto error = [&](const std::string &recipe, cuda::CudaOptions::Attention a) {
+    Plan p = plan;
+    p.recipe = recipe;
+    cuda::CudaOptions o;
+    o.attention = a;
+    auto gpu = cuda::makeCudaRunner(p, o);
+    gpu->run(in, false);
+    TensorPtr got = gpu->value(y);
+    EXPECT_TRUE(got);
+    return got ? normwiseError(std::vector<float>(got->data<float>(), got->data<float>() + got->numel()), *cpu.value(y))
+               : 1.0;
+  };
+  using A = cuda::CudaOptions::Attention;
+  double tf32 = error("", A::Auto), bf16 = error("te", A::Auto);
+  EXPECT_LT(tf32, 1e-3);
+  EXPECT_GT(bf16, 1e-3);
+  EXPECT_LT(bf16, 1e-2);
+  EXPECT_EQ(error("te", A::TF32), tf32); // the option overrides the recipe, bit for bit the same kernels
+  EXPECT_EQ(error("", A::BF16), bf16);
 }
 } // namespace

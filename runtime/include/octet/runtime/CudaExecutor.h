@@ -23,11 +23,19 @@ struct CudaOptions {
   bool tf32 = false;  // float32 MatMul/Gemm on TF32 tensor cores (default: exact FP32)
   bool jit = true;    // generated kernels (NVRTC) for Pointwise programs (else, or without NVRTC,
                       // the interpreter kernel)
+  /// Tensor-core operands of octet::Attention/AttentionGrad (FP32 accumulation either way). Auto:
+  /// BF16 for plans of an FP8 recipe (the precision autocast gives attention in those recipes),
+  /// TF32 for plans without one (close to the FP32 reference).
+  enum class Attention { Auto, TF32, BF16 };
+  Attention attention = Attention::Auto;
 };
+
+/// Parses OCTET_CUDA_ATTENTION's value (auto, tf32, bf16); throws Error naming the variable otherwise.
+CudaOptions::Attention parseAttentionPrecision(const std::string &v);
 
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
-/// OCTET_CUDA_TF32=1 and OCTET_CUDA_JIT=0.
+/// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0 and OCTET_CUDA_ATTENTION=auto|tf32|bf16.
 void registerBackend();
 
 /// Throws Error when no usable GPU is present or the plan needs FP8 and the
@@ -37,11 +45,12 @@ std::unique_ptr<Runner> makeCudaRunner(Plan plan, CudaOptions o = {});
 
 /// Differential check of every GPU kernel the plan uses: runs the plan once on
 /// the CPU reference, then each op on the GPU from the CPU's own inputs, and
-/// compares outputs (FP8, integer and boolean values bit for bit; GEMMs by
-/// ||error|| / ||reference|| <= 1e-3; other floats by max |error| / max
-/// |reference| <= 1e-5). Prints one
+/// compares outputs (FP8, integer and boolean values bit for bit; GEMMs and
+/// TF32 attention by ||error|| / ||reference|| <= 1e-3, BF16 attention by
+/// <= 1e-2; other floats by max |error| / max |reference| <= 1e-5). Prints one
 /// line per op type; returns the number of ops out of tolerance.
-int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os);
+int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os,
+                    CudaOptions o = {});
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,
 /// state, scratch, workspaces), and the device's name.
