@@ -237,6 +237,28 @@ __device__ __forceinline__ bool hidden(const AttnArgs &a, int key, int query) {
   return key >= a.tk || query >= a.tq || (a.causal && key > query);
 }
 
+/// The head of iteration `it` of a loop that streams tiles through P::kStages buffers: with two
+/// stages, starts the next tile (`issue(next, stage)`, when there is one) and waits for this one;
+/// with one, this tile was loaded synchronously by tileDone. Then a barrier: the tile is visible.
+template <class P, class Issue>
+__device__ __forceinline__ void tileReady(const Issue &issue, bool more, int next, int it) {
+  if (P::kStages > 1 && more) {
+    issue(next, (it + 1) % P::kStages);
+    P::template wait<1>();
+  } else {
+    P::template wait<0>();
+  }
+  __syncthreads();
+}
+
+/// The end of an iteration: every warp is done with this tile's buffer before it is refilled
+/// (with one stage, refilled now).
+template <class P, class Issue> __device__ __forceinline__ void tileDone(const Issue &issue, bool more, int next) {
+  __syncthreads();
+  if (P::kStages == 1 && more)
+    issue(next, 0);
+}
+
 /// Whether any key of [key0, key0 + keys) may be hidden from a query of [query0, query0 + queries):
 /// only such tiles pay for the per-element test.
 __device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, int query0, int queries) {
@@ -269,13 +291,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
   issue(0, 0);
   for (int k0 = 0, it = 0; k0 < kEnd; k0 += kKeyTile, ++it) {
     const bool more = k0 + kKeyTile < kEnd;
-    if (P::kStages > 1 && more) {
-      issue(k0 + kKeyTile, (it + 1) % P::kStages);
-      P::template wait<1>();
-    } else {
-      P::template wait<0>();
-    }
-    __syncthreads();
+    tileReady<P>(issue, more, k0 + kKeyTile, it);
     const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
     float s[kKeyTile / 8][4] = {};
     P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
@@ -322,9 +338,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
       o[n][3] *= al1;
     }
     P::template probsByRows<D, kKeyTile / 8>(o, s, vs, lane);
-    __syncthreads(); // every warp is done with this stage before it is refilled
-    if (P::kStages == 1 && more)
-      issue(k0 + kKeyTile, 0);
+    tileDone<P>(issue, more, k0 + kKeyTile);
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -431,13 +445,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     issue(iStart, 0);
   for (int i0 = iStart, it = 0; i0 < tq; i0 += kQueryTile, ++it) {
     const bool more = i0 + kQueryTile < tq;
-    if (P::kStages > 1 && more) {
-      issue(i0 + kQueryTile, (it + 1) % P::kStages);
-      P::template wait<1>();
-    } else {
-      P::template wait<0>();
-    }
-    __syncthreads();
+    tileReady<P>(issue, more, i0 + kQueryTile, it);
     const int st0 = it % P::kStages;
     const E *qs = qdy + st0 * 2 * kQueryTile * S, *dos = qs + kQueryTile * S;
     const float *lse2 = rowStats + st0 * 2 * kQueryTile, *dl = lse2 + kQueryTile;
@@ -458,9 +466,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
       }
     P::template probsByRows<D, kQueryTile / 8>(dv, st, dos, lane);
     P::template probsByRows<D, kQueryTile / 8>(dk, dpt, qs, lane);
-    __syncthreads();
-    if (P::kStages == 1 && more)
-      issue(i0 + kQueryTile, 0);
+    tileDone<P>(issue, more, i0 + kQueryTile);
   }
   float *dK = a.dk + int64_t(bh) * tk * d, *dV = a.dv + int64_t(bh) * tk * d;
 #pragma unroll
@@ -507,13 +513,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   issue(0, 0);
   for (int k0 = 0, it = 0; k0 < kEnd; k0 += kKeyTile, ++it) {
     const bool more = k0 + kKeyTile < kEnd;
-    if (P::kStages > 1 && more) {
-      issue(k0 + kKeyTile, (it + 1) % P::kStages);
-      P::template wait<1>();
-    } else {
-      P::template wait<0>();
-    }
-    __syncthreads();
+    tileReady<P>(issue, more, k0 + kKeyTile, it);
     const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
     P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
@@ -529,9 +529,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
         s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));
       }
     P::template probsByRows<D, kKeyTile / 8>(dq, s, ks, lane);
-    __syncthreads();
-    if (P::kStages == 1 && more)
-      issue(k0 + kKeyTile, 0);
+    tileDone<P>(issue, more, k0 + kKeyTile);
   }
   float *dQ = a.dq + int64_t(bh) * tq * d;
 #pragma unroll

@@ -794,6 +794,16 @@ Tensor randomTensor(const Shape &s, std::mt19937 &rng, float sd) {
 }
 
 /// ||gpu - cpu||_2 / ||cpu||_2, the CUDA backend's measure for tensor-core products.
+/// Appends a float32 value of shape `s` to `plan`; returns its id.
+int addValue(Plan &plan, const std::string &name, Shape s) {
+  PlanValue v;
+  v.name = name;
+  v.hasShape = true;
+  v.shape = std::move(s);
+  plan.values.push_back(v);
+  return int(plan.values.size() - 1);
+}
+
 double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
   double e = 0, r = 0;
   for (int64_t i = 0; i < cpu.numel(); ++i) {
@@ -813,14 +823,7 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
   std::mt19937 rng(5);
   for (Shape xs : {Shape{4 * 1024 * 1024 + 3}, Shape{2048, 2048}, Shape{37, 129}}) {
     Plan plan;
-    auto value = [&](const std::string &name, Shape s) {
-      PlanValue v;
-      v.name = name;
-      v.hasShape = true;
-      v.shape = std::move(s);
-      plan.values.push_back(v);
-      return int(plan.values.size() - 1);
-    };
+    auto value = [&](const std::string &name, Shape sh) { return addValue(plan, name, std::move(sh)); };
     int x = value("x", xs);
     plan.inputs = {x};
     Shape rows = xs.size() > 1 ? Shape{xs[0], 1} : Shape{1};
@@ -876,14 +879,7 @@ TEST(CudaExecutor, InPlaceStateUpdates) {
   REQUIRE_GPU();
   const int64_t n = 5000;
   Plan plan;
-  auto value = [&](const std::string &name) {
-    PlanValue v;
-    v.name = name;
-    v.hasShape = true;
-    v.shape = {n};
-    plan.values.push_back(v);
-    return int(plan.values.size() - 1);
-  };
+  auto value = [&](const std::string &name) { return addValue(plan, name, {n}); };
   int x = value("x"), st = value("s"), next = value("s.next");
   plan.inputs = {x};
   plan.outputs = {next};
@@ -1018,14 +1014,7 @@ TEST(CudaExecutor, AttentionPrecisionFollowsTheRecipe) {
   REQUIRE_GPU();
   const int64_t B = 2, T = 128, D = 64;
   Plan plan;
-  auto value = [&](const std::string &name, Shape s) {
-    PlanValue v;
-    v.name = name;
-    v.hasShape = true;
-    v.shape = std::move(s);
-    plan.values.push_back(v);
-    return int(plan.values.size() - 1);
-  };
+  auto value = [&](const std::string &name, Shape sh) { return addValue(plan, name, std::move(sh)); };
   int q = value("q", {B, T, D}), k = value("k", {B, T, D}), v = value("v", {B, T, D});
   int y = value("y", {B, T, D}), lse = value("lse", {B, T});
   plan.inputs = {q, k, v};
