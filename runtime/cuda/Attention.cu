@@ -237,6 +237,18 @@ __device__ __forceinline__ bool hidden(const AttnArgs &a, int key, int query) {
   return key >= a.tk || query >= a.tq || (a.causal && key > query);
 }
 
+/// Starts loading K and V rows [k0, k0 + kKeyTile) of one head into stage `st` of `kv` (the
+/// forward's and dQ's streamed tiles), as one cp.async group.
+template <class P, int D>
+__device__ __forceinline__ void issueKeysValues(typename P::Elem *kv, int st, const typename P::Src *K,
+                                                const typename P::Src *V, int k0, int tk, int ld, int d) {
+  constexpr int S = P::stride(D);
+  typename P::Elem *ks = kv + st * 2 * kKeyTile * S;
+  loadTile<P, D>(ks, K + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+  loadTile<P, D>(ks + kKeyTile * S, V + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
+  P::commit();
+}
+
 /// The head of iteration `it` of a loop that streams tiles through P::kStages buffers: with two
 /// stages, starts the next tile (`issue(next, stage)`, when there is one) and waits for this one;
 /// with one, this tile was loaded synchronously by tileDone. Then a barrier: the tile is visible.
@@ -276,12 +288,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
   const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
   const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
             *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld;
-  auto issue = [&](int k0, int st) { // K and V rows [k0, k0 + kKeyTile) into stage st
-    E *ks = kv + st * 2 * kKeyTile * S;
-    loadTile<P, D>(ks, K + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
-    loadTile<P, D>(ks + kKeyTile * S, V + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
-    P::commit();
-  };
+  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   float o[D / 8][4] = {};
@@ -496,12 +503,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
             *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, *dY = P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
-  auto issue = [&](int k0, int st) {
-    E *ks = kv + st * 2 * kKeyTile * S;
-    loadTile<P, D>(ks, K + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
-    loadTile<P, D>(ks + kKeyTile * S, V + int64_t(k0) * ld, kKeyTile, tk - k0, ld, d);
-    P::commit();
-  };
+  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   loadTile<P, D>(dos, dY + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
