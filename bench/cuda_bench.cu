@@ -1,7 +1,8 @@
 //===- cuda_bench.cpp - Micro-benchmarks of the CUDA kernels -----------------===//
 //
 // octet-cuda-bench gemm M N K...   FP8 GEMM (E4M3, fast accumulation, BF16 out)
-// octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor
+// octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor, and the same
+//                                  writing the transposed copy too (cast-transpose)
 // octet-cuda-bench copy BYTES      device-to-device copy (the HBM roofline)
 // octet-cuda-bench transpose ROWS COLS  byte transpose (an FP8 GEMM operand made K-contiguous)
 // octet-cuda-bench attention HEADS T D CAUSAL
@@ -137,9 +138,10 @@ int main(int argc, char **argv) {
         else
           fillValues<<<1024, 256>>>(static_cast<float *>(x), n, ++seed);
       }
-      uint8_t *q;
+      uint8_t *q, *qt;
       float *si, *amax;
       CHECK(cudaMalloc(&q, n));
+      CHECK(cudaMalloc(&qt, n));
       CHECK(cudaMalloc(&si, 4));
       CHECK(cudaMalloc(&amax, 4));
       float one = 1.0f;
@@ -151,9 +153,26 @@ int main(int argc, char **argv) {
       double gbs = double(inBytes + n) / ms / 1e6;
       std::printf("{\"kernel\": \"cast_amax\", \"input\": \"%s\", \"elements\": %zu, \"ms\": %.5f, \"GBps\": %.0f}\n",
                   bf16 ? "bf16" : "f32", n, ms, gbs);
+      int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]);
+      std::string err;
+      double tms = medianMs([&](int i) {
+        cudaMemsetAsync(amax, 0, 4);
+        std::string e = cuda::castAmaxTranspose(X[i % 4], bf16 ? cuda::InType::BF16 : cuda::InType::F32, rows, cols,
+                                                si, cuda::Format::E4M3, q, qt, amax);
+        if (!e.empty())
+          err = e;
+      });
+      if (!err.empty()) {
+        std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
+        return 1;
+      }
+      std::printf("{\"kernel\": \"cast_amax_transpose\", \"input\": \"%s\", \"elements\": %zu, \"ms\": %.5f, "
+                  "\"GBps\": %.0f}\n",
+                  bf16 ? "bf16" : "f32", n, tms, double(inBytes + 2 * n) / tms / 1e6);
       for (auto x : X)
         cudaFree(x);
       cudaFree(q);
+      cudaFree(qt);
     }
     return 0;
   }

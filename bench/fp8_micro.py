@@ -3,8 +3,9 @@
 
 - FP8 GEMM: octet-cuda-bench (cuBLASLt, E4M3, fast accumulation, BF16 out) against
   torch._scaled_mm on the same shapes (row-major A [M,K], B as [N,K]: the same TN problem).
-- cast+amax: octet-cuda-bench against eager PyTorch (x.abs().max() and (x / s).to(float8))
-  on a 16384 x 4096 tensor, and against the device-to-device copy roofline.
+- cast+amax: octet-cuda-bench against eager PyTorch (x.abs().max() and (x / s).to(float8)) on a
+  16384 x 4096 tensor, and against the device-to-device copy roofline; "+T" rows also write the
+  transposed copy (cast-transpose; eager PyTorch: .t().contiguous() of the codes).
 - attention (the 1.3B GPT's shape: 16 heads, T 2048, d 128, causal): octet-cuda-bench's TF32 and
   BF16 kernels against torch's scaled_dot_product_attention in BF16 (flash attention), forward
   and forward+backward.
@@ -69,12 +70,18 @@ def main():
             amax = x.abs().max()
             q = (x / s).to(torch.float8_e4m3fn)
             return amax, q
-        t = median_ms(eager)
-        o = next(r for r in ours(a.bench, "cast", R, C) if r["input"] == name)
-        nbytes = R * C * (2 if name == "bf16" else 4) + R * C
-        rows["cast"].append({"input": name, "octet_ms": o["ms"], "torch_eager_ms": t, "octet_GBps": o["GBps"],
-                             "copy_GBps": copy["GBps"], "fraction_of_copy": o["GBps"] / copy["GBps"],
-                             "speedup_vs_eager": t / o["ms"], "roofline_ms": nbytes / copy["GBps"] / 1e6})
+        def eager_transposed(i): # the same plus the transposed copy a wgrad GEMM reads
+            amax, q = eager(i)
+            return amax, q, q.view(torch.uint8).t().contiguous()
+        runs = ours(a.bench, "cast", R, C)
+        for kernel, ref, extra in (("cast_amax", eager, 0), ("cast_amax_transpose", eager_transposed, R * C)):
+            t = median_ms(ref)
+            o = next(r for r in runs if r["input"] == name and r["kernel"] == kernel)
+            nbytes = R * C * (2 if name == "bf16" else 4) + R * C + extra
+            rows["cast"].append({"input": name + ("+T" if extra else ""), "octet_ms": o["ms"], "torch_eager_ms": t,
+                                 "octet_GBps": o["GBps"], "copy_GBps": copy["GBps"],
+                                 "fraction_of_copy": o["GBps"] / copy["GBps"], "speedup_vs_eager": t / o["ms"],
+                                 "roofline_ms": nbytes / copy["GBps"] / 1e6})
     H, T, D = 16, 2048, 128
     q, k, v = (torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dy = torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16)

@@ -5,10 +5,10 @@
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
 #           and Octet none / te / ao / msamp:O2, then a GPU profile of Octet te (by op type, and by
 #           op type and shape)
-#   ablate-S  Octet te on model size S with each optimization of the fourth pass switched off in
-#           turn (generated Pointwise kernels: OCTET_CUDA_JIT=0; fused cast+amax and in-place state
-#           updates: plans compiled without them by scripts/pack_devlib.sh) and the fifth pass's BF16
-#           attention (OCTET_CUDA_ATTENTION=tf32), ratios to the full plan
+#   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
+#           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
+#           fused cast+amax, in-place state updates, cast-transpose and sunk scale updates: plans
+#           compiled without them by scripts/pack_devlib.sh), then all of them, ratios to the full plan
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -67,7 +67,9 @@ ablate-*)
   variant tf32-attention "$p-te.plan" OCTET_CUDA_ATTENTION=tf32
   variant no-cast-amax "$p-te-no-fuse-cast-amax.plan"
   variant no-in-place "$p-te-no-in-place-updates.plan"
-  variant none-of-them "$p-te-no-both.plan" OCTET_CUDA_JIT=0
+  variant no-cast-transpose "$p-te-no-cast-transpose.plan"
+  variant no-sink-scales "$p-te-no-sink-scale-updates.plan"
+  variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

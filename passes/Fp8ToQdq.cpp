@@ -118,9 +118,16 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
       return finish({L.dequantize(d.getInput(), d.getScaleInv(), d.getType())});
     if (auto a = dyn_cast<fp8::AmaxOp>(op))
       return finish({L.amax(a.getInput(), a.getRowwise(), a.getType())});
-    if (auto ca = dyn_cast<fp8::CastAmaxOp>(op))
-      return finish({L.quantize(ca.getInput(), ca.getScaleInv(), ca.getOutput().getType(), ca.getSaturate()),
-                     L.amax(ca.getInput(), false, ca.getAmax().getType())});
+    if (auto ca = dyn_cast<fp8::CastAmaxOp>(op)) {
+      Value q = L.quantize(ca.getInput(), ca.getScaleInv(), ca.getOutput().getType(), ca.getSaturate());
+      SmallVector<Value, 3> results = {q, L.amax(ca.getInput(), false, ca.getAmax().getType())};
+      if (Value t = ca.getTransposed()) { // the codes as 2-D [rows, cols], transposed
+        auto tt = t.getType().cast<RankedTensorType>();
+        results.push_back(ox.op("Transpose", tt, {ox.reshape(q, {tt.getDimSize(1), tt.getDimSize(0)})},
+                                {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))}));
+      }
+      return finish(results);
+    }
     if (auto ds = dyn_cast<fp8::DynamicScaleOp>(op)) {
       Type t = ds.getAmax().getType();
       float fmax = float(fp8::getFormatMax(ds.getFormat()));

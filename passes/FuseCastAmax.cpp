@@ -74,7 +74,8 @@ struct FuseCastAmax : octet::impl::FuseCastAmaxBase<FuseCastAmax> {
           continue;
         OpBuilder b(at);
         auto fused = b.create<fp8::CastAmaxOp>(b.getFusedLoc({c.getLoc(), a->getLoc()}), c.getType(),
-                                              a->getType(), c.getInput(), c.getScaleInv(), c.getSaturate());
+                                              a->getType(), /*transposed=*/Type(), c.getInput(),
+                                              c.getScaleInv(), c.getSaturate());
         // The plan names the results as the two ops named theirs.
         auto nameOf = [&](Operation *op) -> Attribute {
           auto names = op->getAttrOfType<ArrayAttr>(octet::kResultNamesAttr);

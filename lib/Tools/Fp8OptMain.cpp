@@ -197,6 +197,20 @@ int octet::fp8OptMain(int argc, char **argv) {
                "tensor; default on; --fuse-cast-amax=false keeps two ops)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<bool> castTranspose(
+      "cast-transpose",
+      cl::desc("Plans: an fp8.cast_amax whose GEMM reads its codes transposed also writes that layout "
+               "(TransformerEngine's cast-transpose; needs --fuse-cast-amax; default on; --cast-transpose=false "
+               "leaves the transposes to the backend)"),
+      cl::init(true), cl::cat(recipeCat));
+
+  static cl::opt<bool> sinkScaleUpdates(
+      "sink-scale-updates",
+      cl::desc("Plans: the delayed-scaling updates of a step (fp8.delayed_scale) move, in order, to its end, "
+               "where a backend runs them as one launch (default on; --sink-scale-updates=false leaves each "
+               "after its amax)"),
+      cl::init(true), cl::cat(recipeCat));
+
   static cl::opt<bool> inPlaceUpdates(
       "in-place-updates",
       cl::desc("Plans: write a state's new value (parameters, moments, FP8 scaling state) over the state itself "
@@ -519,6 +533,10 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFusePointwise());
       if (out == Emit::Plan && fuseCastAmax)
         pm.addPass(createFuseCastAmax());
+      if (out == Emit::Plan && fuseCastAmax && castTranspose)
+        pm.addPass(createCastTranspose());
+      if (out == Emit::Plan && sinkScaleUpdates)
+        pm.addPass(createSinkScaleUpdates());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

@@ -26,6 +26,24 @@ template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F);
 }
 
+/// Block max of |x| bits, published with one atomicMax.
+__device__ void publishAmax(unsigned m, unsigned *amaxBits) {
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ unsigned warpMax[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    warpMax[warp] = m;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0u;
+    for (int o = 16; o > 0; o /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0)
+      atomicMax(amaxBits, m);
+  }
+}
+
 template <typename T, __nv_fp8_interpretation_t F>
 __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *__restrict__ scaleInv,
                                uint8_t *__restrict__ q, unsigned *__restrict__ amaxBits) {
@@ -58,20 +76,65 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
     m = max(m, __float_as_uint(fabsf(f)));
     q[i] = encode<F>(__fdiv_rn(f, si));
   }
-  for (int o = 16; o > 0; o /= 2)
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ unsigned warpMax[32];
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0)
-    warpMax[warp] = m;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0u;
-    for (int o = 16; o > 0; o /= 2)
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0)
-      atomicMax(amaxBits, m);
+  publishAmax(m, amaxBits);
+}
+
+constexpr int kCtTile = 64, kCtThreads = 256;
+
+/// One 64 x 64 tile of x [rows, cols] per block: the codes go to q row by row (8 per thread and
+/// load) and through shared memory to qt [cols, rows] (16 bytes per thread and store).
+template <typename T, __nv_fp8_interpretation_t F>
+__global__ void __launch_bounds__(kCtThreads)
+    castTransposeKernel(const T *__restrict__ x, int64_t rows, int64_t cols, const float *__restrict__ scaleInv,
+                        uint8_t *__restrict__ q, uint8_t *__restrict__ qt, unsigned *__restrict__ amaxBits) {
+  __shared__ __align__(16) uint8_t tile[kCtTile][kCtTile + 4];
+  const float si = *scaleInv;
+  int64_t r0 = int64_t(blockIdx.y) * kCtTile, c0 = int64_t(blockIdx.x) * kCtTile;
+  unsigned m = 0;
+  // Load: 64 rows of 64 elements, 8 elements (one or two 16-byte loads) per thread and pass.
+  constexpr int perRow = kCtTile / 8, rowsPerPass = kCtThreads / perRow;
+  int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
+#pragma unroll
+  for (int p = 0; p < kCtTile / rowsPerPass; ++p) {
+    int tr = lr + p * rowsPerPass;
+    int64_t r = r0 + tr, c = c0 + lc;
+    if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-element group is whole or absent
+      continue;
+    T in[8];
+    const T *src = x + r * cols + c;
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float4 *>(in) = reinterpret_cast<const float4 *>(src)[0];
+      *reinterpret_cast<float4 *>(in + 4) = reinterpret_cast<const float4 *>(src)[1];
+    } else {
+      *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
+    }
+    uint2 out;
+    uint8_t *o = reinterpret_cast<uint8_t *>(&out);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float f = toFloat(in[k]);
+      m = max(m, __float_as_uint(fabsf(f)));
+      o[k] = encode<F>(__fdiv_rn(f, si));
+    }
+    *reinterpret_cast<uint2 *>(q + r * cols + c) = out;
+    // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
+    // the 8 codes go to shared memory as two 4-byte words.
+    *reinterpret_cast<uint32_t *>(&tile[tr][lc]) = out.x;
+    *reinterpret_cast<uint32_t *>(&tile[tr][lc + 4]) = out.y;
   }
+  __syncthreads();
+  // Store: qt row c0 + j takes tile column j; thread (j, part) writes 16 consecutive rows of it.
+  int j = threadIdx.x / 4, part = threadIdx.x % 4;
+  int64_t c = c0 + j, r = r0 + part * 16;
+  if (c < cols && r < rows) { // rows is a multiple of 16
+    uint4 v;
+    uint8_t *b = reinterpret_cast<uint8_t *>(&v);
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      b[i] = tile[part * 16 + i][j];
+    *reinterpret_cast<uint4 *>(qt + c * rows + r) = v;
+  }
+  publishAmax(m, amaxBits);
 }
 
 std::string check(cudaError_t e, const char *what) {
@@ -127,6 +190,35 @@ std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, F
       castAmaxKernel<__nv_bfloat16, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits);
   }
   return check(cudaGetLastError(), "castAmax launch");
+}
+
+std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
+                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream) {
+  auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (rows % 16 || cols % 16 || !aligned(x) || !aligned(q) || !aligned(qt))
+    return "castAmaxTranspose: rows and cols must be multiples of 16 and x, q, qt 16-byte aligned";
+  if (rows == 0 || cols == 0)
+    return "";
+  dim3 grid(unsigned((cols + kCtTile - 1) / kCtTile), unsigned((rows + kCtTile - 1) / kCtTile));
+  if (grid.y > 65535)
+    return "castAmaxTranspose: more than 65535 row tiles";
+  auto *bits = reinterpret_cast<unsigned *>(amax);
+  if (t == InType::F32) {
+    auto *xp = static_cast<const float *>(x);
+    if (f == Format::E4M3)
+      castTransposeKernel<float, __NV_E4M3><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits);
+    else
+      castTransposeKernel<float, __NV_E5M2><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits);
+  } else {
+    auto *xp = static_cast<const __nv_bfloat16 *>(x);
+    if (f == Format::E4M3)
+      castTransposeKernel<__nv_bfloat16, __NV_E4M3><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt,
+                                                                                    bits);
+    else
+      castTransposeKernel<__nv_bfloat16, __NV_E5M2><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt,
+                                                                                    bits);
+  }
+  return check(cudaGetLastError(), "castAmaxTranspose launch");
 }
 
 } // namespace octet::rt::cuda

@@ -85,7 +85,17 @@ private:
   struct OpProgram {
     size_t op;
     std::vector<Step> steps;
+    std::vector<OpProgram> parts; // a fused run of ops: each op's own program (check() runs these)
   };
+  /// An fp8.delayed_scale's operands, for fusing runs of them (fuseDelayedScales()).
+  struct DelayedScaleOp {
+    cuda::DelayedScaleTensor t;
+    int64_t L;
+    int margin;
+    bool mostRecent, pow2;
+  };
+  std::map<size_t, DelayedScaleOp> delayedScales_; // by plan op index
+  void fuseDelayedScales();
   Plan plan_;
   CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
@@ -100,6 +110,9 @@ private:
   std::vector<void *> allocs_;
   size_t allocated_ = 0;
   std::vector<OpProgram> program_;
+  dev::SmallCopy *stateCopies_ = nullptr; // updateStates(): the small state copies, built on first use
+  int nStateCopies_ = 0;
+  bool stateCopiesBuilt_ = false;
   int *flags_ = nullptr;
   std::vector<std::string> flagWhat_;
   size_t scratchBytes_ = 0;
@@ -120,6 +133,7 @@ private:
   size_t stateBytes(int st) const;
   void saveInPlaceStates();
   void restoreInPlaceStates();
+  void updateStates();
   void printSlowestOps() const;
   void *alloc(size_t bytes);
   void *devicePtr(int id);
@@ -237,10 +251,11 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
         dyn = true;
     if (!dyn)
       continue;
-    OpProgram p{k, {}};
+    OpProgram p{k, {}, {}};
     compile(k, p.steps);
     program_.push_back(std::move(p));
   }
+  fuseDelayedScales();
   if (jit_) {
     std::string why = jit_->build();
     if (!why.empty()) {
@@ -587,7 +602,13 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
     if (a.nOut < 1024 && a.nRed >= 8192)
       a.chunks = int(std::clamp<int64_t>(a.nRed / 8192, 1, std::max<int64_t>(1, 4096 / a.nOut)));
   } else {
-    int64_t chunks = std::min<int64_t>((a.nRed + 63) / 64, std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
+    a.columns = a.type == int(DType::F32) && redDims.size() == 1 && outDims.size() == 1 && outStr[0] == 1 &&
+                redStr[0] == a.nOut && a.nOut % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    // Up to 262144 (output, chunk) pairs, chunks of at least 64 rows. Columns: about 64K threads
+    // of 8 per chunk and four outputs, each at least 8 rows (few partials per output to combine).
+    int64_t chunks = a.columns ? std::min<int64_t>((a.nRed + 63) / 64, std::max<int64_t>(1, 65536 * 4 / 8 / a.nOut))
+                               : std::min<int64_t>((a.nRed + 63) / 64,
+                                                   std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
     a.chunks = int(std::clamp<int64_t>(chunks, 1, 65535));
   }
   if (a.chunks > 1 || !a.innerContiguous)
@@ -760,6 +781,19 @@ void CudaExecutor::compileGemm(const PlanOp &op, std::vector<Step> &out) {
   out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
 }
 
+/// A stridedCopy of bytes src [rows, cols] -> dst [cols, rows] (FP8 codes for a GEMM's other layout).
+dev::CopyArgs byteTranspose(const void *src, void *dst, int64_t rows, int64_t cols) {
+  dev::CopyArgs c;
+  c.src = src;
+  c.dst = dst;
+  c.elemSize = 1;
+  c.shape = dimsOf({cols, rows});
+  c.srcStr = stridesOf({1, cols});
+  c.dstStr = stridesOf({rows, 1});
+  c.n = rows * cols;
+  return c;
+}
+
 Format fp8FormatOfType(DType t) { return t == DType::F8E5M2 ? Format::E5M2 : Format::E4M3; }
 
 void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
@@ -807,15 +841,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   out.push_back([=](cudaStream_t s) -> std::string {
     // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
     auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
-      dev::CopyArgs c; // src [cols, rows] -> [rows, cols]
-      c.src = src;
-      c.dst = scratch_ + off;
-      c.elemSize = 1;
-      c.shape = dimsOf({rows, cols});
-      c.srcStr = stridesOf({1, rows});
-      c.dstStr = stridesOf({cols, 1});
-      c.n = rows * cols;
-      err = dev::stridedCopy(c, s);
+      err = dev::stridedCopy(byteTranspose(src, scratch_ + off, cols, rows), s); // src [cols, rows] -> [rows, cols]
       return reinterpret_cast<const uint8_t *>(scratch_ + off);
     };
     const uint8_t *a = A, *b = B;
@@ -1296,7 +1322,32 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     auto *amax = static_cast<float *>(outPtr(1));
     bool sat = attrInt(op, "saturate", 1) != 0;
     auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
-    if (sat && (xt == DType::F32 || xt == DType::BF16) && aligned(xp, 16) && aligned(q, 8)) {
+    bool wide = xt == DType::F32 || xt == DType::BF16;
+    if (op.outputs.size() > 2 && op.outputs[2] >= 0) {
+      // The codes also transposed ([rows, cols] -> [cols, rows]) for a GEMM that reads them so.
+      Shape xs = shapeOf(x);
+      int64_t cols = xs.empty() ? 1 : xs.back(), rows = n / std::max<int64_t>(cols, 1);
+      if (shapeOf(op.outputs[2]) != Shape{cols, rows} || typeOf(op.outputs[2]) != ot)
+        fail(op, "the transposed result must be " + shapeString({cols, rows}) + " of the output's type");
+      auto *qt = static_cast<uint8_t *>(outPtr(2));
+      if (sat && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16)) {
+        cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+        cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+        out.push_back([=](cudaStream_t s) {
+          cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
+          if (e != cudaSuccess)
+            return std::string("cast_amax: ") + cudaGetErrorString(e);
+          return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s);
+        });
+        return;
+      }
+      out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
+      out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
+      dev::CopyArgs c = byteTranspose(q, qt, rows, cols);
+      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+      return;
+    }
+    if (sat && wide && aligned(xp, 16) && aligned(q, 8)) {
       // One pass (CastAmax.cu): the amax is a running atomic max, so it starts at zero.
       cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
       cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
@@ -1363,6 +1414,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     out.push_back([=](cudaStream_t s) {
       return delayedScaleAll(1, L, h, am, prev, fmt, margin, mostRecent, pow2, nh, sc, si, s);
     });
+    delayedScales_[k] = {{h, am, prev, nh, sc, si, fv != 0}, L, margin, mostRecent, pow2};
     return;
   }
   if (t == "Shape" || t == "ConstantOfShape" || t == "Range" || t == "Trilu")
@@ -1447,14 +1499,74 @@ void CudaExecutor::body(bool updateState) {
     ++profiledRuns_;
   }
   if (updateState)
-    for (auto &[st, v] : plan_.stateUpdates) {
-      if (ptr_[size_t(v)] == ptr_[size_t(st)])
-        continue; // written in place
-      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
-                "state update");
-    }
+    updateStates();
   else
     restoreInPlaceStates();
+}
+
+/// The new values of the states not updated in place move over the old: those up to 64 KiB (the
+/// FP8 scaling state: a history, scale and scale_inv per tensor) in one smallCopies launch, larger
+/// ones (parameters and moments of plans without in-place updates) as copies of their own.
+void CudaExecutor::updateStates() {
+  constexpr size_t kSmall = 64 << 10;
+  if (!stateCopiesBuilt_) {
+    std::vector<dev::SmallCopy> small;
+    for (auto &[st, v] : plan_.stateUpdates)
+      if (ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) <= kSmall)
+        small.push_back({devicePtr(v), ptr_[size_t(st)], stateBytes(st)});
+    if (!small.empty()) {
+      stateCopies_ = static_cast<dev::SmallCopy *>(alloc(small.size() * sizeof(dev::SmallCopy)));
+      cudaCheck(cudaMemcpy(stateCopies_, small.data(), small.size() * sizeof(dev::SmallCopy), cudaMemcpyHostToDevice),
+                "upload");
+    }
+    nStateCopies_ = int(small.size());
+    stateCopiesBuilt_ = true;
+  }
+  if (std::string e = dev::smallCopies(stateCopies_, nStateCopies_, stream_); !e.empty())
+    throw Error("state update on the GPU: " + e);
+  for (auto &[st, v] : plan_.stateUpdates)
+    if (ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) > kSmall)
+      cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
+                "state update");
+}
+
+/// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
+/// puts a step's scaling updates together at its end) become one delayedScaleList launch.
+void CudaExecutor::fuseDelayedScales() {
+  std::vector<OpProgram> fused;
+  auto same = [](const DelayedScaleOp &a, const DelayedScaleOp &b) {
+    return a.L == b.L && a.margin == b.margin && a.mostRecent == b.mostRecent && a.pow2 == b.pow2;
+  };
+  for (size_t k = 0; k < program_.size();) {
+    auto first = delayedScales_.find(program_[k].op);
+    size_t end = k + 1;
+    if (first != delayedScales_.end())
+      for (; end < program_.size(); ++end) {
+        auto next = delayedScales_.find(program_[end].op);
+        if (next == delayedScales_.end() || !same(first->second, next->second))
+          break;
+      }
+    if (end - k < 2) {
+      fused.push_back(std::move(program_[k++]));
+      continue;
+    }
+    std::vector<cuda::DelayedScaleTensor> list;
+    for (size_t j = k; j < end; ++j)
+      list.push_back(delayedScales_.at(program_[j].op).t);
+    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0])));
+    cudaCheck(cudaMemcpy(dlist, list.data(), list.size() * sizeof(list[0]), cudaMemcpyHostToDevice), "upload");
+    const DelayedScaleOp d = first->second;
+    int T = int(list.size());
+    OpProgram group{program_[k].op, {}, {}};
+    group.steps.push_back([=](cudaStream_t s) {
+      return cuda::delayedScaleList(T, d.L, dlist, d.margin, d.mostRecent, d.pow2, s);
+    });
+    for (size_t j = k; j < end; ++j)
+      group.parts.push_back(std::move(program_[j]));
+    fused.push_back(std::move(group));
+    k = end;
+  }
+  program_ = std::move(fused);
 }
 
 size_t CudaExecutor::stateBytes(int st) const {
@@ -1628,7 +1740,15 @@ int CudaExecutor::check(const Executor &ref, std::ostream &os) {
   };
   std::map<std::string, Row> rows;
   std::vector<std::string> failures;
-  for (const OpProgram &p : program_) {
+  std::vector<const OpProgram *> single; // op by op: the parts of fused programs
+  for (const OpProgram &p : program_)
+    if (p.parts.empty())
+      single.push_back(&p);
+    else
+      for (const OpProgram &q : p.parts)
+        single.push_back(&q);
+  for (const OpProgram *pp : single) {
+    const OpProgram &p = *pp;
     const PlanOp &op = plan_.ops[p.op];
     for (int id : op.inputs)
       if (id >= 0 && !static_[size_t(id)]) {

@@ -433,6 +433,23 @@ template <typename T> __global__ void transposeTileKernel(const T *src, T *dst, 
   }
 }
 
+__global__ void smallCopiesKernel(const SmallCopy *__restrict__ copies, int n) {
+  for (int k = blockIdx.x; k < n; k += gridDim.x) {
+    SmallCopy c = copies[k];
+    if (((reinterpret_cast<uintptr_t>(c.src) | reinterpret_cast<uintptr_t>(c.dst) | c.bytes) & 15) == 0) {
+      const uint4 *src = static_cast<const uint4 *>(c.src);
+      uint4 *dst = static_cast<uint4 *>(c.dst);
+      for (size_t i = threadIdx.x; i < c.bytes / 16; i += blockDim.x)
+        dst[i] = src[i];
+    } else {
+      const uint8_t *src = static_cast<const uint8_t *>(c.src);
+      uint8_t *dst = static_cast<uint8_t *>(c.dst);
+      for (size_t i = threadIdx.x; i < c.bytes; i += blockDim.x)
+        dst[i] = src[i];
+    }
+  }
+}
+
 template <typename T> __global__ void fillKernel(T *dst, T v, int64_t n) {
   GRID_LOOP(i, n) { dst[i] = v; }
 }
@@ -695,6 +712,50 @@ __global__ void reducePartialKernel(ReduceArgs a) {
       for (int64_t r = lo; r < hi; ++r)
         acc = accumulate(a.kind, acc, double(ldf(a.x, a.type, base + offsetOf(r, a.redShape, a.redStr))));
     a.work[int64_t(c) * a.nOut + o] = acc;
+  }
+}
+
+/// Column sums of a float32 [nRed, nOut] (the reduced dim leads, the outputs are contiguous: bias
+/// and norm-weight gradients). Block (x, chunk) of 32 x 8 threads: thread (i, w) keeps the
+/// partials of four columns (one 16-byte load per row, four rows in flight) over the w-th eighth
+/// of the chunk's rows; the eight are then combined in order through shared memory, so each
+/// output gets one partial per chunk, in a fixed order.
+__global__ void __launch_bounds__(256) reduceColumnsKernel(ReduceArgs a) {
+  int64_t n4 = a.nOut / 4, q = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  int c = blockIdx.y;
+  int64_t per = (a.nRed + a.chunks - 1) / a.chunks, lo = min(a.nRed, int64_t(c) * per), hi = min(a.nRed, lo + per);
+  int64_t sub = (hi - lo + 7) / 8, r = min(hi, lo + threadIdx.y * sub), end = min(hi, r + sub);
+  double acc[4] = {identityOf(a.kind), identityOf(a.kind), identityOf(a.kind), identityOf(a.kind)};
+  auto fold = [&](float4 v) {
+    acc[0] = accumulate(a.kind, acc[0], v.x);
+    acc[1] = accumulate(a.kind, acc[1], v.y);
+    acc[2] = accumulate(a.kind, acc[2], v.z);
+    acc[3] = accumulate(a.kind, acc[3], v.w);
+  };
+  if (q < n4) {
+    const float4 *x = static_cast<const float4 *>(a.x) + q;
+    for (; r + 3 < end; r += 4) {
+      float4 v0 = x[r * n4], v1 = x[(r + 1) * n4], v2 = x[(r + 2) * n4], v3 = x[(r + 3) * n4];
+      fold(v0);
+      fold(v1);
+      fold(v2);
+      fold(v3);
+    }
+    for (; r < end; ++r)
+      fold(x[r * n4]);
+  }
+  __shared__ double sh[8][32][4];
+  for (int k = 0; k < 4; ++k)
+    sh[threadIdx.y][threadIdx.x][k] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || q >= n4)
+    return;
+  int m = a.kind == 4 ? 0 : a.kind; // partial sums of squares add
+  for (int k = 0; k < 4; ++k) {
+    double t = sh[0][threadIdx.x][k];
+    for (int w = 1; w < 8; ++w)
+      t = combine(m, t, sh[w][threadIdx.x][k]);
+    a.work[int64_t(c) * a.nOut + 4 * q + k] = t;
   }
 }
 
@@ -1116,6 +1177,13 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
   return check("stridedCopy");
 }
 
+std::string smallCopies(const SmallCopy *copies, int n, cudaStream_t s) {
+  if (n <= 0)
+    return "";
+  smallCopiesKernel<<<std::min(n, 65535), 256, 0, s>>>(copies, n);
+  return check("smallCopies");
+}
+
 std::string fill(void *dst, int elemSize, uint64_t v, int64_t n, cudaStream_t s) {
   if (n == 0)
     return "";
@@ -1137,6 +1205,10 @@ std::string reduce(const ReduceArgs &a, cudaStream_t s) {
   if (a.innerContiguous) {
     dim3 grid(unsigned(a.chunks), unsigned(std::min<int64_t>(a.nOut, 65535)));
     reduceInnerChunkedKernel<<<grid, kRedThreads, 0, s>>>(a);
+  } else if (a.columns) {
+    if ((a.nOut / 4 + 31) / 32 > 65535)
+      return "reduce: more than 65535 x 128 columns";
+    reduceColumnsKernel<<<dim3(unsigned((a.nOut / 4 + 31) / 32), unsigned(a.chunks)), dim3(32, 8), 0, s>>>(a);
   } else {
     dim3 grid(unsigned(std::min<int64_t>((a.nOut + 255) / 256, 65535)), unsigned(a.chunks));
     reducePartialKernel<<<grid, 256, 0, s>>>(a);

@@ -131,6 +131,14 @@ struct CopyArgs {
   int64_t n = 0;
 };
 std::string stridedCopy(const CopyArgs &a, cudaStream_t s);
+/// Many small device-to-device copies in one launch (a block per copy, 16-byte moves where the
+/// pointers and sizes allow): the state updates at the end of a step. `copies` is device memory.
+struct SmallCopy {
+  const void *src;
+  void *dst;
+  size_t bytes;
+};
+std::string smallCopies(const SmallCopy *copies, int n, cudaStream_t s);
 /// dst[0..n) = the `elemSize`-byte pattern `value`.
 std::string fill(void *dst, int elemSize, uint64_t value, int64_t n, cudaStream_t s);
 
@@ -147,6 +155,7 @@ struct ReduceArgs {
   Strides outStr, redStr;
   int64_t nOut = 0, nRed = 0;
   bool innerContiguous = false; // the reduced elements of one output are contiguous
+  bool columns = false;         // float32 [nRed, nOut], nOut % 4 == 0, x 16-byte aligned: column sums
   int chunks = 1;               // the reduced range in this many chunks (a block each when innerContiguous),
   double *work = nullptr;       // partials [chunks, nOut], summed in a fixed order (deterministic)
 };

@@ -92,13 +92,25 @@ void amaxKernel(KernelContext &c) {
   c.setOutput(0, std::move(r));
 }
 
-/// fp8.cast_amax: fp8.cast's result and the per-tensor fp8.amax of the same input.
+/// fp8.cast_amax: fp8.cast's result and the per-tensor fp8.amax of the same input; with a third
+/// output, the cast's codes transposed ([rows, cols] of the input as 2-D -> [cols, rows]).
 void castAmaxKernel(KernelContext &c) {
   castKernel(c);
   Tensor x = asF32(c.input(0));
   Tensor r(DType::F32, {});
   r.data<float>()[0] = amaxOf(x.data<float>(), x.numel());
   c.setOutput(1, std::move(r));
+  if (c.numOutputs() > 2) {
+    const Tensor &q = *c.outputs()[0].tensor;
+    if (q.rank() < 1)
+      c.fail("a transposed copy needs an input of rank 1 or more");
+    int64_t cols = q.shape.back(), rows = q.numel() / std::max<int64_t>(cols, 1);
+    Tensor t(q.dtype, {cols, rows});
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        t.data<uint8_t>()[j * rows + i] = q.data<uint8_t>()[i * cols + j];
+    c.setOutput(2, std::move(t));
+  }
 }
 
 /// 2^floor(log2(v)) for finite positive v.

@@ -62,7 +62,9 @@ std::vector<float> testValues(size_t n, uint32_t seed) {
   return v;
 }
 
-void expectCastMatches(cuda::InType t, cuda::Format f, size_t n) {
+/// castAmax of n values (or, with rows > 0, castAmaxTranspose of [rows, n / rows]) against the CPU
+/// reference: every code, the transposed codes and the amax.
+void expectCastMatches(cuda::InType t, cuda::Format f, size_t n, int64_t rows = 0) {
   std::vector<float> x = testValues(n, uint32_t(n + int(f)));
   std::vector<uint16_t> xb(n);
   if (t == cuda::InType::BF16)
@@ -73,7 +75,7 @@ void expectCastMatches(cuda::InType t, cuda::Format f, size_t n) {
   const float scaleInv = 0.0371f;
   DeviceBuffer<float> dx(t == cuda::InType::F32 ? n : 0), dsi(1), damax(1);
   DeviceBuffer<uint16_t> dxb(t == cuda::InType::BF16 ? n : 0);
-  DeviceBuffer<uint8_t> dq(n);
+  DeviceBuffer<uint8_t> dq(n), dqt(rows ? n : 0);
   if (t == cuda::InType::F32)
     dx.upload(x);
   else
@@ -81,9 +83,14 @@ void expectCastMatches(cuda::InType t, cuda::Format f, size_t n) {
   dsi.upload({scaleInv});
   damax.upload({0.0f});
   ASSERT_EQ(cudaMemset(dq.p, 0xAB, n), cudaSuccess); // poison: every code must be written
+  if (rows) {
+    ASSERT_EQ(cudaMemset(dqt.p, 0xAB, n), cudaSuccess);
+  }
   Fp8Format ff = f == cuda::Format::E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
-  std::string err = cuda::castAmax(t == cuda::InType::F32 ? static_cast<void *>(dx.p) : dxb.p, t, n, dsi.p, f, dq.p,
-                                   damax.p);
+  const void *xp = t == cuda::InType::F32 ? static_cast<void *>(dx.p) : dxb.p;
+  int64_t cols = rows ? int64_t(n) / rows : 0;
+  std::string err = rows ? cuda::castAmaxTranspose(xp, t, rows, cols, dsi.p, f, dq.p, dqt.p, damax.p)
+                         : cuda::castAmax(xp, t, n, dsi.p, f, dq.p, damax.p);
   ASSERT_EQ(err, "");
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> ref(n);
@@ -93,6 +100,14 @@ void expectCastMatches(cuda::InType t, cuda::Format f, size_t n) {
   for (size_t i = 0; i < n; ++i)
     diff += got[i] != ref[i];
   EXPECT_EQ(diff, 0u) << "codes differing from the CPU reference, of " << n;
+  if (rows) {
+    std::vector<uint8_t> gotT = dqt.download();
+    size_t diffT = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        diffT += gotT[size_t(j * rows + i)] != ref[size_t(i * cols + j)];
+    EXPECT_EQ(diffT, 0u) << "transposed codes differing from the CPU reference, of " << n;
+  }
   float amax = 0.0f;
   for (float v : x)
     amax = std::fmax(amax, std::fabs(v));
@@ -112,6 +127,23 @@ TEST(CudaCastAmax, BFloat16ToE4M3IsBitExact) {
   expectCastMatches(cuda::InType::BF16, cuda::Format::E4M3, (1u << 18) + 3);
 }
 
+/// The cast-transpose kernel: whole 64 x 64 tiles, edge tiles of 16-multiples, BF16 input.
+TEST(CudaCastAmax, TransposedCopyIsBitExact) {
+  REQUIRE_GPU();
+  expectCastMatches(cuda::InType::F32, cuda::Format::E4M3, 2048 * 768, 2048);
+  expectCastMatches(cuda::InType::F32, cuda::Format::E5M2, 208 * 80, 208);
+  expectCastMatches(cuda::InType::BF16, cuda::Format::E4M3, 48 * 1040, 48);
+}
+
+TEST(CudaCastAmax, TransposedCopyRefusesUnalignedShapes) {
+  REQUIRE_GPU();
+  DeviceBuffer<float> dx(24 * 40), dsi(1), damax(1);
+  DeviceBuffer<uint8_t> dq(24 * 40), dqt(24 * 40);
+  std::string err = cuda::castAmaxTranspose(dx.p, cuda::InType::F32, 24, 40, dsi.p, cuda::Format::E4M3, dq.p, dqt.p,
+                                            damax.p);
+  EXPECT_NE(err.find("multiples of 16"), std::string::npos) << err;
+}
+
 TEST(CudaCastAmax, NaNPropagatesToTheAmax) {
   REQUIRE_GPU();
   std::vector<float> x(1000, 1.5f);
@@ -125,9 +157,11 @@ TEST(CudaCastAmax, NaNPropagatesToTheAmax) {
   EXPECT_TRUE(std::isnan(damax.download()[0])); // as amaxOf on the CPU
 }
 
+/// delayedScaleAll (tensors as [T, L] arrays) and delayedScaleList (a list of pointers, here in
+/// reverse order; more tensors than blocks, so blocks take several) against the CPU rule.
 TEST(CudaDelayedScale, AllTensorsInOneLaunchMatchTheCpuRule) {
   REQUIRE_GPU();
-  const int T = 37;
+  const int T = 1100;
   const int64_t L = 1024;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
@@ -145,30 +179,40 @@ TEST(CudaDelayedScale, AllTensorsInOneLaunchMatchTheCpuRule) {
     hist[size_t(0 * L + i)] = hist[size_t(2 * L + i)] = 0.0f;
   for (bool mostRecent : {false, true})
     for (bool pow2 : {false, true})
-      for (int margin : {0, 2}) {
-        DeviceBuffer<float> dh(hist.size()), da(T), dp(T), dnh(hist.size()), ds(T), dsi(T);
-        DeviceBuffer<uint8_t> df(T);
-        dh.upload(hist);
-        da.upload(amax);
-        dp.upload(prev);
-        df.upload(fmt);
-        ASSERT_EQ(cuda::delayedScaleAll(T, L, dh.p, da.p, dp.p, df.p, margin, mostRecent, pow2, dnh.p, ds.p, dsi.p),
-                  "");
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<float> nh = dnh.download(), s = ds.download(), si = dsi.download();
-        for (int t = 0; t < T; ++t) {
-          std::vector<float> rolled(static_cast<size_t>(L));
-          rolled[0] = amax[size_t(t)];
-          for (int64_t i = 1; i < L; ++i)
-            rolled[size_t(i)] = hist[size_t(t * L + i - 1)];
-          DelayedScaling cfg{fmt[size_t(t)] ? Fp8Format::E5M2 : Fp8Format::E4M3FN, margin, mostRecent, pow2};
-          float want = delayedScale(rolled.data(), L, prev[size_t(t)], cfg);
-          EXPECT_EQ(std::memcmp(&s[size_t(t)], &want, 4), 0) << "tensor " << t << ": " << s[size_t(t)] << " vs " << want;
-          float wantInv = 1.0f / want;
-          EXPECT_EQ(std::memcmp(&si[size_t(t)], &wantInv, 4), 0) << "tensor " << t;
-          EXPECT_EQ(std::memcmp(&nh[size_t(t * L)], rolled.data(), size_t(L) * 4), 0) << "history of tensor " << t;
+      for (int margin : {0, 2})
+        for (bool list : {false, true}) {
+          DeviceBuffer<float> dh(hist.size()), da(T), dp(T), dnh(hist.size()), ds(T), dsi(T);
+          DeviceBuffer<uint8_t> df(T);
+          DeviceBuffer<cuda::DelayedScaleTensor> dl(T);
+          dh.upload(hist);
+          da.upload(amax);
+          dp.upload(prev);
+          df.upload(fmt);
+          if (list) {
+            std::vector<cuda::DelayedScaleTensor> l;
+            for (int t = T - 1; t >= 0; --t)
+              l.push_back({dh.p + t * L, da.p + t, dp.p + t, dnh.p + t * L, ds.p + t, dsi.p + t, fmt[size_t(t)] != 0});
+            dl.upload(l);
+            ASSERT_EQ(cuda::delayedScaleList(T, L, dl.p, margin, mostRecent, pow2), "");
+          } else {
+            ASSERT_EQ(cuda::delayedScaleAll(T, L, dh.p, da.p, dp.p, df.p, margin, mostRecent, pow2, dnh.p, ds.p, dsi.p),
+                      "");
+          }
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<float> nh = dnh.download(), s = ds.download(), si = dsi.download();
+          for (int t = 0; t < T; ++t) {
+            std::vector<float> rolled(static_cast<size_t>(L));
+            rolled[0] = amax[size_t(t)];
+            for (int64_t i = 1; i < L; ++i)
+              rolled[size_t(i)] = hist[size_t(t * L + i - 1)];
+            DelayedScaling cfg{fmt[size_t(t)] ? Fp8Format::E5M2 : Fp8Format::E4M3FN, margin, mostRecent, pow2};
+            float want = delayedScale(rolled.data(), L, prev[size_t(t)], cfg);
+            EXPECT_EQ(std::memcmp(&s[size_t(t)], &want, 4), 0) << "tensor " << t << ": " << s[size_t(t)] << " vs " << want;
+            float wantInv = 1.0f / want;
+            EXPECT_EQ(std::memcmp(&si[size_t(t)], &wantInv, 4), 0) << "tensor " << t;
+            EXPECT_EQ(std::memcmp(&nh[size_t(t * L)], rolled.data(), size_t(L) * 4), 0) << "history of tensor " << t;
+          }
         }
-      }
 }
 
 TEST(CudaAdamW, MultiTensorUpdateEqualsTheCpuArithmetic) {
@@ -817,11 +861,12 @@ double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
 /// ReduceSum, ReduceSumSquare (the optimizer's per-parameter norms), ReduceMean and ReduceMax of a
 /// plan on the GPU against the CPU executor: full reductions of 4M + 3 elements (chunked, 16-byte
 /// loads and a scalar tail), rows of [2048, 2048], rows and columns of [37, 129] (rows of 129 start
-/// off the 16-byte grid).
+/// off the 16-byte grid), columns of [4099, 516] (four columns per thread, rows not a multiple of
+/// the four in flight).
 TEST(CudaKernels, ReductionsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
-  for (Shape xs : {Shape{4 * 1024 * 1024 + 3}, Shape{2048, 2048}, Shape{37, 129}}) {
+  for (Shape xs : {Shape{4 * 1024 * 1024 + 3}, Shape{2048, 2048}, Shape{37, 129}, Shape{4099, 516}}) {
     Plan plan;
     auto value = [&](const std::string &name, Shape sh) { return addValue(plan, name, std::move(sh)); };
     int x = value("x", xs);
@@ -838,7 +883,9 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
                            {"ReduceSumSquare", {}, 0, {}},
                            {"ReduceMax", {}, 0, {}},
                            {"ReduceSumSquare", {int64_t(xs.size()) - 1}, 1, rows},
-                           {"ReduceMean", {0}, 0, cols}};
+                           {"ReduceMean", {0}, 0, cols},
+                           {"ReduceSum", {0}, 1, xs.size() > 1 ? Shape{1, xs[1]} : Shape{1}},
+                           {"ReduceMax", {0}, 0, cols}};
     for (size_t k = 0; k < reds.size(); ++k) {
       PlanOp op;
       op.type = reds[k].type;
@@ -924,6 +971,48 @@ TEST(CudaExecutor, InPlaceStateUpdates) {
   }
   gpu->run({{"x", in}}, false);
   expectState(4);
+}
+
+/// fp8.cast_amax with its transposed result (octet-cast-transpose) in a plan, GPU against the CPU
+/// executor bit for bit: a rank-3 input on the one-pass kernel, and widths off the 16-grid that
+/// take the cast-then-transpose path.
+TEST(CudaExecutor, CastAmaxTransposedMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(9);
+  for (Shape xs : {Shape{2, 64, 96}, Shape{40, 24}, Shape{1024, 2048}}) {
+    int64_t cols = xs.back(), rows = numElements(xs) / cols;
+    Plan plan;
+    int x = addValue(plan, "x", xs), si = addValue(plan, "si", {}), q = addValue(plan, "q", xs);
+    int amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {cols, rows});
+    plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
+    auto scale = std::make_shared<Tensor>(DType::F32, Shape{});
+    scale->data<float>()[0] = 0.013f;
+    plan.constants[si] = scale;
+    plan.constantKinds[si] = ConstantKind::Const;
+    plan.inputs = {x};
+    plan.outputs = {q, amax, qt};
+    PlanOp op;
+    op.type = "fp8.cast_amax";
+    op.name = "cast";
+    op.inputs = {x, si};
+    op.outputs = {q, amax, qt};
+    plan.ops.push_back(op);
+    auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 3.0f));
+    Executor cpu(plan);
+    cpu.run({{"x", in}}, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    gpu->run({{"x", in}}, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      ASSERT_TRUE(want && got);
+      ASSERT_EQ(got->shape, want->shape) << plan.values[size_t(id)].name;
+      ASSERT_EQ(got->dtype, want->dtype) << plan.values[size_t(id)].name;
+      EXPECT_EQ(got->bytes, want->bytes)
+          << plan.values[size_t(id)].name << " of " << shapeString(xs);
+    }
+    const Tensor &t = *cpu.value(qt), &c = *cpu.value(q);
+    EXPECT_EQ(t.data<uint8_t>()[1 * rows + 2], c.data<uint8_t>()[2 * cols + 1]); // the reference transposes
+  }
 }
 
 /// octet::Attention and octet::AttentionGrad on tensor cores, TF32 and BF16 operands, against the CPU reference:

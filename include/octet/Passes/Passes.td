@@ -280,4 +280,33 @@ def FuseCastAmax : Pass<"octet-fuse-cast-amax", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def CastTranspose : Pass<"octet-cast-transpose", "mlir::ModuleOp"> {
+  let summary = "FP8 casts also write the transposed layout their GEMMs read";
+  let description = [{
+    cuBLASLt's FP8 GEMMs take both operands K-contiguous. Where an fp8.gemm
+    reads an operand in the other layout (A with `transpose_a`, B without
+    `transpose_b`) and the operand is the output of a per-tensor-scaled 2-D
+    fp8.cast_amax, the cast gains its `transposed` result and the GEMM reads
+    it with the flag flipped, so the backend runs no separate transpose
+    (TransformerEngine's cast-transpose: the wgrad GEMM's copies of the input
+    and the output gradient, the dgrad GEMM's copy of the weight). Runs after
+    octet-fuse-cast-amax; fp8-opt runs it when writing a plan
+    (`--cast-transpose`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
+def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
+  let summary = "Move a step's delayed-scaling updates, in order, to its end";
+  let description = [{
+    Every fp8.delayed_scale whose results only the function returns (the next
+    step's amax history, scale and scale_inv) moves before the return, in its
+    order: a backend updates all scales of a step in one launch, and this
+    step's scale_inv states are no longer read after their update, so the plan
+    writer can update them in place. fp8-opt runs it when writing a plan
+    (`--sink-scale-updates`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 #endif // OCTET_PASSES_TD

@@ -229,3 +229,19 @@ func.func @cast_amax_shape(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<f32
   %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x32xf8E4M3FN>, tensor<f32>
   return %a : tensor<f32>
 }
+
+// -----
+
+func.func @cast_amax_transposed_shape(%x: tensor<2x8x64xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{transposed must be [64, 16] (the input as 2-D, transposed), got 'tensor<16x64xf8E4M3FN>'}}
+  %q, %a, %t = fp8.cast_amax %x, %s : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>, tensor<16x64xf8E4M3FN>
+  return %a : tensor<f32>
+}
+
+// -----
+
+func.func @cast_amax_transposed_type(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{transposed must have the output's element type, got 'tensor<64x16xf8E5M2>'}}
+  %q, %a, %t = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E5M2>
+  return %a : tensor<f32>
+}

@@ -74,3 +74,12 @@ func.func @cast_amax(%x: tensor<16x64xbf16>, %s: tensor<f32>) -> (tensor<16x64xf
   %q, %a = fp8.cast_amax %x, %s {saturate = false} : tensor<16x64xbf16>, tensor<f32> -> tensor<16x64xf8E5M2>, tensor<f32>
   return %q, %a : tensor<16x64xf8E5M2>, tensor<f32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @cast_amax_transposed
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}} = fp8.cast_amax %{{.+}}, %{{.+}} : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
+func.func @cast_amax_transposed(%x: tensor<2x8x64xf32>, %s: tensor<f32>) -> tensor<64x16xf8E4M3FN> {
+  %q, %a, %t = fp8.cast_amax %x, %s : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
+  return %t : tensor<64x16xf8E4M3FN>
+}

@@ -80,6 +80,20 @@ LogicalResult CastAmaxOp::verify() {
     return failure();
   if (!isScalarLike(getAmax().getType()))
     return emitOpError() << "amax must be 0-d (per tensor), got " << getAmax().getType();
+  if (Value t = getTransposed()) {
+    auto in = getInput().getType().dyn_cast<RankedTensorType>();
+    auto tt = t.getType().dyn_cast<RankedTensorType>();
+    if (tt && tt.getElementType() != getOutput().getType().cast<ShapedType>().getElementType())
+      return emitOpError() << "transposed must have the output's element type, got " << tt;
+    if (in && in.hasStaticShape() && tt) {
+      if (in.getRank() < 1)
+        return emitOpError("a transposed copy needs an input of rank 1 or more");
+      int64_t cols = in.getShape().back(), rows = in.getNumElements() / std::max<int64_t>(cols, 1);
+      if (tt.getRank() != 2 || (tt.hasStaticShape() && (tt.getDimSize(0) != cols || tt.getDimSize(1) != rows)))
+        return emitOpError() << "transposed must be [" << cols << ", " << rows
+                             << "] (the input as 2-D, transposed), got " << tt;
+    }
+  }
   return verifyScaleShape(*this, getScaleInv(), getInput(), "scale_inv");
 }
 

@@ -31,12 +31,32 @@ bool available(std::string *why = nullptr);
 std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, Format f, uint8_t *q, float *amax,
                      cudaStream_t stream = nullptr);
 
+/// castAmax of x viewed as [rows, cols] that also writes the codes transposed:
+/// qt[j * rows + i] = q[i * cols + j] (TransformerEngine's cast-transpose; the
+/// layout cuBLASLt's FP8 GEMMs need for the other side of a wgrad or dgrad).
+/// Tiles of 64 x 64; rows and cols multiples of 16, x, q and qt 16-byte aligned.
+std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
+                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream = nullptr);
+
 /// The delayed-scaling update of T FP8 tensors in one launch: history [T, L]
 /// rolls into newHistory with amax[t] first; scale/scaleInv[t] follow
 /// octet::rt::delayedScale (formats[t]: 0 E4M3, 1 E5M2) bit for bit.
 std::string delayedScaleAll(int T, int64_t L, const float *history, const float *amax, const float *prevScale,
                             const uint8_t *formats, int margin, bool mostRecent, bool powerOfTwo, float *newHistory,
                             float *scale, float *scaleInv, cudaStream_t stream = nullptr);
+
+/// One tensor's operands for delayedScaleList: its own history, amax, scale
+/// and outputs wherever they lie (device pointers).
+struct DelayedScaleTensor {
+  const float *history, *amax, *prevScale;
+  float *newHistory, *scale, *scaleInv;
+  bool e5m2;
+};
+/// delayedScaleAll over a device array of T such tensors (one history length
+/// and one margin/algorithm/power-of-two setting): the scaling updates of a
+/// step's FP8 tensors in one launch.
+std::string delayedScaleList(int T, int64_t L, const DelayedScaleTensor *list, int margin, bool mostRecent,
+                             bool powerOfTwo, cudaStream_t stream = nullptr);
 
 /// AdamW's per-step scalars, computed once on the host as octet-optimizer's
 /// graph computes them: decay = 1 - lr * weight_decay, stepSize = lr / (1 -

@@ -123,13 +123,22 @@ def FP8_CastAmaxOp : FP8_Op<"cast_amax"> {
     `output` is `fp8.cast %input, %scale_inv` and `amax` is `fp8.amax %input`
     (per tensor, NaN propagates). Written by octet-fuse-cast-amax, which pairs
     the cast that delayed scaling makes with the amax it records, so a
-    backend reads the input once.
+    backend reads the input once. The optional third result `transposed` is
+    `output` transposed as 2-D: [rows, cols] (the input's leading dims
+    flattened, cols its last) becomes [cols, rows]. octet-cast-transpose adds
+    it where an fp8.gemm needs the other layout of an operand (cuBLASLt's FP8
+    GEMMs take both operands K-contiguous), so the cast writes both layouts
+    from one read, as TransformerEngine's cast-transpose does.
     Example: `%q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>`
+    `%q, %a, %t = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>`
   }];
   let arguments = (ins FP8_HighTensor:$input, FP8_ScaleTensor:$scale_inv,
                    DefaultValuedAttr<BoolAttr, "true">:$saturate);
-  let results = (outs FP8_Tensor:$output, FP8_ScaleTensor:$amax);
-  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output) `,` type($amax)";
+  let results = (outs FP8_Tensor:$output, FP8_ScaleTensor:$amax, Optional<FP8_Tensor>:$transposed);
+  let assemblyFormat = [{
+    $input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output) `,` type($amax)
+    (`,` type($transposed)^)?
+  }];
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,58 @@
+// RUN: fp8-opt %s -split-input-file --octet-cast-transpose | FileCheck %s
+
+// wgrad: A = x read transposed, B = dy read as [K, N]. Both casts gain the transposed copy, the
+// GEMM reads it with the flags flipped (TN), and the copy is named after the cast's output.
+// CHECK-LABEL: func.func @wgrad
+// CHECK: %[[Q:.+]], %{{.+}}, %[[QT:.+]] = fp8.cast_amax %arg0, %arg2 {octet.result_names = ["x_fp8", "x_amax", "x_fp8_t"]} : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
+// CHECK: %{{.+}}, %{{.+}}, %[[GT:.+]] = fp8.cast_amax %arg1, %arg3 : tensor<16x32xf32>, tensor<f32> -> tensor<16x32xf8E5M2>, tensor<f32>, tensor<32x16xf8E5M2>
+// CHECK: fp8.gemm %[[QT]], %[[GT]], %arg2, %arg3 {accumulation = #fp8.accumulation<split>, transpose_b = true}
+// CHECK: fp8.gemm %[[Q]], %{{.+}}, %arg2
+func.func @wgrad(%x: tensor<16x64xf32>, %dy: tensor<16x32xf32>, %si: tensor<f32>, %sj: tensor<f32>, %w: tensor<32x64xf8E4M3FN>) -> (tensor<64x32xf32>, tensor<16x32xf32>) {
+  %q, %a = fp8.cast_amax %x, %si {octet.result_names = ["x_fp8", "x_amax"]} : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>
+  %g, %b = fp8.cast_amax %dy, %sj : tensor<16x32xf32>, tensor<f32> -> tensor<16x32xf8E5M2>, tensor<f32>
+  %d = fp8.gemm %q, %g, %si, %sj {transpose_a = true, accumulation = #fp8.accumulation<split>} : (tensor<16x64xf8E4M3FN>, tensor<16x32xf8E5M2>, tensor<f32>, tensor<f32>) -> tensor<64x32xf32>
+  %y = fp8.gemm %q, %w, %si, %si {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  return %d, %y : tensor<64x32xf32>, tensor<16x32xf32>
+}
+
+// -----
+
+// dgrad with the weight as [K, N] read by two GEMMs that both want it transposed: one copy.
+// CHECK-LABEL: func.func @shared_copy
+// CHECK-COUNT-1: fp8.cast_amax
+// CHECK-NOT: fp8.cast_amax
+// CHECK: fp8.gemm %arg0, %[[WT:[^,]+]], {{.+}} {transpose_b = true}
+// CHECK: fp8.gemm %arg0, %[[WT]], {{.+}} {transpose_b = true}
+func.func @shared_copy(%g: tensor<16x64xf8E5M2>, %w: tensor<64x32xf32>, %s: tensor<f32>) -> (tensor<16x32xf32>, tensor<16x32xf32>) {
+  %q, %a = fp8.cast_amax %w, %s : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf8E4M3FN>, tensor<f32>
+  %d1 = fp8.gemm %g, %q, %s, %s : (tensor<16x64xf8E5M2>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  %d2 = fp8.gemm %g, %q, %s, %s : (tensor<16x64xf8E5M2>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  return %d1, %d2 : tensor<16x32xf32>, tensor<16x32xf32>
+}
+
+// -----
+
+// Operands already K-contiguous stay as they are.
+// CHECK-LABEL: func.func @already_tn
+// CHECK: %{{.+}}, %{{.+}} = fp8.cast_amax %arg0, %arg2 : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>
+// CHECK-NEXT: fp8.gemm %{{.+}}, %arg1, %arg2, %arg2 {transpose_b = true}
+func.func @already_tn(%x: tensor<16x64xf32>, %w: tensor<32x64xf8E4M3FN>, %s: tensor<f32>) -> tensor<16x32xf32> {
+  %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>
+  %y = fp8.gemm %q, %w, %s, %s {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
+}
+
+// -----
+
+// Not from an fp8.cast_amax (a plain cast of current scaling, a block argument): the GEMM keeps
+// its flags and the backend transposes.
+// CHECK-LABEL: func.func @not_a_cast_amax
+// CHECK-NOT: transposed
+// CHECK: fp8.gemm %{{.+}}, %arg1, %arg2, %arg2 {transpose_a = true}
+// CHECK: fp8.gemm %arg3, %arg3, %arg2, %arg2 {transpose_a = true}
+func.func @not_a_cast_amax(%x: tensor<16x64xf32>, %w: tensor<16x32xf8E4M3FN>, %s: tensor<f32>, %b: tensor<16x16xf8E4M3FN>) -> (tensor<64x32xf32>, tensor<16x16xf32>) {
+  %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>
+  %y = fp8.gemm %q, %w, %s, %s {transpose_a = true} : (tensor<16x64xf8E4M3FN>, tensor<16x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x32xf32>
+  %u = fp8.gemm %b, %b, %s, %s {transpose_a = true} : (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x16xf32>
+  return %y, %u : tensor<64x32xf32>, tensor<16x16xf32>
+}
