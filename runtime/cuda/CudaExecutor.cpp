@@ -95,7 +95,20 @@ private:
     bool mostRecent, pow2;
   };
   std::map<size_t, DelayedScaleOp> delayedScales_; // by plan op index
+  /// A ReduceSumSquare of a whole float32 tensor, for fusing runs of them (the gradient norms).
+  struct SumSquaresOp {
+    const float *x;
+    int64_t n;
+    void *out;
+    int outType;
+  };
+  std::map<size_t, SumSquaresOp> sumSquares_; // by plan op index
+  /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
+  /// run's first (none reading another's output) become one program of the step `build` makes
+  /// from their infos; check() still runs the members one by one.
+  template <class Info, class Same, class Build> void fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build);
   void fuseDelayedScales();
+  void fuseSumSquares();
   Plan plan_;
   CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
@@ -256,6 +269,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     program_.push_back(std::move(p));
   }
   fuseDelayedScales();
+  fuseSumSquares();
   if (jit_) {
     std::string why = jit_->build();
     if (!why.empty()) {
@@ -617,6 +631,8 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
     a.work = reinterpret_cast<double *>(scratch_);
     return dev::reduce(a, s);
   });
+  if (kind == 4 && a.type == int(DType::F32) && a.nOut == 1 && a.innerContiguous) // a whole tensor's norm
+    sumSquares_[size_t(&op - plan_.ops.data())] = {static_cast<const float *>(a.x), a.nRed, a.out, a.outType};
 }
 
 /// cuBLAS on row-major data: C[M,N] = op(A) op(B), batched.
@@ -1530,43 +1546,84 @@ void CudaExecutor::updateStates() {
                 "state update");
 }
 
-/// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
-/// puts a step's scaling updates together at its end) become one delayedScaleList launch.
-void CudaExecutor::fuseDelayedScales() {
+template <class Info, class Same, class Build>
+void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build) {
   std::vector<OpProgram> fused;
-  auto same = [](const DelayedScaleOp &a, const DelayedScaleOp &b) {
-    return a.L == b.L && a.margin == b.margin && a.mostRecent == b.mostRecent && a.pow2 == b.pow2;
-  };
   for (size_t k = 0; k < program_.size();) {
-    auto first = delayedScales_.find(program_[k].op);
+    auto first = infos.find(program_[k].op);
     size_t end = k + 1;
-    if (first != delayedScales_.end())
+    std::set<int> made; // the run's outputs: a member that reads one must run after it, not with it
+    auto addOutputs = [&](size_t j) {
+      for (int id : plan_.ops[program_[j].op].outputs)
+        made.insert(id);
+    };
+    addOutputs(k);
+    if (first != infos.end())
       for (; end < program_.size(); ++end) {
-        auto next = delayedScales_.find(program_[end].op);
-        if (next == delayedScales_.end() || !same(first->second, next->second))
+        auto next = infos.find(program_[end].op);
+        const PlanOp &op = plan_.ops[program_[end].op];
+        if (next == infos.end() || !same(first->second, next->second) ||
+            std::any_of(op.inputs.begin(), op.inputs.end(), [&](int id) { return made.count(id) != 0; }))
           break;
+        addOutputs(end);
       }
     if (end - k < 2) {
       fused.push_back(std::move(program_[k++]));
       continue;
     }
-    std::vector<cuda::DelayedScaleTensor> list;
+    std::vector<const Info *> run;
     for (size_t j = k; j < end; ++j)
-      list.push_back(delayedScales_.at(program_[j].op).t);
-    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0])));
-    cudaCheck(cudaMemcpy(dlist, list.data(), list.size() * sizeof(list[0]), cudaMemcpyHostToDevice), "upload");
-    const DelayedScaleOp d = first->second;
-    int T = int(list.size());
-    OpProgram group{program_[k].op, {}, {}};
-    group.steps.push_back([=](cudaStream_t s) {
-      return cuda::delayedScaleList(T, d.L, dlist, d.margin, d.mostRecent, d.pow2, s);
-    });
+      run.push_back(&infos.at(program_[j].op));
+    OpProgram group{program_[k].op, {build(run)}, {}};
     for (size_t j = k; j < end; ++j)
       group.parts.push_back(std::move(program_[j]));
     fused.push_back(std::move(group));
     k = end;
   }
   program_ = std::move(fused);
+}
+
+/// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
+/// puts a step's scaling updates together at its end) become one delayedScaleList launch.
+void CudaExecutor::fuseDelayedScales() {
+  auto same = [](const DelayedScaleOp &a, const DelayedScaleOp &b) {
+    return a.L == b.L && a.margin == b.margin && a.mostRecent == b.mostRecent && a.pow2 == b.pow2;
+  };
+  fuseRuns(delayedScales_, same, [&](const std::vector<const DelayedScaleOp *> &run) -> Step {
+    std::vector<cuda::DelayedScaleTensor> list;
+    for (const DelayedScaleOp *d : run)
+      list.push_back(d->t);
+    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0])));
+    cudaCheck(cudaMemcpy(dlist, list.data(), list.size() * sizeof(list[0]), cudaMemcpyHostToDevice), "upload");
+    const DelayedScaleOp d = *run[0];
+    int T = int(list.size());
+    return [=](cudaStream_t s) { return cuda::delayedScaleList(T, d.L, dlist, d.margin, d.mostRecent, d.pow2, s); };
+  });
+}
+
+/// Consecutive whole-tensor ReduceSumSquare programs (the optimizer's per-parameter gradient
+/// norms) become one sumSquaresList: every tensor's chunks in one launch, their sums in another.
+void CudaExecutor::fuseSumSquares() {
+  auto same = [](const SumSquaresOp &, const SumSquaresOp &) { return true; };
+  fuseRuns(sumSquares_, same, [&](const std::vector<const SumSquaresOp *> &run) -> Step {
+    std::vector<dev::SumSquaresBlock> blocks;
+    std::vector<dev::SumSquaresOut> outs;
+    for (const SumSquaresOp *r : run) {
+      // Chunks as the single-tensor reduction takes them: about 8K elements, starts 16-byte aligned.
+      int64_t chunks = std::clamp<int64_t>(r->n / 8192, 1, 4096), per = ((r->n + chunks - 1) / chunks + 3) / 4 * 4;
+      outs.push_back({int(blocks.size()), 0, r->out, r->outType});
+      for (int64_t lo = 0; lo < r->n; lo += per)
+        blocks.push_back({r->x, lo, std::min(r->n, lo + per)});
+      outs.back().count = int(blocks.size()) - outs.back().first;
+    }
+    auto *db = static_cast<dev::SumSquaresBlock *>(alloc(blocks.size() * sizeof(blocks[0])));
+    auto *dout = static_cast<dev::SumSquaresOut *>(alloc(outs.size() * sizeof(outs[0])));
+    auto *partials = static_cast<double *>(alloc(blocks.size() * sizeof(double)));
+    cudaCheck(cudaMemcpy(db, blocks.data(), blocks.size() * sizeof(blocks[0]), cudaMemcpyHostToDevice), "upload");
+    cudaCheck(cudaMemcpy(dout, outs.data(), outs.size() * sizeof(outs[0]), cudaMemcpyHostToDevice), "upload");
+    int nb = int(blocks.size()), no = int(outs.size());
+    return [=](cudaStream_t s) { return dev::sumSquaresList(db, nb, dout, no, partials, s); };
+  });
 }
 
 size_t CudaExecutor::stateBytes(int st) const {

@@ -791,6 +791,25 @@ __global__ void __launch_bounds__(kRedThreads) reduceFinishBlockKernel(ReduceArg
   }
 }
 
+__global__ void __launch_bounds__(kRedThreads) sumSquaresBlocksKernel(const SumSquaresBlock *blocks,
+                                                                      double *partials) {
+  SumSquaresBlock b = blocks[blockIdx.x];
+  double t = blockCombine(4, combineF32(4, b.x, b.lo, b.hi));
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = t;
+}
+
+__global__ void __launch_bounds__(kRedThreads) sumSquaresFinishKernel(const SumSquaresOut *outs,
+                                                                      const double *partials) {
+  SumSquaresOut o = outs[blockIdx.x];
+  double t = 0.0;
+  for (int c = threadIdx.x; c < o.count; c += blockDim.x)
+    t += partials[o.first + c];
+  t = blockCombine(0, t);
+  if (threadIdx.x == 0)
+    stf(o.out, o.outType, 0, float(t), true);
+}
+
 constexpr int kRowThreads = 256;
 
 __global__ void softmaxRowKernel(const void *x, int type, void *y, int outType, int64_t rows, int64_t n, bool log) {
@@ -1058,6 +1077,43 @@ template <typename F> bool bySize(int elemSize, F f) {
   return false;
 }
 
+/// bySize for copies, which also move 16-byte elements (runs widened by stridedCopy).
+template <typename F> bool byCopySize(int elemSize, F f) {
+  if (elemSize == 16) {
+    f(uint4());
+    return true;
+  }
+  return bySize(elemSize, f);
+}
+
+/// A copy whose innermost dim is contiguous on both sides (a permutation of outer dims, such as
+/// the head split [B, T, H, d] -> [B, H, T, d]) moves its runs in the widest elements (16, 8 or 4
+/// bytes) that the run length, every stride and both pointers allow.
+void widenRuns(CopyArgs &a) {
+  int last = a.shape.rank - 1;
+  if (last < 0 || a.srcStr.s[last] != 1 || a.dstStr.s[last] != 1)
+    return;
+  for (int w : {16, 8, 4}) {
+    if (w <= a.elemSize || w % a.elemSize)
+      continue;
+    int64_t f = w / a.elemSize;
+    bool fits = a.shape.d[last] % f == 0 && reinterpret_cast<uintptr_t>(a.src) % w == 0 &&
+                reinterpret_cast<uintptr_t>(a.dst) % w == 0;
+    for (int d = 0; d < last && fits; ++d)
+      fits = a.srcStr.s[d] % f == 0 && a.dstStr.s[d] % f == 0;
+    if (!fits)
+      continue;
+    a.shape.d[last] /= f;
+    for (int d = 0; d < last; ++d) {
+      a.srcStr.s[d] /= f;
+      a.dstStr.s[d] /= f;
+    }
+    a.n /= f;
+    a.elemSize = w;
+    return;
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1124,6 +1180,9 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
   mergeDims(a.shape, st, 2);
   a.srcStr = st[0];
   a.dstStr = st[1];
+  widenRuns(a);
+  st[0] = a.srcStr;
+  st[1] = a.dstStr;
   Ix32 ix;
   bool small = toIx32(a.shape, st, 2, a.n, ix);
   int last = a.shape.rank - 1, p = -1;
@@ -1164,13 +1223,13 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
       transposeTileKernel<T><<<grid, block, 0, s>>>(static_cast<const T *>(a.src), static_cast<T *>(a.dst), t);
     });
   } else if (small) {
-    ok = bySize(a.elemSize, [&](auto e) {
+    ok = byCopySize(a.elemSize, [&](auto e) {
       using T = decltype(e);
       copyKernel32<T><<<blocksFor(a.n), 256, 0, s>>>(static_cast<const T *>(a.src), static_cast<T *>(a.dst),
                                                      uint32_t(a.n), ix);
     });
   } else {
-    ok = bySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); });
+    ok = byCopySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); });
   }
   if (!ok)
     return "stridedCopy: element size " + std::to_string(a.elemSize);
@@ -1182,6 +1241,15 @@ std::string smallCopies(const SmallCopy *copies, int n, cudaStream_t s) {
     return "";
   smallCopiesKernel<<<std::min(n, 65535), 256, 0, s>>>(copies, n);
   return check("smallCopies");
+}
+
+std::string sumSquaresList(const SumSquaresBlock *blocks, int nBlocks, const SumSquaresOut *outs, int nOuts,
+                           double *partials, cudaStream_t s) {
+  if (nBlocks <= 0 || nOuts <= 0)
+    return "";
+  sumSquaresBlocksKernel<<<nBlocks, kRedThreads, 0, s>>>(blocks, partials);
+  sumSquaresFinishKernel<<<nOuts, kRedThreads, 0, s>>>(outs, partials);
+  return check("sumSquaresList");
 }
 
 std::string fill(void *dst, int elemSize, uint64_t v, int64_t n, cudaStream_t s) {

@@ -161,6 +161,22 @@ struct ReduceArgs {
 };
 std::string reduce(const ReduceArgs &a, cudaStream_t s);
 
+/// Sums of squares of many float32 tensors in two launches (a step's per-parameter gradient
+/// norms): block b reduces blocks[b]'s range into partials[b] (a fixed tree, 16-byte loads), then
+/// block t adds outs[t].count partials from outs[t].first (a fixed tree) into outs[t].out. The
+/// arrays are device memory.
+struct SumSquaresBlock {
+  const float *x;
+  int64_t lo, hi;
+};
+struct SumSquaresOut {
+  int first, count;
+  void *out;
+  int outType;
+};
+std::string sumSquaresList(const SumSquaresBlock *blocks, int nBlocks, const SumSquaresOut *outs, int nOuts,
+                           double *partials, cudaStream_t s);
+
 /// Softmax / LogSoftmax of x viewed as [outer, n, inner] along n.
 std::string softmax(const void *x, int type, void *y, int outType, int64_t outer, int64_t n, int64_t inner, bool log,
                     cudaStream_t s);

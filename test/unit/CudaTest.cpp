@@ -399,8 +399,11 @@ TEST(CudaKernels, TransposesMatchTheHost) {
   REQUIRE_GPU();
   // Tiled (the unit-stride dims differ; edges not multiples of 32) and plain strided copies; byte
   // transposes with 16-byte multiples take the 64 x 64 tile kernel (edges not multiples of 64,
-  // batched, and FP8 GEMM operand shapes).
+  // batched, and FP8 GEMM operand shapes); copies whose innermost dim stays contiguous move it in
+  // 16-, 8- or 4-byte pieces (the attention head split [B, T, H, d] -> [B, H, T, d], runs of 6).
   for (auto [shape, perm] : std::vector<std::pair<std::vector<int64_t>, std::vector<int>>>{
+           {{1, 64, 16, 128}, {0, 2, 1, 3}},
+           {{3, 5, 7, 6}, {1, 0, 2, 3}},
            {{80, 208}, {1, 0}},
            {{2048, 768}, {1, 0}},
            {{3, 48, 112}, {0, 2, 1}},
@@ -1012,6 +1015,87 @@ TEST(CudaExecutor, CastAmaxTransposedMatchesTheCpu) {
     }
     const Tensor &t = *cpu.value(qt), &c = *cpu.value(q);
     EXPECT_EQ(t.data<uint8_t>()[1 * rows + 2], c.data<uint8_t>()[2 * cols + 1]); // the reference transposes
+  }
+}
+
+/// Runs the executor fuses into one program: whole-tensor ReduceSumSquare ops (sizes off the
+/// 16-byte grid, one over several chunks; an Add in between splits the run) and fp8.delayed_scale
+/// ops (sunk to the end of a step), against the CPU executor, with graphs (second and third run).
+TEST(CudaExecutor, FusedRunsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  Plan plan;
+  std::vector<Shape> shapes = {{100}, {5000}, {37, 129}, {1 << 20}, {3}, {65}};
+  std::vector<int> outs;
+  auto add = [&](const char *type, std::vector<int> in, std::vector<int> out) {
+    PlanOp op;
+    op.type = type;
+    op.name = std::string(type) + std::to_string(plan.ops.size());
+    op.inputs = std::move(in);
+    op.outputs = std::move(out);
+    op.attrs["keepdims"].i = 0;
+    plan.ops.push_back(op);
+  };
+  std::map<std::string, TensorPtr> feed;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    int x = addValue(plan, "x" + std::to_string(k), shapes[k]), y = addValue(plan, "n" + std::to_string(k), {});
+    plan.inputs.push_back(x);
+    feed["x" + std::to_string(k)] = std::make_shared<Tensor>(randomTensor(shapes[k], rng, 2.0f));
+    if (k == 4) { // an op of another kind between the norms
+      int z = addValue(plan, "z", shapes[k]);
+      add("Add", {x, x}, {z});
+      plan.outputs.push_back(z);
+      add("ReduceSumSquare", {z}, {y});
+    } else {
+      add("ReduceSumSquare", {x}, {y});
+    }
+    plan.outputs.push_back(y);
+  }
+  // Three delayed-scaling updates in a row, from amaxes the step computes (ReduceMax of inputs).
+  const int64_t L = 16;
+  for (int t = 0; t < 3; ++t) {
+    std::string n = std::to_string(t);
+    int h = addValue(plan, "h" + n, {L}), sc = addValue(plan, "s" + n, {}), a = addValue(plan, "a" + n, {});
+    auto hist = std::make_shared<Tensor>(randomTensor({L}, rng, 1.0f));
+    for (int64_t i = 0; i < L; ++i)
+      hist->data<float>()[i] = std::fabs(hist->data<float>()[i]);
+    auto s0 = std::make_shared<Tensor>(DType::F32, Shape{});
+    s0->data<float>()[0] = 1.0f + float(t);
+    plan.constants[h] = hist, plan.constantKinds[h] = ConstantKind::Const;
+    plan.constants[sc] = s0, plan.constantKinds[sc] = ConstantKind::Const;
+    add("ReduceMax", {plan.inputs[size_t(t)]}, {a});
+    outs = {addValue(plan, "h2." + n, {L}), addValue(plan, "s2." + n, {}), addValue(plan, "si2." + n, {})};
+    plan.outputs.insert(plan.outputs.end(), outs.begin(), outs.end());
+  }
+  for (int t = 0; t < 3; ++t) { // after all three amaxes: one run
+    std::string n = std::to_string(t);
+    auto id = [&](const std::string &name) {
+      for (size_t v = 0; v < plan.values.size(); ++v)
+        if (plan.values[v].name == name)
+          return int(v);
+      return -1;
+    };
+    add("fp8.delayed_scale", {id("h" + n), id("s" + n), id("a" + n)}, {id("h2." + n), id("s2." + n), id("si2." + n)});
+    plan.ops.back().attrs["format"].kind = Attr::String;
+    plan.ops.back().attrs["format"].s = t == 1 ? "float8e5m2" : "float8e4m3fn";
+  }
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  for (int run = 0; run < 3; ++run) {
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
+      ASSERT_EQ(got->shape, want->shape);
+      for (int64_t i = 0; i < want->numel(); ++i) {
+        float w = want->data<float>()[i], g = got->data<float>()[i];
+        if (plan.values[size_t(id)].name[0] == 'n')
+          EXPECT_NEAR(g, w, 1e-6f * std::fabs(w)) << plan.values[size_t(id)].name << " run " << run;
+        else
+          EXPECT_EQ(g, w) << plan.values[size_t(id)].name << "[" << i << "] run " << run;
+      }
+    }
   }
 }
 
