@@ -90,18 +90,52 @@ public:
 };
 
 llvm::json::Object PlanWriter::planArena() {
+  // Views: the result of a Reshape (or Squeeze, Unsqueeze, Flatten, Identity) of an arena value
+  // of the same size shares its operand's bytes; the two are one buffer, alive from the
+  // operand's definition to the last read of either.
+  std::vector<int> root(valueBytes.size());
+  for (size_t id = 0; id < root.size(); ++id)
+    root[id] = int(id);
+  llvm::json::Array views;
+  for (const llvm::json::Value &o : ops) {
+    const llvm::json::Object &op = *o.getAsObject();
+    if (!octet::rt::isView(op.getString("type")->str()))
+      continue;
+    const llvm::json::Array &in = *op.getArray("in"), &out = *op.getArray("out");
+    int64_t x = in.empty() ? -1 : *in[0].getAsInteger(), y = out.empty() ? -1 : *out[0].getAsInteger();
+    if (x < 0 || y < 0 || valueBytes[size_t(x)] <= 0 || valueBytes[size_t(y)] != valueBytes[size_t(x)])
+      continue;
+    root[size_t(y)] = root[size_t(x)];
+    views.push_back(llvm::json::Array{y, x});
+  }
   std::vector<octet::BufferRequest> requests;
-  for (size_t id = 0; id < valueBytes.size(); ++id)
-    if (valueBytes[id] > 0)
-      requests.push_back({int(id), valueBytes[id], firstDef[id], std::max(lastUse[id], firstDef[id])});
+  std::vector<int> at(valueBytes.size(), -1); // a root's request
+  for (size_t id = 0; id < valueBytes.size(); ++id) {
+    if (valueBytes[id] <= 0)
+      continue;
+    int last = std::max(lastUse[id], firstDef[id]);
+    if (int r = root[id]; at[size_t(r)] >= 0) {
+      octet::BufferRequest &q = requests[size_t(at[size_t(r)])];
+      q.first = std::min(q.first, firstDef[id]);
+      q.last = std::max(q.last, last);
+    } else {
+      at[size_t(r)] = int(requests.size());
+      requests.push_back({r, valueBytes[id], firstDef[id], last});
+    }
+  }
   octet::MemoryPlan plan = octet::planMemory(requests, octet::kPlanArenaAlignment);
   arenaBytes = plan.arenaBytes;
-  llvm::json::Array buffers;
+  std::vector<int64_t> offset(valueBytes.size(), -1);
   for (const octet::BufferPlacement &b : plan.buffers)
-    buffers.push_back(llvm::json::Array{b.value, b.offset, b.bytes});
+    offset[size_t(b.value)] = b.offset;
+  llvm::json::Array buffers;
+  for (size_t id = 0; id < valueBytes.size(); ++id)
+    if (valueBytes[id] > 0)
+      buffers.push_back(llvm::json::Array{int64_t(id), offset[size_t(root[id])], valueBytes[id]});
   return llvm::json::Object{{"alignment", octet::kPlanArenaAlignment},
                             {"arena_bytes", plan.arenaBytes},
-                            {"buffers", std::move(buffers)}};
+                            {"buffers", std::move(buffers)},
+                            {"views", std::move(views)}};
 }
 
 /// A state update is in place when the new value's op is the last reader of the old value, or

@@ -107,6 +107,9 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
     return;
   auto [first, last] = lifetimes(plan);
   std::vector<Plan::Buffer> bs = plan.buffers;
+  std::vector<const Plan::Buffer *> bufferOf(plan.values.size(), nullptr);
+  for (const Plan::Buffer &b : plan.buffers)
+    bufferOf[size_t(b.value)] = &b;
   for (const Plan::Buffer &b : bs) {
     const PlanValue &v = plan.values[size_t(b.value)];
     int64_t want = v.hasShape ? numElements(v.shape) * int64_t(dtypeSize(v.dtype)) : -1;
@@ -114,14 +117,42 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
         (plan.arenaAlignment > 0 && b.offset % plan.arenaAlignment))
       r.fail("memory plan: the buffer of '" + v.name + "' does not fit its value or the arena");
   }
+  // Views share their operand's buffer: each must be the result of a view op (InPlace.h) of that
+  // operand, at its offset and size. A view and its operand are then one buffer, alive from the
+  // first definition to the last read of either.
+  std::vector<int> root(plan.values.size());
+  for (size_t id = 0; id < root.size(); ++id)
+    root[id] = int(id);
+  std::vector<int> definedBy(plan.values.size(), -1);
+  for (size_t k = 0; k < plan.ops.size(); ++k)
+    for (int id : plan.ops[k].outputs)
+      if (id >= 0)
+        definedBy[size_t(id)] = int(k);
+  for (auto [view, of] : plan.views) {
+    int k = definedBy[size_t(view)];
+    const Plan::Buffer *bv = bufferOf[size_t(view)], *bo = bufferOf[size_t(of)];
+    if (k < 0 || !isView(plan.ops[size_t(k)].type) || plan.ops[size_t(k)].inputs.empty() ||
+        plan.ops[size_t(k)].inputs[0] != of || plan.ops[size_t(k)].outputs[0] != view || !bv || !bo ||
+        bv->offset != bo->offset || bv->bytes != bo->bytes)
+      r.fail("memory plan: '" + plan.values[size_t(view)].name + "' is not a view of '" +
+             plan.values[size_t(of)].name + "' (a Reshape-like op's result in its operand's buffer)");
+    root[size_t(view)] = root[size_t(of)];
+  }
+  std::vector<int> from(first), to(plan.values.size());
+  for (size_t id = 0; id < to.size(); ++id)
+    to[id] = std::max(last[id], first[id]);
+  for (size_t id = 0; id < root.size(); ++id) { // views follow their operands in the ops' order
+    size_t g = size_t(root[id]);
+    from[g] = std::min(from[g], first[id]);
+    to[g] = std::max(to[g], std::max(last[id], first[id]));
+  }
   std::sort(bs.begin(), bs.end(), [](auto &a, auto &b) { return a.offset < b.offset; });
   for (size_t i = 0; i < bs.size(); ++i)
     for (size_t j = i + 1; j < bs.size() && bs[j].offset < bs[i].offset + bs[i].bytes; ++j) {
-      size_t a = size_t(bs[i].value), b = size_t(bs[j].value);
-      int la = std::max(last[a], first[a]), lb = std::max(last[b], first[b]);
-      if (first[a] <= lb && first[b] <= la)
-        r.fail("memory plan: '" + plan.values[a].name + "' and '" + plan.values[b].name +
-               "' share arena bytes while both are alive");
+      size_t a = size_t(root[size_t(bs[i].value)]), b = size_t(root[size_t(bs[j].value)]);
+      if (a != b && from[a] <= to[b] && from[b] <= to[a])
+        r.fail("memory plan: '" + plan.values[size_t(bs[i].value)].name + "' and '" +
+               plan.values[size_t(bs[j].value)].name + "' share arena bytes while both are alive");
     }
 }
 
@@ -260,6 +291,9 @@ Plan loadPlan(const std::string &path) {
       plan.arenaAlignment = m["alignment"].as<int64_t>();
       for (const YAML::Node &b : m["buffers"])
         plan.buffers.push_back({checkId(b[0].as<int>(), "memory"), b[1].as<int64_t>(), b[2].as<int64_t>()});
+      if (m["views"])
+        for (const YAML::Node &v : m["views"])
+          plan.views.emplace_back(checkId(v[0].as<int>(), "memory views"), checkId(v[1].as<int>(), "memory views"));
     }
     for (const YAML::Node &o : root["ops"]) {
       PlanOp op;

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Rewrites a plan's JSON header (keeping it a valid file: sizes and CRC-32 recomputed).
 
-  tamper_plan.py IN OUT overlap-memory   put the two largest arena buffers alive at once at offset 0
+  tamper_plan.py IN OUT overlap-memory   put the two largest arena buffers alive at once (not views
+                                         of one another) at offset 0
+  tamper_plan.py IN OUT false-view       declare a Reshape's result a view of another value, at
+                                         that value's offset
   tamper_plan.py IN OUT unsafe-in-place  mark an amax-history update in place (its op reads the old
                                          history while writing the new one) and drop its buffer
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
@@ -26,16 +29,26 @@ def main():
                 first[o] = k
         def alive(v):
             return first.get(v, -1), max(last.get(v, -1), first.get(v, -1))
+        root = {}
+        for v, of in header["memory"].get("views", []):
+            root[v] = root.get(of, of)
         for i in range(len(bufs)):
             for j in range(i + 1, len(bufs)):
                 (a0, a1), (b0, b1) = alive(bufs[i][0]), alive(bufs[j][0])
-                if a0 <= b1 and b0 <= a1:
+                if a0 <= b1 and b0 <= a1 and root.get(bufs[i][0], bufs[i][0]) != root.get(bufs[j][0], bufs[j][0]):
                     bufs[i][1] = bufs[j][1] = 0
                     header["memory"]["buffers"] = bufs
                     break
             else:
                 continue
             break
+    if what == "false-view":
+        views = header["memory"]["views"]
+        view, of = views[0]
+        bufs = {b[0]: b for b in header["memory"]["buffers"]}
+        other = next(v for v, b in bufs.items() if v not in (view, of) and b[2] == bufs[view][2])
+        views[0] = [view, other]
+        bufs[view][1] = bufs[other][1]
     if what == "unsafe-in-place":
         vals = header["values"]
         u = next(u for u in header["state_updates"] if vals[u["state"]]["name"].endswith("amax_history"))

@@ -1,4 +1,4 @@
-//===- InPlace.h - Which plan ops may write over an operand --------*- C++ -*-===//
+//===- InPlace.h - Which plan ops may write over or share an operand -*- C++ -*-===//
 //
 // An in-place state update (docs/PLAN.md, `"in_place"`) lets the op computing a state's new
 // value write the state's bytes. When that op also reads the old value, it must read element
@@ -22,6 +22,13 @@ inline bool readsElementForElement(std::string_view opType) {
     if (o == opType)
       return true;
   return false;
+}
+
+/// Ops whose result is their first operand's bytes under another shape: the plan writer gives the
+/// result its operand's arena buffer (a view, docs/PLAN.md) and the runtime then copies nothing.
+inline bool isView(std::string_view opType) {
+  return opType == "Reshape" || opType == "Squeeze" || opType == "Unsqueeze" || opType == "Flatten" ||
+         opType == "Identity";
 }
 
 } // namespace octet::rt

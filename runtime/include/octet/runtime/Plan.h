@@ -82,6 +82,8 @@ struct Plan {
   };
   int64_t arenaBytes = 0, arenaAlignment = 0;
   std::vector<Buffer> buffers;
+  /// (view, operand): a Reshape-like op's result that shares its operand's buffer.
+  std::vector<std::pair<int, int>> views;
 
   int findValue(const std::string &name) const; // -1 when absent
 };
