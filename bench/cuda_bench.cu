@@ -1,6 +1,7 @@
 //===- cuda_bench.cpp - Micro-benchmarks of the CUDA kernels -----------------===//
 //
-// octet-cuda-bench gemm M N K...   FP8 GEMM (E4M3, fast accumulation, BF16 out)
+// octet-cuda-bench gemm M N K...   FP8 GEMM (E4M3, fast accumulation, BF16 out; OCTET_BENCH_F32=1:
+//                                  FP32 out, OCTET_BENCH_SPLIT=1: split accumulation)
 // octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor, and the same
 //                                  writing the transposed copy too (cast-transpose)
 // octet-cuda-bench copy BYTES      device-to-device copy (the HBM roofline)
@@ -109,10 +110,10 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&D, size_t(M * N) * 4));
     cuda::Gemm gemm;
     std::string err;
-    bool f32 = std::getenv("OCTET_BENCH_F32") != nullptr;
+    bool f32 = std::getenv("OCTET_BENCH_F32") != nullptr, split = std::getenv("OCTET_BENCH_SPLIT") != nullptr;
     int calls = 0;
     double ms = medianMs([&](int i) {
-      std::string e = gemm.run(M, N, K, A[i % 4], cuda::Format::E4M3, B[i % 4], cuda::Format::E4M3, s, s + 4, D, !f32, true);
+      std::string e = gemm.run(M, N, K, A[i % 4], cuda::Format::E4M3, B[i % 4], cuda::Format::E4M3, s, s + 4, D, !f32, !split);
       if (!e.empty() && err.empty())
         err = e + " (call " + std::to_string(calls) + ")";
       ++calls;
@@ -121,8 +122,10 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
       return 1;
     }
-    std::printf("{\"kernel\": \"fp8_gemm\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"ms\": %.5f, \"tflops\": %.1f}\n",
-                (long long)M, (long long)N, (long long)K, ms, 2.0 * M * N * K / ms / 1e9);
+    std::printf("{\"kernel\": \"fp8_gemm\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"%s\", "
+                "\"accumulation\": \"%s\", \"ms\": %.5f, \"tflops\": %.1f}\n",
+                (long long)M, (long long)N, (long long)K, f32 ? "f32" : "bf16", split ? "split" : "fast", ms,
+                2.0 * M * N * K / ms / 1e9);
     return 0;
   }
   if (what == "cast" && argc == 4) {

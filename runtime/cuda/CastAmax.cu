@@ -26,6 +26,28 @@ template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F);
 }
 
+/// Eight elements from 16-byte aligned `src` (one or two 16-byte loads): their codes, and |x| folded
+/// into the running max `m` (as bits: non-negative floats order as integers, and NaN above Inf).
+template <typename T, __nv_fp8_interpretation_t F>
+__device__ __forceinline__ uint2 castEight(const T *__restrict__ src, float si, unsigned &m) {
+  T in[8];
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float4 *>(in) = reinterpret_cast<const float4 *>(src)[0];
+    *reinterpret_cast<float4 *>(in + 4) = reinterpret_cast<const float4 *>(src)[1];
+  } else {
+    *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
+  }
+  uint2 out;
+  uint8_t *o = reinterpret_cast<uint8_t *>(&out);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    float f = toFloat(in[k]);
+    m = max(m, __float_as_uint(fabsf(f)));
+    o[k] = encode<F>(__fdiv_rn(f, si));
+  }
+  return out;
+}
+
 /// Block max of |x| bits, published with one atomicMax.
 __device__ void publishAmax(unsigned m, unsigned *amaxBits) {
   for (int o = 16; o > 0; o /= 2)
@@ -53,23 +75,7 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
   size_t vecs = n / 8;
   size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t v = size_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs; v += stride) {
-    T in[8];
-    if constexpr (sizeof(T) == 4) {
-      const float4 *p = reinterpret_cast<const float4 *>(x) + 2 * v;
-      *reinterpret_cast<float4 *>(in) = p[0];
-      *reinterpret_cast<float4 *>(in + 4) = p[1];
-    } else {
-      *reinterpret_cast<uint4 *>(in) = reinterpret_cast<const uint4 *>(x)[v];
-    }
-    uint2 out;
-    uint8_t *o = reinterpret_cast<uint8_t *>(&out);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float f = toFloat(in[k]);
-      m = max(m, __float_as_uint(fabsf(f)));
-      o[k] = encode<F>(__fdiv_rn(f, si));
-    }
-    reinterpret_cast<uint2 *>(q)[v] = out;
+    reinterpret_cast<uint2 *>(q)[v] = castEight<T, F>(x + 8 * v, si, m);
   }
   for (size_t i = vecs * 8 + size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float f = toFloat(x[i]);
@@ -100,22 +106,7 @@ __global__ void __launch_bounds__(kCtThreads)
     int64_t r = r0 + tr, c = c0 + lc;
     if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-element group is whole or absent
       continue;
-    T in[8];
-    const T *src = x + r * cols + c;
-    if constexpr (sizeof(T) == 4) {
-      *reinterpret_cast<float4 *>(in) = reinterpret_cast<const float4 *>(src)[0];
-      *reinterpret_cast<float4 *>(in + 4) = reinterpret_cast<const float4 *>(src)[1];
-    } else {
-      *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
-    }
-    uint2 out;
-    uint8_t *o = reinterpret_cast<uint8_t *>(&out);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float f = toFloat(in[k]);
-      m = max(m, __float_as_uint(fabsf(f)));
-      o[k] = encode<F>(__fdiv_rn(f, si));
-    }
+    uint2 out = castEight<T, F>(x + r * cols + c, si, m);
     *reinterpret_cast<uint2 *>(q + r * cols + c) = out;
     // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
     // the 8 codes go to shared memory as two 4-byte words.

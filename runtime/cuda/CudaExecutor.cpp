@@ -1338,44 +1338,33 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     auto *amax = static_cast<float *>(outPtr(1));
     bool sat = attrInt(op, "saturate", 1) != 0;
     auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
-    bool wide = xt == DType::F32 || xt == DType::BF16;
-    if (op.outputs.size() > 2 && op.outputs[2] >= 0) {
-      // The codes also transposed ([rows, cols] -> [cols, rows]) for a GEMM that reads them so.
-      Shape xs = shapeOf(x);
-      int64_t cols = xs.empty() ? 1 : xs.back(), rows = n / std::max<int64_t>(cols, 1);
-      if (shapeOf(op.outputs[2]) != Shape{cols, rows} || typeOf(op.outputs[2]) != ot)
-        fail(op, "the transposed result must be " + shapeString({cols, rows}) + " of the output's type");
-      auto *qt = static_cast<uint8_t *>(outPtr(2));
-      if (sat && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16)) {
-        cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
-        cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
-        out.push_back([=](cudaStream_t s) {
-          cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
-          if (e != cudaSuccess)
-            return std::string("cast_amax: ") + cudaGetErrorString(e);
-          return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s);
-        });
-        return;
-      }
-      out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
-      out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
-      dev::CopyArgs c = byteTranspose(q, qt, rows, cols);
-      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
-      return;
-    }
-    if (sat && wide && aligned(xp, 16) && aligned(q, 8)) {
-      // One pass (CastAmax.cu): the amax is a running atomic max, so it starts at zero.
-      cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
-      cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+    bool wide = sat && (xt == DType::F32 || xt == DType::BF16);
+    cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+    cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+    // The one-pass kernels (CastAmax.cu) keep a running atomic max, so the amax starts at zero.
+    auto onePass = [&](std::function<std::string(cudaStream_t)> launch) {
       out.push_back([=](cudaStream_t s) {
         cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
-        if (e != cudaSuccess)
-          return std::string("cast_amax: ") + cudaGetErrorString(e);
-        return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s);
+        return e != cudaSuccess ? std::string("cast_amax: ") + cudaGetErrorString(e) : launch(s);
       });
-    } else {
-      out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
-      out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
+    };
+    uint8_t *qt = nullptr; // the codes also transposed ([rows, cols] -> [cols, rows]) for a GEMM that reads them so
+    Shape xs = shapeOf(x);
+    int64_t cols = xs.empty() ? 1 : xs.back(), rows = n / std::max<int64_t>(cols, 1);
+    if (op.outputs.size() > 2 && op.outputs[2] >= 0) {
+      if (shapeOf(op.outputs[2]) != Shape{cols, rows} || typeOf(op.outputs[2]) != ot)
+        fail(op, "the transposed result must be " + shapeString({cols, rows}) + " of the output's type");
+      qt = static_cast<uint8_t *>(outPtr(2));
+    }
+    if (qt && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16))
+      return onePass([=](cudaStream_t s) { return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s); });
+    if (!qt && wide && aligned(xp, 16) && aligned(q, 8))
+      return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s); });
+    out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
+    out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
+    if (qt) {
+      dev::CopyArgs c = byteTranspose(q, qt, rows, cols);
+      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
     }
     return;
   }

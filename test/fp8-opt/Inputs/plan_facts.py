@@ -1,0 +1,56 @@
+"""Facts about compiled plan files, one line per file (FileCheck reads them).
+
+  plan_facts.py gemm-layouts PLAN...   how many fp8.gemm ops a plan holds, how many of their
+      operands come from an fp8.cast_amax's output in the layout cuBLASLt's FP8 GEMMs cannot
+      take (A with transpose_a, B without transpose_b), and how many fp8.cast_amax ops write a
+      transposed copy (a third result)
+  plan_facts.py scale-updates PLAN...  how many fp8.delayed_scale ops a plan holds, whether they
+      are its last ops (one run at the end of the step) and how many state updates are written
+      in place; then how many more the first plan updates in place than the last
+"""
+import json
+import os
+import struct
+import sys
+
+
+def header(path):
+    blob = open(path, "rb").read()
+    assert blob[:8] == b"OCTPLAN\0", path
+    (size,) = struct.unpack_from("<Q", blob, 16)
+    return json.loads(blob[48:48 + size])
+
+
+def gemm_layouts(path, plan):
+    ops = plan["ops"]
+    cast_output = {op["out"][0] for op in ops if op["type"] == "fp8.cast_amax"}
+    attr = lambda op, k: op.get("attrs", {}).get(k, {}).get("i", 0)
+    gemms = [op for op in ops if op["type"] == "fp8.gemm"]
+    other = sum((attr(g, "transpose_a") and g["in"][0] in cast_output) +
+                (not attr(g, "transpose_b") and g["in"][1] in cast_output) for g in gemms)
+    transposed = sum(op["type"] == "fp8.cast_amax" and len(op["out"]) > 2 and op["out"][2] >= 0 for op in ops)
+    print(f"{os.path.basename(path)}: gemms {len(gemms)} not-tn-from-cast-amax {other} transposed-casts {transposed}")
+
+
+def scale_updates(path, plan, in_place):
+    ops = plan["ops"]
+    at = [k for k, op in enumerate(ops) if op["type"] == "fp8.delayed_scale"]
+    at_end = bool(at) and at == list(range(len(ops) - len(at), len(ops)))
+    in_place.append(sum(bool(u.get("in_place")) for u in plan.get("state_updates", [])))
+    print(f"{os.path.basename(path)}: delayed_scale {len(at)} at-end {at_end} in-place {in_place[-1]}")
+
+
+def main():
+    what, paths = sys.argv[1], sys.argv[2:]
+    in_place = []
+    for path in paths:
+        if what == "gemm-layouts":
+            gemm_layouts(path, header(path))
+        else:
+            scale_updates(path, header(path), in_place)
+    if what == "scale-updates":
+        print(f"more in place: {in_place[0] - in_place[-1]}")
+
+
+if __name__ == "__main__":
+    main()
