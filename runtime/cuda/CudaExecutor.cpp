@@ -109,6 +109,8 @@ private:
   template <class Info, class Same, class Build> void fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build);
   void fuseDelayedScales();
   void fuseSumSquares();
+  std::map<size_t, dev::PwArgs> pointwise_; // generated-kernel Pointwise ops by plan op index
+  void fusePointwiseChains();
   Plan plan_;
   CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
@@ -270,6 +272,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   }
   fuseDelayedScales();
   fuseSumSquares();
+  if (jit_ && opt_.chains)
+    fusePointwiseChains();
   if (jit_) {
     std::string why = jit_->build();
     if (!why.empty()) {
@@ -561,6 +565,7 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out) {
   }
   int h = jit_->add(a);
   out.push_back([this, h, a](cudaStream_t s) { return jit_ ? jit_->launch(h, a, s) : dev::pointwise(a, s); });
+  pointwise_[size_t(&op - plan_.ops.data())] = a;
 }
 
 void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &out) {
@@ -1572,6 +1577,95 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
   program_ = std::move(fused);
 }
 
+/// Consecutive Pointwise programs over one output size (AdamW's: the first moment, the second,
+/// then the parameter from both) become one generated kernel that runs them in order per element,
+/// an earlier result passed on in registers instead of reloaded. A program joins the run only
+/// where that keeps each thread's reads and writes to its own element: it reads an earlier
+/// program's result only element for element (canChain), reads nothing else an earlier program
+/// writes, and writes nothing an earlier program reads except, element for element, the same
+/// buffer (a state updated in place).
+void CudaExecutor::fusePointwiseChains() {
+  constexpr size_t kMaxChain = 4;
+  auto range = [&](int id) {
+    auto *p = static_cast<const char *>(devicePtr(id));
+    return std::make_pair(p, p + size_t(numElements(shapeOf(id))) * dtypeSize(typeOf(id)));
+  };
+  auto overlap = [](std::pair<const char *, const char *> a, std::pair<const char *, const char *> b) {
+    return a.first < b.second && b.first < a.second;
+  };
+  auto elementwise = [&](const dev::PwArgs &a, int j) { // input j read at the output's index
+    int64_t want = 1;
+    for (int d = a.shape.rank - 1; d >= 0; --d) {
+      if (a.inStr[j].s[d] != want && a.shape.d[d] != 1)
+        return false;
+      want *= a.shape.d[d];
+    }
+    return true;
+  };
+  std::vector<OpProgram> fused;
+  for (size_t k = 0; k < program_.size();) {
+    std::vector<size_t> run; // program indices
+    std::vector<dev::PwArgs> args;
+    for (size_t e = k; e < program_.size() && run.size() < kMaxChain; ++e) {
+      auto it = pointwise_.find(program_[e].op);
+      if (it == pointwise_.end())
+        break;
+      const dev::PwArgs &a = it->second;
+      const PlanOp &op = plan_.ops[program_[e].op];
+      bool ok = run.empty() || (a.n == args[0].n && a.shape.rank == args[0].shape.rank &&
+                                std::equal(a.shape.d, a.shape.d + a.shape.rank, args[0].shape.d));
+      for (size_t q = 0; ok && q < run.size(); ++q) {
+        const PlanOp &prev = plan_.ops[program_[run[q]].op];
+        int prevOut = prev.outputs[0];
+        for (size_t j = 0; ok && j < op.inputs.size(); ++j) // reads of what an earlier program wrote
+          ok = op.inputs[j] == prevOut || !overlap(range(op.inputs[j]), range(prevOut));
+        for (size_t j = 0; ok && j < prev.inputs.size(); ++j) { // writes of what an earlier program read
+          auto r = range(prev.inputs[j]);
+          if (overlap(range(op.outputs[0]), r))
+            ok = r == range(op.outputs[0]) && elementwise(args[q], int(j));
+        }
+        ok = ok && !overlap(range(op.outputs[0]), range(prevOut));
+      }
+      if (ok) {
+        std::vector<dev::PwArgs> tried = args;
+        tried.push_back(a);
+        ok = dev::PwJit::canChain(tried);
+      }
+      if (!ok)
+        break;
+      run.push_back(e);
+      args.push_back(a);
+    }
+    if (run.size() < 2) {
+      fused.push_back(std::move(program_[k++]));
+      continue;
+    }
+    int h = jit_->addChain(args);
+    OpProgram group{program_[k].op, {}, {}};
+    std::vector<Step> alone; // each program's own launch, should the generated kernels not build
+    for (size_t e : run)
+      for (const Step &st : program_[e].steps)
+        alone.push_back(st);
+    group.steps.push_back([this, h, args, alone](cudaStream_t s) {
+      if (!jit_) {
+        for (const Step &st : alone)
+          if (std::string e = st(s); !e.empty())
+            return e;
+        return std::string();
+      }
+      std::vector<const dev::PwArgs *> ptrs;
+      for (const dev::PwArgs &a : args)
+        ptrs.push_back(&a);
+      return jit_->launchChain(h, ptrs, s);
+    });
+    for (size_t e : run)
+      group.parts.push_back(std::move(program_[e]));
+    fused.push_back(std::move(group));
+    k = run.back() + 1;
+  }
+  program_ = std::move(fused);
+}
+
 /// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
 /// puts a step's scaling updates together at its end) become one delayedScaleList launch.
 void CudaExecutor::fuseDelayedScales() {
@@ -1901,6 +1995,8 @@ void registerBackend() {
       o.tf32 = std::string(t) == "1";
     if (const char *j = std::getenv("OCTET_CUDA_JIT"))
       o.jit = std::string(j) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_CHAINS"))
+      o.chains = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
       o.attention = parseAttentionPrecision(at);
     return makeCudaRunner(std::move(p), o);

@@ -106,6 +106,15 @@ public:
   bool built() const;
   /// Runs kernel `h` on `a` (the arguments it was added with, or others of the same alignment).
   std::string launch(int h, const PwArgs &a, cudaStream_t s) const;
+  /// Registers programs of one output size run in order by one kernel, element by element: an
+  /// input that is an earlier program's output (the same pointer) is taken from its registers
+  /// and must be read element for element. Returns the handle, or -1 where the programs' index
+  /// spaces or that input's layout do not allow it. The caller makes sure no program reads
+  /// what another writes except so (the executor's fusePointwiseChains()).
+  int addChain(const std::vector<PwArgs> &programs);
+  /// Whether addChain would take `programs` (registers nothing).
+  static bool canChain(const std::vector<PwArgs> &programs);
+  std::string launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const;
   size_t kernels() const;
   double buildSeconds() const;
   /// The translation unit build() compiles.

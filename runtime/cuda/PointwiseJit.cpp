@@ -156,52 +156,49 @@ Spec specOf(const PwArgs &a) {
   return s;
 }
 
-/// The kernel's source: `extern "C" __global__ void NAME(const void *in0, ..., float *out)`.
-std::string generate(const Spec &s, const std::string &name) {
-  std::ostringstream o;
-  // Unsigned coordinates (division by constants is cheapest), signed offsets.
-  const char *IT = s.wide ? "unsigned long long" : "unsigned", *OT = s.wide ? "long long" : "int";
-  const int V = s.vec;
-  o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
-  for (int j = 0; j < s.nIn; ++j)
-    o << "const " << (s.isBool[j] ? "unsigned char" : "float") << " *__restrict__ in" << j << ", ";
-  o << "float *__restrict__ out) {\n";
-  o << "  using namespace octet::rt::cuda::dev;\n";
-  for (int j = 0; j < s.nIn; ++j)
-    if (s.load[j] == Load::Scalar)
-      o << "  const float x" << j << "s = " << (s.isBool[j] ? "(in" + std::to_string(j) + "[0] ? 1.0f : 0.0f)"
-                                                          : "in" + std::to_string(j) + "[0]")
-        << ";\n";
-  o << "  for (" << IT << " g = " << IT << "(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
-    << "u; g += " << IT << "(gridDim.x) * " << kJitThreads << "u) {\n";
-  o << "    const " << IT << " i = g * " << V << ";\n";
-  // Coordinates of element i, innermost first; only the dims some input walks are used.
-  bool needCoords = false;
-  for (int j = 0; j < s.nIn; ++j)
-    needCoords = needCoords || s.load[j] != Load::Scalar;
-  if (needCoords) {
-    o << "    " << IT << " t = i;\n";
-    for (int d = s.rank - 1; d >= 0; --d) {
-      o << "    const " << IT << " c" << d << " = t % " << s.dims[d] << "u;";
-      if (d > 0)
-        o << " t /= " << s.dims[d] << "u;";
-      o << "\n";
+/// Programs of one output shape run by one kernel, in order, each element by one thread: `from[p][j]`
+/// is the earlier program whose result program p's input j is (taken from its registers, not
+/// reloaded), or -1 for memory. One program alone is a chain of one.
+struct Chain {
+  std::vector<Spec> parts;
+  std::vector<std::vector<int>> from;
+
+  std::string key() const {
+    std::string k;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      k += parts[p].key() + "#";
+      for (int f : from[p])
+        k += std::to_string(f) + ",";
+      k += "/";
     }
+    return k;
   }
+};
+
+/// One program of a chain inside the element loop: its offsets, loads (all issued before the
+/// arithmetic; inputs an earlier program computed come from its registers), code and store.
+void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &from, const std::vector<Spec> &parts,
+                  const std::string &P, const char *OT, int V) {
+  auto last = [&](int q) { return "r" + std::to_string(q) + "_" + std::to_string(parts[size_t(q)].nCode - 1); };
   for (int j = 0; j < s.nIn; ++j) {
-    if (s.load[j] == Load::Scalar)
+    if (s.load[j] == Load::Scalar || from[size_t(j)] >= 0)
       continue;
-    o << "    const " << OT << " o" << j << " = 0";
+    o << "    const " << OT << " o" << P << "_" << j << " = 0";
     for (int d = 0; d < s.rank; ++d)
       if (s.str[j][d])
         o << " + " << OT << "(c" << d << ") * " << s.str[j][d];
     o << ";\n";
   }
-  // Loads, all issued before the arithmetic.
   for (int j = 0; j < s.nIn; ++j) {
-    std::string x = "x" + std::to_string(j), in = "in" + std::to_string(j), oj = "o" + std::to_string(j);
+    std::string J = P + "_" + std::to_string(j);
+    std::string x = "x" + J, in = "in" + J, oj = "o" + J;
     auto conv = [&](const std::string &e) { return s.isBool[j] ? "(" + e + " ? 1.0f : 0.0f)" : e; };
     o << "    float " << x << "[" << V << "];\n";
+    if (from[size_t(j)] >= 0) {
+      for (int l = 0; l < V; ++l)
+        o << "    " << x << "[" << l << "] = " << last(from[size_t(j)]) << "[" << l << "];\n";
+      continue;
+    }
     switch (s.load[j]) {
     case Load::Scalar:
       for (int l = 0; l < V; ++l)
@@ -239,21 +236,67 @@ std::string generate(const Spec &s, const std::string &name) {
     if (slot == 0)
       return "0.0f";
     if (slot <= s.nIn)
-      return "x" + std::to_string(slot - 1) + "[" + std::to_string(l) + "]";
-    return "r" + std::to_string(slot - 1 - s.nIn) + "[" + std::to_string(l) + "]";
+      return "x" + P + "_" + std::to_string(slot - 1) + "[" + std::to_string(l) + "]";
+    return "r" + P + "_" + std::to_string(slot - 1 - s.nIn) + "[" + std::to_string(l) + "]";
   };
   for (int i = 0; i < s.nCode; ++i) {
-    o << "    float r" << i << "[" << V << "];\n";
+    o << "    float r" << P << "_" << i << "[" << V << "];\n";
     for (int l = 0; l < V; ++l)
-      o << "    r" << i << "[" << l << "] = ewFloat(Ew(" << s.op[i] << "), " << reg(s.arg[i][0], l) << ", "
+      o << "    r" << P << "_" << i << "[" << l << "] = ewFloat(Ew(" << s.op[i] << "), " << reg(s.arg[i][0], l) << ", "
         << reg(s.arg[i][1], l) << ", " << reg(s.arg[i][2], l) << ", false, false);\n";
   }
-  int last = s.nCode - 1;
+  std::string r = "r" + P + "_" + std::to_string(s.nCode - 1);
   if (V == kVec)
-    o << "    *reinterpret_cast<float4 *>(out + i) = make_float4(r" << last << "[0], r" << last << "[1], r" << last
-      << "[2], r" << last << "[3]);\n";
+    o << "    *reinterpret_cast<float4 *>(out" << P << " + i) = make_float4(" << r << "[0], " << r << "[1], " << r
+      << "[2], " << r << "[3]);\n";
   else
-    o << "    out[i] = r" << last << "[0];\n";
+    o << "    out" << P << "[i] = " << r << "[0];\n";
+}
+
+/// The kernel's source: `extern "C" __global__ void NAME(const void *in0_0, ..., float *out0, ...)`,
+/// each program's inputs then its output, program after program.
+std::string generate(const Chain &c, const std::string &name) {
+  const Spec &s = c.parts[0]; // the index space all parts share
+  std::ostringstream o;
+  // Unsigned coordinates (division by constants is cheapest), signed offsets.
+  const char *IT = s.wide ? "unsigned long long" : "unsigned", *OT = s.wide ? "long long" : "int";
+  const int V = s.vec;
+  o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
+  for (size_t p = 0; p < c.parts.size(); ++p) {
+    for (int j = 0; j < c.parts[p].nIn; ++j)
+      o << "const " << (c.parts[p].isBool[j] ? "unsigned char" : "float") << " *__restrict__ in" << p << "_" << j
+        << ", ";
+    o << "float *" << (c.parts.size() == 1 ? "__restrict__ " : "") << "out" << p
+      << (p + 1 < c.parts.size() ? ", " : "");
+  }
+  o << ") {\n";
+  o << "  using namespace octet::rt::cuda::dev;\n";
+  for (size_t p = 0; p < c.parts.size(); ++p)
+    for (int j = 0; j < c.parts[p].nIn; ++j)
+      if (c.parts[p].load[j] == Load::Scalar && c.from[p][size_t(j)] < 0) {
+        std::string in = "in" + std::to_string(p) + "_" + std::to_string(j);
+        o << "  const float x" << p << "_" << j << "s = "
+          << (c.parts[p].isBool[j] ? "(" + in + "[0] ? 1.0f : 0.0f)" : in + "[0]") << ";\n";
+      }
+  o << "  for (" << IT << " g = " << IT << "(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
+    << "u; g += " << IT << "(gridDim.x) * " << kJitThreads << "u) {\n";
+  o << "    const " << IT << " i = g * " << V << ";\n";
+  // Coordinates of element i, innermost first; only the dims some input walks are used.
+  bool needCoords = false;
+  for (size_t p = 0; p < c.parts.size(); ++p)
+    for (int j = 0; j < c.parts[p].nIn; ++j)
+      needCoords = needCoords || (c.parts[p].load[j] != Load::Scalar && c.from[p][size_t(j)] < 0);
+  if (needCoords) {
+    o << "    " << IT << " t = i;\n";
+    for (int d = s.rank - 1; d >= 0; --d) {
+      o << "    const " << IT << " c" << d << " = t % " << s.dims[d] << "u;";
+      if (d > 0)
+        o << " t /= " << s.dims[d] << "u;";
+      o << "\n";
+    }
+  }
+  for (size_t p = 0; p < c.parts.size(); ++p)
+    generatePart(o, c.parts[p], c.from[p], c.parts, std::to_string(p), OT, V);
   o << "  }\n}\n\n";
   return o.str();
 }
@@ -272,8 +315,8 @@ std::string nvrtcLog(const Nvrtc &nv, nvrtcProgram p) {
 } // namespace
 
 struct PwJit::Impl {
-  std::vector<Spec> specs;                  // one per distinct kernel
-  std::map<std::string, int> byKey;         // Spec::key -> index
+  std::vector<Chain> specs;                 // one per distinct kernel
+  std::map<std::string, int> byKey;         // Chain::key -> index
   std::vector<cudaKernel_t> kernels;        // after build
   cudaLibrary_t library = nullptr;
   bool built = false;
@@ -288,14 +331,52 @@ PwJit::~PwJit() {
 
 std::string PwJit::unavailable() { return Nvrtc::get().why; }
 
-int PwJit::add(const PwArgs &args) {
-  PwArgs a = args;
-  mergePointwiseDims(a);
-  Spec s = specOf(a);
-  auto [it, fresh] = impl_->byKey.emplace(s.key(), int(impl_->specs.size()));
+bool makeChain(const std::vector<PwArgs> &programs, Chain &c);
+
+int PwJit::add(const PwArgs &args) { return addChain({args}); }
+
+int PwJit::addChain(const std::vector<PwArgs> &programs) {
+  Chain c;
+  if (!makeChain(programs, c))
+    return -1;
+  auto [it, fresh] = impl_->byKey.emplace(c.key(), int(impl_->specs.size()));
   if (fresh)
-    impl_->specs.push_back(s);
+    impl_->specs.push_back(std::move(c));
   return it->second;
+}
+
+bool PwJit::canChain(const std::vector<PwArgs> &programs) {
+  Chain c;
+  return makeChain(programs, c);
+}
+
+bool makeChain(const std::vector<PwArgs> &programs, Chain &c) {
+  for (const PwArgs &args : programs) {
+    PwArgs a = args;
+    mergePointwiseDims(a);
+    c.parts.push_back(specOf(a));
+    const Spec &s = c.parts.back(), &s0 = c.parts[0];
+    if (s.n != s0.n || s.rank != s0.rank || s.vec != s0.vec || s.wide != s0.wide ||
+        !std::equal(s.dims, s.dims + s.rank, s0.dims))
+      return false; // the programs' index spaces merge differently
+    std::vector<int> from(size_t(a.nIn), -1);
+    for (int j = 0; j < a.nIn; ++j)
+      for (size_t q = 0; q + 1 < c.parts.size(); ++q)
+        if (a.in[j] == programs[q].out) {
+          // An earlier program's result, read element for element: taken from its registers.
+          bool same = !s.isBool[j];
+          int64_t want = 1;
+          for (int d = s.rank - 1; d >= 0; --d) {
+            same = same && s.str[j][d] == want;
+            want *= s.dims[d];
+          }
+          if (!same)
+            return false;
+          from[size_t(j)] = int(q);
+        }
+    c.from.push_back(std::move(from));
+  }
+  return true;
 }
 
 size_t PwJit::kernels() const { return impl_->specs.size(); }
@@ -370,22 +451,24 @@ std::string PwJit::build() {
   return "";
 }
 
-std::string PwJit::launch(int h, const PwArgs &a, cudaStream_t s) const {
-  if (a.n == 0)
+std::string PwJit::launch(int h, const PwArgs &a, cudaStream_t s) const { return launchChain(h, {&a}, s); }
+
+std::string PwJit::launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const {
+  if (programs.empty() || programs[0]->n == 0)
     return "";
-  const Spec &sp = impl_->specs[size_t(h)];
-  void *ptrs[kPwMaxInputs + 1];
-  void *args[kPwMaxInputs + 1];
-  for (int j = 0; j < a.nIn; ++j) {
-    ptrs[j] = const_cast<void *>(a.in[j]);
-    args[j] = &ptrs[j];
+  const Spec &sp = impl_->specs[size_t(h)].parts[0];
+  std::vector<void *> ptrs, args;
+  for (const PwArgs *a : programs) {
+    for (int j = 0; j < a->nIn; ++j)
+      ptrs.push_back(const_cast<void *>(a->in[j]));
+    ptrs.push_back(a->out);
   }
-  ptrs[a.nIn] = a.out;
-  args[a.nIn] = &ptrs[a.nIn];
+  for (void *&p : ptrs)
+    args.push_back(&p);
   int64_t groups = sp.n / sp.vec;
   int blocks = int(std::min<int64_t>((groups + kJitThreads - 1) / kJitThreads, int64_t(1) << 20));
   cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void *>(impl_->kernels[size_t(h)]), dim3(unsigned(blocks)),
-                                   dim3(kJitThreads), args, 0, s);
+                                   dim3(kJitThreads), args.data(), 0, s);
   return e == cudaSuccess ? std::string() : std::string("generated pointwise: ") + cudaGetErrorString(e);
 }
 

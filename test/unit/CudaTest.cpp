@@ -786,15 +786,51 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     }
   }
   const std::string &vec = sources["arithmetic [64, 256]"];
-  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in0"), std::string::npos) << vec;
-  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in1"), std::string::npos) << vec;
-  EXPECT_NE(vec.find("const uchar4 v = *reinterpret_cast<const uchar4 *>(in3"), std::string::npos) << vec;
-  EXPECT_NE(vec.find("const float v = in2[o2]"), std::string::npos) << vec;
-  EXPECT_NE(vec.find("*reinterpret_cast<float4 *>(out + i)"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in0_0"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const float4 v = *reinterpret_cast<const float4 *>(in0_1"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const uchar4 v = *reinterpret_cast<const uchar4 *>(in0_3"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const float v = in0_2[o0_2]"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("*reinterpret_cast<float4 *>(out0 + i)"), std::string::npos) << vec;
   for (const char *gathered : {"arithmetic [64, 256] x transposed", "arithmetic [64, 256] x misaligned"}) {
     const std::string &src = sources[gathered];
-    EXPECT_EQ(src.find("reinterpret_cast<const float4 *>(in0"), std::string::npos) << gathered;
-    EXPECT_NE(src.find("x0[3] = in0[o0 + "), std::string::npos) << gathered;
+    EXPECT_EQ(src.find("reinterpret_cast<const float4 *>(in0_0"), std::string::npos) << gathered;
+    EXPECT_NE(src.find("x0_0[3] = in0_0[o0_0 + "), std::string::npos) << gathered;
+  }
+  {
+    // A chain: m' = 0.9 m + g, then p' = p - m' (m' from the first program's registers, not
+    // reloaded); one kernel with both stores. A chain whose later program reads the earlier
+    // result broadcast is refused.
+    dev::PwArgs m, p;
+    float *buf = reinterpret_cast<float *>(uintptr_t(0x10000));
+    for (dev::PwArgs *a : {&m, &p}) {
+      a->shape.rank = 1;
+      a->shape.d[0] = a->n = 4096;
+      a->nIn = 2;
+      a->inStr[0].s[0] = a->inStr[1].s[0] = 1;
+    }
+    m.in[0] = buf, m.in[1] = buf + 4096, m.out = buf + 8192;
+    m.nCode = 2;
+    m.op[0] = dev::ewOf(PwOp::Mul), m.arg[0][0] = 1, m.arg[0][1] = 1; // (m * m stands in for 0.9 m)
+    m.op[1] = dev::ewOf(PwOp::Add), m.arg[1][0] = 3, m.arg[1][1] = 2;
+    p.in[0] = buf + 12288, p.in[1] = m.out, p.out = buf + 16384;
+    p.nCode = 1;
+    p.op[0] = dev::ewOf(PwOp::Sub), p.arg[0][0] = 1, p.arg[0][1] = 2;
+    dev::PwJit jit;
+    EXPECT_EQ(jit.addChain({m, p}), 0);
+    std::string src = jit.source(), cubin;
+    EXPECT_NE(src.find("x1_1[3] = r0_1[3];"), std::string::npos) << src;
+    EXPECT_EQ(src.find("(in1_1"), std::string::npos) << "the earlier result is not reloaded";
+    EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
+    EXPECT_NE(src.find("(out1 + i)"), std::string::npos) << src;
+    EXPECT_EQ(dev::PwJit::compile(src, 90, cubin), "");
+    dev::PwArgs broadcast = p;
+    broadcast.shape.rank = 2, broadcast.shape.d[0] = 64, broadcast.shape.d[1] = 64;
+    broadcast.inStr[0].s[0] = 64, broadcast.inStr[0].s[1] = 1;
+    broadcast.inStr[1].s[0] = 1, broadcast.inStr[1].s[1] = 0; // m' read as a column
+    dev::PwArgs m2 = m;
+    m2.shape = broadcast.shape;
+    m2.inStr[0].s[0] = m2.inStr[1].s[0] = 64, m2.inStr[0].s[1] = m2.inStr[1].s[1] = 1;
+    EXPECT_EQ(jit.addChain({m2, broadcast}), -1);
   }
   EXPECT_EQ(sources["arithmetic [33, 7]"].find("float4"), std::string::npos) << "7 columns: one element per thread";
   // Broken source reports NVRTC's log instead of failing silently.
@@ -1095,6 +1131,76 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
         else
           EXPECT_EQ(g, w) << plan.values[size_t(id)].name << "[" << i << "] run " << run;
       }
+    }
+  }
+}
+
+/// AdamW's three Pointwise programs (first moment, second moment, then the parameter from both),
+/// each state updated in place, as the optimizer writes them: the executor runs them as one
+/// generated kernel (fusePointwiseChains). Against the CPU bit for bit over four steps (eager,
+/// captured, replayed), and equal to the same plan with the option off (OCTET_CUDA_CHAINS=0).
+TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const Shape sh{64, 96};
+  Plan plan;
+  auto value = [&](const std::string &name, Shape s) { return addValue(plan, name, std::move(s)); };
+  auto state = [&](const std::string &name, float scale) {
+    int id = value(name, sh);
+    plan.constants[id] = std::make_shared<Tensor>(randomTensor(sh, rng, scale));
+    plan.constantKinds[id] = ConstantKind::State;
+    return id;
+  };
+  auto scalar = [&](const std::string &name, float v) {
+    int id = value(name, {});
+    auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+    t->data<float>()[0] = v;
+    plan.constants[id] = t;
+    plan.constantKinds[id] = ConstantKind::Const;
+    return id;
+  };
+  int g = value("g", sh), m = state("m", 0.01f), v = state("v", 0.0f), w = state("w", 0.1f);
+  for (int64_t i = 0; i < numElements(sh); ++i) // v >= 0
+    plan.constants[v]->data<float>()[i] = std::fabs(randomTensor({1}, rng, 1e-4f).data<float>()[0]);
+  int b1 = scalar("b1", 0.9f), c1 = scalar("c1", 0.1f), b2 = scalar("b2", 0.95f), c2 = scalar("c2", 0.05f);
+  int eps = scalar("eps", 1e-8f), lr = scalar("lr", 1e-3f);
+  int m2 = value("m.next", sh), v2 = value("v.next", sh), w2 = value("w.next", sh);
+  plan.inputs = {g};
+  auto pointwise = [&](const std::string &name, std::vector<int> in, int out, std::vector<std::string> ops,
+                       std::vector<int64_t> args) {
+    PlanOp op;
+    op.type = "octet::Pointwise";
+    op.name = name;
+    op.inputs = std::move(in);
+    op.outputs = {out};
+    op.attrs["ops"].kind = Attr::Strings;
+    op.attrs["ops"].strings = std::move(ops);
+    op.attrs["args"].kind = Attr::Ints;
+    op.attrs["args"].ints = std::move(args);
+    plan.ops.push_back(op);
+  };
+  // m' = m b1 + g c1; v' = v b2 + g g c2; w' = w - lr m' / (sqrt(v') + eps).
+  pointwise("m", {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
+  pointwise("v", {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
+  pointwise("w", {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
+            {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
+  plan.outputs = {m2, v2, w2};
+  plan.stateUpdates = {{m, m2}, {v, v2}, {w, w2}};
+  plan.inPlace = {m2, v2, w2};
+  auto feed = std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f));
+  Executor cpu(plan);
+  cuda::CudaOptions off;
+  off.chains = false;
+  auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+  for (int step = 0; step < 4; ++step) {
+    cpu.run({{"g", feed}}, true);
+    gpu->run({{"g", feed}}, true);
+    plain->run({{"g", feed}}, true);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id), alone = plain->value(id);
+      ASSERT_TRUE(want && got && alone) << plan.values[size_t(id)].name;
+      EXPECT_EQ(got->bytes, want->bytes) << plan.values[size_t(id)].name << " step " << step;
+      EXPECT_EQ(got->bytes, alone->bytes) << plan.values[size_t(id)].name << " step " << step;
     }
   }
 }
