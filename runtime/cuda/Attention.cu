@@ -277,6 +277,17 @@ __device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, i
   return key0 + keys > a.tk || query0 + queries > a.tq || (a.causal && key0 + keys - 1 > query0);
 }
 
+/// One (batch, head)'s Q, K, V and (backward) dY in the policy's operand type (the padded BF16
+/// copies on the BF16 path), rows `ld` apart.
+template <class P> struct HeadOperands {
+  const typename P::Src *Q, *K, *V, *dY;
+};
+template <class P>
+__device__ __forceinline__ HeadOperands<P> headOperands(const AttnArgs &a, int bh, int tq, int tk, int ld, bool grad) {
+  return {P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
+          P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, grad ? P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld : nullptr};
+}
+
 template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(AttnArgs a) {
   using E = typename P::Elem;
   using Src = typename P::Src;
@@ -286,8 +297,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows; // the longest rows first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
-  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
-            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld;
+  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, false);
+  const Src *Q = h.Q, *K = h.K, *V = h.V;
   auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
@@ -428,8 +439,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   const int bh = blockIdx.x, j0 = blockIdx.y * kBlockRows; // the keys with the most queries first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
-  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
-            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, *dY = P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld;
+  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
+  const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
   auto issue = [&](int i0, int st) { // Q and dY rows [i0, i0 + kQueryTile), their LSE and delta
     E *qs = qdy + st * 2 * kQueryTile * S;
@@ -500,8 +511,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
-  const Src *Q = P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, *K = P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
-            *V = P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, *dY = P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld;
+  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
+  const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
   auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
