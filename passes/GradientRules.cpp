@@ -380,6 +380,36 @@ LogicalResult gradGemm(ox::GemmOp op, GradientBuilder &g, ArrayRef<Value> dy, Gr
 
 // Normalization, softmax, loss ----------------------------------------------------
 
+/// octet::LayerNormalizationGrad(X, Scale, dY) -> (dX, dScale, dB), attributes axis and epsilon:
+/// the runtime recomputes each row's mean and 1/std from X (docs/PLAN.md). Only where Scale
+/// holds one value per normalized element, B (when present) has Scale's type and X is float32; false
+/// leaves the ONNX spelling to the caller.
+bool fusedLayerNormGrad(ox::LayerNormalizationOp op, GradientBuilder &g, Value dY, int64_t axis, float eps,
+                        Grads &out) {
+  auto xt = g.typeOf(op.getX());
+  if (!xt.getElementType().isF32())
+    return false;
+  int64_t n = 1;
+  for (int64_t d : xt.getShape().drop_front(axis))
+    n *= d;
+  auto st = g.typeOf(op.getScale());
+  bool hasB = !op.getB().getType().isa<NoneType>();
+  if (st.getNumElements() != n || (hasB && g.typeOf(op.getB()) != st))
+    return false;
+  OperationState st2(op.getLoc(), "onnx.node");
+  st2.addOperands({op.getX(), op.getScale(), dY});
+  st2.addTypes({xt, st, hasB ? g.typeOf(op.getB()) : st});
+  st2.addAttribute("op_type", g.b.getStringAttr("LayerNormalizationGrad"));
+  st2.addAttribute("domain", g.b.getStringAttr("octet"));
+  st2.addAttribute("attrs", g.b.getDictionaryAttr({g.ox.si64("axis", axis),
+                                                    g.b.getNamedAttr("epsilon", g.b.getF32FloatAttr(eps))}));
+  Operation *grad = g.b.create(st2);
+  out.push_back(grad->getResult(0));
+  out.push_back(grad->getResult(1));
+  out.push_back(hasB ? grad->getResult(2) : Value());
+  return true;
+}
+
 LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, ArrayRef<Value> dy,
                             GradientContext &ctx, Grads &out) {
   if (dy[1] || dy[2])
@@ -394,6 +424,8 @@ LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, Arr
     axes.push_back(i);
   Type elt = xt.getElementType();
   float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
+  if (ctx.fusedNormGrads && fusedLayerNormGrad(op, g, dy[0], axis, eps, out))
+    return success();
   // Recompute the normalized input.
   Value mean = g.reduceMean(x, axes);
   Value xc = g.sub(x, mean);

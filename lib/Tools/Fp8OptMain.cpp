@@ -229,6 +229,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
                "the ops)"),
       cl::init(true), cl::cat(recipeCat));
+  static cl::opt<bool> fuseNormGrads(
+      "fuse-norm-grads",
+      cl::desc("Training plans: each LayerNormalization's gradient is one octet LayerNormalizationGrad node that "
+               "reads X and dY once (default on; --fuse-norm-grads=false spells it out in ONNX ops)"),
+      cl::init(true), cl::cat(recipeCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
   static cl::opt<bool> keepGradients(
       "keep-gradients",
@@ -396,7 +401,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
   // The training passes' options; a model with a TrainingInfoProto supplies
   // the optimizer the flags do not set.
-  auto trainingPipelineFor = [&](ModuleOp module) {
+  auto trainingPipelineFor = [&](ModuleOp module, bool plan) {
     std::string p;
     if (!train)
       return p;
@@ -433,7 +438,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         }
       }
     }
-    p = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) + "}";
+    p = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) +
+        (plan && fuseNormGrads ? " fused-norm-grads=true" : "") + "}";
     if (!gradOnly) {
       std::string o = "optimizer=" + opt + " lr=" + num(lr) + " beta1=" + num(b1) + " beta2=" + num(b2) +
                       " eps=" + num(eps) + " weight-decay=" + num(wd) + " momentum=" + num(mom) +
@@ -492,7 +498,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
-    std::string trainingPipeline = trainingPipelineFor(module);
+    std::string trainingPipeline = trainingPipelineFor(module, out == Emit::Plan);
     // Training plans: GELU as one op and fused attention before autodiff, so that their
     // gradients read their inputs only (no [T, T] or GELU intermediates live across the step).
     bool trainPlan = out == Emit::Plan && !trainingPipeline.empty();

@@ -913,6 +913,154 @@ __global__ void layerNormKernel(const void *x, int type, const void *scale, int 
   }
 }
 
+/// Two float sums over the block at once (fixed order: deterministic).
+template <int Threads> __device__ float2 blockSum2(float2 v) {
+  __shared__ float2 sh[Threads / 32];
+  for (int o = 16; o > 0; o /= 2) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads(); // sh may still be read from a previous call
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  float2 r = {0.0f, 0.0f};
+  for (int w = 0; w < Threads / 32; ++w) {
+    r.x += sh[w].x;
+    r.y += sh[w].y;
+  }
+  return r;
+}
+
+/// octet::LayerNormalizationGrad, rows of n = 4 * kRowThreads * Vecs or fewer (n % 4 == 0): each
+/// thread holds float4 chunks 4 (t + kRowThreads k) of X, dY and Scale in registers, so every
+/// element is read once. Per row: mean and 1/std as LayerNormalization computes them, then
+/// mean(g) and mean(g x^) for g = dY Scale, then dX. Each block takes rows blockIdx.x, +gridDim.x,
+/// ... and writes its column sums of dY x^ and dY to partials[blockIdx.x][2n] (summed by
+/// normGradColumnsKernel in a fixed order).
+template <int Vecs>
+__global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const float *x, const float *scale,
+                                                                      const float *dy, float *dx, float *partials,
+                                                                      int64_t rows, int n, float eps) {
+  float4 sc[Vecs], ds[Vecs], db[Vecs];
+  const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int k = 0; k < Vecs; ++k) {
+    int i = 4 * (threadIdx.x + k * kRowThreads);
+    sc[k] = i < n ? *reinterpret_cast<const float4 *>(scale + i) : zero;
+    ds[k] = zero;
+    db[k] = zero;
+  }
+  float inv = 1.0f / float(n);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *xr = x + r * n, *gr = dy + r * n;
+    float4 xv[Vecs], gv[Vecs];
+    float2 acc = {0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      int i = 4 * (threadIdx.x + k * kRowThreads);
+      xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
+      gv[k] = i < n ? *reinterpret_cast<const float4 *>(gr + i) : zero;
+      acc.x += (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
+    }
+    float m = blockSum2<kRowThreads>(acc).x * inv;
+    acc = {0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k)
+      if (4 * (threadIdx.x + k * kRowThreads) < n) {
+        float a = xv[k].x - m, b = xv[k].y - m, c = xv[k].z - m, d = xv[k].w - m;
+        acc.x += (a * a + b * b) + (c * c + d * d);
+      }
+    float is = 1.0f / sqrtf(blockSum2<kRowThreads>(acc).x * inv + eps);
+    acc = {0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      if (4 * (threadIdx.x + k * kRowThreads) >= n)
+        continue;
+      float4 h = {(xv[k].x - m) * is, (xv[k].y - m) * is, (xv[k].z - m) * is, (xv[k].w - m) * is};
+      xv[k] = h; // x^ from here on
+      float4 g = {gv[k].x * sc[k].x, gv[k].y * sc[k].y, gv[k].z * sc[k].z, gv[k].w * sc[k].w};
+      acc.x += (g.x + g.y) + (g.z + g.w);
+      acc.y += (g.x * h.x + g.y * h.y) + (g.z * h.z + g.w * h.w);
+      ds[k].x += gv[k].x * h.x;
+      ds[k].y += gv[k].y * h.y;
+      ds[k].z += gv[k].z * h.z;
+      ds[k].w += gv[k].w * h.w;
+      db[k].x += gv[k].x;
+      db[k].y += gv[k].y;
+      db[k].z += gv[k].z;
+      db[k].w += gv[k].w;
+    }
+    acc = blockSum2<kRowThreads>(acc);
+    float m1 = acc.x * inv, m2 = acc.y * inv;
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      int i = 4 * (threadIdx.x + k * kRowThreads);
+      if (i >= n)
+        continue;
+      float4 o = {(gv[k].x * sc[k].x - m1 - xv[k].x * m2) * is, (gv[k].y * sc[k].y - m1 - xv[k].y * m2) * is,
+                  (gv[k].z * sc[k].z - m1 - xv[k].z * m2) * is, (gv[k].w * sc[k].w - m1 - xv[k].w * m2) * is};
+      *reinterpret_cast<float4 *>(dx + r * n + i) = o;
+    }
+  }
+  float *p = partials + int64_t(blockIdx.x) * 2 * n;
+#pragma unroll
+  for (int k = 0; k < Vecs; ++k) {
+    int i = 4 * (threadIdx.x + k * kRowThreads);
+    if (i < n) {
+      *reinterpret_cast<float4 *>(p + i) = ds[k];
+      *reinterpret_cast<float4 *>(p + n + i) = db[k];
+    }
+  }
+}
+
+/// The same for any n: three passes over the row (L1/L2 hits after the first), the block's
+/// column sums kept in its own row of partials.
+__global__ void layerNormGradRowKernel(const float *x, const float *scale, const float *dy, float *dx,
+                                       float *partials, int64_t rows, int64_t n, float eps) {
+  float *p = partials + int64_t(blockIdx.x) * 2 * n;
+  for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x)
+    p[i] = 0.0f;
+  __syncthreads(); // p[n + i] is zeroed by another thread than the one that sums into it
+  float inv = 1.0f / float(n);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *xr = x + r * n, *gr = dy + r * n;
+    float2 acc = {0.0f, 0.0f};
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      acc.x += xr[i];
+    float m = blockSum2<kRowThreads>(acc).x * inv;
+    acc = {0.0f, 0.0f};
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      acc.x += (xr[i] - m) * (xr[i] - m);
+    float is = 1.0f / sqrtf(blockSum2<kRowThreads>(acc).x * inv + eps);
+    acc = {0.0f, 0.0f};
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float h = (xr[i] - m) * is, g = gr[i] * scale[i];
+      acc.x += g;
+      acc.y += g * h;
+      p[i] += gr[i] * h;
+      p[n + i] += gr[i];
+    }
+    acc = blockSum2<kRowThreads>(acc);
+    float m1 = acc.x * inv, m2 = acc.y * inv;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      dx[r * n + i] = (gr[i] * scale[i] - m1 - (xr[i] - m) * is * m2) * is;
+  }
+}
+
+/// dScale[j] and dB[j] (either may be null): the blocks' partials summed in block order.
+__global__ void normGradColumnsKernel(const float *partials, int blocks, int64_t n, float *dScale, float *dB) {
+  GRID_LOOP(j, 2 * n) {
+    double s = 0;
+    for (int b = 0; b < blocks; ++b)
+      s += partials[int64_t(b) * 2 * n + j];
+    float *o = j < n ? dScale : dB;
+    if (o)
+      o[j < n ? j : j - n] = float(s);
+  }
+}
+
 /// One block per (n, d): log-softmax over C, then the sample's loss and weight.
 __global__ void xentRowKernel(XentArgs a) {
   int64_t rows = a.N * a.D;
@@ -1309,6 +1457,33 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   layerNormKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
   return check("layerNorm");
+}
+
+int layerNormGradBlocks(int64_t rows) {
+  static int sms = [] {
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0 ? v : 132;
+  }();
+  return int(std::max<int64_t>(1, std::min<int64_t>(rows, 4 * int64_t(sms))));
+}
+
+std::string layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dScale, float *dB,
+                          float *partials, int64_t rows, int64_t n, float eps, cudaStream_t s) {
+  int blocks = layerNormGradBlocks(rows);
+  bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
+                            reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale)) % 16 == 0;
+  if (vec && n <= 4 * kRowThreads)
+    layerNormGradRegKernel<1><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+  else if (vec && n <= 8 * kRowThreads)
+    layerNormGradRegKernel<2><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+  else if (vec && n <= 16 * kRowThreads)
+    layerNormGradRegKernel<4><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+  else
+    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, n, eps);
+  if (dScale || dB)
+    normGradColumnsKernel<<<blocksFor(2 * n), 256, 0, s>>>(partials, blocks, n, dScale, dB);
+  return check("layerNormGrad");
 }
 
 std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s) {

@@ -194,6 +194,11 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
                       cudaStream_t s);
+/// octet::LayerNormalizationGrad over float32 rows: x, dy, dx [rows, n], scale [n]; dScale and
+/// dB [n] may be null. partials: layerNormGradBlocks(rows) * 2n floats of scratch.
+int layerNormGradBlocks(int64_t rows);
+std::string layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dScale, float *dB,
+                          float *partials, int64_t rows, int64_t n, float eps, cudaStream_t s);
 /// SoftmaxCrossEntropyLoss for scores [N, C, D] (D = 1 for [N, C]): logp
 /// (float32, N*C*D; scratch when the plan does not want it), per-sample loss
 /// (reduction none) or the sum/mean into out[0] (summed in a fixed order from

@@ -527,6 +527,64 @@ void layerNormKernel(KernelContext &c) {
     c.setOutput(2, std::move(inv));
 }
 
+// octet::LayerNormalizationGrad(X, Scale, dY) -> (dX, dScale, dB), attributes axis and epsilon
+// (octet-autodiff fused-norm-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
+// axis on, recomputed from X as LayerNormalization computes them, and g = dY * Scale,
+//   dX = (g - mean(g) - x^ mean(g x^)) / sqrt(var + eps),  dScale = sum over rows of dY x^,
+//   dB = sum over rows of dY.
+// Sums in double; Scale holds one value per normalized element (the rule makes sure).
+void layerNormGradKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &scale = c.input(1), &dy = c.input(2);
+  if (x.dtype != DType::F32 || scale.dtype != DType::F32 || dy.dtype != DType::F32)
+    c.fail("supports float32 only");
+  if (dy.shape != x.shape)
+    c.fail("dY has shape " + shapeString(dy.shape) + ", X " + shapeString(x.shape));
+  int64_t axis = normAxis(c, c.attrInt("axis", -1), x.rank());
+  double eps = c.attrFloat("epsilon", 1e-5f);
+  int64_t outer = 1, n = 1;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    (i < axis ? outer : n) *= x.shape[size_t(i)];
+  if (scale.numel() != n)
+    c.fail("Scale has " + std::to_string(scale.numel()) + " elements; the normalized dims " + std::to_string(n));
+  const float *px = x.data<float>(), *pg = dy.data<float>(), *ps = scale.data<float>();
+  Tensor dx(DType::F32, x.shape);
+  const size_t un = static_cast<size_t>(n);
+  std::vector<double> ds(un, 0.0), db(un, 0.0), xh(un, 0.0), g(un, 0.0);
+  for (int64_t r = 0; r < outer; ++r) {
+    const float *xr = px + r * n, *gr = pg + r * n;
+    double s = 0, v = 0, m1 = 0, m2 = 0;
+    for (int64_t i = 0; i < n; ++i)
+      s += xr[i];
+    double m = s / double(n);
+    for (int64_t i = 0; i < n; ++i)
+      v += (xr[i] - m) * (xr[i] - m);
+    double is = 1.0 / std::sqrt(v / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      xh[size_t(i)] = (xr[i] - m) * is;
+      g[size_t(i)] = double(gr[i]) * ps[i];
+      m1 += g[size_t(i)];
+      m2 += g[size_t(i)] * xh[size_t(i)];
+      ds[size_t(i)] += double(gr[i]) * xh[size_t(i)];
+      db[size_t(i)] += gr[i];
+    }
+    m1 /= double(n);
+    m2 /= double(n);
+    float *o = dx.data<float>() + r * n;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = float((g[size_t(i)] - m1 - xh[size_t(i)] * m2) * is);
+  }
+  if (c.wantsOutput(0))
+    c.setOutput(0, std::move(dx));
+  for (int k = 1; k <= 2; ++k)
+    if (c.wantsOutput(k)) {
+      Tensor t(DType::F32, scale.shape);
+      const std::vector<double> &src = k == 1 ? ds : db;
+      for (int64_t i = 0; i < n; ++i)
+        t.data<float>()[i] = float(src[size_t(i)]);
+      c.setOutput(k, std::move(t));
+    }
+}
+
 void softmaxCrossEntropyKernel(KernelContext &c) {
   const Tensor &scores = c.input(0), &labels = c.input(1);
   if (scores.dtype != DType::F32 || scores.rank() < 2)
@@ -1201,6 +1259,7 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["Softmax"] = [](KernelContext &c) { softmaxKernel(c, false); };
   k["LogSoftmax"] = [](KernelContext &c) { softmaxKernel(c, true); };
   k["LayerNormalization"] = layerNormKernel;
+  k["octet::LayerNormalizationGrad"] = layerNormGradKernel;
   k["SoftmaxCrossEntropyLoss"] = softmaxCrossEntropyKernel;
   k["ReduceMean"] = [](KernelContext &c) { reduceKernel(c, Reduce::Mean); };
   k["ReduceSum"] = [](KernelContext &c) { reduceKernel(c, Reduce::Sum); };

@@ -28,7 +28,7 @@ def i64(*v):
     return np.array(v, dtype=np.int64)
 
 
-# name -> (nodes, params {name: array}, consts {name: array}, output name)
+# name -> (nodes, params {name: array}, consts {name: array}[, output name[, fp8-opt flags]])
 def N(op, ins, outs=("Y",), **attrs):
     return helper.make_node(op, list(ins), list(outs), **attrs)
 
@@ -64,6 +64,16 @@ CASES = {
                            {"A": rnd(2, 3, 8), "S": rnd(8), "B": rnd(8)}, {}),
     "LayerNormalization-axis1": ([N("LayerNormalization", ["A", "S", "B"], axis=1, epsilon=1e-5)],
                                  {"A": rnd(2, 3, 4), "S": rnd(3, 4), "B": rnd(3, 4)}, {}),
+    # Plans take LayerNormalization's gradient as one octet::LayerNormalizationGrad node
+    # (--fuse-norm-grads, the cases above); these spell it out, or leave out B or Scale's gradient.
+    "LayerNormalization-unfused": ([N("LayerNormalization", ["A", "S", "B"], axis=-1, epsilon=1e-5)],
+                                   {"A": rnd(2, 3, 8), "S": rnd(8), "B": rnd(8)}, {}, "Y",
+                                   ["--fuse-norm-grads=false"]),
+    "LayerNormalization-no-bias": ([N("LayerNormalization", ["A", "S"], axis=-1, epsilon=1e-3)],
+                                   {"A": rnd(4, 16), "S": rnd(16)}, {}),
+    "LayerNormalization-frozen-scale": ([N("LayerNormalization", ["A", "S", "B"], axis=-1, epsilon=1e-5)],
+                                        {"A": rnd(3, 8), "B": rnd(8)}, {"S": rnd(8)}),
+
     "Softmax": ([N("Softmax", ["A"], axis=-1)], {"A": rnd(2, 3, 5)}, {}),
     "Softmax-axis0": ([N("Softmax", ["A"], axis=0)], {"A": rnd(3, 5)}, {}),
     "LogSoftmax": ([N("LogSoftmax", ["A"], axis=1)], {"A": rnd(3, 5)}, {}),
@@ -157,7 +167,8 @@ def main():
         for case in a.only or CASES:
             path, plan, grads = (os.path.join(tmp, f) for f in ("m.onnx", "m.plan", "g.npz"))
             onnx.save(build(case, False, np.float32), path)
-            for cmd in ([os.path.join(a.bin, "fp8-opt"), path, "--train", "--gradients-only", "-o", plan],
+            flags = CASES[case][4] if len(CASES[case]) > 4 else []
+            for cmd in ([os.path.join(a.bin, "fp8-opt"), path, "--train", "--gradients-only", *flags, "-o", plan],
                         [os.path.join(a.bin, "fp8-run"), plan, "--dump-gradients", grads, "--outputs",
                          os.path.join(tmp, "o.npz")]):
                 r = subprocess.run(cmd, capture_output=True, text=True)

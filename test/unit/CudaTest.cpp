@@ -958,6 +958,73 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
   }
 }
 
+/// octet::LayerNormalizationGrad (--fuse-norm-grads) in a plan, GPU against the CPU executor
+/// (which sums in double): rows of 2048 and 768 and 4096 (the register kernels, one to four
+/// float4s a thread), of 5000 (past them) and of 30 (not a multiple of 4: the row kernel);
+/// one row, and more rows than blocks; and plans that keep only some of dX, dScale and dB.
+/// max|err| / max|ref| within 1e-5, as --check-against-cpu compares.
+TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  struct Case {
+    Shape xs;
+    int axis;
+    bool keep[3];
+  };
+  for (Case cs : {Case{{2, 1024, 2048}, -1, {true, true, true}}, Case{{3, 5, 768}, 2, {true, true, true}},
+                  Case{{1, 4096}, -1, {true, false, true}}, Case{{600, 5000}, 1, {true, true, true}},
+                  Case{{7, 3, 10}, 1, {true, true, true}}, Case{{4, 2048}, 1, {false, true, true}},
+                  Case{{1200, 256}, -1, {true, false, false}}}) {
+    int64_t n = 1;
+    int axis = cs.axis < 0 ? cs.axis + int(cs.xs.size()) : cs.axis;
+    for (size_t i = size_t(axis); i < cs.xs.size(); ++i)
+      n *= cs.xs[i];
+    SCOPED_TRACE("X " + shapeString(cs.xs) + " axis " + std::to_string(cs.axis));
+    Plan plan;
+    int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}), dy = addValue(plan, "dy", cs.xs);
+    PlanOp op;
+    op.type = "octet::LayerNormalizationGrad";
+    op.name = "ln_grad";
+    op.inputs = {x, sc, dy};
+    Shape outShapes[3] = {cs.xs, {n}, {n}};
+    for (int i = 0; i < 3; ++i) {
+      int id = cs.keep[i] ? addValue(plan, "out" + std::to_string(i), outShapes[i]) : -1;
+      op.outputs.push_back(id);
+      if (id >= 0)
+        plan.outputs.push_back(id);
+    }
+    op.attrs["axis"].i = cs.axis;
+    op.attrs["epsilon"].kind = Attr::Float;
+    op.attrs["epsilon"].f = 1e-5f;
+    plan.inputs = {x, sc, dy};
+    plan.ops.push_back(op);
+    auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
+    auto sin = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
+    auto gin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
+    for (int64_t i = 0; i < xin->numel(); i += n + 1) // rows with an offset: the mean matters
+      xin->data<float>()[i] += 30.0f;
+    std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", sin}, {"dy", gin}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    for (int run = 0; run < 2; ++run) { // eager, then captured
+      gpu->run(feed, false);
+      for (int id : plan.outputs) {
+        TensorPtr want = cpu.value(id), got = gpu->value(id);
+        ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
+        ASSERT_EQ(got->shape, want->shape);
+        double err = 0, ref = 0;
+        for (int64_t i = 0; i < want->numel(); ++i) {
+          err = std::max(err, double(std::fabs(got->data<float>()[i] - want->data<float>()[i])));
+          ref = std::max(ref, double(std::fabs(want->data<float>()[i])));
+        }
+        EXPECT_GT(ref, 0.0) << plan.values[size_t(id)].name;
+        EXPECT_LE(err / ref, 1e-5) << plan.values[size_t(id)].name << " run " << run;
+      }
+    }
+  }
+}
+
 /// A state updated in place (Plan::inPlace): the op writes the state's own bytes. A run with
 /// state update moves the state on (s += x each step, graphs included); a run without keeps it and
 /// drops the new value; the CPU executor, which copies, agrees.

@@ -26,6 +26,9 @@ public:
   virtual void updateState(mlir::Value state, mlir::Value next) = 0;
 
   llvm::SmallBitVector wanted;
+  /// LayerNormalization's gradient as one octet::LayerNormalizationGrad node (a runtime
+  /// kernel) instead of the ONNX ops that spell it out (octet-autodiff fused-norm-grads).
+  bool fusedNormGrads = false;
 };
 
 /// Attaches the gradient rules of the onnx and fp8 ops (passes/GradientRules.cpp).

@@ -7,6 +7,8 @@
   plan_facts.py scale-updates PLAN...  how many fp8.delayed_scale ops a plan holds, whether they
       are its last ops (one run at the end of the step) and how many state updates are written
       in place; then how many more the first plan updates in place than the last
+  plan_facts.py op-types PLAN...   how many ops of each type a plan holds, by type name
+      ("type count" pairs, sorted by name), and the arena's size in bytes
 """
 import json
 import os
@@ -46,6 +48,13 @@ def main():
     for path in paths:
         if what == "gemm-layouts":
             gemm_layouts(path, header(path))
+        elif what == "op-types":
+            plan = header(path)
+            counts = {}
+            for op in plan["ops"]:
+                counts[op["type"]] = counts.get(op["type"], 0) + 1
+            print(f"{os.path.basename(path)}: " + " ".join(f"{t} {n}" for t, n in sorted(counts.items())) +
+                  f" arena {plan['memory']['arena_bytes']}")
         else:
             scale_updates(path, header(path), in_place)
     if what == "scale-updates":

@@ -1,0 +1,62 @@
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-autodiff{fused-norm-grads=true})' -verify-diagnostics | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --octet-autodiff | FileCheck %s --check-prefix=OFF
+
+// fused-norm-grads: LayerNormalization's gradient is one octet LayerNormalizationGrad node
+// reading X, Scale and dY, with the axis made non-negative; dX feeds the rest of the backward,
+// dScale and dB are the parameters' gradients. Without the option, the ONNX spelling.
+// CHECK-LABEL: func.func @ln
+// CHECK: %[[G:.*]]:3 = onnx.node "LayerNormalizationGrad"(%{{.*}}, %{{.*}}, %{{.*}}) {attrs = {axis = 2 : si64, epsilon = 9.99999974E-6 : f32}, domain = "octet"} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NOT: onnx.ReduceMean
+// CHECK: return {{.*}}%[[G]]#1, %[[G]]#2
+// OFF-LABEL: func.func @ln
+// OFF-NOT: LayerNormalizationGrad
+// OFF: onnx.ReduceMean
+func.func @ln(%x: tensor<2x3x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %s = onnx.initializer "scale" = dense<1.5> : tensor<8xf32>
+  %b = onnx.initializer "bias" = dense<0.1> : tensor<8xf32>
+  %w = onnx.initializer "w" = dense<0.5> : tensor<2x3x8xf32>
+  %y, %m, %i = onnx.LayerNormalization %x, %s, %b {axis = -1 : si64, epsilon = 1.0e-5 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, none, none)
+  %p = onnx.Mul %y, %w : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %n = onnx.none
+  %l = onnx.ReduceSum %p, %n {keepdims = 0 : si64} : (tensor<2x3x8xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The node also serves a LayerNormalization whose input needs a gradient (here an earlier
+// parameter's product) and one without B: its third result is left unread.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[G:.*]]:3 = onnx.node "LayerNormalizationGrad"
+// CHECK-SAME: -> (tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>)
+// CHECK: onnx.Mul {{.*}}%[[G]]#0
+// CHECK: return {{.*}}%[[G]]#1
+// CHECK-NOT: %[[G]]#2
+// OFF-LABEL: func.func @chain
+// OFF-NOT: LayerNormalizationGrad
+func.func @chain(%x: tensor<4x16xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %a = onnx.initializer "a" = dense<2.0> : tensor<16xf32>
+  %s = onnx.initializer "scale" = dense<1.5> : tensor<16xf32>
+  %h = onnx.Mul %x, %a : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %none = onnx.none
+  %y, %m, %i = onnx.LayerNormalization %h, %s, %none {axis = 1 : si64, epsilon = 1.0e-3 : f32} : (tensor<4x16xf32>, tensor<16xf32>, none) -> (tensor<4x16xf32>, none, none)
+  %p = onnx.Mul %y, %y : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %l = onnx.ReduceSum %p, %none {keepdims = 0 : si64} : (tensor<4x16xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A Scale that broadcasts over part of the normalized dims keeps the ONNX spelling, whose
+// sums reduce dScale to its shape.
+// CHECK-LABEL: func.func @broadcast_scale
+// CHECK-NOT: LayerNormalizationGrad
+// CHECK: onnx.ReduceMean
+func.func @broadcast_scale(%x: tensor<2x3x4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %s = onnx.initializer "scale" = dense<1.5> : tensor<4xf32>
+  %b = onnx.initializer "bias" = dense<0.1> : tensor<3x4xf32>
+  %y, %m, %i = onnx.LayerNormalization %x, %s, %b {axis = 1 : si64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, none, none)
+  %n = onnx.none
+  %l = onnx.ReduceSum %y, %n {keepdims = 0 : si64} : (tensor<2x3x4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
