@@ -7,8 +7,9 @@
 #           op type and shape)
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
-#           fused cast+amax, in-place state updates, cast-transpose and sunk scale updates: plans
-#           compiled without them by scripts/pack_devlib.sh), then all of them, ratios to the full plan
+#           fused cast+amax, in-place state updates, cast-transpose, sunk scale updates and fused
+#           LayerNorm gradients: plans compiled without them by scripts/pack_devlib.sh), then all of
+#           them, ratios to the full plan; VARIANTS="all no-jit ..." runs only those
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -57,6 +58,7 @@ ablate-*)
   : > "$out/ablate-$s.jsonl"
   variant() { # NAME PLAN [ENV=VALUE]: one fp8-run benchmark, tagged with the variant's name
     local name=$1 plan=$2; shift 2
+    case " ${VARIANTS:-$name} " in *" $name "*) ;; *) return 0 ;; esac # VARIANTS="all ...": only those
     env "$@" OCTET_CUDA_VERBOSE=1 "$d/fp8-run" "$plan" --device cuda --init-params normal:0.02 \
       --benchmark "${STEPS:-10}" --warmup 2 2> "$out/ablate-$s-$name.err" |
       sed "s/^{/{\"variant\": \"$name\", /" | tee -a "$out/ablate-$s.jsonl"
@@ -69,6 +71,7 @@ ablate-*)
   variant no-in-place "$p-te-no-in-place-updates.plan"
   variant no-cast-transpose "$p-te-no-cast-transpose.plan"
   variant no-sink-scales "$p-te-no-sink-scale-updates.plan"
+  variant no-norm-grads "$p-te-no-fuse-norm-grads.plan"
   variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys
