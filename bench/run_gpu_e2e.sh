@@ -71,7 +71,7 @@ ablate-*)
   variant no-in-place "$p-te-no-in-place-updates.plan"
   variant no-cast-transpose "$p-te-no-cast-transpose.plan"
   variant no-sink-scales "$p-te-no-sink-scale-updates.plan"
-  variant no-norm-grads "$p-te-no-fuse-norm-grads.plan"
+  variant no-fuse-grads "$p-te-no-fuse-grads.plan"
   variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys

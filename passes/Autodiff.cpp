@@ -281,7 +281,7 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
     octet::unquoteOption(f);
     loss = l;
     freeze = f;
-    fusedNormGrads = fusedNormGradsOpt;
+    fusedGrads = fusedGradsOpt;
     std::optional<llvm::Regex> frozen;
     if (!freeze.empty()) {
       std::string err;

@@ -424,7 +424,7 @@ LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, Arr
     axes.push_back(i);
   Type elt = xt.getElementType();
   float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
-  if (ctx.fusedNormGrads && fusedLayerNormGrad(op, g, dy[0], axis, eps, out))
+  if (ctx.fusedGrads && fusedLayerNormGrad(op, g, dy[0], axis, eps, out))
     return success();
   // Recompute the normalized input.
   Value mean = g.reduceMean(x, axes);
@@ -467,14 +467,32 @@ LogicalResult gradLogSoftmax(ox::LogSoftmaxOp op, GradientBuilder &g, ArrayRef<V
 }
 
 LogicalResult gradSoftmaxCrossEntropy(ox::SoftmaxCrossEntropyLossOp op, GradientBuilder &g, ArrayRef<Value> dy,
-                                      GradientContext &, Grads &out) {
+                                      GradientContext &ctx, Grads &out) {
   if (dy[1])
     return unsupported(op, "the log_prob output is used on the gradient path");
   if (!op.getWeights().getType().isa<NoneType>())
     return unsupported(op, "class weights are not supported");
   StringRef reduction = op.getReduction().value_or("mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return unsupported(op, "reduction '" + reduction.str() + "'");
   Value scores = op.getScores(), labels = op.getLabels();
   auto st = g.typeOf(scores);
+  // octet::SoftmaxCrossEntropyLossGrad(scores, labels, dY) -> dScores, attributes reduction and
+  // ignore_index as the loss has them: (softmax(scores) - onehot(labels)) times dY / count (mean),
+  // dY (sum) or dY per sample (none), zero where the label is ignore_index (docs/PLAN.md).
+  if (ctx.fusedGrads && st.getElementType().isF32()) {
+    OperationState node(op.getLoc(), "onnx.node");
+    node.addOperands({scores, labels, dy[0]});
+    node.addTypes({st});
+    node.addAttribute("op_type", g.b.getStringAttr("SoftmaxCrossEntropyLossGrad"));
+    node.addAttribute("domain", g.b.getStringAttr("octet"));
+    SmallVector<NamedAttribute> attrs = {g.b.getNamedAttr("reduction", g.b.getStringAttr(reduction))};
+    if (auto ii = op.getIgnoreIndex())
+      attrs.push_back(g.ox.si64("ignore_index", *ii));
+    node.addAttribute("attrs", g.b.getDictionaryAttr(attrs));
+    out.append({g.b.create(node)->getResult(0), Value(), Value()});
+    return success();
+  }
   auto lt = g.typeOf(labels);
   Type elt = st.getElementType();
   int64_t classes = st.getDimSize(1), r = st.getRank();
@@ -515,10 +533,8 @@ LogicalResult gradSoftmaxCrossEntropy(ox::SoftmaxCrossEntropyLossOp op, Gradient
     d = g.mul(d, g.div(gy, count));
   else if (reduction == "sum")
     d = g.mul(d, gy);
-  else if (reduction == "none")
+  else // none
     d = g.mul(d, g.reshape(gy, lshape));
-  else
-    return unsupported(op, "reduction '" + reduction + "'");
   out.append({d, Value(), Value()});
   return success();
 }

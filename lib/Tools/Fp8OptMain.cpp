@@ -229,10 +229,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
                "the ops)"),
       cl::init(true), cl::cat(recipeCat));
-  static cl::opt<bool> fuseNormGrads(
-      "fuse-norm-grads",
-      cl::desc("Training plans: each LayerNormalization's gradient is one octet LayerNormalizationGrad node that "
-               "reads X and dY once (default on; --fuse-norm-grads=false spells it out in ONNX ops)"),
+  static cl::opt<bool> fuseGrads(
+      "fuse-grads",
+      cl::desc("Training plans: the gradients of LayerNormalization and SoftmaxCrossEntropyLoss are one octet "
+               "node each (LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad) that reads its inputs once "
+               "(default on; --fuse-grads=false spells them out in ONNX ops)"),
       cl::init(true), cl::cat(recipeCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
   static cl::opt<bool> keepGradients(
@@ -439,7 +440,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       }
     }
     p = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) +
-        (plan && fuseNormGrads ? " fused-norm-grads=true" : "") + "}";
+        (plan && fuseGrads ? " fused-grads=true" : "") + "}";
     if (!gradOnly) {
       std::string o = "optimizer=" + opt + " lr=" + num(lr) + " beta1=" + num(b1) + " beta2=" + num(b2) +
                       " eps=" + num(eps) + " weight-decay=" + num(wd) + " momentum=" + num(mom) +

@@ -1282,7 +1282,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     });
     return;
   }
-  if (t == "SoftmaxCrossEntropyLoss") {
+  if (t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad") {
+    bool grad = t != "SoftmaxCrossEntropyLoss";
     int sc = op.inputs[0], lab = op.inputs[1];
     Shape ss = shapeOf(sc);
     if (ss.size() < 2)
@@ -1292,7 +1293,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     a.type = int(typeOf(sc));
     a.labels = static_cast<const int64_t *>(devicePtr(lab));
     a.labelType = int(typeOf(lab));
-    if (has(op, 2)) {
+    if (has(op, 2) && !grad) {
       a.weight = devicePtr(op.inputs[2]);
       a.weightType = int(typeOf(op.inputs[2]));
     }
@@ -1305,18 +1306,36 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     a.ignore = attrInt(op, "ignore_index", 0);
     std::string r = attrStr(op, "reduction", "mean");
     a.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
+    if (grad) { // (scores, labels, dY) -> dScores (docs/PLAN.md)
+      if (r != "none" && r != "sum" && r != "mean")
+        fail(op, "reduction '" + r + "' is not mean, sum or none");
+      if (!has(op, 2) || typeOf(sc) != DType::F32 || typeOf(op.inputs[2]) != DType::F32 ||
+          plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+        fail(op, "expects float32 scores and dY and gives float32 dScores");
+      if (numElements(shapeOf(op.inputs[2])) != (a.reduction == 0 ? a.N * a.D : 1))
+        fail(op, "dY has shape " + shapeString(shapeOf(op.inputs[2])) + " for reduction " + r);
+      a.dy = static_cast<const float *>(devicePtr(op.inputs[2]));
+      a.grad = static_cast<float *>(outPtr(0));
+      scratch(sizeof(double));
+      int slot = flagSlot(op, "a label is outside [0, C)");
+      out.push_back([this, a, slot](cudaStream_t s) mutable {
+        a.work = reinterpret_cast<float *>(scratch_);
+        a.badLabel = flags_ + slot;
+        return dev::softmaxCrossEntropyGrad(a, s);
+      });
+      return;
+    }
     a.out = outPtr(0);
     a.outType = int(plan_.values[size_t(op.outputs[0])].dtype);
     bool wantLogp = op.outputs.size() > 1 && op.outputs[1] >= 0;
     if (wantLogp && plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
       fail(op, "log_prob must be float32");
-    float *logp = wantLogp ? static_cast<float *>(outPtr(1)) : nullptr;
-    size_t logpBytes = size_t(numElements(ss)) * 4, workOff = wantLogp ? 0 : (logpBytes + 255) / 256 * 256;
-    scratch(workOff + size_t(2 * a.N * a.D) * 4);
+    float *logp = wantLogp ? static_cast<float *>(outPtr(1)) : nullptr; // else not written at all
+    scratch(size_t(2 * a.N * a.D) * 4);
     int slot = flagSlot(op, "a label is outside [0, C)");
-    out.push_back([this, a, logp, workOff, slot](cudaStream_t s) mutable {
-      a.logp = logp ? logp : reinterpret_cast<float *>(scratch_);
-      a.work = reinterpret_cast<float *>(scratch_ + workOff);
+    out.push_back([this, a, logp, slot](cudaStream_t s) mutable {
+      a.logp = logp;
+      a.work = reinterpret_cast<float *>(scratch_);
       a.badLabel = flags_ + slot;
       return dev::softmaxCrossEntropy(a, s);
     });

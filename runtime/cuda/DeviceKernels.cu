@@ -1076,8 +1076,9 @@ __global__ void xentRowKernel(XentArgs a) {
       sum += exp(double(ldf(a.scores, a.type, at(k))) - mx);
     sum = blockSum<kRowThreads>(sum);
     double lse = log(sum) + mx;
-    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
-      a.logp[at(k)] = float(double(ldf(a.scores, a.type, at(k))) - lse);
+    if (a.logp) // the loss itself needs only the label's score
+      for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
+        a.logp[at(k)] = float(double(ldf(a.scores, a.type, at(k))) - lse);
     __syncthreads();
     if (threadIdx.x == 0) {
       int64_t l = ldi(a.labels, a.labelType, r);
@@ -1094,6 +1095,69 @@ __global__ void xentRowKernel(XentArgs a) {
         stf(a.out, a.outType, r, val, true);
       a.work[r] = val;
       a.work[rows + r] = wt;
+    }
+  }
+}
+
+/// octet::SoftmaxCrossEntropyLossGrad: one block per (n, d). Each thread keeps a running max and
+/// sum of exp over its classes (one read of the row), the block combines them in double; then
+/// grad = (exp(score - lse) - [k == label]) * scale, scale = dY / count (mean; count: the labels
+/// not ignored, counted first into a.work as a double), dY (sum) or dY[n, d] (none), 0 when ignored.
+__global__ void xentCountKernel(XentArgs a) {
+  int64_t rows = a.N * a.D;
+  double c = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    c += ldi(a.labels, a.labelType, r) != a.ignore;
+  c = blockSum<kRowThreads>(c);
+  if (threadIdx.x == 0)
+    *reinterpret_cast<double *>(a.work) = c;
+}
+
+__global__ void xentGradKernel(XentArgs a) {
+  int64_t rows = a.N * a.D;
+  double count = a.reduction == 2 && a.hasIgnore ? *reinterpret_cast<const double *>(a.work) : double(rows);
+  __shared__ double shS[kRowThreads / 32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t n = r / a.D, d = r % a.D;
+    auto at = [&](int64_t k) { return (n * a.C + k) * a.D + d; };
+    float m = -INFINITY, sum = 0.0f;
+    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x) {
+      float v = ldf(a.scores, a.type, at(k));
+      if (v > m) {
+        sum = sum * expf(m - v) + 1.0f;
+        m = v;
+      } else if (m != -INFINITY) { // exp(-inf - -inf) would be NaN; the term is 0
+        sum += expf(v - m);
+      }
+    }
+    // The block's max, then its sum rescaled to it, in double.
+    float mx = blockMax<kRowThreads>(m);
+    double part = m == -INFINITY ? 0.0 : double(sum) * exp(double(m) - double(mx));
+    for (int o = 16; o > 0; o /= 2)
+      part += __shfl_xor_sync(0xffffffffu, part, o);
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    __syncthreads();
+    if (lane == 0)
+      shS[warp] = part;
+    __syncthreads();
+    double total = 0;
+    for (int w = 0; w < kRowThreads / 32; ++w)
+      total += shS[w];
+    double lse = log(total) + double(mx);
+    int64_t l = ldi(a.labels, a.labelType, r);
+    bool ignored = a.hasIgnore && l == a.ignore;
+    if (!ignored && (l < 0 || l >= a.C)) {
+      if (threadIdx.x == 0)
+        *a.badLabel = 1;
+      ignored = true;
+    }
+    float scale = ignored            ? 0.0f
+                  : a.reduction == 0 ? a.dy[r]
+                  : a.reduction == 1 ? a.dy[0]
+                                     : float(double(a.dy[0]) / count);
+    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x) {
+      float p = expf(float(double(ldf(a.scores, a.type, at(k))) - lse));
+      a.grad[at(k)] = (p - (k == l ? 1.0f : 0.0f)) * scale;
     }
   }
 }
@@ -1491,6 +1555,13 @@ std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s) {
   if (a.reduction != 0)
     xentFinishKernel<<<1, kRowThreads, 0, s>>>(a);
   return check("softmaxCrossEntropy");
+}
+
+std::string softmaxCrossEntropyGrad(const XentArgs &a, cudaStream_t s) {
+  if (a.reduction == 2 && a.hasIgnore)
+    xentCountKernel<<<1, kRowThreads, 0, s>>>(a);
+  xentGradKernel<<<int(std::min<int64_t>(a.N * a.D, 65535 * 8)), kRowThreads, 0, s>>>(a);
+  return check("softmaxCrossEntropyGrad");
 }
 
 std::string gather(const void *x, int elemSize, const void *idx, int idxType, int64_t outer, int64_t d, int64_t inner,

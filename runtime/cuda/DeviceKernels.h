@@ -219,8 +219,13 @@ struct XentArgs {
   int outType = 0;
   float *work = nullptr;
   int *badLabel = nullptr;
+  const float *dy = nullptr; // the gradient: dY (one value, or N*D for reduction none) and
+  float *grad = nullptr;     // d(scores), scores' shape, float32
 };
 std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s);
+/// octet::SoftmaxCrossEntropyLossGrad into a.grad from a.dy (no class weights; logp unused; work:
+/// one double, the count of labels not ignored, for mean with an ignore_index).
+std::string softmaxCrossEntropyGrad(const XentArgs &a, cudaStream_t s);
 
 /// Gather along an axis: x viewed as [outer, d, inner], indices (int64/int32) of count n:
 /// out[o, j, i] = x[o, idx[j], i]. Out-of-range indices set *bad and read 0.

@@ -528,7 +528,7 @@ void layerNormKernel(KernelContext &c) {
 }
 
 // octet::LayerNormalizationGrad(X, Scale, dY) -> (dX, dScale, dB), attributes axis and epsilon
-// (octet-autodiff fused-norm-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
+// (octet-autodiff fused-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
 // axis on, recomputed from X as LayerNormalization computes them, and g = dY * Scale,
 //   dX = (g - mean(g) - x^ mean(g x^)) / sqrt(var + eps),  dScale = sum over rows of dY x^,
 //   dB = sum over rows of dY.
@@ -583,6 +583,54 @@ void layerNormGradKernel(KernelContext &c) {
         t.data<float>()[i] = float(src[size_t(i)]);
       c.setOutput(k, std::move(t));
     }
+}
+
+// octet::SoftmaxCrossEntropyLossGrad(scores [N, C, ...], labels [N, ...], dY) -> dScores
+// (octet-autodiff fused-grads), attributes reduction and ignore_index as the loss has them:
+// (softmax over C - onehot(label)) times dY / (labels not ignored) for mean, dY for sum, dY of
+// the sample for none; zero for an ignored label.
+void softmaxCrossEntropyGradKernel(KernelContext &c) {
+  const Tensor &scores = c.input(0), &labels = c.input(1), &dy = c.input(2);
+  if (scores.dtype != DType::F32 || scores.rank() < 2 || dy.dtype != DType::F32)
+    c.fail("scores and dY must be float32, scores [N, C, ...]");
+  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / (N * C);
+  if (labels.numel() != N * D)
+    c.fail("labels shape " + shapeString(labels.shape) + " does not match scores " + shapeString(scores.shape));
+  std::vector<int64_t> lab = labels.toInts();
+  bool hasIgnore = c.hasAttr("ignore_index");
+  int64_t ignore = c.attrInt("ignore_index", 0);
+  std::string reduction = c.attrString("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    c.fail("reduction '" + reduction + "' is not mean, sum or none");
+  if (dy.numel() != (reduction == "none" ? N * D : 1))
+    c.fail("dY has shape " + shapeString(dy.shape) + " for reduction " + reduction);
+  double count = 0;
+  for (int64_t l : lab)
+    count += !(hasIgnore && l == ignore);
+  const float *ps = scores.data<float>();
+  Tensor r(DType::F32, scores.shape);
+  float *pr = r.data<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < D; ++d) {
+      int64_t l = lab[size_t(n * D + d)];
+      bool ignored = hasIgnore && l == ignore;
+      if (!ignored && (l < 0 || l >= C))
+        c.fail("label " + std::to_string(l) + " is outside [0, " + std::to_string(C) + ")");
+      double scale = ignored                ? 0.0
+                     : reduction == "none" ? double(dy.data<float>()[n * D + d])
+                     : reduction == "sum"  ? double(dy.data<float>()[0])
+                                           : double(dy.data<float>()[0]) / count;
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < C; ++k)
+        mx = std::max(mx, ps[(n * C + k) * D + d]);
+      double sum = 0;
+      for (int64_t k = 0; k < C; ++k)
+        sum += std::exp(double(ps[(n * C + k) * D + d]) - mx);
+      double lse = std::log(sum) + mx;
+      for (int64_t k = 0; k < C; ++k)
+        pr[(n * C + k) * D + d] = float((std::exp(double(ps[(n * C + k) * D + d]) - lse) - (k == l)) * scale);
+    }
+  c.setOutput(0, std::move(r));
 }
 
 void softmaxCrossEntropyKernel(KernelContext &c) {
@@ -1260,6 +1308,7 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["LogSoftmax"] = [](KernelContext &c) { softmaxKernel(c, true); };
   k["LayerNormalization"] = layerNormKernel;
   k["octet::LayerNormalizationGrad"] = layerNormGradKernel;
+  k["octet::SoftmaxCrossEntropyLossGrad"] = softmaxCrossEntropyGradKernel;
   k["SoftmaxCrossEntropyLoss"] = softmaxCrossEntropyKernel;
   k["ReduceMean"] = [](KernelContext &c) { reduceKernel(c, Reduce::Mean); };
   k["ReduceSum"] = [](KernelContext &c) { reduceKernel(c, Reduce::Sum); };

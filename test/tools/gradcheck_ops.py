@@ -65,10 +65,10 @@ CASES = {
     "LayerNormalization-axis1": ([N("LayerNormalization", ["A", "S", "B"], axis=1, epsilon=1e-5)],
                                  {"A": rnd(2, 3, 4), "S": rnd(3, 4), "B": rnd(3, 4)}, {}),
     # Plans take LayerNormalization's gradient as one octet::LayerNormalizationGrad node
-    # (--fuse-norm-grads, the cases above); these spell it out, or leave out B or Scale's gradient.
+    # (--fuse-grads, the cases above); these spell it out, or leave out B or Scale's gradient.
     "LayerNormalization-unfused": ([N("LayerNormalization", ["A", "S", "B"], axis=-1, epsilon=1e-5)],
                                    {"A": rnd(2, 3, 8), "S": rnd(8), "B": rnd(8)}, {}, "Y",
-                                   ["--fuse-norm-grads=false"]),
+                                   ["--fuse-grads=false"]),
     "LayerNormalization-no-bias": ([N("LayerNormalization", ["A", "S"], axis=-1, epsilon=1e-3)],
                                    {"A": rnd(4, 16), "S": rnd(16)}, {}),
     "LayerNormalization-frozen-scale": ([N("LayerNormalization", ["A", "S", "B"], axis=-1, epsilon=1e-5)],
@@ -81,6 +81,13 @@ CASES = {
                                 {"A": rnd(2, 5, 3)}, {"L": np.array([[0, 4, -100], [2, 2, 1]], np.int64)}),
     "SoftmaxCrossEntropyLoss-sum": ([N("SoftmaxCrossEntropyLoss", ["A", "L"], reduction="sum")],
                                     {"A": rnd(4, 6)}, {"L": i64(1, 5, 0, 3)}),
+    # Plans take the loss's gradient as one octet::SoftmaxCrossEntropyLossGrad node (--fuse-grads,
+    # the cases above and this one); the last spells it out.
+    "SoftmaxCrossEntropyLoss-none": ([N("SoftmaxCrossEntropyLoss", ["A", "L"], reduction="none", ignore_index=2)],
+                                     {"A": rnd(3, 4, 2)}, {"L": np.array([[0, 2], [3, 1], [2, 2]], np.int64)}),
+    "SoftmaxCrossEntropyLoss-unfused": ([N("SoftmaxCrossEntropyLoss", ["A", "L"], reduction="mean", ignore_index=-100)],
+                                        {"A": rnd(2, 5, 3)}, {"L": np.array([[0, 4, -100], [2, 2, 1]], np.int64)}, "Y",
+                                        ["--fuse-grads=false"]),
     "ReduceMean": ([N("ReduceMean", ["A", "ax"], keepdims=0)], {"A": rnd(2, 3, 4)}, {"ax": i64(1, -1)}),
     "ReduceSum": ([N("ReduceSum", ["A", "ax"], keepdims=1)], {"A": rnd(2, 3, 4)}, {"ax": i64(0)}),
     "Reshape": ([N("Reshape", ["A", "sh"])], {"A": rnd(2, 3, 4)}, {"sh": i64(6, -1)}),

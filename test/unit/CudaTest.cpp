@@ -958,7 +958,7 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
   }
 }
 
-/// octet::LayerNormalizationGrad (--fuse-norm-grads) in a plan, GPU against the CPU executor
+/// octet::LayerNormalizationGrad (--fuse-grads) in a plan, GPU against the CPU executor
 /// (which sums in double): rows of 2048 and 768 and 4096 (the register kernels, one to four
 /// float4s a thread), of 5000 (past them) and of 30 (not a multiple of 4: the row kernel);
 /// one row, and more rows than blocks; and plans that keep only some of dX, dScale and dB.
@@ -1021,6 +1021,87 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
         EXPECT_GT(ref, 0.0) << plan.values[size_t(id)].name;
         EXPECT_LE(err / ref, 1e-5) << plan.values[size_t(id)].name << " run " << run;
       }
+    }
+  }
+}
+
+/// octet::SoftmaxCrossEntropyLossGrad (--fuse-grads) and the loss itself in a plan, GPU against the
+/// CPU executor: a GPT-sized vocabulary with ignored labels (mean over the rest), scores
+/// [N, C, D] with reduction none, sum without ignore_index, a class at -inf; max|err| / max|ref|
+/// within 1e-5. A label outside [0, C) that is not ignored is refused, naming the node.
+TEST(CudaExecutor, SoftmaxCrossEntropyGradMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  struct Case {
+    Shape scores;
+    const char *reduction;
+    bool ignore;
+  };
+  for (Case cs : {Case{{64, 50304}, "mean", true}, Case{{5, 7, 3}, "none", true}, Case{{33, 1000}, "sum", false},
+                  Case{{16, 4096}, "mean", false}}) {
+    SCOPED_TRACE("scores " + shapeString(cs.scores) + " " + cs.reduction);
+    int64_t N = cs.scores[0], C = cs.scores[1], D = numElements(cs.scores) / (N * C);
+    Shape ls = cs.scores.size() == 3 ? Shape{N, D} : Shape{N};
+    bool none = std::string(cs.reduction) == "none";
+    Plan plan;
+    int sc = addValue(plan, "scores", cs.scores);
+    int lab = addValue(plan, "labels", ls);
+    plan.values[size_t(lab)].dtype = DType::I64;
+    int dy = addValue(plan, "dy", none ? ls : Shape{});
+    int loss = addValue(plan, "loss", none ? ls : Shape{}), grad = addValue(plan, "grad", cs.scores);
+    PlanOp fwd, bwd;
+    fwd.type = "SoftmaxCrossEntropyLoss";
+    fwd.name = "loss";
+    fwd.inputs = {sc, lab};
+    fwd.outputs = {loss};
+    bwd.type = "octet::SoftmaxCrossEntropyLossGrad";
+    bwd.name = "loss_grad";
+    bwd.inputs = {sc, lab, dy};
+    bwd.outputs = {grad};
+    for (PlanOp *op : {&fwd, &bwd}) {
+      op->attrs["reduction"].kind = Attr::String;
+      op->attrs["reduction"].s = cs.reduction;
+      if (cs.ignore)
+        op->attrs["ignore_index"].i = -100;
+      plan.ops.push_back(*op);
+    }
+    plan.inputs = {sc, lab, dy};
+    plan.outputs = {loss, grad};
+    auto scores = std::make_shared<Tensor>(randomTensor(cs.scores, rng, 3.0f));
+    scores->data<float>()[1] = -INFINITY;
+    auto labels = std::make_shared<Tensor>(DType::I64, ls);
+    for (int64_t i = 0; i < labels->numel(); ++i)
+      labels->data<int64_t>()[i] = cs.ignore && i % 5 == 2 ? -100 : int64_t(rng() % uint32_t(C));
+    auto g = std::make_shared<Tensor>(randomTensor(none ? ls : Shape{}, rng, 1.0f));
+    std::map<std::string, TensorPtr> feed = {{"scores", scores}, {"labels", labels}, {"dy", g}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    for (int run = 0; run < 2; ++run) {
+      gpu->run(feed, false);
+      for (int id : plan.outputs) {
+        TensorPtr want = cpu.value(id), got = gpu->value(id);
+        ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
+        double err = 0, ref = 0;
+        for (int64_t i = 0; i < want->numel(); ++i) {
+          err = std::max(err, double(std::fabs(got->data<float>()[i] - want->data<float>()[i])));
+          ref = std::max(ref, double(std::fabs(want->data<float>()[i])));
+        }
+        EXPECT_GT(ref, 0.0) << plan.values[size_t(id)].name;
+        EXPECT_LE(err / ref, 1e-5) << plan.values[size_t(id)].name << " run " << run;
+      }
+    }
+    if (cs.ignore) { // every fifth row ignored: zero gradient there
+      TensorPtr got = gpu->value(grad);
+      for (int64_t k = 0; k < C; ++k)
+        ASSERT_EQ(got->data<float>()[(2 / D * C + k) * D + 2 % D], 0.0f) << "class " << k;
+    }
+    labels->data<int64_t>()[0] = C; // not ignored, outside [0, C)
+    try {
+      gpu->run(feed, false);
+      ADD_FAILURE() << "a label outside [0, C) was accepted";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("outside [0, C)"), std::string::npos) << e.what();
     }
   }
 }

@@ -26,9 +26,10 @@ public:
   virtual void updateState(mlir::Value state, mlir::Value next) = 0;
 
   llvm::SmallBitVector wanted;
-  /// LayerNormalization's gradient as one octet::LayerNormalizationGrad node (a runtime
-  /// kernel) instead of the ONNX ops that spell it out (octet-autodiff fused-norm-grads).
-  bool fusedNormGrads = false;
+  /// LayerNormalization's and SoftmaxCrossEntropyLoss's gradients as one octet node each
+  /// (octet::LayerNormalizationGrad, octet::SoftmaxCrossEntropyLossGrad: a runtime kernel)
+  /// instead of the ONNX ops that spell them out (octet-autodiff fused-grads).
+  bool fusedGrads = false;
 };
 
 /// Attaches the gradient rules of the onnx and fp8 ops (passes/GradientRules.cpp).

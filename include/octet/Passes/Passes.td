@@ -157,20 +157,25 @@ def Autodiff : Pass<"octet-autodiff", "mlir::ModuleOp"> {
     one is an error naming the op and node. nn layers are inlined first and
     SequenceAt(SplitToSequence) with constant positions becomes Slice. The
     gradients become results named "<param>.grad" with `octet.grad_of`.
-    With `fused-norm-grads`, a LayerNormalization whose Scale and B cover its
+    With `fused-grads`, a LayerNormalization whose Scale and B cover its
     normalized dims gets `onnx.node "LayerNormalizationGrad"` (domain "octet";
     operands X, Scale, dY; attributes axis, epsilon; results dX, dScale, dB),
     which recomputes the row statistics from X: one read of X and dY where the
-    ONNX spelling reads and writes the row a dozen times.
+    ONNX spelling reads and writes the row a dozen times; and a
+    SoftmaxCrossEntropyLoss without class weights gets `onnx.node
+    "SoftmaxCrossEntropyLossGrad"` (operands scores, labels, dY; the loss's
+    reduction and ignore_index) in place of Softmax, a one-hot Equal and Cast
+    and the arithmetic.
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"\"",
            "The loss output's name (default: the only scalar float output)">,
     Option<"freeze", "freeze", "std::string", "\"\"",
            "Parameters whose names match this regular expression are not trained">,
-    Option<"fusedNormGradsOpt", "fused-norm-grads", "bool", "false",
-           "LayerNormalization's gradient as one octet LayerNormalizationGrad node (X, Scale, dY) -> "
-           "(dX, dScale, dB) instead of ONNX ops; fp8-opt sets it for plans (--fuse-norm-grads)">,
+    Option<"fusedGradsOpt", "fused-grads", "bool", "false",
+           "LayerNormalization's and SoftmaxCrossEntropyLoss's gradients as one octet node each "
+           "(LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad) instead of ONNX ops; fp8-opt sets it for "
+           "plans (--fuse-grads)">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }

@@ -1,7 +1,7 @@
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-autodiff{fused-norm-grads=true})' -verify-diagnostics | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-autodiff{fused-grads=true})' -verify-diagnostics | FileCheck %s
 // RUN: fp8-opt %s -split-input-file --octet-autodiff | FileCheck %s --check-prefix=OFF
 
-// fused-norm-grads: LayerNormalization's gradient is one octet LayerNormalizationGrad node
+// fused-grads: LayerNormalization's gradient is one octet LayerNormalizationGrad node
 // reading X, Scale and dY, with the axis made non-negative; dX feeds the rest of the backward,
 // dScale and dB are the parameters' gradients. Without the option, the ONNX spelling.
 // CHECK-LABEL: func.func @ln
@@ -58,5 +58,25 @@ func.func @broadcast_scale(%x: tensor<2x3x4xf32> {onnx.name = "x"}) -> (tensor<f
   %y, %m, %i = onnx.LayerNormalization %x, %s, %b {axis = 1 : si64, epsilon = 1.0e-5 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, none, none)
   %n = onnx.none
   %l = onnx.ReduceSum %y, %n {keepdims = 0 : si64} : (tensor<2x3x4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The loss: one octet SoftmaxCrossEntropyLossGrad node (scores, labels, dY) with the loss's
+// reduction and ignore_index, in place of Softmax, the one-hot Equal/Cast and the arithmetic.
+// CHECK-LABEL: func.func @xent
+// CHECK: %[[G:.*]] = onnx.node "SoftmaxCrossEntropyLossGrad"(%{{.*}}, %arg1, %{{.*}}) {attrs = {ignore_index = -100 : si64, reduction = "mean"}, domain = "octet"} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+// CHECK-NOT: onnx.Softmax
+// CHECK-NOT: onnx.Equal
+// OFF-LABEL: func.func @xent
+// OFF-NOT: SoftmaxCrossEntropyLossGrad
+// OFF: onnx.Softmax
+// OFF: onnx.Equal
+func.func @xent(%x: tensor<4x8xf32> {onnx.name = "x"}, %labels: tensor<4xi64> {onnx.name = "labels"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %w = onnx.initializer "w" = dense<0.5> : tensor<8x10xf32>
+  %s = onnx.MatMul %x, %w : (tensor<4x8xf32>, tensor<8x10xf32>) -> tensor<4x10xf32>
+  %n = onnx.none
+  %l, %lp = onnx.SoftmaxCrossEntropyLoss %s, %labels, %n {ignore_index = -100 : si64, reduction = "mean"} : (tensor<4x10xf32>, tensor<4xi64>, none) -> (tensor<f32>, none)
   return %l : tensor<f32>
 }
