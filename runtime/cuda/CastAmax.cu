@@ -15,6 +15,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 namespace octet::rt::cuda {
 namespace {
 
@@ -28,8 +30,8 @@ template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
 
 /// Eight elements from 16-byte aligned `src` (one or two 16-byte loads): their codes, and |x| folded
 /// into the running max `m` (as bits: non-negative floats order as integers, and NaN above Inf).
-template <typename T, __nv_fp8_interpretation_t F>
-__device__ __forceinline__ uint2 castEight(const T *__restrict__ src, float si, unsigned &m) {
+template <typename T, __nv_fp8_interpretation_t F, bool Sums = false>
+__device__ __forceinline__ uint2 castEight(const T *__restrict__ src, float si, unsigned &m, float *sums = nullptr) {
   T in[8];
   if constexpr (sizeof(T) == 4) {
     *reinterpret_cast<float4 *>(in) = reinterpret_cast<const float4 *>(src)[0];
@@ -44,6 +46,8 @@ __device__ __forceinline__ uint2 castEight(const T *__restrict__ src, float si, 
     float f = toFloat(in[k]);
     m = max(m, __float_as_uint(fabsf(f)));
     o[k] = encode<F>(__fdiv_rn(f, si));
+    if constexpr (Sums)
+      sums[k] += f;
   }
   return out;
 }
@@ -88,11 +92,14 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
 constexpr int kCtTile = 64, kCtThreads = 256;
 
 /// One 64 x 64 tile of x [rows, cols] per block: the codes go to q row by row (8 per thread and
-/// load) and through shared memory to qt [cols, rows] (16 bytes per thread and store).
-template <typename T, __nv_fp8_interpretation_t F>
+/// load) and through shared memory to qt [cols, rows] (16 bytes per thread and store). With Sums,
+/// also the tile's column sums of x into colPartials[blockIdx.y][cols] (a bias gradient's first
+/// half: dY is cast for the dgrad and wgrad GEMMs and summed over rows for the bias).
+template <typename T, __nv_fp8_interpretation_t F, bool Sums>
 __global__ void __launch_bounds__(kCtThreads)
     castTransposeKernel(const T *__restrict__ x, int64_t rows, int64_t cols, const float *__restrict__ scaleInv,
-                        uint8_t *__restrict__ q, uint8_t *__restrict__ qt, unsigned *__restrict__ amaxBits) {
+                        uint8_t *__restrict__ q, uint8_t *__restrict__ qt, unsigned *__restrict__ amaxBits,
+                        float *__restrict__ colPartials) {
   __shared__ __align__(16) uint8_t tile[kCtTile][kCtTile + 4];
   const float si = *scaleInv;
   int64_t r0 = int64_t(blockIdx.y) * kCtTile, c0 = int64_t(blockIdx.x) * kCtTile;
@@ -100,13 +107,14 @@ __global__ void __launch_bounds__(kCtThreads)
   // Load: 64 rows of 64 elements, 8 elements (one or two 16-byte loads) per thread and pass.
   constexpr int perRow = kCtTile / 8, rowsPerPass = kCtThreads / perRow;
   int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
+  float sums[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int p = 0; p < kCtTile / rowsPerPass; ++p) {
     int tr = lr + p * rowsPerPass;
     int64_t r = r0 + tr, c = c0 + lc;
     if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-element group is whole or absent
       continue;
-    uint2 out = castEight<T, F>(x + r * cols + c, si, m);
+    uint2 out = castEight<T, F, Sums>(x + r * cols + c, si, m, sums);
     *reinterpret_cast<uint2 *>(q + r * cols + c) = out;
     // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
     // the 8 codes go to shared memory as two 4-byte words.
@@ -124,6 +132,19 @@ __global__ void __launch_bounds__(kCtThreads)
     for (int i = 0; i < 16; ++i)
       b[i] = tile[part * 16 + i][j];
     *reinterpret_cast<uint4 *>(qt + c * rows + r) = v;
+  }
+  if constexpr (Sums) { // the rowsPerPass threads of each 8 columns, summed in a fixed order
+    __shared__ float part[rowsPerPass][kCtTile];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      part[lr][lc + k] = sums[k];
+    __syncthreads();
+    if (threadIdx.x < kCtTile && c0 + threadIdx.x < cols) {
+      float t = 0.0f;
+      for (int i = 0; i < rowsPerPass; ++i)
+        t += part[i][threadIdx.x];
+      colPartials[int64_t(blockIdx.y) * cols + c0 + threadIdx.x] = t;
+    }
   }
   publishAmax(m, amaxBits);
 }
@@ -184,7 +205,7 @@ std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, F
 }
 
 std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
-                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream) {
+                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream, float *colPartials) {
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (rows % 16 || cols % 16 || !aligned(x) || !aligned(q) || !aligned(qt))
     return "castAmaxTranspose: rows and cols must be multiples of 16 and x, q, qt 16-byte aligned";
@@ -194,21 +215,23 @@ std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t col
   if (grid.y > 65535)
     return "castAmaxTranspose: more than 65535 row tiles";
   auto *bits = reinterpret_cast<unsigned *>(amax);
-  if (t == InType::F32) {
-    auto *xp = static_cast<const float *>(x);
-    if (f == Format::E4M3)
-      castTransposeKernel<float, __NV_E4M3><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits);
+  auto launch = [&](auto tag, auto fmt) {
+    using T = decltype(tag);
+    constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
+    auto *xp = static_cast<const T *>(x);
+    if (colPartials)
+      castTransposeKernel<T, F, true><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits,
+                                                                        colPartials);
     else
-      castTransposeKernel<float, __NV_E5M2><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits);
-  } else {
-    auto *xp = static_cast<const __nv_bfloat16 *>(x);
-    if (f == Format::E4M3)
-      castTransposeKernel<__nv_bfloat16, __NV_E4M3><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt,
-                                                                                    bits);
-    else
-      castTransposeKernel<__nv_bfloat16, __NV_E5M2><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt,
-                                                                                    bits);
-  }
+      castTransposeKernel<T, F, false><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits,
+                                                                         nullptr);
+  };
+  using E4 = std::integral_constant<__nv_fp8_interpretation_t, __NV_E4M3>;
+  using E5 = std::integral_constant<__nv_fp8_interpretation_t, __NV_E5M2>;
+  if (t == InType::F32)
+    f == Format::E4M3 ? launch(float(), E4()) : launch(float(), E5());
+  else
+    f == Format::E4M3 ? launch(__nv_bfloat16(), E4()) : launch(__nv_bfloat16(), E5());
   return check(cudaGetLastError(), "castAmaxTranspose launch");
 }
 

@@ -103,6 +103,26 @@ private:
     int outType;
   };
   std::map<size_t, SumSquaresOp> sumSquares_; // by plan op index
+  /// An fp8.cast_amax on the cast-transpose kernel, and a float32 column sum (ReduceSum over all
+  /// dims but the last), for taking the sum in the cast's pass (fuseCastColumnSums()).
+  struct CastTransposeOp {
+    int x;
+    const void *xp;
+    cuda::InType it;
+    int64_t rows, cols;
+    const float *scaleInv;
+    cuda::Format f;
+    uint8_t *q, *qt;
+    float *amax;
+  };
+  std::map<size_t, CastTransposeOp> castTransposes_;
+  struct ColumnSumOp {
+    int x;
+    int64_t rows, cols;
+    float *out;
+  };
+  std::map<size_t, ColumnSumOp> columnSums_;
+  void fuseCastColumnSums();
   /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
   /// run's first (none reading another's output) become one program of the step `build` makes
   /// from their infos; check() still runs the members one by one.
@@ -270,6 +290,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     compile(k, p.steps);
     program_.push_back(std::move(p));
   }
+  if (opt_.castSums)
+    fuseCastColumnSums();
   fuseDelayedScales();
   fuseSumSquares();
   if (jit_ && opt_.chains)
@@ -630,6 +652,8 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
                                                    std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
     a.chunks = int(std::clamp<int64_t>(chunks, 1, 65535));
   }
+  if (kind == 0 && a.columns && a.outType == int(DType::F32))
+    columnSums_[size_t(&op - plan_.ops.data())] = {x, a.nRed, a.nOut, static_cast<float *>(a.out)};
   if (a.chunks > 1 || !a.innerContiguous)
     scratch(size_t(a.chunks) * size_t(a.nOut) * sizeof(double));
   out.push_back([this, a](cudaStream_t s) mutable {
@@ -1418,8 +1442,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
         fail(op, "the transposed result must be " + shapeString({cols, rows}) + " of the output's type");
       qt = static_cast<uint8_t *>(outPtr(2));
     }
-    if (qt && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16))
+    if (qt && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16)) {
+      castTransposes_[size_t(&op - plan_.ops.data())] = {x, xp, it, rows, cols, sp, f, q, qt, amax};
       return onePass([=](cudaStream_t s) { return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s); });
+    }
     if (!qt && wide && aligned(xp, 16) && aligned(q, 8))
       return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s); });
     out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
@@ -1721,6 +1747,51 @@ void CudaExecutor::fusePointwiseChains() {
     k = run.back() + 1;
   }
   program_ = std::move(fused);
+}
+
+/// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the
+/// bias gradient of a Linear: dY is cast for the dgrad and wgrad GEMMs, then summed over its rows)
+/// is taken in the cast's pass: its tiles write column partials to a buffer of their own (the
+/// arena's buffers between the two ops belong to other values), and the ReduceSum sums those
+/// partials (ceil(rows / 64) of them per column) instead of reading the tensor again. check()
+/// runs both ops as they were.
+void CudaExecutor::fuseCastColumnSums() {
+  std::map<int, size_t> castOf; // value -> the program of the latest cast-transpose of it
+  std::set<size_t> taken;
+  for (size_t k = 0; k < program_.size(); ++k) {
+    size_t op = program_[k].op;
+    if (castTransposes_.count(op)) {
+      castOf[castTransposes_.at(op).x] = k;
+      continue;
+    }
+    auto r = columnSums_.find(op);
+    if (r == columnSums_.end())
+      continue;
+    auto c = castOf.find(r->second.x);
+    if (c == castOf.end() || taken.count(c->second))
+      continue;
+    const CastTransposeOp ct = castTransposes_.at(program_[c->second].op);
+    const ColumnSumOp cs = r->second;
+    if (ct.rows != cs.rows || ct.cols != cs.cols)
+      continue;
+    taken.insert(c->second);
+    int tiles = int(cuda::castTransposeTileRows(ct.rows));
+    auto *partials = static_cast<float *>(alloc(size_t(tiles) * size_t(ct.cols) * sizeof(float)));
+    Step cast = [ct, partials](cudaStream_t s) {
+      cudaError_t e = cudaMemsetAsync(ct.amax, 0, sizeof(float), s);
+      return e != cudaSuccess ? std::string("cast_amax: ") + cudaGetErrorString(e)
+                              : cuda::castAmaxTranspose(ct.xp, ct.it, ct.rows, ct.cols, ct.scaleInv, ct.f, ct.q, ct.qt,
+                                                        ct.amax, s, partials);
+    };
+    Step sum = [cs, tiles, partials](cudaStream_t s) {
+      return dev::columnTotals(partials, tiles, cs.cols, cs.cols, cs.out, s);
+    };
+    for (auto [at, step] : {std::pair<size_t, Step>{c->second, cast}, {k, sum}}) {
+      OpProgram fused{program_[at].op, {step}, {}};
+      fused.parts.push_back(std::move(program_[at]));
+      program_[at] = std::move(fused);
+    }
+  }
 }
 
 /// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
@@ -2054,6 +2125,8 @@ void registerBackend() {
       o.jit = std::string(j) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CHAINS"))
       o.chains = std::string(c) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_CAST_SUMS"))
+      o.castSums = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
       o.attention = parseAttentionPrecision(at);
     return makeCudaRunner(std::move(p), o);

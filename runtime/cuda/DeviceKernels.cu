@@ -1049,15 +1049,13 @@ __global__ void layerNormGradRowKernel(const float *x, const float *scale, const
   }
 }
 
-/// dScale[j] and dB[j] (either may be null): the blocks' partials summed in block order.
-__global__ void normGradColumnsKernel(const float *partials, int blocks, int64_t n, float *dScale, float *dB) {
-  GRID_LOOP(j, 2 * n) {
+/// out[j] = sum over r < rows of partials[r * stride + j], j < n, in row order (deterministic).
+__global__ void columnTotalsKernel(const float *partials, int rows, int64_t stride, int64_t n, float *out) {
+  GRID_LOOP(j, n) {
     double s = 0;
-    for (int b = 0; b < blocks; ++b)
-      s += partials[int64_t(b) * 2 * n + j];
-    float *o = j < n ? dScale : dB;
-    if (o)
-      o[j < n ? j : j - n] = float(s);
+    for (int r = 0; r < rows; ++r)
+      s += partials[int64_t(r) * stride + j];
+    out[j] = float(s);
   }
 }
 
@@ -1545,9 +1543,16 @@ std::string layerNormGrad(const float *x, const float *scale, const float *dy, f
     layerNormGradRegKernel<4><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
   else
     layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, n, eps);
-  if (dScale || dB)
-    normGradColumnsKernel<<<blocksFor(2 * n), 256, 0, s>>>(partials, blocks, n, dScale, dB);
+  if (dScale)
+    columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials, blocks, 2 * n, n, dScale);
+  if (dB)
+    columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials + n, blocks, 2 * n, n, dB);
   return check("layerNormGrad");
+}
+
+std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {
+  columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials, rows, stride, n, out);
+  return check("columnTotals");
 }
 
 std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s) {

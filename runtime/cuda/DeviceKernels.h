@@ -199,6 +199,9 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
 int layerNormGradBlocks(int64_t rows);
 std::string layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dScale, float *dB,
                           float *partials, int64_t rows, int64_t n, float eps, cudaStream_t s);
+/// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
+/// summed in double): the second half of a column sum taken in per-block partials.
+std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);
 /// SoftmaxCrossEntropyLoss for scores [N, C, D] (D = 1 for [N, C]): logp
 /// (float32, N*C*D; scratch when the plan does not want it), per-sample loss
 /// (reduction none) or the sum/mean into out[0] (summed in a fixed order from

@@ -1202,6 +1202,81 @@ TEST(CudaExecutor, CastAmaxTransposedMatchesTheCpu) {
   }
 }
 
+/// A bias gradient taken in the cast's pass (CudaOptions::castSums): fp8.cast_amax with its
+/// transposed copy, an op in between whose result may take any free arena buffer, then ReduceSum
+/// of the cast's input over all dims but the last. Codes, transposed codes and amax bit for bit,
+/// the column sums within 1e-6 of the CPU's (max|err| / max|ref|), with the fusion on and off,
+/// graphs included; ragged tiles (rows and cols not multiples of 64), a rank-3 input, and a sum
+/// before its cast (not fused).
+TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  for (Shape xs : {Shape{2048, 2048}, Shape{1040, 96}, Shape{3, 64, 128}}) {
+    for (bool sumFirst : {false, true}) {
+      SCOPED_TRACE("x " + shapeString(xs) + (sumFirst ? ", sum before the cast" : ""));
+      int64_t cols = xs.back(), rows = numElements(xs) / cols;
+      Plan plan;
+      int x = addValue(plan, "x", xs), si = addValue(plan, "si", {}), q = addValue(plan, "q", xs);
+      int amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {cols, rows});
+      int y = addValue(plan, "y", xs), sum = addValue(plan, "sum", {cols});
+      plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+      auto scale = std::make_shared<Tensor>(DType::F32, Shape{});
+      scale->data<float>()[0] = 0.02f;
+      plan.constants[si] = scale;
+      plan.constantKinds[si] = ConstantKind::Const;
+      std::vector<int64_t> axes;
+      for (size_t i = 0; i + 1 < xs.size(); ++i)
+        axes.push_back(int64_t(i));
+      PlanOp cast, mul, red;
+      cast.type = "fp8.cast_amax";
+      cast.name = "cast";
+      cast.inputs = {x, si};
+      cast.outputs = {q, amax, qt};
+      mul.type = "Mul";
+      mul.name = "between";
+      mul.inputs = {x, x};
+      mul.outputs = {y};
+      red.type = "ReduceSum";
+      red.name = "bias_grad";
+      red.inputs = {x};
+      red.outputs = {sum};
+      red.attrs["keepdims"].i = 0;
+      red.attrs["axes"].kind = Attr::Ints;
+      red.attrs["axes"].ints = axes;
+      plan.ops = sumFirst ? std::vector<PlanOp>{red, cast, mul} : std::vector<PlanOp>{cast, mul, red};
+      plan.inputs = {x};
+      plan.outputs = {q, amax, qt, y, sum};
+      auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 3.0f));
+      for (int64_t i = 0; i < rows; i += 7) // columns whose sum is far from zero
+        in->data<float>()[i * cols + 5] += 2.0f;
+      Executor cpu(plan);
+      cpu.run({{"x", in}}, false);
+      for (bool fused : {true, false}) {
+        cuda::CudaOptions o;
+        o.castSums = fused;
+        auto gpu = cuda::makeCudaRunner(plan, o);
+        for (int run = 0; run < 3; ++run) {
+          gpu->run({{"x", in}}, false);
+          for (int id : {q, amax, qt, y}) {
+            TensorPtr want = cpu.value(id), got = gpu->value(id);
+            ASSERT_TRUE(want && got);
+            EXPECT_EQ(got->bytes, want->bytes) << plan.values[size_t(id)].name << (fused ? " fused" : "");
+          }
+          TensorPtr want = cpu.value(sum), got = gpu->value(sum);
+          ASSERT_TRUE(want && got);
+          ASSERT_EQ(got->shape, want->shape);
+          double err = 0, ref = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            err = std::max(err, double(std::fabs(got->data<float>()[i] - want->data<float>()[i])));
+            ref = std::max(ref, double(std::fabs(want->data<float>()[i])));
+          }
+          EXPECT_LE(err / ref, 1e-6) << (fused ? "fused" : "apart") << " run " << run;
+        }
+      }
+    }
+  }
+}
+
 /// Runs the executor fuses into one program: whole-tensor ReduceSumSquare ops (sizes off the
 /// 16-byte grid, one over several chunks; an Add in between splits the run) and fp8.delayed_scale
 /// ops (sunk to the end of a step), against the CPU executor, with graphs (second and third run).

@@ -34,9 +34,13 @@ std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, F
 /// castAmax of x viewed as [rows, cols] that also writes the codes transposed:
 /// qt[j * rows + i] = q[i * cols + j] (TransformerEngine's cast-transpose; the
 /// layout cuBLASLt's FP8 GEMMs need for the other side of a wgrad or dgrad).
-/// Tiles of 64 x 64; rows and cols multiples of 16, x, q and qt 16-byte aligned.
+/// Tiles of 64 x 64; rows and cols multiples of 16, x, q and qt 16-byte aligned. With colPartials
+/// ([ceil(rows / 64), cols] floats), also each tile's column sums of x (castTransposeTileRows()
+/// rows of partials; their sum over rows is x summed over its rows: a bias gradient).
 std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
-                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream = nullptr);
+                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream = nullptr,
+                              float *colPartials = nullptr);
+inline int64_t castTransposeTileRows(int64_t rows) { return (rows + 63) / 64; }
 
 /// The delayed-scaling update of T FP8 tensors in one launch: history [T, L]
 /// rolls into newHistory with amax[t] first; scale/scaleInv[t] follow
