@@ -109,6 +109,42 @@ void sliceSequences(func::FuncOp func) {
   }
 }
 
+/// fused-grads: an Add of a LayerNormalizationGrad's dX (its only reader) and another gradient
+/// of the same input (the residual stream's, which the walk reached first) becomes the node's
+/// fourth operand, dX_in, which the node adds to dX as the Add did: one pass over the row fewer.
+void foldGradientSums(func::FuncOp func) {
+  SmallVector<ox::AddOp> adds;
+  func.walk([&](ox::AddOp a) { adds.push_back(a); });
+  for (ox::AddOp add : adds) {
+    for (unsigned i = 0; i < 2; ++i) {
+      auto node = add->getOperand(i).getDefiningOp<ox::GenericNodeOp>();
+      Value other = add->getOperand(1 - i);
+      if (!node || node.getDomain() != "octet" || node.getOpType() != "LayerNormalizationGrad" ||
+          node.getNumOperands() != 3 || add->getOperand(i) != node->getResult(0) ||
+          !node->getResult(0).hasOneUse() || other.getType() != add.getType() ||
+          add->getOperand(i).getType() != add.getType())
+        continue;
+      // dX_in must be there before the node: an argument, or an op earlier in the block.
+      Operation *def = other.getDefiningOp();
+      if (def && (def->getBlock() != node->getBlock() || !def->isBeforeInBlock(node)))
+        continue;
+      OpBuilder b(node);
+      OperationState st(node.getLoc(), "onnx.node");
+      st.addOperands(node->getOperands());
+      st.addOperands(other);
+      st.addTypes(node->getResultTypes());
+      st.addAttributes(node->getAttrs());
+      Operation *fused = b.create(st);
+      add.getResult().replaceAllUsesWith(fused->getResult(0));
+      add->erase();
+      for (unsigned r = 1; r < node->getNumResults(); ++r)
+        node->getResult(r).replaceAllUsesWith(fused->getResult(r));
+      node->erase();
+      break;
+    }
+  }
+}
+
 struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientContext {
   using AutodiffBase::AutodiffBase;
 
@@ -299,6 +335,8 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
       updates.clear();
       if (failed(differentiate(frozen ? &*frozen : nullptr)))
         return signalPassFailure();
+      if (fusedGrads)
+        foldGradientSums(f);
     }
   }
 };

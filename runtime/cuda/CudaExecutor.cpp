@@ -1269,10 +1269,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     return;
   }
   if (t == "octet::LayerNormalizationGrad") {
-    // (X, Scale, dY) -> (dX, dScale, dB), float32 (docs/PLAN.md); scratch: the blocks' column
+    // (X, Scale, dY[, dX_in]) -> (dX, dScale, dB), float32 (docs/PLAN.md); scratch: the blocks' column
     // partials, then a place for dX where the plan does not keep it.
-    if (op.inputs.size() != 3 || op.outputs.size() != 3)
-      fail(op, "expects inputs (X, Scale, dY) and outputs (dX, dScale, dB)");
+    if (op.inputs.size() < 3 || op.inputs.size() > 4 || op.outputs.size() != 3)
+      fail(op, "expects inputs (X, Scale, dY[, dX_in]) and outputs (dX, dScale, dB)");
     Shape xs = shapeOf(op.inputs[0]);
     int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
     int64_t rows = 1, n = 1;
@@ -1284,8 +1284,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     for (int id : op.outputs)
       if (id >= 0 && plan_.values[size_t(id)].dtype != DType::F32)
         fail(op, "supports float32 only");
-    if (shapeOf(op.inputs[2]) != xs || numElements(shapeOf(op.inputs[1])) != n)
-      fail(op, "dY must have X's shape " + shapeString(xs) + " and Scale " + std::to_string(n) + " elements");
+    if (shapeOf(op.inputs[2]) != xs || numElements(shapeOf(op.inputs[1])) != n ||
+        (has(op, 3) && shapeOf(op.inputs[3]) != xs))
+      fail(op, "dY and dX_in must have X's shape " + shapeString(xs) + " and Scale " + std::to_string(n) +
+                   " elements");
     for (int i = 1; i < 3; ++i)
       if (op.outputs[size_t(i)] >= 0 && numElements(shapeOf(op.outputs[size_t(i)])) != n)
         fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
@@ -1294,15 +1296,16 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     const float *x = static_cast<const float *>(devicePtr(op.inputs[0]));
     const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
     const float *dy = static_cast<const float *>(devicePtr(op.inputs[2]));
+    const float *dxIn = has(op, 3) ? static_cast<const float *>(devicePtr(op.inputs[3])) : nullptr;
     float *outs[3] = {};
     for (int i = 0; i < 3; ++i)
       if (op.outputs[size_t(i)] >= 0)
         outs[i] = static_cast<float *>(outPtr(size_t(i)));
     float eps = float(attrFloat(op, "epsilon", 1e-5));
-    out.push_back([this, x, sc, dy, outs, partials, rows, n, eps](cudaStream_t s) {
+    out.push_back([this, x, sc, dy, dxIn, outs, partials, rows, n, eps](cudaStream_t s) {
       float *dx = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + partials);
-      return dev::layerNormGrad(x, sc, dy, dx, outs[1], outs[2], reinterpret_cast<float *>(scratch_), rows, n, eps,
-                                s);
+      return dev::layerNormGrad(x, sc, dy, dxIn, dx, outs[1], outs[2], reinterpret_cast<float *>(scratch_), rows, n,
+                                eps, s);
     });
     return;
   }

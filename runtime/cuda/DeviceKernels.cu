@@ -941,8 +941,9 @@ template <int Threads> __device__ float2 blockSum2(float2 v) {
 /// normGradColumnsKernel in a fixed order).
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const float *x, const float *scale,
-                                                                      const float *dy, float *dx, float *partials,
-                                                                      int64_t rows, int n, float eps) {
+                                                                      const float *dy, const float *dxIn, float *dx,
+                                                                      float *partials, int64_t rows, int n,
+                                                                      float eps) {
   float4 sc[Vecs], ds[Vecs], db[Vecs];
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -1001,6 +1002,10 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
         continue;
       float4 o = {(gv[k].x * sc[k].x - m1 - xv[k].x * m2) * is, (gv[k].y * sc[k].y - m1 - xv[k].y * m2) * is,
                   (gv[k].z * sc[k].z - m1 - xv[k].z * m2) * is, (gv[k].w * sc[k].w - m1 - xv[k].w * m2) * is};
+      if (dxIn) {
+        float4 a = *reinterpret_cast<const float4 *>(dxIn + r * n + i);
+        o = {o.x + a.x, o.y + a.y, o.z + a.z, o.w + a.w};
+      }
       *reinterpret_cast<float4 *>(dx + r * n + i) = o;
     }
   }
@@ -1017,8 +1022,8 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
 
 /// The same for any n: three passes over the row (L1/L2 hits after the first), the block's
 /// column sums kept in its own row of partials.
-__global__ void layerNormGradRowKernel(const float *x, const float *scale, const float *dy, float *dx,
-                                       float *partials, int64_t rows, int64_t n, float eps) {
+__global__ void layerNormGradRowKernel(const float *x, const float *scale, const float *dy, const float *dxIn,
+                                       float *dx, float *partials, int64_t rows, int64_t n, float eps) {
   float *p = partials + int64_t(blockIdx.x) * 2 * n;
   for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x)
     p[i] = 0.0f;
@@ -1044,19 +1049,35 @@ __global__ void layerNormGradRowKernel(const float *x, const float *scale, const
     }
     acc = blockSum2<kRowThreads>(acc);
     float m1 = acc.x * inv, m2 = acc.y * inv;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-      dx[r * n + i] = (gr[i] * scale[i] - m1 - (xr[i] - m) * is * m2) * is;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float o = (gr[i] * scale[i] - m1 - (xr[i] - m) * is * m2) * is;
+      dx[r * n + i] = dxIn ? o + dxIn[r * n + i] : o;
+    }
   }
 }
 
-/// out[j] = sum over r < rows of partials[r * stride + j], j < n, in row order (deterministic).
-__global__ void columnTotalsKernel(const float *partials, int rows, int64_t stride, int64_t n, float *out) {
-  GRID_LOOP(j, n) {
-    double s = 0;
-    for (int r = 0; r < rows; ++r)
+/// out[j] = sum over r < rows of partials[r * stride + j], j < n: blocks of 32 columns x 8 row
+/// groups (group g sums rows g, g + 8, ...; the groups combine in order: deterministic).
+__global__ void __launch_bounds__(256) columnTotalsKernel(const float *partials, int rows, int64_t stride, int64_t n,
+                                                          float *out) {
+  __shared__ double sh[8][32];
+  int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  double s = 0;
+  if (j < n)
+    for (int r = threadIdx.y; r < rows; r += 8)
       s += partials[int64_t(r) * stride + j];
-    out[j] = float(s);
+  sh[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    double t = 0;
+    for (int g = 0; g < 8; ++g)
+      t += sh[g][threadIdx.x];
+    out[j] = float(t);
   }
+}
+
+void launchColumnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {
+  columnTotalsKernel<<<unsigned((n + 31) / 32), dim3(32, 8), 0, s>>>(partials, rows, stride, n, out);
 }
 
 /// One block per (n, d): log-softmax over C, then the sample's loss and weight.
@@ -1530,28 +1551,30 @@ int layerNormGradBlocks(int64_t rows) {
   return int(std::max<int64_t>(1, std::min<int64_t>(rows, 4 * int64_t(sms))));
 }
 
-std::string layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dScale, float *dB,
-                          float *partials, int64_t rows, int64_t n, float eps, cudaStream_t s) {
+std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
+                          float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
+                          cudaStream_t s) {
   int blocks = layerNormGradBlocks(rows);
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
-                            reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale)) % 16 == 0;
+                            reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
+                            reinterpret_cast<uintptr_t>(dxIn)) % 16 == 0;
   if (vec && n <= 4 * kRowThreads)
-    layerNormGradRegKernel<1><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+    layerNormGradRegKernel<1><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
   else if (vec && n <= 8 * kRowThreads)
-    layerNormGradRegKernel<2><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+    layerNormGradRegKernel<2><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
   else if (vec && n <= 16 * kRowThreads)
-    layerNormGradRegKernel<4><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, int(n), eps);
+    layerNormGradRegKernel<4><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
   else
-    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dx, partials, rows, n, eps);
+    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, n, eps);
   if (dScale)
-    columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials, blocks, 2 * n, n, dScale);
+    launchColumnTotals(partials, blocks, 2 * n, n, dScale, s);
   if (dB)
-    columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials + n, blocks, 2 * n, n, dB);
+    launchColumnTotals(partials + n, blocks, 2 * n, n, dB, s);
   return check("layerNormGrad");
 }
 
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {
-  columnTotalsKernel<<<blocksFor(n), 256, 0, s>>>(partials, rows, stride, n, out);
+  launchColumnTotals(partials, rows, stride, n, out, s);
   return check("columnTotals");
 }
 

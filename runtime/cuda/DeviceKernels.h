@@ -194,11 +194,12 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
                       cudaStream_t s);
-/// octet::LayerNormalizationGrad over float32 rows: x, dy, dx [rows, n], scale [n]; dScale and
-/// dB [n] may be null. partials: layerNormGradBlocks(rows) * 2n floats of scratch.
+/// octet::LayerNormalizationGrad over float32 rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
+/// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows) * 2n floats.
 int layerNormGradBlocks(int64_t rows);
-std::string layerNormGrad(const float *x, const float *scale, const float *dy, float *dx, float *dScale, float *dB,
-                          float *partials, int64_t rows, int64_t n, float eps, cudaStream_t s);
+std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
+                          float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
+                          cudaStream_t s);
 /// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
 /// summed in double): the second half of a column sum taken in per-block partials.
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);

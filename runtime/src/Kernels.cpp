@@ -527,11 +527,11 @@ void layerNormKernel(KernelContext &c) {
     c.setOutput(2, std::move(inv));
 }
 
-// octet::LayerNormalizationGrad(X, Scale, dY) -> (dX, dScale, dB), attributes axis and epsilon
-// (octet-autodiff fused-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
+// octet::LayerNormalizationGrad(X, Scale, dY[, dX_in]) -> (dX, dScale, dB), attributes axis and
+// epsilon (octet-autodiff fused-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
 // axis on, recomputed from X as LayerNormalization computes them, and g = dY * Scale,
-//   dX = (g - mean(g) - x^ mean(g x^)) / sqrt(var + eps),  dScale = sum over rows of dY x^,
-//   dB = sum over rows of dY.
+//   dX = (g - mean(g) - x^ mean(g x^)) / sqrt(var + eps) [+ dX_in],
+//   dScale = sum over rows of dY x^,  dB = sum over rows of dY.
 // Sums in double; Scale holds one value per normalized element (the rule makes sure).
 void layerNormGradKernel(KernelContext &c) {
   const Tensor &x = c.input(0), &scale = c.input(1), &dy = c.input(2);
@@ -547,6 +547,13 @@ void layerNormGradKernel(KernelContext &c) {
   if (scale.numel() != n)
     c.fail("Scale has " + std::to_string(scale.numel()) + " elements; the normalized dims " + std::to_string(n));
   const float *px = x.data<float>(), *pg = dy.data<float>(), *ps = scale.data<float>();
+  const float *acc = nullptr;
+  if (c.hasInput(3)) {
+    const Tensor &in = c.input(3);
+    if (in.dtype != DType::F32 || in.shape != x.shape)
+      c.fail("dX_in must be float32 of X's shape " + shapeString(x.shape));
+    acc = in.data<float>();
+  }
   Tensor dx(DType::F32, x.shape);
   const size_t un = static_cast<size_t>(n);
   std::vector<double> ds(un, 0.0), db(un, 0.0), xh(un, 0.0), g(un, 0.0);
@@ -572,6 +579,9 @@ void layerNormGradKernel(KernelContext &c) {
     float *o = dx.data<float>() + r * n;
     for (int64_t i = 0; i < n; ++i)
       o[i] = float((g[size_t(i)] - m1 - xh[size_t(i)] * m2) * is);
+    if (acc) // dX_in: the Add this node took over, in float32 as the Add computed it
+      for (int64_t i = 0; i < n; ++i)
+        o[i] += acc[r * n + i];
   }
   if (c.wantsOutput(0))
     c.setOutput(0, std::move(dx));

@@ -47,6 +47,30 @@ func.func @chain(%x: tensor<4x16xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.n
 
 // -----
 
+// A residual stream: h's gradient is the Add's plus the LayerNormalizationGrad's dX; the walk
+// reaches the Add first, and the sum becomes the node's fourth operand (dX_in) instead of an Add.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[G:.*]]:3 = onnx.node "LayerNormalizationGrad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {{.*}} : (tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>)
+// CHECK-NOT: onnx.Add {{.*}}%[[G]]#0
+// CHECK: onnx.Mul {{.*}}%[[G]]#0
+// OFF-LABEL: func.func @residual
+// OFF-NOT: LayerNormalizationGrad
+func.func @residual(%x: tensor<4x16xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %a = onnx.initializer "a" = dense<2.0> : tensor<16xf32>
+  %s = onnx.initializer "scale" = dense<1.5> : tensor<16xf32>
+  %w = onnx.initializer "w" = dense<0.5> : tensor<4x16xf32>
+  %h = onnx.Mul %x, %a : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %none = onnx.none
+  %y, %m, %i = onnx.LayerNormalization %h, %s, %none {axis = -1 : si64, epsilon = 1.0e-5 : f32} : (tensor<4x16xf32>, tensor<16xf32>, none) -> (tensor<4x16xf32>, none, none)
+  %yw = onnx.Mul %y, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %r = onnx.Add %h, %yw : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %p = onnx.Mul %r, %r : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %l = onnx.ReduceSum %p, %none {keepdims = 0 : si64} : (tensor<4x16xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A Scale that broadcasts over part of the normalized dims keeps the ONNX spelling, whose
 // sums reduce dScale to its shape.
 // CHECK-LABEL: func.func @broadcast_scale

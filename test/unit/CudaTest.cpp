@@ -961,7 +961,8 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
 /// octet::LayerNormalizationGrad (--fuse-grads) in a plan, GPU against the CPU executor
 /// (which sums in double): rows of 2048 and 768 and 4096 (the register kernels, one to four
 /// float4s a thread), of 5000 (past them) and of 30 (not a multiple of 4: the row kernel);
-/// one row, and more rows than blocks; and plans that keep only some of dX, dScale and dB.
+/// one row, and more rows than blocks; plans that keep only some of dX, dScale and dB; and a
+/// fourth operand dX_in that the node adds to dX.
 /// max|err| / max|ref| within 1e-5, as --check-against-cpu compares.
 TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
   REQUIRE_GPU();
@@ -970,11 +971,12 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     Shape xs;
     int axis;
     bool keep[3];
+    bool dxIn; // a fourth operand added to dX (the residual stream's gradient)
   };
-  for (Case cs : {Case{{2, 1024, 2048}, -1, {true, true, true}}, Case{{3, 5, 768}, 2, {true, true, true}},
-                  Case{{1, 4096}, -1, {true, false, true}}, Case{{600, 5000}, 1, {true, true, true}},
-                  Case{{7, 3, 10}, 1, {true, true, true}}, Case{{4, 2048}, 1, {false, true, true}},
-                  Case{{1200, 256}, -1, {true, false, false}}}) {
+  for (Case cs : {Case{{2, 1024, 2048}, -1, {true, true, true}, true}, Case{{3, 5, 768}, 2, {true, true, true}, false},
+                  Case{{1, 4096}, -1, {true, false, true}, false}, Case{{600, 5000}, 1, {true, true, true}, true},
+                  Case{{7, 3, 10}, 1, {true, true, true}, true}, Case{{4, 2048}, 1, {false, true, true}, false},
+                  Case{{1200, 256}, -1, {true, false, false}, false}}) {
     int64_t n = 1;
     int axis = cs.axis < 0 ? cs.axis + int(cs.xs.size()) : cs.axis;
     for (size_t i = size_t(axis); i < cs.xs.size(); ++i)
@@ -986,6 +988,9 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     op.type = "octet::LayerNormalizationGrad";
     op.name = "ln_grad";
     op.inputs = {x, sc, dy};
+    int acc = cs.dxIn ? addValue(plan, "dx_in", cs.xs) : -1;
+    if (cs.dxIn)
+      op.inputs.push_back(acc);
     Shape outShapes[3] = {cs.xs, {n}, {n}};
     for (int i = 0; i < 3; ++i) {
       int id = cs.keep[i] ? addValue(plan, "out" + std::to_string(i), outShapes[i]) : -1;
@@ -996,7 +1001,7 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     op.attrs["axis"].i = cs.axis;
     op.attrs["epsilon"].kind = Attr::Float;
     op.attrs["epsilon"].f = 1e-5f;
-    plan.inputs = {x, sc, dy};
+    plan.inputs = op.inputs;
     plan.ops.push_back(op);
     auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
     auto sin = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
@@ -1004,6 +1009,8 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     for (int64_t i = 0; i < xin->numel(); i += n + 1) // rows with an offset: the mean matters
       xin->data<float>()[i] += 30.0f;
     std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", sin}, {"dy", gin}};
+    if (cs.dxIn)
+      feed["dx_in"] = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
     Executor cpu(plan);
     cpu.run(feed, false);
     auto gpu = cuda::makeCudaRunner(plan);
