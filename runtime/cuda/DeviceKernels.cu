@@ -883,6 +883,59 @@ __global__ void softmaxStridedKernel(const void *x, int type, void *y, int outTy
   }
 }
 
+/// LayerNormalization of float32 rows of n <= 4 * kRowThreads * Vecs (n % 4 == 0): the row in
+/// registers as float4 chunks 4 (t + kRowThreads k) (one read), statistics in double as
+/// layerNormKernel takes them, the same arithmetic per element.
+template <int Vecs>
+__global__ void __launch_bounds__(kRowThreads)
+    layerNormRegKernel(const float *x, const float *scale, const float *bias, float *y, float *mean, float *invStd,
+                       int64_t rows, int n, float eps) {
+  const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+  float4 sc[Vecs], bi[Vecs];
+#pragma unroll
+  for (int k = 0; k < Vecs; ++k) {
+    int i = 4 * (threadIdx.x + k * kRowThreads);
+    sc[k] = i < n ? *reinterpret_cast<const float4 *>(scale + i) : zero;
+    bi[k] = i < n && bias ? *reinterpret_cast<const float4 *>(bias + i) : zero;
+  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *xr = x + r * n;
+    float4 xv[Vecs];
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      int i = 4 * (threadIdx.x + k * kRowThreads);
+      xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
+      s += (double(xv[k].x) + double(xv[k].y)) + (double(xv[k].z) + double(xv[k].w));
+    }
+    double m = blockSum<kRowThreads>(s) / double(n), v = 0;
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k)
+      if (4 * (threadIdx.x + k * kRowThreads) < n) {
+        double a = xv[k].x - m, b = xv[k].y - m, c = xv[k].z - m, d = xv[k].w - m;
+        v += (a * a + b * b) + (c * c + d * d);
+      }
+    v = blockSum<kRowThreads>(v) / double(n);
+    double is = 1.0 / sqrt(v + double(eps));
+    auto one = [&](float xe, float se, float be) {
+      return __fadd_rn(__fmul_rn(float((double(xe) - m) * is), se), be);
+    };
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      int i = 4 * (threadIdx.x + k * kRowThreads);
+      if (i < n)
+        *reinterpret_cast<float4 *>(y + r * n + i) = {one(xv[k].x, sc[k].x, bi[k].x), one(xv[k].y, sc[k].y, bi[k].y),
+                                                      one(xv[k].z, sc[k].z, bi[k].z), one(xv[k].w, sc[k].w, bi[k].w)};
+    }
+    if (threadIdx.x == 0) {
+      if (mean)
+        mean[r] = float(m);
+      if (invStd)
+        invStd[r] = float(is);
+    }
+  }
+}
+
 __global__ void layerNormKernel(const void *x, int type, const void *scale, int scaleType, const void *bias,
                                 int biasType, void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n,
                                 float eps) {
@@ -1537,7 +1590,22 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
                       cudaStream_t s) {
-  layerNormKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(
+  int blocks = int(std::min<int64_t>(rows, 65535 * 8));
+  const int f32 = F32;
+  bool vec = type == f32 && scaleType == f32 && (!bias || biasType == f32) && outType == f32 && n % 4 == 0 &&
+             (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(scale) | reinterpret_cast<uintptr_t>(bias) |
+              reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  auto *xf = static_cast<const float *>(x), *sf = static_cast<const float *>(scale);
+  auto *bf = static_cast<const float *>(bias);
+  auto *yf = static_cast<float *>(y);
+  if (vec && n <= 4 * kRowThreads)
+    layerNormRegKernel<1><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
+  else if (vec && n <= 8 * kRowThreads)
+    layerNormRegKernel<2><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
+  else if (vec && n <= 16 * kRowThreads)
+    layerNormRegKernel<4><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
+  else
+    layerNormKernel<<<blocks, kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
   return check("layerNorm");
 }

@@ -958,6 +958,58 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
   }
 }
 
+/// LayerNormalization in a plan, GPU against the CPU executor: rows of 2048, 768 and 4096 (the
+/// register kernels), 5000 and 30 (the generic one), with and without B, Mean and InvStdDev kept.
+/// Both take the statistics in double: Y within 1e-6 (max|err| / max|ref|), statistics within 1e-6.
+TEST(CudaExecutor, LayerNormMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(19);
+  struct Case {
+    Shape xs;
+    bool bias;
+  };
+  for (Case cs : {Case{{2048, 2048}, true}, Case{{5, 768}, false}, Case{{3, 4096}, true}, Case{{4, 5000}, true},
+                  Case{{6, 30}, false}}) {
+    SCOPED_TRACE("X " + shapeString(cs.xs) + (cs.bias ? " with B" : ""));
+    int64_t n = cs.xs.back(), rows = numElements(cs.xs) / n;
+    Plan plan;
+    int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}), b = addValue(plan, "b", {n});
+    int y = addValue(plan, "y", cs.xs), mean = addValue(plan, "mean", {rows, 1}), inv = addValue(plan, "inv", {rows, 1});
+    PlanOp op;
+    op.type = "LayerNormalization";
+    op.name = "ln";
+    op.inputs = {x, sc};
+    if (cs.bias)
+      op.inputs.push_back(b);
+    op.outputs = {y, mean, inv};
+    op.attrs["axis"].i = -1;
+    op.attrs["epsilon"].kind = Attr::Float;
+    op.attrs["epsilon"].f = 1e-5f;
+    plan.ops.push_back(op);
+    plan.inputs = op.inputs;
+    plan.outputs = op.outputs;
+    auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
+    for (int64_t i = 0; i < xin->numel(); i += n + 3)
+      xin->data<float>()[i] += 25.0f;
+    std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                                             {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
+      double err = 0, ref = 0;
+      for (int64_t i = 0; i < want->numel(); ++i) {
+        err = std::max(err, double(std::fabs(got->data<float>()[i] - want->data<float>()[i])));
+        ref = std::max(ref, double(std::fabs(want->data<float>()[i])));
+      }
+      EXPECT_LE(err / ref, 1e-6) << plan.values[size_t(id)].name;
+    }
+  }
+}
+
 /// octet::LayerNormalizationGrad (--fuse-grads) in a plan, GPU against the CPU executor
 /// (which sums in double): rows of 2048 and 768 and 4096 (the register kernels, one to four
 /// float4s a thread), of 5000 (past them) and of 30 (not a multiple of 4: the row kernel);
