@@ -1426,6 +1426,8 @@ std::string elementwise(const EwArgs &args, cudaStream_t s) {
       case Ew::Mul: ewF32Kernel<int(Ew::Mul)><<<blocks, 256, 0, s>>>(a, ix); break;
       case Ew::Div: ewF32Kernel<int(Ew::Div)><<<blocks, 256, 0, s>>>(a, ix); break;
       case Ew::Where: ewF32Kernel<int(Ew::Where)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::Gelu: ewF32Kernel<int(Ew::Gelu)><<<blocks, 256, 0, s>>>(a, ix); break; // the MLP's activation
+      case Ew::GeluTanh: ewF32Kernel<int(Ew::GeluTanh)><<<blocks, 256, 0, s>>>(a, ix); break;
       default: ewF32Kernel<-1><<<blocks, 256, 0, s>>>(a, ix); break;
       }
     }
