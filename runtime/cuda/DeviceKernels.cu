@@ -1009,13 +1009,14 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
   float inv = 1.0f / float(n);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float *xr = x + r * n, *gr = dy + r * n;
-    float4 xv[Vecs], gv[Vecs];
+    float4 xv[Vecs], gv[Vecs], av[Vecs]; // av: dX_in, loaded with the rest so its latency hides too
     float2 acc = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
       xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
       gv[k] = i < n ? *reinterpret_cast<const float4 *>(gr + i) : zero;
+      av[k] = i < n && dxIn ? *reinterpret_cast<const float4 *>(dxIn + r * n + i) : zero;
       acc.x += (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
     }
     float m = blockSum2<kRowThreads>(acc).x * inv;
@@ -1055,10 +1056,8 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
         continue;
       float4 o = {(gv[k].x * sc[k].x - m1 - xv[k].x * m2) * is, (gv[k].y * sc[k].y - m1 - xv[k].y * m2) * is,
                   (gv[k].z * sc[k].z - m1 - xv[k].z * m2) * is, (gv[k].w * sc[k].w - m1 - xv[k].w * m2) * is};
-      if (dxIn) {
-        float4 a = *reinterpret_cast<const float4 *>(dxIn + r * n + i);
-        o = {o.x + a.x, o.y + a.y, o.z + a.z, o.w + a.w};
-      }
+      if (dxIn)
+        o = {o.x + av[k].x, o.y + av[k].y, o.z + av[k].z, o.w + av[k].w};
       *reinterpret_cast<float4 *>(dx + r * n + i) = o;
     }
   }
