@@ -362,12 +362,27 @@ template <typename T> __global__ void copyKernel(CopyArgs a) {
   GRID_LOOP(i, a.n) { dst[offsetOf(i, a.shape, a.dstStr)] = src[offsetOf(i, a.shape, a.srcStr)]; }
 }
 
-/// st[0] source, st[1] destination strides.
-template <typename T> __global__ void copyKernel32(const T *src, T *dst, uint32_t n, Ix32 ix) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    int32_t off[2];
-    offsets32<2>(i, ix, off);
-    dst[off[1]] = src[off[0]];
+/// st[0] source, st[1] destination strides; kIlp elements per thread, every load issued before
+/// the stores (the head split and merge around attention move 16-byte elements this way).
+template <typename T> __global__ void __launch_bounds__(256) copyKernel32(const T *src, T *dst, uint32_t n, Ix32 ix) {
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < n; base += kIlp * stride) {
+    T v[kIlp];
+    int32_t to[kIlp];
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k) {
+      uint32_t i = base + k * stride;
+      if (i < n) {
+        int32_t off[2];
+        offsets32<2>(i, ix, off);
+        v[k] = src[off[0]];
+        to[k] = off[1];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k)
+      if (base + k * stride < n)
+        dst[to[k]] = v[k];
   }
 }
 
@@ -1510,8 +1525,8 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
   } else if (small) {
     ok = byCopySize(a.elemSize, [&](auto e) {
       using T = decltype(e);
-      copyKernel32<T><<<blocksFor(a.n), 256, 0, s>>>(static_cast<const T *>(a.src), static_cast<T *>(a.dst),
-                                                     uint32_t(a.n), ix);
+      copyKernel32<T><<<blocksFor((a.n + kIlp - 1) / kIlp), 256, 0, s>>>(static_cast<const T *>(a.src),
+                                                                         static_cast<T *>(a.dst), uint32_t(a.n), ix);
     });
   } else {
     ok = byCopySize(a.elemSize, [&](auto t) { copyKernel<decltype(t)><<<blocksFor(a.n), 256, 0, s>>>(a); });
