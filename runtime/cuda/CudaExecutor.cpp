@@ -1671,7 +1671,10 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
 /// writes, and writes nothing an earlier program reads except, element for element, the same
 /// buffer (a state updated in place).
 void CudaExecutor::fusePointwiseChains() {
-  constexpr size_t kMaxChain = 4;
+  // Up to 4 programs over large tensors (AdamW's three); over small ones, where a launch costs more
+  // than the bytes, up to 12 (several parameters' AdamW: a layer's norm weights and biases).
+  constexpr size_t kMaxChain = 4, kMaxSmallChain = 12;
+  constexpr int64_t kSmall = 1 << 16;
   auto range = [&](int id) {
     auto *p = static_cast<const char *>(devicePtr(id));
     return std::make_pair(p, p + size_t(numElements(shapeOf(id))) * dtypeSize(typeOf(id)));
@@ -1692,7 +1695,9 @@ void CudaExecutor::fusePointwiseChains() {
   for (size_t k = 0; k < program_.size();) {
     std::vector<size_t> run; // program indices
     std::vector<dev::PwArgs> args;
-    for (size_t e = k; e < program_.size() && run.size() < kMaxChain; ++e) {
+    for (size_t e = k; e < program_.size() &&
+                       run.size() < (!args.empty() && args[0].n <= kSmall ? kMaxSmallChain : kMaxChain);
+         ++e) {
       auto it = pointwise_.find(program_[e].op);
       if (it == pointwise_.end())
         break;

@@ -1419,9 +1419,10 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
 }
 
 /// AdamW's three Pointwise programs (first moment, second moment, then the parameter from both),
-/// each state updated in place, as the optimizer writes them: the executor runs them as one
-/// generated kernel (fusePointwiseChains). Against the CPU bit for bit over four steps (eager,
-/// captured, replayed), and equal to the same plan with the option off (OCTET_CUDA_CHAINS=0).
+/// each state updated in place, for three parameters in a row as the optimizer writes them: the
+/// executor runs the nine programs as one generated kernel (fusePointwiseChains; small tensors
+/// chain up to 12). Against the CPU bit for bit over four steps (eager, captured, replayed), and
+/// equal to the same plan with the option off (OCTET_CUDA_CHAINS=0).
 TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(17);
@@ -1442,12 +1443,9 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
     plan.constantKinds[id] = ConstantKind::Const;
     return id;
   };
-  int g = value("g", sh), m = state("m", 0.01f), v = state("v", 0.0f), w = state("w", 0.1f);
-  for (int64_t i = 0; i < numElements(sh); ++i) // v >= 0
-    plan.constants[v]->data<float>()[i] = std::fabs(randomTensor({1}, rng, 1e-4f).data<float>()[0]);
+  int g = value("g", sh);
   int b1 = scalar("b1", 0.9f), c1 = scalar("c1", 0.1f), b2 = scalar("b2", 0.95f), c2 = scalar("c2", 0.05f);
   int eps = scalar("eps", 1e-8f), lr = scalar("lr", 1e-3f);
-  int m2 = value("m.next", sh), v2 = value("v.next", sh), w2 = value("w.next", sh);
   plan.inputs = {g};
   auto pointwise = [&](const std::string &name, std::vector<int> in, int out, std::vector<std::string> ops,
                        std::vector<int64_t> args) {
@@ -1462,14 +1460,23 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
     op.attrs["args"].ints = std::move(args);
     plan.ops.push_back(op);
   };
-  // m' = m b1 + g c1; v' = v b2 + g g c2; w' = w - lr m' / (sqrt(v') + eps).
-  pointwise("m", {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
-  pointwise("v", {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
-  pointwise("w", {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
-            {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
-  plan.outputs = {m2, v2, w2};
-  plan.stateUpdates = {{m, m2}, {v, v2}, {w, w2}};
-  plan.inPlace = {m2, v2, w2};
+  // Three parameters of 6144 elements, one after another as the optimizer writes them: nine
+  // programs over a small size, which run as one generated kernel (up to 12 for sizes <= 65536).
+  for (int p = 0; p < 3; ++p) {
+    std::string k = std::to_string(p);
+    int m = state("m" + k, 0.01f), v = state("v" + k, 0.0f), w = state("w" + k, 0.1f);
+    for (int64_t i = 0; i < numElements(sh); ++i) // v >= 0
+      plan.constants[v]->data<float>()[i] = std::fabs(randomTensor({1}, rng, 1e-4f).data<float>()[0]);
+    int m2 = value("m" + k + ".next", sh), v2 = value("v" + k + ".next", sh), w2 = value("w" + k + ".next", sh);
+    // m' = m b1 + g c1; v' = v b2 + g g c2; w' = w - lr m' / (sqrt(v') + eps).
+    pointwise("m" + k, {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
+    pointwise("v" + k, {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
+    pointwise("w" + k, {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
+              {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
+    plan.outputs.insert(plan.outputs.end(), {m2, v2, w2});
+    plan.stateUpdates.insert(plan.stateUpdates.end(), {{m, m2}, {v, v2}, {w, w2}});
+    plan.inPlace.insert({m2, v2, w2});
+  }
   auto feed = std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f));
   Executor cpu(plan);
   cuda::CudaOptions off;
