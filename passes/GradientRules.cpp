@@ -382,8 +382,8 @@ LogicalResult gradGemm(ox::GemmOp op, GradientBuilder &g, ArrayRef<Value> dy, Gr
 
 /// octet::LayerNormalizationGrad(X, Scale, dY) -> (dX, dScale, dB), attributes axis and epsilon:
 /// the runtime recomputes each row's mean and 1/std from X (docs/PLAN.md). Only where Scale
-/// holds one value per normalized element, B (when present) has Scale's type and X is float32; false
-/// leaves the ONNX spelling to the caller.
+/// holds one float32 value per normalized element, B (when present) has Scale's type and X is
+/// float32; false leaves the ONNX spelling to the caller.
 bool fusedLayerNormGrad(ox::LayerNormalizationOp op, GradientBuilder &g, Value dY, int64_t axis, float eps,
                         Grads &out) {
   auto xt = g.typeOf(op.getX());
@@ -394,7 +394,7 @@ bool fusedLayerNormGrad(ox::LayerNormalizationOp op, GradientBuilder &g, Value d
     n *= d;
   auto st = g.typeOf(op.getScale());
   bool hasB = !op.getB().getType().isa<NoneType>();
-  if (st.getNumElements() != n || (hasB && g.typeOf(op.getB()) != st))
+  if (!st.getElementType().isF32() || st.getNumElements() != n || (hasB && g.typeOf(op.getB()) != st))
     return false;
   OperationState st2(op.getLoc(), "onnx.node");
   st2.addOperands({op.getX(), op.getScale(), dY});
