@@ -7,7 +7,8 @@
 #           op type and shape)
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
-#           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0;
+#           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0; GEMM biases added by their
+#           readers: OCTET_CUDA_FOLD_BIAS=0;
 #           fused cast+amax, in-place state updates, cast-transpose, sunk scale updates and fused
 #           LayerNorm gradients: plans compiled without them by scripts/pack_devlib.sh), then all of
 #           them, ratios to the full plan; VARIANTS="all no-jit ..." runs only those
@@ -74,7 +75,9 @@ ablate-*)
   variant no-sink-scales "$p-te-no-sink-scale-updates.plan"
   variant no-fuse-grads "$p-te-no-fuse-grads.plan"
   variant no-cast-sums "$p-te.plan" OCTET_CUDA_CAST_SUMS=0
-  variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32 OCTET_CUDA_CAST_SUMS=0
+  variant no-fold-bias "$p-te.plan" OCTET_CUDA_FOLD_BIAS=0
+  variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32 OCTET_CUDA_CAST_SUMS=0 \
+    OCTET_CUDA_FOLD_BIAS=0
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

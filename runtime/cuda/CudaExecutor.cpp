@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/CudaExecutor.h"
+#include "octet/runtime/InPlace.h"
 #include "octet/runtime/Pointwise.h"
 
 #include "../src/Kernels.h"
@@ -123,6 +124,19 @@ private:
   };
   std::map<size_t, ColumnSumOp> columnSums_;
   void fuseCastColumnSums();
+  /// An fp8.gemm with a float32 bias that could run without it (its launch without the bias), and
+  /// the ops that could add it instead: plain float32 Adds and Transposes (foldGemmBias()).
+  struct GemmBiasOp {
+    Step withoutBias;
+    const float *bias;
+    int64_t N;
+    const void *D;
+    int out;
+  };
+  std::map<size_t, GemmBiasOp> gemmBias_;
+  std::map<size_t, dev::EwArgs> adds_;
+  std::map<size_t, dev::CopyArgs> transposes_;
+  void foldGemmBias();
   /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
   /// run's first (none reading another's output) become one program of the step `build` makes
   /// from their infos; check() still runs the members one by one.
@@ -290,6 +304,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     compile(k, p.steps);
     program_.push_back(std::move(p));
   }
+  if (opt_.foldBias)
+    foldGemmBias();
   if (opt_.castSums)
     fuseCastColumnSums();
   fuseDelayedScales();
@@ -539,6 +555,9 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   int b = nIn > 1 && has(op, 1) ? op.inputs[1] : -1;
   int c = nIn > 2 && has(op, 2) ? op.inputs[2] : -1;
   dev::EwArgs first = make(a, b, c, nullptr, DType::F32, {});
+  if (kind == Ew::Add && op.inputs.size() == 2 && ot == DType::F32 && typeOf(a) == DType::F32 &&
+      typeOf(b) == DType::F32)
+    adds_[size_t(&op - plan_.ops.data())] = first;
   out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
   // Variadic Max / Min: fold the rest into the output.
   for (size_t i = 2; (kind == Ew::Max || kind == Ew::Min) && i < op.inputs.size(); ++i) {
@@ -883,6 +902,11 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   int biasType = hasBias ? int(typeOf(op.inputs[4])) : 0;
   float *amax = withAmax ? static_cast<float *>(devicePtr(op.outputs[1])) : nullptr;
   Format fa = fp8FormatOfType(ta), fb = fp8FormatOfType(tb);
+  if (hasBias && !rowA && !colB && !withAmax && ot == DType::F32 && biasType == int(DType::F32) && !transA && transB &&
+      numElements(shapeOf(op.inputs[4])) == N)
+    gemmBias_[size_t(&op - plan_.ops.data())] = {
+        [=](cudaStream_t s) { return fp8_->run(M, N, K, A, fa, B, fb, SA, SB, D, false, fast, s); },
+        static_cast<const float *>(bias), N, D, o};
   out.push_back([=](cudaStream_t s) -> std::string {
     // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
     auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
@@ -1082,6 +1106,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     c.srcStr = stridesOf(src);
     c.dstStr = stridesOf(contiguousStrides(os));
     c.n = numElements(os);
+    if (t == "Transpose" && typeOf(x) == DType::F32)
+      transposes_[size_t(&op - plan_.ops.data())] = c;
     out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
     return;
   }
@@ -1757,6 +1783,72 @@ void CudaExecutor::fusePointwiseChains() {
   program_ = std::move(fused);
 }
 
+/// An fp8.gemm's bias, added in the GEMM's epilogue, costs a pass over its result (read and
+/// write). Where the result (or a Reshape-like view of it) has one reader and that reader is a
+/// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
+/// split), the GEMM runs without the bias and the reader adds it: the Add as x + (y + bias), the
+/// copy as it moves each value. The arithmetic is the same (y + bias rounded, then the rest), so
+/// the results are the same bits. check() runs both ops as they were.
+void CudaExecutor::foldGemmBias() {
+  std::vector<int> readers(plan_.values.size(), 0), reader(plan_.values.size(), -1);
+  for (size_t k = 0; k < plan_.ops.size(); ++k)
+    for (int id : plan_.ops[k].inputs)
+      if (id >= 0) {
+        ++readers[size_t(id)];
+        reader[size_t(id)] = int(k);
+      }
+  for (int id : plan_.outputs)
+    readers[size_t(id)] += 2;
+  for (auto &[st, v] : plan_.stateUpdates)
+    readers[size_t(v)] += 2;
+  std::map<size_t, size_t> programOf;
+  for (size_t k = 0; k < program_.size(); ++k)
+    programOf[program_[k].op] = k;
+  auto only = [&](int v) { return readers[size_t(v)] == 1 ? reader[size_t(v)] : -1; };
+  for (auto &[gop, g] : gemmBias_) {
+    int v = g.out, r = only(v);
+    if (r >= 0 && octet::rt::isView(plan_.ops[size_t(r)].type)) { // a Reshape of the result: its reader
+      v = plan_.ops[size_t(r)].outputs[0];
+      r = only(v);
+    }
+    auto pg = programOf.find(gop), pr = r >= 0 ? programOf.find(size_t(r)) : programOf.end();
+    if (r < 0 || pg == programOf.end() || pr == programOf.end())
+      continue;
+    const PlanOp &rop = plan_.ops[size_t(r)];
+    Step add;
+    if (auto a = adds_.find(size_t(r)); a != adds_.end()) {
+      int w = rop.inputs[0] == v ? 0 : 1, x = 1 - w;
+      Shape os = shapeOf(rop.outputs[0]);
+      if (rop.inputs[size_t(x)] == v || shapeOf(v) != os || shapeOf(rop.inputs[size_t(x)]) != os || os.empty() ||
+          os.back() != g.N)
+        continue;
+      dev::EwArgs e = a->second;
+      e.op = dev::Ew::AddBias;
+      e.nIn = 3;
+      const void *in[2] = {e.in[x], e.in[w]};
+      dev::Strides str[2] = {e.inStr[x], e.inStr[w]};
+      e.in[0] = in[0], e.in[1] = in[1], e.in[2] = g.bias;
+      e.inStr[0] = str[0], e.inStr[1] = str[1], e.inStr[2] = stridesOf(broadcastStrides({g.N}, os));
+      e.inType[0] = e.inType[1] = e.inType[2] = int(DType::F32);
+      add = [e](cudaStream_t s) { return dev::elementwise(e, s); };
+    } else if (auto c = transposes_.find(size_t(r)); c != transposes_.end()) {
+      dev::CopyArgs ca = c->second;
+      if (ca.src != g.D || !dev::canCopyWithBias(ca, g.N))
+        continue;
+      const float *bias = g.bias;
+      int64_t n = g.N;
+      add = [ca, bias, n](cudaStream_t s) { return dev::stridedCopyWithBias(ca, bias, n, s); };
+    } else {
+      continue;
+    }
+    for (auto [at, step] : {std::pair<size_t, Step>{pg->second, g.withoutBias}, {pr->second, add}}) {
+      OpProgram fused{program_[at].op, {step}, {}};
+      fused.parts.push_back(std::move(program_[at]));
+      program_[at] = std::move(fused);
+    }
+  }
+}
+
 /// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the
 /// bias gradient of a Linear: dY is cast for the dgrad and wgrad GEMMs, then summed over its rows)
 /// is taken in the cast's pass: its tiles write column partials to a buffer of their own (the
@@ -2135,6 +2227,8 @@ void registerBackend() {
       o.chains = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CAST_SUMS"))
       o.castSums = std::string(c) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_FOLD_BIAS"))
+      o.foldBias = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
       o.attention = parseAttentionPrecision(at);
     return makeCudaRunner(std::move(p), o);

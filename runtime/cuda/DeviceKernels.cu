@@ -362,9 +362,26 @@ template <typename T> __global__ void copyKernel(CopyArgs a) {
   GRID_LOOP(i, a.n) { dst[offsetOf(i, a.shape, a.dstStr)] = src[offsetOf(i, a.shape, a.srcStr)]; }
 }
 
+/// float32 x + bias[k % biasN] for the float k of the source: four floats at once for a 16-byte
+/// element (biasN % 4 == 0 keeps them in one row of the bias), one for a 4-byte one.
+template <typename T> __device__ __forceinline__ T plusBias(T v, int32_t srcOff, const float *bias, uint32_t biasN) {
+  if constexpr (sizeof(T) == 16) {
+    float4 b = *reinterpret_cast<const float4 *>(bias + (uint32_t(srcOff) * 4u) % biasN);
+    float4 x = *reinterpret_cast<float4 *>(&v);
+    x = {x.x + b.x, x.y + b.y, x.z + b.z, x.w + b.w};
+    return *reinterpret_cast<T *>(&x);
+  } else {
+    float x = *reinterpret_cast<float *>(&v) + bias[uint32_t(srcOff) % biasN];
+    return *reinterpret_cast<T *>(&x);
+  }
+}
+
 /// st[0] source, st[1] destination strides; kIlp elements per thread, every load issued before
-/// the stores (the head split and merge around attention move 16-byte elements this way).
-template <typename T> __global__ void __launch_bounds__(256) copyKernel32(const T *src, T *dst, uint32_t n, Ix32 ix) {
+/// the stores (the head split and merge around attention move 16-byte elements this way). With
+/// a bias (float32 data), each value gets bias[its source float index % biasN] added on the way.
+template <typename T, bool Bias = false>
+__global__ void __launch_bounds__(256)
+    copyKernel32(const T *src, T *dst, uint32_t n, Ix32 ix, const float *bias = nullptr, uint32_t biasN = 0) {
   const uint32_t stride = gridDim.x * blockDim.x;
   for (uint32_t base = blockIdx.x * blockDim.x + threadIdx.x; base < n; base += kIlp * stride) {
     T v[kIlp];
@@ -376,6 +393,8 @@ template <typename T> __global__ void __launch_bounds__(256) copyKernel32(const 
         int32_t off[2];
         offsets32<2>(i, ix, off);
         v[k] = src[off[0]];
+        if constexpr (Bias)
+          v[k] = plusBias(v[k], off[0], bias, biasN);
         to[k] = off[1];
       }
     }
@@ -1442,6 +1461,7 @@ std::string elementwise(const EwArgs &args, cudaStream_t s) {
       case Ew::Where: ewF32Kernel<int(Ew::Where)><<<blocks, 256, 0, s>>>(a, ix); break;
       case Ew::Gelu: ewF32Kernel<int(Ew::Gelu)><<<blocks, 256, 0, s>>>(a, ix); break; // the MLP's activation
       case Ew::GeluTanh: ewF32Kernel<int(Ew::GeluTanh)><<<blocks, 256, 0, s>>>(a, ix); break;
+      case Ew::AddBias: ewF32Kernel<int(Ew::AddBias)><<<blocks, 256, 0, s>>>(a, ix); break;
       default: ewF32Kernel<-1><<<blocks, 256, 0, s>>>(a, ix); break;
       }
     }
@@ -1472,19 +1492,63 @@ std::string pointwise(const PwArgs &args, cudaStream_t s) {
   return check("pointwise");
 }
 
+namespace {
+/// A copy's dims merged and its innermost run widened (up to 16-byte elements), with 32-bit
+/// index math where it fits (`small`).
+struct PreparedCopy {
+  CopyArgs a;
+  Strides st[2];
+  Ix32 ix;
+  bool small = false;
+};
+PreparedCopy prepareCopy(const CopyArgs &args) {
+  PreparedCopy c;
+  c.a = args;
+  c.st[0] = c.a.srcStr;
+  c.st[1] = c.a.dstStr;
+  mergeDims(c.a.shape, c.st, 2);
+  c.a.srcStr = c.st[0];
+  c.a.dstStr = c.st[1];
+  widenRuns(c.a);
+  c.st[0] = c.a.srcStr;
+  c.st[1] = c.a.dstStr;
+  c.small = toIx32(c.a.shape, c.st, 2, c.a.n, c.ix);
+  return c;
+}
+bool biasCopyFits(const PreparedCopy &c, int64_t biasN) {
+  return c.small && biasN > 0 && c.a.n * (c.a.elemSize / 4) < (int64_t(1) << 31) &&
+         (c.a.elemSize == 4 || (c.a.elemSize == 16 && biasN % 4 == 0));
+}
+} // namespace
+
+bool canCopyWithBias(const CopyArgs &a, int64_t biasN) {
+  return a.elemSize == 4 && a.n > 0 && biasCopyFits(prepareCopy(a), biasN);
+}
+
+std::string stridedCopyWithBias(const CopyArgs &args, const float *bias, int64_t biasN, cudaStream_t s) {
+  if (args.n == 0)
+    return "";
+  PreparedCopy c = prepareCopy(args);
+  if (args.elemSize != 4 || !biasCopyFits(c, biasN))
+    return "stridedCopyWithBias: not a float32 copy whose runs keep the bias rows whole";
+  const uint32_t n = uint32_t(c.a.n), blocks = uint32_t(blocksFor((c.a.n + kIlp - 1) / kIlp));
+  if (c.a.elemSize == 16)
+    copyKernel32<uint4, true><<<blocks, 256, 0, s>>>(static_cast<const uint4 *>(c.a.src), static_cast<uint4 *>(c.a.dst),
+                                                      n, c.ix, bias, uint32_t(biasN));
+  else
+    copyKernel32<float, true><<<blocks, 256, 0, s>>>(static_cast<const float *>(c.a.src), static_cast<float *>(c.a.dst),
+                                                      n, c.ix, bias, uint32_t(biasN));
+  return check("stridedCopyWithBias");
+}
+
 std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
   if (args.n == 0)
     return "";
-  CopyArgs a = args;
-  Strides st[2] = {a.srcStr, a.dstStr};
-  mergeDims(a.shape, st, 2);
-  a.srcStr = st[0];
-  a.dstStr = st[1];
-  widenRuns(a);
-  st[0] = a.srcStr;
-  st[1] = a.dstStr;
-  Ix32 ix;
-  bool small = toIx32(a.shape, st, 2, a.n, ix);
+  PreparedCopy prep = prepareCopy(args);
+  CopyArgs a = prep.a;
+  Strides *st = prep.st;
+  Ix32 ix = prep.ix;
+  bool small = prep.small;
   int last = a.shape.rank - 1, p = -1;
   for (int d = 0; d < last && small && a.dstStr.s[last] == 1 && a.srcStr.s[last] != 1; ++d)
     if (a.srcStr.s[d] == 1)

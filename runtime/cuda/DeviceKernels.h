@@ -140,6 +140,11 @@ struct CopyArgs {
   int64_t n = 0;
 };
 std::string stridedCopy(const CopyArgs &a, cudaStream_t s);
+/// A float32 strided copy that adds bias[k % biasN] to the value at source float index k (a GEMM
+/// result's bias, added by the copy that splits it into heads): when canCopyWithBias says its
+/// runs allow it (32-bit index math; 16-byte runs keep groups of four in one bias row).
+bool canCopyWithBias(const CopyArgs &a, int64_t biasN);
+std::string stridedCopyWithBias(const CopyArgs &a, const float *bias, int64_t biasN, cudaStream_t s);
 /// Many small device-to-device copies in one launch (a block per copy, 16-byte moves where the
 /// pointers and sizes allow): the state updates at the end of a step. `copies` is device memory.
 struct SmallCopy {

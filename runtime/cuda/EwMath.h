@@ -20,6 +20,7 @@ enum class Ew : int {
   Where, // in0 ? in1 : in2
   Clip,  // min(max(x, in1), in2), NaN kept; missing bounds are +-inf
   Copy,  // conversion to the output type (Cast, CastLike, Expand)
+  AddBias, // in0 + (in1 + in2): a residual Add of a GEMM result whose bias the GEMM left out
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -74,6 +75,7 @@ __device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool 
       a = fminf(a, c);
     return a;
   case Ew::Copy: return a;
+  case Ew::AddBias: return a + (b + c);
   }
   return a;
 }

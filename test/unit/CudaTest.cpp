@@ -1337,6 +1337,103 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
   }
 }
 
+/// An FP8 GEMM's bias added by the op that reads its result (CudaOptions::foldBias): fp8.gemm
+/// with a bias, a Reshape view, then a residual Add (either operand order) or the head-split
+/// Transpose. Bit for bit the same as with the bias in the GEMM's epilogue (the same float
+/// additions), graphs included, and within the GEMM tolerance of the CPU; a result with a second
+/// reader keeps its bias in the GEMM.
+TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
+  REQUIRE_GPU();
+  std::mt19937 rng(23);
+  const int64_t M = 256, K = 128, N = 512, H = 4;
+  for (int reader : {0, 1, 2, 3}) { // Add(x, y), Add(y, x), Transpose, Add with a second reader
+    SCOPED_TRACE("reader " + std::to_string(reader));
+    Plan plan;
+    int a = addValue(plan, "a", {M, K}), b = addValue(plan, "b", {N, K}), sa = addValue(plan, "sa", {});
+    int sb = addValue(plan, "sb", {}), bias = addValue(plan, "bias", {N}), y = addValue(plan, "y", {M, N});
+    plan.values[size_t(a)].dtype = plan.values[size_t(b)].dtype = DType::F8E4M3FN;
+    bool transpose = reader == 2;
+    Shape vs = transpose ? Shape{1, M, H, N / H} : Shape{1, M, N};
+    int shp = addValue(plan, "shape", {int64_t(vs.size())}), view = addValue(plan, "view", vs);
+    plan.values[size_t(shp)].dtype = DType::I64;
+    auto shape = std::make_shared<Tensor>(DType::I64, Shape{int64_t(vs.size())});
+    for (size_t i = 0; i < vs.size(); ++i)
+      shape->data<int64_t>()[i] = vs[i];
+    plan.constants[shp] = shape;
+    plan.constantKinds[shp] = ConstantKind::Const;
+    for (int id : {sa, sb}) {
+      auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+      t->data<float>()[0] = id == sa ? 0.05f : 0.02f;
+      plan.constants[id] = t;
+      plan.constantKinds[id] = ConstantKind::Const;
+    }
+    PlanOp gemm, reshape, use;
+    gemm.type = "fp8.gemm";
+    gemm.name = "gemm";
+    gemm.inputs = {a, b, sa, sb, bias};
+    gemm.outputs = {y};
+    gemm.attrs["transpose_b"].i = 1;
+    gemm.attrs["accumulation"].kind = Attr::String;
+    gemm.attrs["accumulation"].s = "fast";
+    reshape.type = "Reshape";
+    reshape.name = "view";
+    reshape.inputs = {y, shp};
+    reshape.outputs = {view};
+    int x = addValue(plan, "x", {1, M, N});
+    Shape zs = transpose ? Shape{1, H, M, N / H} : Shape{1, M, N};
+    int z = addValue(plan, "z", zs);
+    if (transpose) {
+      use.type = "Transpose";
+      use.inputs = {view};
+      use.attrs["perm"].kind = Attr::Ints;
+      use.attrs["perm"].ints = {0, 2, 1, 3};
+    } else {
+      use.type = "Add";
+      use.inputs = reader == 1 ? std::vector<int>{view, x} : std::vector<int>{x, view};
+    }
+    use.name = "reader";
+    use.outputs = {z};
+    plan.ops = {gemm, reshape, use};
+    // The view shares the GEMM result's arena bytes, as the plan writer places Reshapes.
+    plan.arenaBytes = M * N * 4;
+    plan.arenaAlignment = 256;
+    plan.buffers = {{y, 0, M * N * 4}, {view, 0, M * N * 4}};
+    plan.views = {{view, y}};
+    plan.inputs = {a, b, bias};
+    if (!transpose)
+      plan.inputs.push_back(x);
+    plan.outputs = {z};
+    if (reader == 3)
+      plan.outputs.push_back(y); // a second reader: the bias stays in the GEMM
+    auto codes = [&](Shape sh) {
+      auto t = std::make_shared<Tensor>(DType::F8E4M3FN, sh);
+      for (int64_t i = 0; i < t->numel(); ++i)
+        t->data<uint8_t>()[i] = uint8_t(rng() & 0xF7u); // no NaN codes
+      return t;
+    };
+    std::map<std::string, TensorPtr> feed = {{"a", codes({M, K})}, {"b", codes({N, K})},
+                                             {"bias", std::make_shared<Tensor>(randomTensor({N}, rng, 2.0f))}};
+    if (!transpose)
+      feed["x"] = std::make_shared<Tensor>(randomTensor({1, M, N}, rng, 1.0f));
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.foldBias = false;
+    auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+    for (int run = 0; run < 3; ++run) {
+      gpu->run(feed, false);
+      plain->run(feed, false);
+      for (int id : plan.outputs) {
+        TensorPtr want = cpu.value(id), got = gpu->value(id), alone = plain->value(id);
+        ASSERT_TRUE(want && got && alone);
+        EXPECT_EQ(got->bytes, alone->bytes) << plan.values[size_t(id)].name << " run " << run;
+        std::vector<float> g(got->data<float>(), got->data<float>() + got->numel());
+        EXPECT_LE(normwiseError(g, *want), 1e-3) << plan.values[size_t(id)].name;
+      }
+    }
+  }
+}
+
 /// Runs the executor fuses into one program: whole-tensor ReduceSumSquare ops (sizes off the
 /// 16-byte grid, one over several chunks; an Add in between splits the run) and fp8.delayed_scale
 /// ops (sunk to the end of a step), against the CPU executor, with graphs (second and third run).

@@ -26,6 +26,8 @@ struct CudaOptions {
   bool chains = true; // with jit: runs of Pointwise programs over one size in one generated kernel
   bool castSums = true; // a column sum (ReduceSum over the rows: a bias gradient) of a tensor that an
                         // fp8.cast_amax with a transposed copy reads first is taken in that cast's pass
+  bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
+                        // Add, or the Transpose that splits heads) instead of in a pass of its own
   /// Tensor-core operands of octet::Attention/AttentionGrad (FP32 accumulation either way). Auto:
   /// BF16 for plans of an FP8 recipe (the precision autocast gives attention in those recipes),
   /// TF32 for plans without one (close to the FP32 reference).
@@ -38,8 +40,8 @@ CudaOptions::Attention parseAttentionPrecision(const std::string &v);
 
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
-/// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0 and
-/// OCTET_CUDA_ATTENTION=auto|tf32|bf16.
+/// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0,
+/// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_ATTENTION=auto|tf32|bf16.
 void registerBackend();
 
 /// Throws Error when no usable GPU is present or the plan needs FP8 and the
