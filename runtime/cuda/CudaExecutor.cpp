@@ -134,7 +134,7 @@ private:
     int out;
   };
   std::map<size_t, GemmBiasOp> gemmBias_;
-  std::map<size_t, dev::EwArgs> adds_;
+  std::map<size_t, dev::EwArgs> adds_, gelus_;
   std::map<size_t, dev::CopyArgs> transposes_;
   void foldGemmBias();
   /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
@@ -558,6 +558,9 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   if (kind == Ew::Add && op.inputs.size() == 2 && ot == DType::F32 && typeOf(a) == DType::F32 &&
       typeOf(b) == DType::F32)
     adds_[size_t(&op - plan_.ops.data())] = first;
+  if ((kind == Ew::Gelu || kind == Ew::GeluTanh) && ot == DType::F32 && typeOf(a) == DType::F32 &&
+      shapeOf(a) == os)
+    gelus_[size_t(&op - plan_.ops.data())] = first;
   out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
   // Variadic Max / Min: fold the rest into the output.
   for (size_t i = 2; (kind == Ew::Max || kind == Ew::Min) && i < op.inputs.size(); ++i) {
@@ -1787,8 +1790,9 @@ void CudaExecutor::fusePointwiseChains() {
 /// write). Where the result (or a Reshape-like view of it) has one reader and that reader is a
 /// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
 /// split), the GEMM runs without the bias and the reader adds it: the Add as x + (y + bias), the
-/// copy as it moves each value. The arithmetic is the same (y + bias rounded, then the rest), so
-/// the results are the same bits. check() runs both ops as they were.
+/// copy as it moves each value. Where a GELU reads the result first (the MLP), the GELU adds the
+/// bias in place and takes GELU of the sum. The arithmetic is the same (y + bias rounded, then the
+/// rest), so the results are the same bits. check() runs the ops as they were.
 void CudaExecutor::foldGemmBias() {
   std::vector<int> readers(plan_.values.size(), 0), reader(plan_.values.size(), -1);
   for (size_t k = 0; k < plan_.ops.size(); ++k)
@@ -1805,7 +1809,32 @@ void CudaExecutor::foldGemmBias() {
   for (size_t k = 0; k < program_.size(); ++k)
     programOf[program_[k].op] = k;
   auto only = [&](int v) { return readers[size_t(v)] == 1 ? reader[size_t(v)] : -1; };
+  std::vector<int> first(plan_.values.size(), -1); // the first op reading each value
+  for (size_t k = plan_.ops.size(); k-- > 0;)
+    for (int id : plan_.ops[k].inputs)
+      if (id >= 0)
+        first[size_t(id)] = int(k);
   for (auto &[gop, g] : gemmBias_) {
+    // The MLP's GELU reads the result first (the backward reads it again later): it adds the bias
+    // in place, as the epilogue would have, and computes GELU of the sum.
+    if (int r = first[size_t(g.out)]; r >= 0 && gelus_.count(size_t(r)) && programOf.count(gop) &&
+                                      programOf.count(size_t(r))) {
+      const dev::EwArgs &e = gelus_.at(size_t(r));
+      if (e.in[0] == g.D && e.n % 4 == 0 && g.N % 4 == 0) {
+        auto *y = static_cast<float *>(const_cast<void *>(g.D));
+        auto *out = static_cast<float *>(e.out);
+        const float *bias = g.bias;
+        int64_t N = g.N, n = e.n;
+        bool tanhApprox = e.op == dev::Ew::GeluTanh;
+        Step gelu = [=](cudaStream_t s) { return dev::biasGelu(y, bias, N, out, n, tanhApprox, s); };
+        for (auto [at, step] : {std::pair<size_t, Step>{programOf[gop], g.withoutBias}, {programOf[size_t(r)], gelu}}) {
+          OpProgram fused{program_[at].op, {step}, {}};
+          fused.parts.push_back(std::move(program_[at]));
+          program_[at] = std::move(fused);
+        }
+        continue;
+      }
+    }
     int v = g.out, r = only(v);
     if (r >= 0 && octet::rt::isView(plan_.ops[size_t(r)].type)) { // a Reshape of the result: its reader
       v = plan_.ops[size_t(r)].outputs[0];

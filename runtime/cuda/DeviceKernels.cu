@@ -1142,6 +1142,17 @@ __global__ void layerNormGradRowKernel(const float *x, const float *scale, const
   }
 }
 
+/// y[i] += bias[i % N], then g[i] = GELU(y[i]): four floats a thread (N % 4 == 0, 16-byte aligned).
+template <bool Tanh>
+__global__ void __launch_bounds__(256) biasGeluKernel(float4 *y, const float *bias, int64_t N, float4 *g, int64_t n4) {
+  GRID_LOOP(i, n4) {
+    float4 v = y[i], b = *reinterpret_cast<const float4 *>(bias + (4 * i) % N);
+    v = {v.x + b.x, v.y + b.y, v.z + b.z, v.w + b.w};
+    y[i] = v;
+    g[i] = {geluF(v.x, Tanh), geluF(v.y, Tanh), geluF(v.z, Tanh), geluF(v.w, Tanh)};
+  }
+}
+
 /// out[j] = sum over r < rows of partials[r * stride + j], j < n: blocks of 32 columns x 8 row
 /// groups (group g sums rows g, g + 8, ...; the groups combine in order: deterministic).
 __global__ void __launch_bounds__(256) columnTotalsKernel(const float *partials, int rows, int64_t stride, int64_t n,
@@ -1719,6 +1730,19 @@ std::string layerNormGrad(const float *x, const float *scale, const float *dy, c
   if (dB)
     launchColumnTotals(partials + n, blocks, 2 * n, n, dB, s);
   return check("layerNormGrad");
+}
+
+std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s) {
+  if (n % 4 || N % 4 || (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(g) |
+                         reinterpret_cast<uintptr_t>(bias)) % 16)
+    return "biasGelu: sizes must be multiples of 4 and pointers 16-byte aligned";
+  if (tanhApprox)
+    biasGeluKernel<true><<<blocksFor(n / 4), 256, 0, s>>>(reinterpret_cast<float4 *>(y), bias, N,
+                                                             reinterpret_cast<float4 *>(g), n / 4);
+  else
+    biasGeluKernel<false><<<blocksFor(n / 4), 256, 0, s>>>(reinterpret_cast<float4 *>(y), bias, N,
+                                                              reinterpret_cast<float4 *>(g), n / 4);
+  return check("biasGelu");
 }
 
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {

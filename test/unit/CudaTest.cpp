@@ -1339,14 +1339,15 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
 
 /// An FP8 GEMM's bias added by the op that reads its result (CudaOptions::foldBias): fp8.gemm
 /// with a bias, a Reshape view, then a residual Add (either operand order) or the head-split
-/// Transpose. Bit for bit the same as with the bias in the GEMM's epilogue (the same float
-/// additions), graphs included, and within the GEMM tolerance of the CPU; a result with a second
-/// reader keeps its bias in the GEMM.
+/// Transpose; or a tanh-GELU that reads the result first, with the result also a plan output
+/// (the bias is added in place). Bit for bit the same as with the bias in the GEMM's epilogue
+/// (the same float additions), graphs included, and within the GEMM tolerance of the CPU; an
+/// Add's operand with a second reader keeps its bias in the GEMM.
 TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
   REQUIRE_GPU();
   std::mt19937 rng(23);
   const int64_t M = 256, K = 128, N = 512, H = 4;
-  for (int reader : {0, 1, 2, 3}) { // Add(x, y), Add(y, x), Transpose, Add with a second reader
+  for (int reader : {0, 1, 2, 3, 4}) { // Add(x, y), Add(y, x), Transpose, Add with a second reader, GELU
     SCOPED_TRACE("reader " + std::to_string(reader));
     Plan plan;
     int a = addValue(plan, "a", {M, K}), b = addValue(plan, "b", {N, K}), sa = addValue(plan, "sa", {});
@@ -1382,7 +1383,14 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     int x = addValue(plan, "x", {1, M, N});
     Shape zs = transpose ? Shape{1, H, M, N / H} : Shape{1, M, N};
     int z = addValue(plan, "z", zs);
-    if (transpose) {
+    bool gelu = reader == 4;
+    if (gelu) {
+      use.type = "Gelu";
+      use.inputs = {y};
+      use.attrs["approximate"].kind = Attr::String;
+      use.attrs["approximate"].s = "tanh";
+      plan.values[size_t(z)].shape = {M, N};
+    } else if (transpose) {
       use.type = "Transpose";
       use.inputs = {view};
       use.attrs["perm"].kind = Attr::Ints;
@@ -1393,18 +1401,18 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     }
     use.name = "reader";
     use.outputs = {z};
-    plan.ops = {gemm, reshape, use};
+    plan.ops = gelu ? std::vector<PlanOp>{gemm, use} : std::vector<PlanOp>{gemm, reshape, use};
     // The view shares the GEMM result's arena bytes, as the plan writer places Reshapes.
     plan.arenaBytes = M * N * 4;
     plan.arenaAlignment = 256;
     plan.buffers = {{y, 0, M * N * 4}, {view, 0, M * N * 4}};
     plan.views = {{view, y}};
     plan.inputs = {a, b, bias};
-    if (!transpose)
+    if (!transpose && !gelu)
       plan.inputs.push_back(x);
     plan.outputs = {z};
-    if (reader == 3)
-      plan.outputs.push_back(y); // a second reader: the bias stays in the GEMM
+    if (reader == 3 || gelu)
+      plan.outputs.push_back(y); // a second reader: an Add leaves the bias in the GEMM, GELU adds it in place
     auto codes = [&](Shape sh) {
       auto t = std::make_shared<Tensor>(DType::F8E4M3FN, sh);
       for (int64_t i = 0; i < t->numel(); ++i)
@@ -1413,7 +1421,7 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     };
     std::map<std::string, TensorPtr> feed = {{"a", codes({M, K})}, {"b", codes({N, K})},
                                              {"bias", std::make_shared<Tensor>(randomTensor({N}, rng, 2.0f))}};
-    if (!transpose)
+    if (!transpose && !gelu)
       feed["x"] = std::make_shared<Tensor>(randomTensor({1, M, N}, rng, 1.0f));
     Executor cpu(plan);
     cpu.run(feed, false);
