@@ -1041,30 +1041,18 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
     db[k] = zero;
   }
   float inv = 1.0f / float(n);
-  // X, dY and dX_in of the block's next row are loaded while this row's reductions run.
-  float4 nx[Vecs], ng[Vecs], na[Vecs];
-  auto load = [&](int64_t r) {
-#pragma unroll
-    for (int k = 0; k < Vecs; ++k) {
-      int i = 4 * (threadIdx.x + k * kRowThreads);
-      bool in = r < rows && i < n;
-      nx[k] = in ? *reinterpret_cast<const float4 *>(x + r * n + i) : zero;
-      ng[k] = in ? *reinterpret_cast<const float4 *>(dy + r * n + i) : zero;
-      na[k] = in && dxIn ? *reinterpret_cast<const float4 *>(dxIn + r * n + i) : zero;
-    }
-  };
-  load(blockIdx.x);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    float4 xv[Vecs], gv[Vecs], av[Vecs]; // av: dX_in
+    const float *xr = x + r * n, *gr = dy + r * n;
+    float4 xv[Vecs], gv[Vecs], av[Vecs]; // av: dX_in, loaded with the rest so its latency hides too
     float2 acc = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
-      xv[k] = nx[k];
-      gv[k] = ng[k];
-      av[k] = na[k];
+      int i = 4 * (threadIdx.x + k * kRowThreads);
+      xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
+      gv[k] = i < n ? *reinterpret_cast<const float4 *>(gr + i) : zero;
+      av[k] = i < n && dxIn ? *reinterpret_cast<const float4 *>(dxIn + r * n + i) : zero;
       acc.x += (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
     }
-    load(r + gridDim.x);
     float m = blockSum2<kRowThreads>(acc).x * inv;
     acc = {0.0f, 0.0f};
 #pragma unroll
@@ -1569,6 +1557,7 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
     return "";
   PreparedCopy prep = prepareCopy(args);
   CopyArgs a = prep.a;
+  Strides *st = prep.st;
   Ix32 ix = prep.ix;
   bool small = prep.small;
   int last = a.shape.rank - 1, p = -1;
