@@ -1557,7 +1557,6 @@ std::string stridedCopy(const CopyArgs &args, cudaStream_t s) {
     return "";
   PreparedCopy prep = prepareCopy(args);
   CopyArgs a = prep.a;
-  Strides *st = prep.st;
   Ix32 ix = prep.ix;
   bool small = prep.small;
   int last = a.shape.rank - 1, p = -1;
