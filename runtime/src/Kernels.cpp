@@ -595,6 +595,18 @@ void layerNormGradKernel(KernelContext &c) {
     }
 }
 
+/// log(sum over k of exp(scores[n, k, d])) for scores [N, C, D], with the max taken out first and
+/// the sum in double (the loss and its gradient take it the same way).
+double rowLogSumExp(const float *ps, int64_t n, int64_t C, int64_t D, int64_t d) {
+  float mx = -INFINITY;
+  for (int64_t k = 0; k < C; ++k)
+    mx = std::max(mx, ps[(n * C + k) * D + d]);
+  double sum = 0;
+  for (int64_t k = 0; k < C; ++k)
+    sum += std::exp(double(ps[(n * C + k) * D + d]) - mx);
+  return std::log(sum) + mx;
+}
+
 // octet::SoftmaxCrossEntropyLossGrad(scores [N, C, ...], labels [N, ...], dY) -> dScores
 // (octet-autodiff fused-grads), attributes reduction and ignore_index as the loss has them:
 // (softmax over C - onehot(label)) times dY / (labels not ignored) for mean, dY for sum, dY of
@@ -630,13 +642,7 @@ void softmaxCrossEntropyGradKernel(KernelContext &c) {
                      : reduction == "none" ? double(dy.data<float>()[n * D + d])
                      : reduction == "sum"  ? double(dy.data<float>()[0])
                                            : double(dy.data<float>()[0]) / count;
-      float mx = -INFINITY;
-      for (int64_t k = 0; k < C; ++k)
-        mx = std::max(mx, ps[(n * C + k) * D + d]);
-      double sum = 0;
-      for (int64_t k = 0; k < C; ++k)
-        sum += std::exp(double(ps[(n * C + k) * D + d]) - mx);
-      double lse = std::log(sum) + mx;
+      double lse = rowLogSumExp(ps, n, C, D, d);
       for (int64_t k = 0; k < C; ++k)
         pr[(n * C + k) * D + d] = float((std::exp(double(ps[(n * C + k) * D + d]) - lse) - (k == l)) * scale);
     }
@@ -660,13 +666,7 @@ void softmaxCrossEntropyKernel(KernelContext &c) {
   float *pl = logp.data<float>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) {
-      float mx = -INFINITY;
-      for (int64_t k = 0; k < C; ++k)
-        mx = std::max(mx, ps[(n * C + k) * D + d]);
-      double sum = 0;
-      for (int64_t k = 0; k < C; ++k)
-        sum += std::exp(double(ps[(n * C + k) * D + d]) - mx);
-      double lse = std::log(sum) + mx;
+      double lse = rowLogSumExp(ps, n, C, D, d);
       for (int64_t k = 0; k < C; ++k)
         pl[(n * C + k) * D + d] = float(double(ps[(n * C + k) * D + d]) - lse);
     }
