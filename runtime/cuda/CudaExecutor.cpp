@@ -1307,8 +1307,11 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     int64_t rows = 1, n = 1;
     for (size_t i = 0; i < xs.size(); ++i)
       (int64_t(i) < axis ? rows : n) *= xs[i];
+    for (int i = 0; i < 3; ++i)
+      if (op.inputs[size_t(i)] < 0)
+        fail(op, "X, Scale and dY are required");
     for (int id : op.inputs)
-      if (typeOf(id) != DType::F32)
+      if (id >= 0 && typeOf(id) != DType::F32)
         fail(op, "supports float32 only");
     for (int id : op.outputs)
       if (id >= 0 && plan_.values[size_t(id)].dtype != DType::F32)
