@@ -137,6 +137,9 @@ private:
   std::map<size_t, dev::EwArgs> adds_, gelus_;
   std::map<size_t, dev::CopyArgs> transposes_;
   void foldGemmBias();
+  /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs
+  /// those): a pair of ops whose work moves from one to the other.
+  void replaceProgram(size_t at, Step step);
   /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
   /// run's first (none reading another's output) become one program of the step `build` makes
   /// from their infos; check() still runs the members one by one.
@@ -1789,6 +1792,12 @@ void CudaExecutor::fusePointwiseChains() {
   program_ = std::move(fused);
 }
 
+void CudaExecutor::replaceProgram(size_t at, Step step) {
+  OpProgram fused{program_[at].op, {std::move(step)}, {}};
+  fused.parts.push_back(std::move(program_[at]));
+  program_[at] = std::move(fused);
+}
+
 /// An fp8.gemm's bias, added in the GEMM's epilogue, costs a pass over its result (read and
 /// write). Where the result (or a Reshape-like view of it) has one reader and that reader is a
 /// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
@@ -1830,11 +1839,8 @@ void CudaExecutor::foldGemmBias() {
         int64_t N = g.N, n = e.n;
         bool tanhApprox = e.op == dev::Ew::GeluTanh;
         Step gelu = [=](cudaStream_t s) { return dev::biasGelu(y, bias, N, out, n, tanhApprox, s); };
-        for (auto [at, step] : {std::pair<size_t, Step>{programOf[gop], g.withoutBias}, {programOf[size_t(r)], gelu}}) {
-          OpProgram fused{program_[at].op, {step}, {}};
-          fused.parts.push_back(std::move(program_[at]));
-          program_[at] = std::move(fused);
-        }
+        replaceProgram(programOf[gop], g.withoutBias);
+        replaceProgram(programOf[size_t(r)], gelu);
         continue;
       }
     }
@@ -1873,11 +1879,8 @@ void CudaExecutor::foldGemmBias() {
     } else {
       continue;
     }
-    for (auto [at, step] : {std::pair<size_t, Step>{pg->second, g.withoutBias}, {pr->second, add}}) {
-      OpProgram fused{program_[at].op, {step}, {}};
-      fused.parts.push_back(std::move(program_[at]));
-      program_[at] = std::move(fused);
-    }
+    replaceProgram(pg->second, g.withoutBias);
+    replaceProgram(pr->second, add);
   }
 }
 
@@ -1918,11 +1921,8 @@ void CudaExecutor::fuseCastColumnSums() {
     Step sum = [cs, tiles, partials](cudaStream_t s) {
       return dev::columnTotals(partials, tiles, cs.cols, cs.cols, cs.out, s);
     };
-    for (auto [at, step] : {std::pair<size_t, Step>{c->second, cast}, {k, sum}}) {
-      OpProgram fused{program_[at].op, {step}, {}};
-      fused.parts.push_back(std::move(program_[at]));
-      program_[at] = std::move(fused);
-    }
+    replaceProgram(c->second, cast);
+    replaceProgram(k, sum);
   }
 }
 

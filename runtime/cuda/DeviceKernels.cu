@@ -17,6 +17,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 
 namespace octet::rt::cuda::dev {
 namespace {
@@ -917,6 +918,20 @@ __global__ void softmaxStridedKernel(const void *x, int type, void *y, int outTy
   }
 }
 
+/// Calls f(std::integral_constant<int, Vecs>) with the fewest float4 chunks per thread (1, 2 or 4)
+/// that hold a row of n floats in a kRowThreads block's registers; false when none does.
+template <class F> bool byRowVecs(int64_t n, F f) {
+  if (n <= 4 * kRowThreads)
+    f(std::integral_constant<int, 1>());
+  else if (n <= 8 * kRowThreads)
+    f(std::integral_constant<int, 2>());
+  else if (n <= 16 * kRowThreads)
+    f(std::integral_constant<int, 4>());
+  else
+    return false;
+  return true;
+}
+
 /// LayerNormalization of float32 rows of n <= 4 * kRowThreads * Vecs (n % 4 == 0): the row in
 /// registers as float4 chunks 4 (t + kRowThreads k) (one read), statistics in double as
 /// layerNormKernel takes them, the same arithmetic per element.
@@ -1688,13 +1703,9 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   auto *xf = static_cast<const float *>(x), *sf = static_cast<const float *>(scale);
   auto *bf = static_cast<const float *>(bias);
   auto *yf = static_cast<float *>(y);
-  if (vec && n <= 4 * kRowThreads)
-    layerNormRegKernel<1><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
-  else if (vec && n <= 8 * kRowThreads)
-    layerNormRegKernel<2><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
-  else if (vec && n <= 16 * kRowThreads)
-    layerNormRegKernel<4><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
-  else
+  if (!(vec && byRowVecs(n, [&](auto v) {
+          layerNormRegKernel<v()><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
+        })))
     layerNormKernel<<<blocks, kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
   return check("layerNorm");
@@ -1716,13 +1727,10 @@ std::string layerNormGrad(const float *x, const float *scale, const float *dy, c
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
                             reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
                             reinterpret_cast<uintptr_t>(dxIn)) % 16 == 0;
-  if (vec && n <= 4 * kRowThreads)
-    layerNormGradRegKernel<1><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
-  else if (vec && n <= 8 * kRowThreads)
-    layerNormGradRegKernel<2><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
-  else if (vec && n <= 16 * kRowThreads)
-    layerNormGradRegKernel<4><<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
-  else
+  if (!(vec && byRowVecs(n, [&](auto v) {
+          layerNormGradRegKernel<v()>
+              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
+        })))
     layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, n, eps);
   if (dScale)
     launchColumnTotals(partials, blocks, 2 * n, n, dScale, s);
