@@ -14,11 +14,22 @@
 // that made Kt when there is one). Runtimes run it without materialising the [.., T, T]
 // scores and probabilities: the CUDA kernels tile over keys with an online softmax.
 //
+// Head split and merge (fold-head-transposes, on by default): when Q, K and V are each
+// Transpose(x, [0, 2, 1, 3]) of a [B, S, H, d] tensor (a projection's result split into heads),
+// the node reads them as ONNX Attention's 3-D inputs instead, Q [B, Sq, H * d] and K, V
+// [B, Sk, H * d] (Reshapes of the transposes' inputs: views), with attributes `q_num_heads` =
+// `kv_num_heads` = H; Y is then [B, Sq, H * d] and LSE stays [B, H, Sq]. A Transpose of Y with
+// [0, 2, 1, 3] (the merge of the heads) becomes a Reshape of the new Y. The runtimes index the
+// heads in place, so the copies to and from the head-major layout are gone (and the gradient,
+// octet::AttentionGrad, reads and writes the same layout).
+//
 // Only masks that are exactly causal are matched (a boolean lower triangle, or 0 on and below
 // the diagonal and <= -1e4 above); anything else stays as it was. Heads wider than
 // max-head-dim stay unfused (the CUDA kernels keep a row of the head in registers).
 //
 //===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
 #include "octet/runtime/Attention.h"
@@ -90,6 +101,25 @@ bool isCausalMask(Value mask, int64_t t, bool additive) {
     ++k;
   }
   return true;
+}
+
+/// A Transpose's permutation (reversed dimensions when it has none).
+SmallVector<int64_t> permOf(ox::TransposeOp t, int64_t rank) {
+  SmallVector<int64_t> p;
+  if (auto pa = t.getPermAttr())
+    p.assign(pa.asArrayRef().begin(), pa.asArrayRef().end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      p.push_back(i);
+  return p;
+}
+
+bool isHeadSwap(ArrayRef<int64_t> perm) { return perm.size() == 4 && perm == ArrayRef<int64_t>{0, 2, 1, 3}; }
+
+/// x's [B, S, H, d] source when x = Transpose(source, [0, 2, 1, 3]).
+Value headSplitSource(Value x) {
+  auto t = x.getDefiningOp<ox::TransposeOp>();
+  return t && isHeadSwap(permOf(t, 4)) && staticF32(t.getData()) ? t.getData() : Value();
 }
 
 struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
@@ -171,12 +201,7 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     std::swap(perm[size_t(r - 1)], perm[size_t(r - 2)]);
     Value kSrc = kt;
     if (auto tr = kt.getDefiningOp<ox::TransposeOp>()) {
-      SmallVector<int64_t> inner;
-      if (auto pa = tr.getPermAttr())
-        inner.assign(pa.asArrayRef().begin(), pa.asArrayRef().end());
-      else
-        for (int64_t i = r - 1; i >= 0; --i)
-          inner.push_back(i);
+      SmallVector<int64_t> inner = permOf(tr, r);
       SmallVector<int64_t> composed;
       for (int64_t i = 0; i < r; ++i)
         composed.push_back(inner[size_t(perm[size_t(i)])]);
@@ -186,21 +211,56 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     SmallVector<int64_t> kShape(qs.begin(), qs.end());
     kShape[size_t(r - 2)] = tk;
     auto kType = RankedTensorType::get(kShape, b.getF32Type());
-    Value k = kSrc;
-    bool identity = llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); });
-    if (!identity)
-      k = b.create<ox::TransposeOp>(loc, kType, kSrc, b.getDenseI64ArrayAttr(perm)).getResult();
+    octet::OnnxBuilder ox(b, loc);
     SmallVector<int64_t> lseShape(qs.begin(), qs.end() - 1);
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr("scale", b.getF32FloatAttr(float(scale))),
+                                      ox.si64("is_causal", causal)};
+    // Heads in place: Q, K and V all split from [B, S, H, d] tensors.
+    Value qSrc = foldHeadTransposes ? headSplitSource(q) : Value(), vSrc = qSrc ? headSplitSource(v) : Value();
+    bool headsInPlace = vSrc && isHeadSwap(perm);
+    Value k = kSrc;
+    Type yType = pv.getType();
+    if (headsInPlace) {
+      int64_t batch = qs[0], heads = qs[1];
+      q = ox.reshape(qSrc, {batch, tq, heads * d});
+      k = ox.reshape(kSrc, {batch, tk, heads * d});
+      v = ox.reshape(vSrc, {batch, tk, heads * d});
+      yType = RankedTensorType::get({batch, tq, heads * d}, b.getF32Type());
+      attrs.push_back(ox.si64("q_num_heads", heads));
+      attrs.push_back(ox.si64("kv_num_heads", heads));
+    } else if (!llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); })) {
+      k = b.create<ox::TransposeOp>(loc, kType, kSrc, b.getDenseI64ArrayAttr(perm)).getResult();
+    }
     OperationState st(loc, "onnx.node");
     st.addOperands({q, k, v});
-    st.addTypes({pv.getType(), RankedTensorType::get(lseShape, b.getF32Type())});
+    st.addTypes({yType, RankedTensorType::get(lseShape, b.getF32Type())});
     st.addAttribute("op_type", b.getStringAttr("Attention"));
     st.addAttribute("domain", b.getStringAttr("octet"));
-    st.addAttribute("attrs", b.getDictionaryAttr(
-                                 {b.getNamedAttr("scale", b.getF32FloatAttr(float(scale))),
-                                  b.getNamedAttr("is_causal", b.getIntegerAttr(b.getIntegerType(64, true), causal))}));
+    st.addAttribute("attrs", b.getDictionaryAttr(attrs));
     Operation *fused = b.create(st);
-    pv.getResult().replaceAllUsesWith(fused->getResult(0));
+    Value y = fused->getResult(0);
+    if (headsInPlace) {
+      // Y as [B, S, H, d]: the merge of the heads (Transpose [0, 2, 1, 3]) is this view; any
+      // other reader gets the head-major Y back through one Transpose.
+      Value y4 = ox.reshape(y, {qs[0], tq, qs[1], d});
+      SmallVector<ox::TransposeOp> merges;
+      for (Operation *u : pv->getUsers())
+        if (auto t = dyn_cast<ox::TransposeOp>(u); t && isHeadSwap(permOf(t, 4)))
+          merges.push_back(t);
+      for (ox::TransposeOp t : merges) {
+        t.getResult().replaceAllUsesWith(y4);
+        t->erase();
+      }
+      y = pv->use_empty() ? Value()
+                          : b.create<ox::TransposeOp>(loc, pv.getType(), y4, b.getDenseI64ArrayAttr({0, 2, 1, 3}))
+                                .getResult();
+    }
+    if (y)
+      pv.getResult().replaceAllUsesWith(y);
+    SmallVector<Operation *> splits; // the head-split Transposes of Q and V, dropped when unread
+    for (Value x : {qk.getA(), pv.getB()})
+      if (auto t = x.getDefiningOp<ox::TransposeOp>(); t && headsInPlace)
+        splits.push_back(t);
     llvm::SetVector<Operation *> constants; // the mask and scalars, dropped when nothing else reads them
     for (Operation *o : chain)
       for (Value v : o->getOperands())
@@ -214,6 +274,9 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
         c->erase();
     if (auto tr = kt.getDefiningOp<ox::TransposeOp>(); tr && tr->use_empty())
       tr->erase();
+    for (Operation *t : splits)
+      if (t->use_empty())
+        t->erase();
     return true;
   }
 

@@ -229,6 +229,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
                "the ops)"),
       cl::init(true), cl::cat(recipeCat));
+  static cl::opt<bool> foldHeadTransposes(
+      "fold-head-transposes",
+      cl::desc("Plans: fused attention reads Q, K and V where the head split (Transpose [0, 2, 1, 3] of "
+               "[B, S, H, d]) found them and writes Y in that layout, so the head split and merge copies "
+               "go (default on; --fold-head-transposes=false keeps them)"),
+      cl::init(true), cl::cat(recipeCat));
   static cl::opt<bool> fuseGrads(
       "fuse-grads",
       cl::desc("Training plans: the gradients of LayerNormalization and SoftmaxCrossEntropyLoss are one octet "
@@ -509,7 +515,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       before += std::string(recipeInfo && recipeInfo->name != "none" ? "" : "octet-raise-layers{layers=gelu},") +
                 "octet-lower-layers{gelu-op=true},";
     if (attentionFirst)
-      before += "octet-fuse-attention,";
+      before += std::string("octet-fuse-attention{fold-head-transposes=") + (foldHeadTransposes ? "true" : "false") +
+                "},";
     trainingPipeline = before + trainingPipeline;
     PassManager pm(&ctx, ModuleOp::getOperationName());
     applyPassManagerCLOptions(pm);
@@ -534,8 +541,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       pm.addPass(createLowerLayers());
       if (out == Emit::Plan)
         pm.addPass(createRematerializeCasts());
-      if (out == Emit::Plan && fuseAttention && !attentionFirst)
-        pm.addPass(createFuseAttention());
+      if (out == Emit::Plan && fuseAttention && !attentionFirst) {
+        FuseAttentionOptions fa;
+        fa.foldHeadTransposes = foldHeadTransposes;
+        pm.addPass(createFuseAttention(fa));
+      }
       if (out == Emit::Plan && fusePointwise)
         pm.addPass(createFusePointwise());
       if (out == Emit::Plan && fuseCastAmax)

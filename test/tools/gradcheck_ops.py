@@ -33,6 +33,15 @@ def N(op, ins, outs=("Y",), **attrs):
     return helper.make_node(op, list(ins), list(outs), **attrs)
 
 
+ATTENTION = [N("Transpose", ["Q"], ["q"], perm=[0, 2, 1, 3]), N("Transpose", ["K"], ["kt"], perm=[0, 2, 3, 1]),
+             N("Transpose", ["V"], ["v"], perm=[0, 2, 1, 3]), N("MatMul", ["q", "kt"], ["s"]),
+             N("Mul", ["s", "c"], ["s2"]), N("Where", ["M", "s2", "neg"], ["s3"]),
+             N("Softmax", ["s3"], ["p"], axis=-1), N("MatMul", ["p", "v"], ["y"]),
+             N("Transpose", ["y"], ["Y"], perm=[0, 2, 1, 3])]
+ATTENTION_PARAMS = {"Q": rnd(2, 5, 3, 4), "K": rnd(2, 5, 3, 4), "V": rnd(2, 5, 3, 4)}
+ATTENTION_CONSTS = {"c": np.array(0.5, np.float32), "M": np.tril(np.ones((5, 5), bool)),
+                    "neg": np.array(-1e9, np.float32)}
+
 CASES = {
     "Add": ([N("Add", ["A", "B"])], {"A": rnd(3, 4), "B": rnd(4)}, {}),
     "Sub": ([N("Sub", ["A", "B"])], {"A": rnd(2, 1, 4), "B": rnd(3, 1)}, {}),
@@ -88,6 +97,11 @@ CASES = {
     "SoftmaxCrossEntropyLoss-unfused": ([N("SoftmaxCrossEntropyLoss", ["A", "L"], reduction="mean", ignore_index=-100)],
                                         {"A": rnd(2, 5, 3)}, {"L": np.array([[0, 4, -100], [2, 2, 1]], np.int64)}, "Y",
                                         ["--fuse-grads=false"]),
+    # Causal attention over heads split from [B, S, H, d] and merged back (octet-fuse-attention:
+    # one octet::Attention in ONNX Attention's 3-D form, its gradient one octet::AttentionGrad),
+    # then the same with the head-major 4-D node between the Transposes.
+    "Attention-heads": (ATTENTION, ATTENTION_PARAMS, ATTENTION_CONSTS),
+    "Attention-head-major": (ATTENTION, ATTENTION_PARAMS, ATTENTION_CONSTS, "Y", ["--fold-head-transposes=false"]),
     "ReduceMean": ([N("ReduceMean", ["A", "ax"], keepdims=0)], {"A": rnd(2, 3, 4)}, {"ax": i64(1, -1)}),
     "ReduceSum": ([N("ReduceSum", ["A", "ax"], keepdims=1)], {"A": rnd(2, 3, 4)}, {"ax": i64(0)}),
     "Reshape": ([N("Reshape", ["A", "sh"])], {"A": rnd(2, 3, 4)}, {"sh": i64(6, -1)}),
@@ -114,7 +128,7 @@ def build(case, as_inputs, dtype):
     nodes, params, consts = CASES[case][:3]
     out = CASES[case][3] if len(CASES[case]) > 3 else "Y"
     elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
-    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    inits = [numpy_helper.from_array(v.astype(dtype) if v.dtype.kind == "f" else v, k) for k, v in consts.items()]
     inputs = []
     for k, v in params.items():
         if as_inputs:

@@ -186,6 +186,63 @@ TEST(Kernels, MissingInputIsAClearError) {
   }
 }
 
+/// octet::Attention in ONNX Attention's 3-D form (q_num_heads): the values of the head-major node
+/// on the transposed operands, bit for bit; mismatched head counts and widths are named errors.
+TEST(Kernels, AttentionHeadsInPlace) {
+  const int64_t B = 2, T = 5, H = 3, D = 4;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> q(B * T * H * D), k(q.size()), v(q.size());
+  for (auto *x : {&q, &k, &v})
+    for (float &e : *x)
+      e = u(rng);
+  auto headMajor = [&](const std::vector<float> &x) { // [B, T, H, D] -> [B, H, T, D]
+    std::vector<float> y(x.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t d = 0; d < D; ++d)
+            y[size_t(((b * H + h) * T + t) * D + d)] = x[size_t(((b * T + t) * H + h) * D + d)];
+    return y;
+  };
+  std::map<std::string, Attr> attrs;
+  attrs["is_causal"].i = 1;
+  attrs["scale"].kind = Attr::Float;
+  attrs["scale"].f = 0.5f;
+  Shape s4 = {B, H, T, D}, s3 = {B, T, H * D};
+  Plan p4 = onePlan("octet::Attention", {{"q", DType::F32, false, true, s4}, {"k", DType::F32, false, true, s4},
+                                         {"v", DType::F32, false, true, s4}, {"y", DType::F32, false, true, s4},
+                                         {"lse", DType::F32, false, true, {B, H, T}}},
+                    {0, 1, 2}, {3, 4}, attrs);
+  attrs["q_num_heads"].i = attrs["kv_num_heads"].i = H;
+  Plan p3 = onePlan("octet::Attention", {{"q", DType::F32, false, true, s3}, {"k", DType::F32, false, true, s3},
+                                         {"v", DType::F32, false, true, s3}, {"y", DType::F32, false, true, s3},
+                                         {"lse", DType::F32, false, true, {B, H, T}}},
+                    {0, 1, 2}, {3, 4}, attrs);
+  Executor e4(p4), e3(p3);
+  e4.run({{"q", f32(s4, headMajor(q))}, {"k", f32(s4, headMajor(k))}, {"v", f32(s4, headMajor(v))}});
+  e3.run({{"q", f32(s3, q)}, {"k", f32(s3, k)}, {"v", f32(s3, v)}});
+  TensorPtr y3 = e3.value("y");
+  std::vector<float> y(y3->data<float>(), y3->data<float>() + y3->numel());
+  std::vector<float> y4 = headMajor(y);
+  EXPECT_EQ(std::memcmp(y4.data(), e4.value("y")->data<float>(), y4.size() * 4), 0);
+  EXPECT_EQ(e3.value("lse")->bytes, e4.value("lse")->bytes);
+  auto error = [&](Plan p) {
+    try {
+      Executor(p).run({{"q", f32(s3, q)}, {"k", f32(s3, k)}, {"v", f32(s3, v)}});
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Plan gqa = p3;
+  gqa.ops[0].attrs["kv_num_heads"].i = 1;
+  EXPECT_NE(error(gqa).find("grouped-query attention is not supported"), std::string::npos) << error(gqa);
+  Plan odd = p3;
+  odd.ops[0].attrs["q_num_heads"].i = odd.ops[0].attrs["kv_num_heads"].i = 5;
+  EXPECT_NE(error(odd).find("not multiples of q_num_heads 5"), std::string::npos) << error(odd);
+}
+
 TEST(Npz, RoundTrip) {
   std::string path = ::testing::TempDir() + "/octet-roundtrip.npz";
   auto t = f32({2, 3}, {1, 2, 3, 4, 5, 6});

@@ -255,11 +255,19 @@ def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
     replaces them by `onnx.node "Attention"` (domain "octet", operands Q, K, V;
     attributes `scale`, `is_causal`; results Y and the rows' log-sum-exp LSE).
     Its gradient is octet::AttentionGrad(Q, K, V, Y, LSE, dY) -> (dQ, dK, dV).
+    Where Q, K and V are head splits (Transpose [0, 2, 1, 3] of [B, S, H, d]), the
+    node takes ONNX Attention's 3-D form instead: [B, S, H * d] operands and Y,
+    attributes q_num_heads = kv_num_heads = H, and the head merge of Y becomes a
+    Reshape (fold-head-transposes).
     fp8-opt runs it before autodiff when writing a plan (--fuse-attention).
   }];
   let options = [
     Option<"maxHeadDim", "max-head-dim", "int64_t", "128",
            "Heads wider than this stay unfused (the CUDA kernels hold a head row in registers)">,
+    Option<"foldHeadTransposes", "fold-head-transposes", "bool", "true",
+           "When Q, K and V are split from [B, S, H, d] tensors by Transpose [0, 2, 1, 3], read them "
+           "in place as [B, S, H * d] (q_num_heads, kv_num_heads) and write Y so, dropping the "
+           "head split and merge (--fold-head-transposes)">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
