@@ -7,24 +7,31 @@
 // and half the shared memory). Inputs and outputs are float32 in global memory either way; tiles are
 // converted as they are staged in shared memory.
 //
-//  forward   a block owns 64 query rows of one head (4 warps x 16 rows) and streams 64-key tiles
-//            of K and V through shared memory; each warp keeps the online-softmax max and sum of
-//            its rows and rescales its output accumulators. Writes Y and LSE (natural log).
+//  forward   a block owns the query rows of 4 warps of one head (16 rows per warp with TF32, 32 as
+//            two 16-row tiles with BF16, so each K or V fragment read from shared memory feeds two
+//            products) and streams 64-key tiles of K and V through shared memory; each warp keeps
+//            the online-softmax max and sum of its rows and rescales its output accumulators, and
+//            skips the causal tiles wholly after its rows. Writes Y and LSE (natural log).
 //  backward  delta_i = sum_c dY_ic Y_ic (one warp per row); then two kernels, so nothing needs
 //            atomics and the result is deterministic:
 //              dK/dV: a block owns 64 keys, streams 32-query tiles of Q and dY, recomputes
 //                     P^T = exp(S^T - LSE) and accumulates dV += P^T dY, dK += dS^T Q;
 //              dQ:    a block owns 64 queries, streams 64-key tiles, dQ += dS K.
 //
-// Every product is one of two shapes, which each precision implements (Tf32Ops, Bf16Ops):
-//   rowsByRows   acc (16 x 8N) += A B^T, A and B row-major tiles in shared memory (S = Q K^T,
+// Every product is one of two shapes, which each precision implements (Tf32Ops, Bf16Ops), for M
+// consecutive 16-row tiles of A at once (each B fragment is loaded once for the M products):
+//   rowsByRows   acc (16M x 8N) += A B^T, A and B row-major tiles in shared memory (S = Q K^T,
 //                dP = dY V^T and their transposes);
-//   probsByRows  acc (16 x D) += P B, P in registers in the accumulator layout of a previous
+//   probsByRows  acc (16M x D) += P B, P in registers in the accumulator layout of a previous
 //                product, B a row-major tile (Y += P V, dV += P^T dY, dK += dS^T Q, dQ += dS K).
 // TF32: a thread holds columns (2t, 2t+1) of each 8-column block of P and the A operand wants
 // (t, t+4); reading the 8 rows of B in the order (0, 2, 4, 6, 1, 3, 5, 7) makes the two agree
 // without shuffles. BF16: two 8-column blocks of P are exactly one 16-wide A operand, and B comes
 // through ldmatrix.trans.
+//
+// Heads in place (AttnArgs::heads, ONNX Attention's 3-D form [B, T, H * d]): the kernels index
+// head h of row i of batch b at ((b T + i) H + h) d, so no head split or merge copy is needed;
+// the BF16 path gathers the heads as it converts the operands.
 //
 // Causal masks are top-left (key j is hidden from query i when j > i); tiles wholly above the
 // diagonal are skipped. Heads up to 128 wide (padded to 32, 64 or 128 with zeros).
@@ -61,8 +68,8 @@ struct Tf32Ops {
   using Src = float; // tiles come straight from the float32 tensors (row length d)
   static constexpr int kStages = 1;
   static constexpr bool kPadded = false;
+  static constexpr int kForwardTiles = 1; // 16-row tiles per warp in the forward (shared memory bound)
   static constexpr __host__ __device__ int stride(int d) { return d + 4; }
-  static __device__ __forceinline__ const float *pick(const float *f, const uint16_t *) { return f; }
   static __device__ __forceinline__ void commit() {}
   template <int N> static __device__ __forceinline__ void wait() {}
 
@@ -88,32 +95,49 @@ struct Tf32Ops {
   }
   static __device__ __forceinline__ void store1(Elem *s, float v) { *s = cvt(v); }
 
-  template <int D, int N>
-  static __device__ __forceinline__ void rowsByRows(float (&acc)[N][4], const Elem *a, const Elem *b, int lane) {
+  /// M row tiles of A (16 rows each, consecutive) against one B: each B fragment feeds M products.
+  template <int D, int N, int M>
+  static __device__ __forceinline__ void rowsByRows(float (&acc)[M][N][4], const Elem *a, const Elem *b, int lane) {
     constexpr int S = D + 4;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int kk = 0; kk < D / 8; ++kk) {
-      uint32_t a0 = a[g * S + kk * 8 + t], a1 = a[(g + 8) * S + kk * 8 + t];
-      uint32_t a2 = a[g * S + kk * 8 + t + 4], a3 = a[(g + 8) * S + kk * 8 + t + 4];
+      uint32_t af[M][4];
 #pragma unroll
-      for (int n = 0; n < N; ++n)
-        mma(acc[n], a0, a1, a2, a3, b[(n * 8 + g) * S + kk * 8 + t], b[(n * 8 + g) * S + kk * 8 + t + 4]);
+      for (int m = 0; m < M; ++m) {
+        const Elem *am = a + m * 16 * S + kk * 8 + t;
+        af[m][0] = am[g * S], af[m][1] = am[(g + 8) * S], af[m][2] = am[g * S + 4], af[m][3] = am[(g + 8) * S + 4];
+      }
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        uint32_t b0 = b[(n * 8 + g) * S + kk * 8 + t], b1 = b[(n * 8 + g) * S + kk * 8 + t + 4];
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          mma(acc[m][n], af[m][0], af[m][1], af[m][2], af[m][3], b0, b1);
+      }
     }
   }
 
-  template <int D, int K>
-  static __device__ __forceinline__ void probsByRows(float (&acc)[D / 8][4], const float (&p)[K][4], const Elem *b,
-                                                     int lane) {
+  template <int D, int K, int M>
+  static __device__ __forceinline__ void probsByRows(float (&acc)[M][D / 8][4], const float (&p)[M][K][4],
+                                                     const Elem *b, int lane) {
     constexpr int S = D + 4;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int kb = 0; kb < K; ++kb) {
-      uint32_t a0 = cvt(p[kb][0]), a1 = cvt(p[kb][2]), a2 = cvt(p[kb][1]), a3 = cvt(p[kb][3]);
+      uint32_t af[M][4];
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        af[m][0] = cvt(p[m][kb][0]), af[m][1] = cvt(p[m][kb][2]), af[m][2] = cvt(p[m][kb][1]),
+        af[m][3] = cvt(p[m][kb][3]);
       const uint32_t *r0 = b + (kb * 8 + 2 * t) * S, *r1 = r0 + S;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        mma(acc[n], a0, a1, a2, a3, r0[n * 8 + g], r1[n * 8 + g]);
+      for (int n = 0; n < D / 8; ++n) {
+        uint32_t b0 = r0[n * 8 + g], b1 = r1[n * 8 + g];
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          mma(acc[m][n], af[m][0], af[m][1], af[m][2], af[m][3], b0, b1);
+      }
     }
   }
 };
@@ -125,8 +149,8 @@ struct Bf16Ops {
   using Src = uint16_t; // tiles come from BF16 copies with rows padded to D (attnToBf16Kernel)
   static constexpr int kStages = 2; // cp.async: the next tile streams in while this one is used
   static constexpr bool kPadded = true;
+  static constexpr int kForwardTiles = 2; // 16-row tiles per warp in the forward: each K/V fragment feeds two
   static constexpr __host__ __device__ int stride(int d) { return d + 8; }
-  static __device__ __forceinline__ const uint16_t *pick(const float *, const uint16_t *b) { return b; }
   static __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
   template <int N> static __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
   /// 16 bytes global -> shared, or 16 zero bytes when !valid.
@@ -163,45 +187,64 @@ struct Bf16Ops {
                  : "r"(a));
   }
 
-  template <int D, int N>
-  static __device__ __forceinline__ void rowsByRows(float (&acc)[N][4], const Elem *a, const Elem *b, int lane) {
+  template <int D, int N, int M>
+  static __device__ __forceinline__ void rowsByRows(float (&acc)[M][N][4], const Elem *a, const Elem *b, int lane) {
     static_assert(N % 2 == 0, "B rows come in pairs of 8-row blocks");
     constexpr int S = D + 8;
-    const int m = lane / 8, r = lane % 8;
+    const int q = lane / 8, r = lane % 8;
 #pragma unroll
     for (int k0 = 0; k0 < D; k0 += 16) {
-      uint32_t af[4]; // matrices (rows 0-7, k0), (rows 8-15, k0), (rows 0-7, k0+8), (rows 8-15, k0+8)
-      ldsm4(af, a + ((m & 1) * 8 + r) * S + k0 + (m >> 1) * 8);
+      uint32_t af[M][4]; // per tile: (rows 0-7, k0), (rows 8-15, k0), (rows 0-7, k0+8), (rows 8-15, k0+8)
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        ldsm4(af[m], a + (m * 16 + (q & 1) * 8 + r) * S + k0 + (q >> 1) * 8);
 #pragma unroll
       for (int n = 0; n < N; n += 2) {
         uint32_t bf[4]; // b0, b1 of block n, then of block n + 1
-        ldsm4(bf, b + (n * 8 + (m >> 1) * 8 + r) * S + k0 + (m & 1) * 8);
-        mma(acc[n], af, bf[0], bf[1]);
-        mma(acc[n + 1], af, bf[2], bf[3]);
+        ldsm4(bf, b + (n * 8 + (q >> 1) * 8 + r) * S + k0 + (q & 1) * 8);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          mma(acc[m][n], af[m], bf[0], bf[1]);
+          mma(acc[m][n + 1], af[m], bf[2], bf[3]);
+        }
       }
     }
   }
 
-  template <int D, int K>
-  static __device__ __forceinline__ void probsByRows(float (&acc)[D / 8][4], const float (&p)[K][4], const Elem *b,
-                                                     int lane) {
+  template <int D, int K, int M>
+  static __device__ __forceinline__ void probsByRows(float (&acc)[M][D / 8][4], const float (&p)[M][K][4],
+                                                     const Elem *b, int lane) {
     static_assert(K % 2 == 0, "P columns come in pairs of 8-column blocks");
     constexpr int S = D + 8;
-    const int m = lane / 8, r = lane % 8;
+    const int q = lane / 8, r = lane % 8;
 #pragma unroll
     for (int j = 0; j < K; j += 2) {
-      const uint32_t af[4] = {pack(p[j][0], p[j][1]), pack(p[j][2], p[j][3]), pack(p[j + 1][0], p[j + 1][1]),
-                              pack(p[j + 1][2], p[j + 1][3])};
+      uint32_t af[M][4];
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        af[m][0] = pack(p[m][j][0], p[m][j][1]), af[m][1] = pack(p[m][j][2], p[m][j][3]),
+        af[m][2] = pack(p[m][j + 1][0], p[m][j + 1][1]), af[m][3] = pack(p[m][j + 1][2], p[m][j + 1][3]);
 #pragma unroll
       for (int n = 0; n < D / 8; n += 2) {
         uint32_t bf[4]; // transposed: (rows j*8.., cols n*8), (rows +8, n*8), (rows, n*8+8), (rows +8, n*8+8)
-        ldsm4t(bf, b + (j * 8 + (m & 1) * 8 + r) * S + n * 8 + (m >> 1) * 8);
-        mma(acc[n], af, bf[0], bf[1]);
-        mma(acc[n + 1], af, bf[2], bf[3]);
+        ldsm4t(bf, b + (j * 8 + (q & 1) * 8 + r) * S + n * 8 + (q >> 1) * 8);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          mma(acc[m][n], af[m], bf[0], bf[1]);
+          mma(acc[m][n + 1], af[m], bf[2], bf[3]);
+        }
       }
     }
   }
 };
+
+/// A 16-row accumulator or probability tile as the one-tile (M = 1) case of the products.
+template <int N> __device__ __forceinline__ float (&tile1(float (&x)[N][4]))[1][N][4] {
+  return reinterpret_cast<float(&)[1][N][4]>(x);
+}
+template <int N> __device__ __forceinline__ const float (&tile1c(const float (&x)[N][4]))[1][N][4] {
+  return reinterpret_cast<const float(&)[1][N][4]>(x);
+}
 
 /// Starts copying `rows` rows of a [*, ld] source into shared memory (row stride P::stride(D));
 /// rows >= valid and columns >= d are zero. TF32: float32 rows, converted as they are stored
@@ -231,6 +274,13 @@ __device__ __forceinline__ void loadTile(typename P::Elem *s, const typename P::
     }
   }
 }
+
+/// Where row `row` of head `bh` (of `t` rows) starts in a Q/K/V/Y-shaped tensor, and the distance
+/// between its rows: [batch, t, d], or [batch / heads, t, heads * d] with heads in place.
+__host__ __device__ __forceinline__ int64_t rowOffset(const AttnArgs &a, int64_t bh, int64_t row, int64_t t) {
+  return a.heads ? ((bh / a.heads * t + row) * a.heads + bh % a.heads) * a.d : (bh * t + row) * a.d;
+}
+__host__ __device__ __forceinline__ int rowStride(const AttnArgs &a) { return a.heads ? a.heads * a.d : a.d; }
 
 /// Whether key `key` is hidden from query `query`: past either sequence's end or, causal, after it.
 __device__ __forceinline__ bool hidden(const AttnArgs &a, int key, int query) {
@@ -282,150 +332,184 @@ __device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, i
 template <class P> struct HeadOperands {
   const typename P::Src *Q, *K, *V, *dY;
 };
+/// The distance between their rows: D for the padded BF16 copies, else rowStride(a).
 template <class P>
 __device__ __forceinline__ HeadOperands<P> headOperands(const AttnArgs &a, int bh, int tq, int tk, int ld, bool grad) {
-  return {P::pick(a.q, a.qb) + int64_t(bh) * tq * ld, P::pick(a.k, a.kb) + int64_t(bh) * tk * ld,
-          P::pick(a.v, a.vb) + int64_t(bh) * tk * ld, grad ? P::pick(a.dy, a.dyb) + int64_t(bh) * tq * ld : nullptr};
+  if constexpr (P::kPadded)
+    return {a.qb + int64_t(bh) * tq * ld, a.kb + int64_t(bh) * tk * ld, a.vb + int64_t(bh) * tk * ld,
+            grad ? a.dyb + int64_t(bh) * tq * ld : nullptr};
+  else
+    return {a.q + rowOffset(a, bh, 0, tq), a.k + rowOffset(a, bh, 0, tk), a.v + rowOffset(a, bh, 0, tk),
+            grad ? a.dy + rowOffset(a, bh, 0, tq) : nullptr};
 }
 
 template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwardKernel(AttnArgs a) {
   using E = typename P::Elem;
   using Src = typename P::Src;
-  constexpr int S = P::stride(D);
+  constexpr int S = P::stride(D), M = P::kForwardTiles, rows = kThreads / 32 * 16 * M;
   extern __shared__ __align__(16) unsigned char smemBytes[];
-  E *qs = reinterpret_cast<E *>(smemBytes), *kv = qs + kBlockRows * S; // then kStages x (K, V) tiles
-  const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows; // the longest rows first
+  E *qs = reinterpret_cast<E *>(smemBytes), *kv = qs + rows * S; // then kStages x (K, V) tiles
+  const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * rows; // the longest rows first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
   const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, false);
   const Src *Q = h.Q, *K = h.K, *V = h.V;
   auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
-  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
-  loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
-  float o[D / 8][4] = {};
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  const int w0 = q0 + warp * 16 * M; // this warp's first row; thread rows w0 + 16 m + g (+ 8)
+  loadTile<P, D>(qs, Q + int64_t(q0) * ld, rows, tq - q0, ld, d);
+  float o[M][D / 8][4] = {};
+  float mx[M][2], l[M][2] = {}; // per row (g, g + 8) of each tile: running max (log2 units) and sum
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    mx[m][0] = mx[m][1] = -INFINITY;
   const float sl2 = a.scale * kLog2e;
-  const int kEnd = a.causal ? min(tk, q0 + kBlockRows) : tk;
+  const int kEnd = a.causal ? min(tk, q0 + rows) : tk;
   issue(0, 0);
   for (int k0 = 0, it = 0; k0 < kEnd; k0 += kKeyTile, ++it) {
     const bool more = k0 + kKeyTile < kEnd;
     tileReady<P>(issue, more, k0 + kKeyTile, it);
     const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
-    float s[kKeyTile / 8][4] = {};
-    P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
-    const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
-    float mx0 = m0, mx1 = m1;
+    if (a.causal && k0 > w0 + 16 * M - 1) { // every key of the tile is after this warp's rows
+      tileDone<P>(issue, more, k0 + kKeyTile);
+      continue;
+    }
+    float s[M][kKeyTile / 8][4] = {};
+    P::template rowsByRows<D, kKeyTile / 8, M>(s, qs + warp * 16 * M * S, ks, lane);
+    const bool edge = mayHide(a, k0, kKeyTile, w0, 16 * M);
 #pragma unroll
-    for (int n = 0; n < kKeyTile / 8; ++n)
+    for (int m = 0; m < M; ++m) {
+      const int r0 = w0 + 16 * m + g, r1 = r0 + 8;
+      float mx0 = mx[m][0], mx1 = mx[m][1];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * sl2;
-        if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
-          x = -INFINITY;
-        s[n][e] = x;
-        if (e < 2)
-          mx0 = fmaxf(mx0, x);
-        else
-          mx1 = fmaxf(mx1, x);
+      for (int n = 0; n < kKeyTile / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[m][n][e] * sl2;
+          if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
+            x = -INFINITY;
+          s[m][n][e] = x;
+          if (e < 2)
+            mx0 = fmaxf(mx0, x);
+          else
+            mx1 = fmaxf(mx1, x);
+        }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+      const float al0 = exp2Fast(mx[m][0] - b0), al1 = exp2Fast(mx[m][1] - b1);
+      mx[m][0] = mx0;
+      mx[m][1] = mx1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int n = 0; n < kKeyTile / 8; ++n) {
+        s[m][n][0] = exp2Fast(s[m][n][0] - b0);
+        s[m][n][1] = exp2Fast(s[m][n][1] - b0);
+        s[m][n][2] = exp2Fast(s[m][n][2] - b1);
+        s[m][n][3] = exp2Fast(s[m][n][3] - b1);
+        sum0 += s[m][n][0] + s[m][n][1];
+        sum1 += s[m][n][2] + s[m][n][3];
       }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-    const float al0 = exp2Fast(m0 - b0), al1 = exp2Fast(m1 - b1);
-    m0 = mx0;
-    m1 = mx1;
-    float sum0 = 0.f, sum1 = 0.f;
+      l[m][0] = l[m][0] * al0 + sum0; // this thread's share of the row sums, reduced at the end
+      l[m][1] = l[m][1] * al1 + sum1;
 #pragma unroll
-    for (int n = 0; n < kKeyTile / 8; ++n) {
-      s[n][0] = exp2Fast(s[n][0] - b0);
-      s[n][1] = exp2Fast(s[n][1] - b0);
-      s[n][2] = exp2Fast(s[n][2] - b1);
-      s[n][3] = exp2Fast(s[n][3] - b1);
-      sum0 += s[n][0] + s[n][1];
-      sum1 += s[n][2] + s[n][3];
+      for (int n = 0; n < D / 8; ++n) {
+        o[m][n][0] *= al0;
+        o[m][n][1] *= al0;
+        o[m][n][2] *= al1;
+        o[m][n][3] *= al1;
+      }
     }
-    l0 = l0 * al0 + sum0; // this thread's share of the row sums, reduced at the end
-    l1 = l1 * al1 + sum1;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= al0;
-      o[n][1] *= al0;
-      o[n][2] *= al1;
-      o[n][3] *= al1;
-    }
-    P::template probsByRows<D, kKeyTile / 8>(o, s, vs, lane);
+    P::template probsByRows<D, kKeyTile / 8, M>(o, s, vs, lane);
     tileDone<P>(issue, more, k0 + kKeyTile);
   }
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  float *Y = a.y + int64_t(bh) * tq * d;
-  const float i0 = 1.f / l0, i1 = 1.f / l1;
+  float *Y = a.y + rowOffset(a, bh, 0, tq);
+  const int64_t os = rowStride(a);
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    int c = n * 8 + 2 * t;
-    if (r0 < tq && c < d)
-      Y[int64_t(r0) * d + c] = o[n][0] * i0;
-    if (r0 < tq && c + 1 < d)
-      Y[int64_t(r0) * d + c + 1] = o[n][1] * i0;
-    if (r1 < tq && c < d)
-      Y[int64_t(r1) * d + c] = o[n][2] * i1;
-    if (r1 < tq && c + 1 < d)
-      Y[int64_t(r1) * d + c + 1] = o[n][3] * i1;
-  }
-  if (t == 0 && a.lse) {
-    if (r0 < tq)
-      a.lse[int64_t(bh) * tq + r0] = (m0 + log2f(l0)) * kLn2;
-    if (r1 < tq)
-      a.lse[int64_t(bh) * tq + r1] = (m1 + log2f(l1)) * kLn2;
+  for (int m = 0; m < M; ++m) {
+    const int r0 = w0 + 16 * m + g, r1 = r0 + 8;
+    float l0 = l[m][0], l1 = l[m][1];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.f / l0, i1 = 1.f / l1;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      int c = n * 8 + 2 * t;
+      if (r0 < tq && c < d)
+        Y[r0 * os + c] = o[m][n][0] * i0;
+      if (r0 < tq && c + 1 < d)
+        Y[r0 * os + c + 1] = o[m][n][1] * i0;
+      if (r1 < tq && c < d)
+        Y[r1 * os + c] = o[m][n][2] * i1;
+      if (r1 < tq && c + 1 < d)
+        Y[r1 * os + c + 1] = o[m][n][3] * i1;
+    }
+    if (t == 0 && a.lse) {
+      if (r0 < tq)
+        a.lse[int64_t(bh) * tq + r0] = (mx[m][0] + log2f(l0)) * kLn2;
+      if (r1 < tq)
+        a.lse[int64_t(bh) * tq + r1] = (mx[m][1] + log2f(l1)) * kLn2;
+    }
   }
 }
 
-/// BF16 copies of up to four [rows, d] float32 tensors (blockIdx.y picks one), rows padded with
-/// zeros to D: each thread writes 8 values (16 bytes), so the kernels' cp.async tiles need no
-/// column checks.
+/// BF16 copies of up to four Q/K/V-shaped float32 tensors (blockIdx.y picks one) as head-major
+/// [batch, t, D] rows padded with zeros to D (the heads gathered when they are in place): each
+/// thread writes 8 values (16 bytes), so the kernels' cp.async tiles need no column checks.
 struct ToBf16 {
   const float *src[4];
   uint16_t *dst[4];
   int64_t rows[4];
+  int t[4];             // rows per head
+  const float *bias[4]; // AttnArgs::bias (null: none), added before the rounding
 };
-template <int D> __global__ void attnToBf16Kernel(ToBf16 job, int d) {
+template <int D> __global__ void attnToBf16Kernel(ToBf16 job, AttnArgs a) {
   const float *src = job.src[blockIdx.y];
   uint16_t *dst = job.dst[blockIdx.y];
   const int64_t chunks = job.rows[blockIdx.y] * (D / 8);
+  const int t = job.t[blockIdx.y], d = a.d;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / (D / 8);
     int c = int(i % (D / 8)) * 8;
+    const float *row = src + rowOffset(a, r / t, r % t, t);
     float v[8];
     if (d == D) {
-      float4 x = *reinterpret_cast<const float4 *>(src + r * d + c), y = *reinterpret_cast<const float4 *>(src + r * d + c + 4);
+      float4 x = *reinterpret_cast<const float4 *>(row + c), y = *reinterpret_cast<const float4 *>(row + c + 4);
       v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w, v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
     } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        v[j] = c + j < d ? src[r * d + c + j] : 0.f;
+        v[j] = c + j < d ? row[c + j] : 0.f;
+    }
+    if (const float *bias = job.bias[blockIdx.y]) {
+      bias += (a.heads ? r / t % a.heads * d : 0) + c;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (c + j < d)
+          v[j] += bias[j];
     }
     *reinterpret_cast<uint4 *>(dst + r * D + c) = make_uint4(Bf16Ops::pack(v[0], v[1]), Bf16Ops::pack(v[2], v[3]),
                                                              Bf16Ops::pack(v[4], v[5]), Bf16Ops::pack(v[6], v[7]));
   }
 }
 
-/// delta[row] = sum_c dY[row, c] * Y[row, c], one warp per row.
-__global__ void attnDeltaKernel(const float *__restrict__ dy, const float *__restrict__ y, int64_t rows, int d,
-                                float *__restrict__ delta) {
+/// delta[row] = sum_c dY[row, c] * Y[row, c], one warp per (head-major) row.
+__global__ void attnDeltaKernel(AttnArgs a, int64_t rows) {
   int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows)
     return;
+  const int64_t at = rowOffset(a, row / a.tq, row % a.tq, a.tq);
+  const float *__restrict__ dy = a.dy + at, *__restrict__ y = a.yIn + at;
   float acc = 0.f;
-  for (int c = threadIdx.x % 32; c < d; c += 32)
-    acc += dy[row * d + c] * y[row * d + c];
+  for (int c = threadIdx.x % 32; c < a.d; c += 32)
+    acc += dy[c] * y[c];
   for (int o = 16; o > 0; o /= 2)
     acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (threadIdx.x % 32 == 0)
-    delta[row] = acc;
+    a.delta[row] = acc;
 }
 
 template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwardKVKernel(AttnArgs a) {
@@ -438,7 +522,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   float *rowStats = reinterpret_cast<float *>(qdy + P::kStages * 2 * kQueryTile * S);
   const int bh = blockIdx.x, j0 = blockIdx.y * kBlockRows; // the keys with the most queries first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
   const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
   const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
@@ -468,8 +552,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     const E *qs = qdy + st0 * 2 * kQueryTile * S, *dos = qs + kQueryTile * S;
     const float *lse2 = rowStats + st0 * 2 * kQueryTile, *dl = lse2 + kQueryTile;
     float st[kQueryTile / 8][4] = {}, dpt[kQueryTile / 8][4] = {};
-    P::template rowsByRows<D, kQueryTile / 8>(st, ks + warp * 16 * S, qs, lane);
-    P::template rowsByRows<D, kQueryTile / 8>(dpt, vs + warp * 16 * S, dos, lane);
+    P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(st), ks + warp * 16 * S, qs, lane);
+    P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(dpt), vs + warp * 16 * S, dos, lane);
     const bool edge = mayHide(a, j0 + warp * 16, 16, i0, kQueryTile);
 #pragma unroll
     for (int n = 0; n < kQueryTile / 8; ++n)
@@ -482,11 +566,12 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - dl[qi]);
       }
-    P::template probsByRows<D, kQueryTile / 8>(dv, st, dos, lane);
-    P::template probsByRows<D, kQueryTile / 8>(dk, dpt, qs, lane);
+    P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dv), tile1c(st), dos, lane);
+    P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dk), tile1c(dpt), qs, lane);
     tileDone<P>(issue, more, i0 + kQueryTile);
   }
-  float *dK = a.dk + int64_t(bh) * tk * d, *dV = a.dv + int64_t(bh) * tk * d;
+  float *dK = a.dk + rowOffset(a, bh, 0, tk), *dV = a.dv + rowOffset(a, bh, 0, tk);
+  const int64_t os = rowStride(a);
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     int c = n * 8 + 2 * t;
@@ -494,8 +579,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     for (int e = 0; e < 4; ++e) {
       int key = e < 2 ? key0 : key1, col = c + (e & 1);
       if (key < tk && col < d) {
-        dK[int64_t(key) * d + col] = dk[n][e] * a.scale;
-        dV[int64_t(key) * d + col] = dv[n][e];
+        dK[key * os + col] = dk[n][e] * a.scale;
+        dV[key * os + col] = dv[n][e];
       }
     }
   }
@@ -510,7 +595,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   E *qs = reinterpret_cast<E *>(smemBytes), *dos = qs + kBlockRows * S, *kv = dos + kBlockRows * S;
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : d;
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
   const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
   const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
@@ -529,8 +614,8 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     tileReady<P>(issue, more, k0 + kKeyTile, it);
     const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
     float s[kKeyTile / 8][4] = {}, dp[kKeyTile / 8][4] = {};
-    P::template rowsByRows<D, kKeyTile / 8>(s, qs + warp * 16 * S, ks, lane);
-    P::template rowsByRows<D, kKeyTile / 8>(dp, dos + warp * 16 * S, vs, lane);
+    P::template rowsByRows<D, kKeyTile / 8, 1>(tile1(s), qs + warp * 16 * S, ks, lane);
+    P::template rowsByRows<D, kKeyTile / 8, 1>(tile1(dp), dos + warp * 16 * S, vs, lane);
     const bool edge = mayHide(a, k0, kKeyTile, q0 + warp * 16, 16);
 #pragma unroll
     for (int n = 0; n < kKeyTile / 8; ++n)
@@ -541,10 +626,11 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
           p = 0.f;
         s[n][e] = p * (dp[n][e] - (e < 2 ? dl0 : dl1));
       }
-    P::template probsByRows<D, kKeyTile / 8>(dq, s, ks, lane);
+    P::template probsByRows<D, kKeyTile / 8, 1>(tile1(dq), tile1c(s), ks, lane);
     tileDone<P>(issue, more, k0 + kKeyTile);
   }
-  float *dQ = a.dq + int64_t(bh) * tq * d;
+  float *dQ = a.dq + rowOffset(a, bh, 0, tq);
+  const int64_t os = rowStride(a);
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     int c = n * 8 + 2 * t;
@@ -552,7 +638,7 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     for (int e = 0; e < 4; ++e) {
       int row = e < 2 ? r0 : r1, col = c + (e & 1);
       if (row < tq && col < d)
-        dQ[int64_t(row) * d + col] = dq[n][e] * a.scale;
+        dQ[row * os + col] = dq[n][e] * a.scale;
     }
   }
 }
@@ -570,12 +656,17 @@ template <template <class, int> class Launch> std::string launch(const AttnArgs 
            std::to_string(kAttentionMaxHeadDim) + "]";
   if (a.batch > 2147483647 || a.tq < 1 || a.tk < 1)
     return std::string(what) + ": empty or oversized attention";
+  if (a.heads < 0 || (a.heads && a.batch % a.heads))
+    return std::string(what) + ": " + std::to_string(a.batch) + " heads in all is not a multiple of " +
+           std::to_string(a.heads) + " heads";
   auto byHeadDim = [&](auto ops) {
     using P = decltype(ops);
     return a.d <= 32 ? Launch<P, 32>::run(a) : a.d <= 64 ? Launch<P, 64>::run(a) : Launch<P, 128>::run(a);
   };
   if (a.precision == AttnPrecision::BF16 && !a.work)
     return std::string(what) + ": BF16 operands need a workspace of attentionWorkspaceBytes";
+  if (a.precision != AttnPrecision::BF16 && (a.bias[0] || a.bias[1] || a.bias[2]))
+    return std::string(what) + ": operand biases are added in the BF16 conversion only";
   cudaError_t e = a.precision == AttnPrecision::BF16 ? byHeadDim(Bf16Ops{}) : byHeadDim(Tf32Ops{});
   if (e != cudaSuccess)
     return std::string(what) + ": " + cudaGetErrorString(e);
@@ -600,7 +691,8 @@ template <class P, int D> cudaError_t stageOperands(AttnArgs &a, bool backward) 
   if constexpr (P::kPadded) {
     uint16_t *w = static_cast<uint16_t *>(a.work);
     const int64_t qRows = a.batch * a.tq, kRows = a.batch * a.tk;
-    ToBf16 job{{a.q, a.k, a.v, a.dy}, {}, {qRows, kRows, kRows, qRows}};
+    ToBf16 job{{a.q, a.k, a.v, a.dy}, {}, {qRows, kRows, kRows, qRows}, {a.tq, a.tk, a.tk, a.tq},
+               {a.bias[0], a.bias[1], a.bias[2], nullptr}};
     for (int i = 0; i < (backward ? 4 : 3); ++i) {
       job.dst[i] = w;
       w += (job.rows[i] * D + 127) / 128 * 128; // 256-byte aligned segments
@@ -608,20 +700,21 @@ template <class P, int D> cudaError_t stageOperands(AttnArgs &a, bool backward) 
     a.qb = job.dst[0], a.kb = job.dst[1], a.vb = job.dst[2], a.dyb = backward ? job.dst[3] : nullptr;
     int64_t most = std::max(qRows, kRows) * (D / 8);
     unsigned blocks = unsigned(std::min<int64_t>((most + 255) / 256, 4096));
-    attnToBf16Kernel<D><<<dim3(blocks, backward ? 4u : 3u), 256, 0, a.stream>>>(job, a.d);
+    attnToBf16Kernel<D><<<dim3(blocks, backward ? 4u : 3u), 256, 0, a.stream>>>(job, a);
   }
   return cudaSuccess;
 }
 
 template <class P, int D> struct ForwardLaunch {
+  static constexpr int kRows = kBlockRows * P::kForwardTiles; // query rows per block
   static cudaError_t run(AttnArgs a) {
-    constexpr size_t smem = tileBytes<P, D>(kBlockRows + P::kStages * 2 * kKeyTile);
+    constexpr size_t smem = tileBytes<P, D>(kRows + P::kStages * 2 * kKeyTile);
     static cudaError_t ready = prepare(attnForwardKernel<P, D>, smem);
     if (ready != cudaSuccess)
       return ready;
     stageOperands<P, D>(a, false);
     attnForwardKernel<P, D>
-        <<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kBlockRows))), kThreads, smem, a.stream>>>(a);
+        <<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kRows))), kThreads, smem, a.stream>>>(a);
     return cudaSuccess;
   }
 };
@@ -638,7 +731,7 @@ template <class P, int D> struct BackwardLaunch {
     if (ready != cudaSuccess)
       return ready;
     int64_t rows = a.batch * a.tq;
-    attnDeltaKernel<<<unsigned((rows + 7) / 8), 256, 0, a.stream>>>(a.dy, a.yIn, rows, a.d, a.delta);
+    attnDeltaKernel<<<unsigned((rows + 7) / 8), 256, 0, a.stream>>>(a, rows);
     stageOperands<P, D>(a, true);
     attnBackwardKVKernel<P, D>
         <<<dim3(unsigned(a.batch), unsigned(tiles(a.tk, kBlockRows))), kThreads, kvSmem, a.stream>>>(a);

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -135,6 +136,17 @@ private:
   };
   std::map<size_t, GemmBiasOp> gemmBias_;
   std::map<size_t, dev::EwArgs> adds_, gelus_;
+  /// A BF16 octet::Attention or AttentionGrad: its launch with biases for Q, K and V, which the
+  /// operands' BF16 conversion adds (rows `rowLength` long).
+  using AttnBias = std::array<const float *, 3>;
+  struct AttentionOp {
+    std::function<Step(AttnBias)> withBias;
+    int64_t rowLength;
+  };
+  std::map<size_t, AttentionOp> attentions_;
+  template <class Launch>
+  void attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength, std::vector<Step> &out,
+                        Launch launch);
   std::map<size_t, dev::CopyArgs> transposes_;
   void foldGemmBias();
   /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs
@@ -962,15 +974,20 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
       fail(op, "input " + std::to_string(i) + " must be a float32 tensor");
   Shape qs = shapeOf(op.inputs[0]), ks = shapeOf(op.inputs[1]), vs = shapeOf(op.inputs[2]);
   size_t r = qs.size();
+  int64_t heads = attrInt(op, "q_num_heads", 0); // > 0: ONNX Attention's 3-D form [B, T, heads * d]
+  if (heads < 0 || attrInt(op, "kv_num_heads", heads) != heads)
+    fail(op, "q_num_heads and kv_num_heads must be equal and positive (grouped-query attention is not supported)");
   if (r < 2 || ks.size() != r || vs != ks || ks.back() != qs.back() ||
-      !std::equal(qs.begin(), qs.end() - 2, ks.begin()))
+      !std::equal(qs.begin(), qs.end() - 2, ks.begin()) || (heads && (r != 3 || qs.back() % heads)))
     fail(op, "Q " + shapeString(qs) + ", K " + shapeString(ks) + " and V " + shapeString(vs) +
-                 " must be [..., T, d] with one batch and one head width");
+                 (heads ? " must be [B, T, heads * d] with " + std::to_string(heads) + " heads"
+                        : std::string(" must be [..., T, d] with one batch and one head width")));
   dev::AttnArgs a;
-  a.batch = numElements(Shape(qs.begin(), qs.end() - 2));
+  a.batch = numElements(Shape(qs.begin(), qs.end() - 2)) * std::max<int64_t>(heads, 1);
   a.tq = int(qs[r - 2]);
   a.tk = int(ks[r - 2]);
-  a.d = int(qs[r - 1]);
+  a.d = int(qs[r - 1] / std::max<int64_t>(heads, 1));
+  a.heads = int(heads);
   if (qs[r - 2] > INT32_MAX || ks[r - 2] > INT32_MAX)
     fail(op, "sequences longer than 2^31 are not supported");
   if (a.d > dev::kAttentionMaxHeadDim)
@@ -992,14 +1009,14 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     bool work = dev::attentionWorkspaceBytes(a, false) > 0;
     if (work)
       scratch(dev::attentionWorkspaceBytes(a, false));
-    out.push_back([this, a, work](cudaStream_t s) mutable {
+    attentionProgram(op, a, qs.back(), out, [this, work](dev::AttnArgs a, cudaStream_t s) {
       a.stream = s;
       a.work = work ? scratch_ : nullptr;
       return dev::attentionForward(a);
     });
     return;
   }
-  Shape ls(qs.begin(), qs.end() - 1);
+  Shape ls = heads ? Shape{qs[0], heads, qs[1]} : Shape(qs.begin(), qs.end() - 1);
   if (shapeOf(op.inputs[3]) != qs || shapeOf(op.inputs[5]) != qs || shapeOf(op.inputs[4]) != ls)
     fail(op, "Y and dY must be " + shapeString(qs) + " and LSE " + shapeString(ls));
   a.yIn = static_cast<const float *>(devicePtr(op.inputs[3]));
@@ -1019,7 +1036,7 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
                     static_cast<float *>(devicePtr(op.outputs[2]))};
-  out.push_back([this, a, outs, missing, work](cudaStream_t s) mutable {
+  attentionProgram(op, a, qs.back(), out, [this, outs, missing, work](dev::AttnArgs a, cudaStream_t s) {
     a.stream = s;
     a.work = scratch_ + work;
     a.delta = reinterpret_cast<float *>(scratch_);
@@ -1028,6 +1045,19 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(scratch_ + missing[2]);
     return dev::attentionBackward(a);
   });
+}
+
+template <class Launch>
+void CudaExecutor::attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength,
+                                    std::vector<Step> &out, Launch launch) {
+  std::function<Step(AttnBias)> withBias = [a, launch](AttnBias bias) -> Step {
+    dev::AttnArgs b = a;
+    std::copy(bias.begin(), bias.end(), b.bias);
+    return [b, launch](cudaStream_t s) { return launch(b, s); };
+  };
+  out.push_back(withBias({}));
+  if (a.precision == dev::AttnPrecision::BF16)
+    attentions_[size_t(&op - plan_.ops.data())] = {std::move(withBias), rowLength};
 }
 
 void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
@@ -1803,15 +1833,19 @@ void CudaExecutor::replaceProgram(size_t at, Step step) {
 /// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
 /// split), the GEMM runs without the bias and the reader adds it: the Add as x + (y + bias), the
 /// copy as it moves each value. Where a GELU reads the result first (the MLP), the GELU adds the
-/// bias in place and takes GELU of the sum. The arithmetic is the same (y + bias rounded, then the
-/// rest), so the results are the same bits. check() runs the ops as they were.
+/// bias in place and takes GELU of the sum. Where only BF16 attention reads the result (Q, K and V
+/// with the heads in place, through views), both the forward and the gradient add the bias as they
+/// convert the operands to BF16. The arithmetic is the same (y + bias rounded, then the rest), so
+/// the results are the same bits. check() runs the ops as they were.
 void CudaExecutor::foldGemmBias() {
   std::vector<int> readers(plan_.values.size(), 0), reader(plan_.values.size(), -1);
+  std::vector<std::vector<size_t>> readersOf(plan_.values.size());
   for (size_t k = 0; k < plan_.ops.size(); ++k)
     for (int id : plan_.ops[k].inputs)
       if (id >= 0) {
         ++readers[size_t(id)];
         reader[size_t(id)] = int(k);
+        readersOf[size_t(id)].push_back(k);
       }
   for (int id : plan_.outputs)
     readers[size_t(id)] += 2;
@@ -1826,7 +1860,44 @@ void CudaExecutor::foldGemmBias() {
     for (int id : plan_.ops[k].inputs)
       if (id >= 0)
         first[size_t(id)] = int(k);
+  // Which operands of BF16 attention programs read v (through views) and nothing else does:
+  // (op, operand) pairs, or none.
+  auto attentionUses = [&](int v, int64_t N) {
+    std::vector<std::pair<size_t, int>> uses;
+    for (std::vector<int> open{v}; !open.empty();) {
+      int x = open.back();
+      open.pop_back();
+      if (size_t(readers[size_t(x)]) != readersOf[size_t(x)].size()) // a plan output or a state update
+        return decltype(uses)();
+      for (size_t r : readersOf[size_t(x)]) {
+        const PlanOp &rop = plan_.ops[r];
+        if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0) {
+          open.push_back(rop.outputs[0]);
+          continue;
+        }
+        auto at = attentions_.find(r);
+        if (at == attentions_.end() || !programOf.count(r) || at->second.rowLength != N)
+          return decltype(uses)();
+        for (size_t i = 0; i < rop.inputs.size(); ++i)
+          if (rop.inputs[i] == x) {
+            if (i >= 3)
+              return decltype(uses)();
+            uses.push_back({r, int(i)});
+          }
+      }
+    }
+    return uses;
+  };
+  std::map<size_t, AttnBias> attentionBias; // by attention op
   for (auto &[gop, g] : gemmBias_) {
+    // Q, K and V projections (their head views) read only by BF16 attention: the operands' BF16
+    // conversion adds the bias, forward and backward.
+    if (auto uses = attentionUses(g.out, g.N); !uses.empty() && programOf.count(gop)) {
+      for (auto [r, i] : uses)
+        attentionBias[r][size_t(i)] = g.bias;
+      replaceProgram(programOf[gop], g.withoutBias);
+      continue;
+    }
     // The MLP's GELU reads the result first (the backward reads it again later): it adds the bias
     // in place, as the epilogue would have, and computes GELU of the sum.
     if (int r = first[size_t(g.out)]; r >= 0 && gelus_.count(size_t(r)) && programOf.count(gop) &&
@@ -1882,6 +1953,8 @@ void CudaExecutor::foldGemmBias() {
     replaceProgram(pg->second, g.withoutBias);
     replaceProgram(pr->second, add);
   }
+  for (auto &[r, bias] : attentionBias)
+    replaceProgram(programOf[r], attentions_.at(r).withBias(bias));
 }
 
 /// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the

@@ -298,8 +298,9 @@ std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s);
 
 // --- octet::Attention (Attention.cu) -----------------------------------------------
 constexpr int kAttentionMaxHeadDim = kCudaAttentionMaxHeadDim;
-/// Q, K, V, Y, dY, dQ, dK, dV are [batch, t, d] contiguous (K, V: tk rows), LSE and delta
-/// [batch, tq]. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
+/// Q, K, V, Y, dY, dQ, dK, dV are [batch, t, d] contiguous (K, V: tk rows), or with `heads` > 0
+/// [batch / heads, t, heads * d] (ONNX Attention's 3-D form: head h of row i at i * heads * d +
+/// h * d); LSE and delta are [batch, tq] either way. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
 /// uses `delta` (batch * tq floats of scratch) and writes dq, dk, dv. `precision` is the tensor-core
 /// operand type (FP32 accumulation either way).
 enum class AttnPrecision { TF32, BF16 };
@@ -310,10 +311,14 @@ struct AttnArgs {
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *delta = nullptr;
   int64_t batch = 0;
   int tq = 0, tk = 0, d = 0;
+  int heads = 0;
   float scale = 1.0f;
   bool causal = false;
   AttnPrecision precision = AttnPrecision::TF32;
   void *work = nullptr; // BF16: attentionWorkspaceBytes of device memory (the operands' BF16 copies)
+  /// BF16 only: per-column float32 biases added to Q, K, V as they are converted (the rows' last
+  /// dimension long, heads * d in the 3-D form; null: none), so a projection's bias costs no pass.
+  const float *bias[3] = {nullptr, nullptr, nullptr};
   cudaStream_t stream = nullptr;
   const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr, *dyb = nullptr; // set by the launchers
 };
