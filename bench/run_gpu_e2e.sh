@@ -9,9 +9,10 @@
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
 #           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0; GEMM biases added by their
 #           readers: OCTET_CUDA_FOLD_BIAS=0;
-#           fused cast+amax, in-place state updates, cast-transpose, sunk scale updates and fused
-#           LayerNorm gradients: plans compiled without them by scripts/pack_devlib.sh), then all of
-#           them, ratios to the full plan; VARIANTS="all no-jit ..." runs only those
+#           fused cast+amax, in-place state updates, cast-transpose, sunk scale updates, fused
+#           LayerNorm gradients and attention reading the heads in place: plans compiled without
+#           them by scripts/pack_devlib.sh), then all of them, ratios to the full plan;
+#           VARIANTS="all no-jit ..." runs only those
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
 # says how). Logs go to $OUT.
 set -u
@@ -74,6 +75,7 @@ ablate-*)
   variant no-cast-transpose "$p-te-no-cast-transpose.plan"
   variant no-sink-scales "$p-te-no-sink-scale-updates.plan"
   variant no-fuse-grads "$p-te-no-fuse-grads.plan"
+  variant no-fold-heads "$p-te-no-fold-head-transposes.plan"
   variant no-cast-sums "$p-te.plan" OCTET_CUDA_CAST_SUMS=0
   variant no-fold-bias "$p-te.plan" OCTET_CUDA_FOLD_BIAS=0
   variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32 OCTET_CUDA_CAST_SUMS=0 \
