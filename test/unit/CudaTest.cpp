@@ -1326,6 +1326,51 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
   }
 }
 
+/// The start of a bias-folding plan: y = fp8.gemm(a [M, K], b [N, K] E4M3, scales sa and sb,
+/// FP32 bias [N]) and a Reshape of y to `viewShape` sharing its arena bytes, as the plan writer
+/// places Reshapes. The ops are not added; the caller orders them.
+struct BiasedGemm {
+  int a, b, bias, y, view;
+  PlanOp gemm, reshape;
+};
+BiasedGemm addBiasedGemm(Plan &plan, int64_t M, int64_t K, int64_t N, const Shape &viewShape, float sa, float sb) {
+  BiasedGemm g;
+  g.a = addValue(plan, "a", {M, K}), g.b = addValue(plan, "b", {N, K});
+  int sai = addValue(plan, "sa", {}), sbi = addValue(plan, "sb", {});
+  g.bias = addValue(plan, "bias", {N}), g.y = addValue(plan, "y", {M, N});
+  plan.values[size_t(g.a)].dtype = plan.values[size_t(g.b)].dtype = DType::F8E4M3FN;
+  int shp = addValue(plan, "shape", {int64_t(viewShape.size())});
+  g.view = addValue(plan, "view", viewShape);
+  plan.values[size_t(shp)].dtype = DType::I64;
+  auto shape = std::make_shared<Tensor>(DType::I64, Shape{int64_t(viewShape.size())});
+  for (size_t i = 0; i < viewShape.size(); ++i)
+    shape->data<int64_t>()[i] = viewShape[i];
+  plan.constants[shp] = shape;
+  plan.constantKinds[shp] = ConstantKind::Const;
+  for (auto [id, v] : {std::pair{sai, sa}, std::pair{sbi, sb}}) {
+    auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+    t->data<float>()[0] = v;
+    plan.constants[id] = t;
+    plan.constantKinds[id] = ConstantKind::Const;
+  }
+  g.gemm.type = "fp8.gemm";
+  g.gemm.name = "gemm";
+  g.gemm.inputs = {g.a, g.b, sai, sbi, g.bias};
+  g.gemm.outputs = {g.y};
+  g.gemm.attrs["transpose_b"].i = 1;
+  g.gemm.attrs["accumulation"].kind = Attr::String;
+  g.gemm.attrs["accumulation"].s = "fast";
+  g.reshape.type = "Reshape";
+  g.reshape.name = "view";
+  g.reshape.inputs = {g.y, shp};
+  g.reshape.outputs = {g.view};
+  plan.arenaBytes = M * N * 4;
+  plan.arenaAlignment = 256;
+  plan.buffers = {{g.y, 0, M * N * 4}, {g.view, 0, M * N * 4}};
+  plan.views = {{g.view, g.y}};
+  return g;
+}
+
 /// An FP8 GEMM's bias added by the op that reads its result (CudaOptions::foldBias): fp8.gemm
 /// with a bias, a Reshape view, then a residual Add (either operand order) or the head-split
 /// Transpose; or a tanh-GELU that reads the result first, with the result also a plan output
@@ -1339,36 +1384,10 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
   for (int reader : {0, 1, 2, 3, 4}) { // Add(x, y), Add(y, x), Transpose, Add with a second reader, GELU
     SCOPED_TRACE("reader " + std::to_string(reader));
     Plan plan;
-    int a = addValue(plan, "a", {M, K}), b = addValue(plan, "b", {N, K}), sa = addValue(plan, "sa", {});
-    int sb = addValue(plan, "sb", {}), bias = addValue(plan, "bias", {N}), y = addValue(plan, "y", {M, N});
-    plan.values[size_t(a)].dtype = plan.values[size_t(b)].dtype = DType::F8E4M3FN;
     bool transpose = reader == 2;
-    Shape vs = transpose ? Shape{1, M, H, N / H} : Shape{1, M, N};
-    int shp = addValue(plan, "shape", {int64_t(vs.size())}), view = addValue(plan, "view", vs);
-    plan.values[size_t(shp)].dtype = DType::I64;
-    auto shape = std::make_shared<Tensor>(DType::I64, Shape{int64_t(vs.size())});
-    for (size_t i = 0; i < vs.size(); ++i)
-      shape->data<int64_t>()[i] = vs[i];
-    plan.constants[shp] = shape;
-    plan.constantKinds[shp] = ConstantKind::Const;
-    for (int id : {sa, sb}) {
-      auto t = std::make_shared<Tensor>(DType::F32, Shape{});
-      t->data<float>()[0] = id == sa ? 0.05f : 0.02f;
-      plan.constants[id] = t;
-      plan.constantKinds[id] = ConstantKind::Const;
-    }
-    PlanOp gemm, reshape, use;
-    gemm.type = "fp8.gemm";
-    gemm.name = "gemm";
-    gemm.inputs = {a, b, sa, sb, bias};
-    gemm.outputs = {y};
-    gemm.attrs["transpose_b"].i = 1;
-    gemm.attrs["accumulation"].kind = Attr::String;
-    gemm.attrs["accumulation"].s = "fast";
-    reshape.type = "Reshape";
-    reshape.name = "view";
-    reshape.inputs = {y, shp};
-    reshape.outputs = {view};
+    BiasedGemm g = addBiasedGemm(plan, M, K, N, transpose ? Shape{1, M, H, N / H} : Shape{1, M, N}, 0.05f, 0.02f);
+    const int a = g.a, b = g.b, bias = g.bias, y = g.y, view = g.view;
+    PlanOp use;
     int x = addValue(plan, "x", {1, M, N});
     Shape zs = transpose ? Shape{1, H, M, N / H} : Shape{1, M, N};
     int z = addValue(plan, "z", zs);
@@ -1390,12 +1409,7 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     }
     use.name = "reader";
     use.outputs = {z};
-    plan.ops = gelu ? std::vector<PlanOp>{gemm, use} : std::vector<PlanOp>{gemm, reshape, use};
-    // The view shares the GEMM result's arena bytes, as the plan writer places Reshapes.
-    plan.arenaBytes = M * N * 4;
-    plan.arenaAlignment = 256;
-    plan.buffers = {{y, 0, M * N * 4}, {view, 0, M * N * 4}};
-    plan.views = {{view, y}};
+    plan.ops = gelu ? std::vector<PlanOp>{g.gemm, use} : std::vector<PlanOp>{g.gemm, g.reshape, use};
     plan.inputs = {a, b, bias};
     if (!transpose && !gelu)
       plan.inputs.push_back(x);
@@ -1439,35 +1453,12 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
   std::mt19937 rng(29);
   const int64_t T = 256, K = 128, H = 2, D = 128, N = H * D;
   Plan plan;
-  int a = addValue(plan, "a", {T, K}), b = addValue(plan, "b", {N, K}), sa = addValue(plan, "sa", {});
-  int sb = addValue(plan, "sb", {}), bias = addValue(plan, "bias", {N}), y = addValue(plan, "y", {T, N});
-  plan.values[size_t(a)].dtype = plan.values[size_t(b)].dtype = DType::F8E4M3FN;
-  int shp = addValue(plan, "shape", {3}), view = addValue(plan, "view", {1, T, N});
-  plan.values[size_t(shp)].dtype = DType::I64;
-  auto shape = std::make_shared<Tensor>(DType::I64, Shape{3});
-  shape->data<int64_t>()[0] = 1, shape->data<int64_t>()[1] = T, shape->data<int64_t>()[2] = N;
-  plan.constants[shp] = shape;
-  plan.constantKinds[shp] = ConstantKind::Const;
-  for (int id : {sa, sb}) {
-    auto t = std::make_shared<Tensor>(DType::F32, Shape{});
-    t->data<float>()[0] = id == sa ? 0.2f : 0.15f; // projections of about 0.34: scores of order one
-    plan.constants[id] = t;
-    plan.constantKinds[id] = ConstantKind::Const;
-  }
+  // Projections of about 0.34: scores of order one.
+  BiasedGemm g = addBiasedGemm(plan, T, K, N, {1, T, N}, 0.2f, 0.15f);
+  const int a = g.a, b = g.b, bias = g.bias, view = g.view;
   int out = addValue(plan, "out", {1, T, N}), lse = addValue(plan, "lse", {1, H, T}), dy = addValue(plan, "dy", {1, T, N});
   int dq = addValue(plan, "dq", {1, T, N}), dk = addValue(plan, "dk", {1, T, N}), dv = addValue(plan, "dv", {1, T, N});
-  PlanOp gemm, reshape, fwd, bwd;
-  gemm.type = "fp8.gemm";
-  gemm.name = "gemm";
-  gemm.inputs = {a, b, sa, sb, bias};
-  gemm.outputs = {y};
-  gemm.attrs["transpose_b"].i = 1;
-  gemm.attrs["accumulation"].kind = Attr::String;
-  gemm.attrs["accumulation"].s = "fast";
-  reshape.type = "Reshape";
-  reshape.name = "view";
-  reshape.inputs = {y, shp};
-  reshape.outputs = {view};
+  PlanOp fwd, bwd;
   for (PlanOp *op : {&fwd, &bwd}) {
     op->attrs["scale"].kind = Attr::Float;
     op->attrs["scale"].f = 1.0f / std::sqrt(float(D));
@@ -1483,11 +1474,7 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
   bwd.name = "attention_grad";
   bwd.inputs = {view, view, view, out, lse, dy};
   bwd.outputs = {dq, dk, dv};
-  plan.ops = {gemm, reshape, fwd, bwd};
-  plan.arenaBytes = T * N * 4;
-  plan.arenaAlignment = 256;
-  plan.buffers = {{y, 0, T * N * 4}, {view, 0, T * N * 4}};
-  plan.views = {{view, y}};
+  plan.ops = {g.gemm, g.reshape, fwd, bwd};
   plan.inputs = {a, b, bias, dy};
   plan.outputs = {out, lse, dq, dk, dv};
   // Normal operands and a small bias: distinct keys, so the gradients are well conditioned (a
