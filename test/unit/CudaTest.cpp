@@ -908,6 +908,30 @@ double maxRelError(const Tensor &gpu, const Tensor &cpu) {
   return ref > 0 ? err / ref : INFINITY;
 }
 
+/// Runs `plan` once on the CPU executor and `runs` times on a CUDA runner (the first eagerly, the
+/// next as a graph): every output of every run has the CPU's shape and is within `tol` of it
+/// (maxRelError). Returns the runner, for checks of its own.
+std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
+                                              int runs, double tol) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  for (int run = 0; run < runs; ++run) {
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      const std::string &name = plan.values[size_t(id)].name;
+      EXPECT_TRUE(want && got) << name;
+      if (!want || !got)
+        continue;
+      EXPECT_EQ(got->shape, want->shape) << name;
+      if (got->shape == want->shape)
+        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
+    }
+  }
+  return gpu;
+}
+
 /// ReduceSum, ReduceSumSquare (the optimizer's per-parameter norms), ReduceMean and ReduceMax of a
 /// plan on the GPU against the CPU executor: full reductions of 4M + 3 elements (chunked, 16-byte
 /// loads and a scalar tail), rows of [2048, 2048], rows and columns of [37, 129] (rows of 129 start
@@ -1005,15 +1029,7 @@ TEST(CudaExecutor, LayerNormMatchesTheCpu) {
     std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}};
     if (cs.bias)
       feed["b"] = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    auto gpu = cuda::makeCudaRunner(plan);
-    gpu->run(feed, false);
-    for (int id : plan.outputs) {
-      TensorPtr want = cpu.value(id), got = gpu->value(id);
-      ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
-      EXPECT_LE(maxRelError(*got, *want), 1e-6) << plan.values[size_t(id)].name;
-    }
+    expectOutputsMatchCpu(plan, feed, 1, 1e-6);
   }
 }
 
@@ -1070,18 +1086,7 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", sin}, {"dy", gin}};
     if (cs.dxIn)
       feed["dx_in"] = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    auto gpu = cuda::makeCudaRunner(plan);
-    for (int run = 0; run < 2; ++run) { // eager, then captured
-      gpu->run(feed, false);
-      for (int id : plan.outputs) {
-        TensorPtr want = cpu.value(id), got = gpu->value(id);
-        ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
-        ASSERT_EQ(got->shape, want->shape);
-        EXPECT_LE(maxRelError(*got, *want), 1e-5) << plan.values[size_t(id)].name << " run " << run;
-      }
-    }
+    expectOutputsMatchCpu(plan, feed, 2, 1e-5); // eager, then captured
   }
 }
 
@@ -1134,17 +1139,7 @@ TEST(CudaExecutor, SoftmaxCrossEntropyGradMatchesTheCpu) {
       labels->data<int64_t>()[i] = cs.ignore && i % 5 == 2 ? -100 : int64_t(rng() % uint32_t(C));
     auto g = std::make_shared<Tensor>(randomTensor(none ? ls : Shape{}, rng, 1.0f));
     std::map<std::string, TensorPtr> feed = {{"scores", scores}, {"labels", labels}, {"dy", g}};
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    auto gpu = cuda::makeCudaRunner(plan);
-    for (int run = 0; run < 2; ++run) {
-      gpu->run(feed, false);
-      for (int id : plan.outputs) {
-        TensorPtr want = cpu.value(id), got = gpu->value(id);
-        ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
-        EXPECT_LE(maxRelError(*got, *want), 1e-5) << plan.values[size_t(id)].name << " run " << run;
-      }
-    }
+    std::unique_ptr<Runner> gpu = expectOutputsMatchCpu(plan, feed, 2, 1e-5);
     if (cs.ignore) { // every fifth row ignored: zero gradient there
       TensorPtr got = gpu->value(grad);
       for (int64_t k = 0; k < C; ++k)
