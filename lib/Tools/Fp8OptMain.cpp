@@ -204,6 +204,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "leaves the transposes to the backend)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<bool> groupCasts(
+      "group-casts",
+      cl::desc("Plans: the FP8 casts of one tensor (the Q, K and V projections' casts of a LayerNorm's output) "
+               "run one after another, so a backend reads the tensor once for all of them and can compute it in "
+               "the same pass (default on; --group-casts=false leaves each cast before its GEMM)"),
+      cl::init(true), cl::cat(recipeCat));
+
   static cl::opt<bool> sinkScaleUpdates(
       "sink-scale-updates",
       cl::desc("Plans: the delayed-scaling updates of a step (fp8.delayed_scale) move, in order, to its end, "
@@ -552,6 +559,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseCastAmax());
       if (out == Emit::Plan && fuseCastAmax && castTranspose)
         pm.addPass(createCastTranspose());
+      if (out == Emit::Plan && fuseCastAmax && groupCasts)
+        pm.addPass(createGroupCasts());
       if (out == Emit::Plan && sinkScaleUpdates)
         pm.addPass(createSinkScaleUpdates());
       if (out == Emit::ONNX) {

@@ -317,6 +317,26 @@ def CastTranspose : Pass<"octet-cast-transpose", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def GroupCasts : Pass<"octet-group-casts", "mlir::ModuleOp"> {
+  let summary = "Run the FP8 casts of one tensor one after another";
+  let description = [{
+    Linears that read one tensor (the Q, K and V projections of a LayerNorm's
+    output) each cast it to FP8 with a scale of their own, just before their
+    GEMM. Every fp8.cast_amax of a value moves up to just after the first one,
+    in order, where its operands are defined there (the scales are state), so
+    a backend can read the tensor once for all of them, and compute it in the
+    same pass (a LayerNorm's or a GELU's output). Only the order changes.
+    A cast more than `distance` ops after the previous one of its group stays
+    (a backward cast of a forward tensor: moving it would keep its codes alive
+    across the step). fp8-opt runs it when writing a plan (`--group-casts`),
+    after octet-cast-transpose.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", "64", "Casts further than this many ops after the previous cast of the tensor stay">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
   let summary = "Move a step's delayed-scaling updates, in order, to its end";
   let description = [{

@@ -7,6 +7,9 @@
   plan_facts.py scale-updates PLAN...  how many fp8.delayed_scale ops a plan holds, whether they
       are its last ops (one run at the end of the step) and how many state updates are written
       in place; then how many more the first plan updates in place than the last
+  plan_facts.py cast-groups PLAN...  how many tensors more than one fp8.cast_amax reads, and how
+      many of those casts run right after another cast of the same tensor (Reshape-like views
+      of a tensor count as the tensor)
   plan_facts.py op-types PLAN...   how many ops of each type a plan holds, by type name
       ("type count" pairs, sorted by name), and the arena's size in bytes
 """
@@ -42,12 +45,30 @@ def scale_updates(path, plan, in_place):
     print(f"{os.path.basename(path)}: delayed_scale {len(at)} at-end {at_end} in-place {in_place[-1]}")
 
 
+def cast_groups(path, plan):
+    ops = plan["ops"]
+    base = {}
+    for op in ops:  # a view's reads are its source's
+        if op["type"] in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity") and op["out"]:
+            base[op["out"][0]] = base.get(op["in"][0], op["in"][0])
+    casts = [(k, base.get(op["in"][0], op["in"][0])) for k, op in enumerate(ops) if op["type"] == "fp8.cast_amax"]
+    per = {}
+    for _, x in casts:
+        per[x] = per.get(x, 0) + 1
+    shared = {x for x, n in per.items() if n > 1}
+    follow = sum(1 for (k0, x0), (k1, x1) in zip(casts, casts[1:]) if x0 == x1 and x1 in shared and k1 == k0 + 1)
+    print(f"{os.path.basename(path)}: shared-tensors {len(shared)} casts {sum(per[x] for x in shared)} "
+          f"following {follow}")
+
+
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
     in_place = []
     for path in paths:
         if what == "gemm-layouts":
             gemm_layouts(path, header(path))
+        elif what == "cast-groups":
+            cast_groups(path, header(path))
         elif what == "op-types":
             plan = header(path)
             counts = {}
