@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -226,19 +227,19 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       if (p.fp8Weight)
         p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, b.getFloat8E5M2Type()));
 
-    // Global gradient norm and clipping.
-    Value sumsq;
+    // Global gradient norm and clipping. Every gradient's sum of squares first, then their sum
+    // (in parameter order): the reductions sit side by side, so a backend runs them as one launch.
+    SmallVector<Value> squares;
     for (Param &p : params) {
       int64_t r = p.grad.getType().cast<RankedTensorType>().getRank();
-      SmallVector<int64_t> all;
-      for (int64_t a = 0; a < r; ++a)
-        all.push_back(a);
       // One read of the gradient: ReduceSumSquare over every axis (no axes operand, so the
       // node means the same in every opset).
-      Value s2 = r ? g.ox.op("ReduceSumSquare", scalarF32, {p.grad}, {g.ox.si64("keepdims", 0)})
-                   : g.mul(p.grad, p.grad);
-      sumsq = sumsq ? g.add(sumsq, s2) : s2;
+      squares.push_back(r ? g.ox.op("ReduceSumSquare", scalarF32, {p.grad}, {g.ox.si64("keepdims", 0)})
+                          : g.mul(p.grad, p.grad));
     }
+    Value sumsq;
+    for (Value s2 : squares)
+      sumsq = sumsq ? g.add(sumsq, s2) : s2;
     Value gnorm = g.unary("Sqrt", sumsq);
     if (clipGradNorm > 0) { // PyTorch: coef = min(1, max_norm / (norm + 1e-6))
       Value coef = g.binary("Min", c(1.0), g.div(c(clipGradNorm), g.add(gnorm, c(1e-6))), scalarF32);
@@ -251,7 +252,18 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       bc1 = g.sub(c(1.0), g.binary("Pow", c(beta1), t, scalarF32));
       bc2sqrt = g.unary("Sqrt", g.sub(c(1.0), g.binary("Pow", c(beta2), t, scalarF32)));
     }
-    for (auto [i, p] : llvm::enumerate(params)) {
+    // The updates run smallest parameter first, parameters of one size side by side (a backend runs
+    // consecutive elementwise programs over one size as one kernel: the biases and norm weights
+    // together, not one kernel each between the matrices); results keep the parameters' order.
+    SmallVector<size_t> order(params.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    auto numel = [&](size_t i) { return master[i].getType().cast<RankedTensorType>().getNumElements(); };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return numel(a) < numel(b); });
+    std::vector<SmallVector<std::pair<std::string, Value>>> own(params.size());
+    for (size_t i : order) {
+      Param &p = params[i];
+      auto &updates = own[i];
       std::string name = p.init.getName().str();
       auto pt = master[i].getType().cast<RankedTensorType>();
       Value w = master[i], grad = p.grad;
@@ -322,6 +334,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       setRole(p.init.getResult(), p.fp8Weight && msampLevel == "O3" ? "master_weight" : "weight");
       updates.push_back({name, next});
     }
+    for (auto &u : own)
+      updates.append(u.begin(), u.end());
     octet::appendResult(func, lrNow, "octet.lr");
     octet::appendResult(func, gnorm, "octet.grad_norm");
     octet::appendStateUpdates(func, updates);

@@ -17,8 +17,13 @@
 // CHECK: onnx.initializer "fc1.weight" = dense<2.500000e-01> : tensor<64x128xf32> {octet.fp8_state, octet.role = "weight"}
 // CHECK: onnx.initializer "octet.train.step" = dense<0> : tensor<i64> {octet.fp8_state, octet.role = "step"}
 // CHECK: onnx.initializer "fc1.weight.exp_avg_sq" = dense<0.000000e+00> : tensor<64x128xf32> {octet.fp8_state, octet.role = "optimizer"}
-// The global gradient norm reads each gradient once: one ReduceSumSquare per parameter.
+// The global gradient norm reads each gradient once: one ReduceSumSquare per parameter, all of
+// them before their sum (side by side, for one launch).
 // CHECK: onnx.node "ReduceSumSquare"(%{{.*}}) {attrs = {keepdims = 0 : si64}} : (tensor<64x128xf32>) -> tensor<f32>
+// CHECK-NEXT: onnx.node "ReduceSumSquare"
+// CHECK-NOT: onnx.Add
+// CHECK: onnx.node "ReduceSumSquare"
+// CHECK-NEXT: onnx.Add
 // CHECK: onnx.Sqrt %{{.*}} : (tensor<f32>) -> tensor<f32>
 
 // SGD with momentum, clipping and warmup + cosine.
