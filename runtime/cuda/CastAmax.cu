@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
 
+#include "EwMath.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -28,32 +30,9 @@ template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F);
 }
 
-/// Eight elements from 16-byte aligned `src` (one or two 16-byte loads): their codes, and |x| folded
-/// into the running max `m` (as bits: non-negative floats order as integers, and NaN above Inf).
-template <typename T, __nv_fp8_interpretation_t F, bool Sums = false>
-__device__ __forceinline__ uint2 castEight(const T *__restrict__ src, float si, unsigned &m, float *sums = nullptr) {
-  T in[8];
-  if constexpr (sizeof(T) == 4) {
-    *reinterpret_cast<float4 *>(in) = reinterpret_cast<const float4 *>(src)[0];
-    *reinterpret_cast<float4 *>(in + 4) = reinterpret_cast<const float4 *>(src)[1];
-  } else {
-    *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(src);
-  }
-  uint2 out;
-  uint8_t *o = reinterpret_cast<uint8_t *>(&out);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    float f = toFloat(in[k]);
-    m = max(m, __float_as_uint(fabsf(f)));
-    o[k] = encode<F>(__fdiv_rn(f, si));
-    if constexpr (Sums)
-      sums[k] += f;
-  }
-  return out;
-}
-
-/// Block max of |x| bits, published with one atomicMax.
-__device__ void publishAmax(unsigned m, unsigned *amaxBits) {
+/// Block max of |x| bits (non-negative floats order as their bit patterns, and NaN above Inf),
+/// which `publish(m)` gets in thread 0 (an atomicMax per destination).
+template <class Publish> __device__ void blockAmax(unsigned m, Publish publish) {
   for (int o = 16; o > 0; o /= 2)
     m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
   __shared__ unsigned warpMax[32];
@@ -66,45 +45,162 @@ __device__ void publishAmax(unsigned m, unsigned *amaxBits) {
     for (int o = 16; o > 0; o /= 2)
       m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
     if (lane == 0)
-      atomicMax(amaxBits, m);
+      publish(m);
   }
 }
+/// Publishes a block's max to every destination of `dst` (dst(i, bits) for i < n). Without a slot,
+/// as atomicMax into destinations that hold zero or a running max. With one (two unsigned, zero
+/// before the launch), the blocks meet there and the last one stores the grid's max into the
+/// destinations and zeroes the slot again: no memset of the destinations before each launch.
+template <class Dst> __device__ void publishAmax(unsigned m, unsigned *slot, int n, Dst dst) {
+  blockAmax(m, [&](unsigned b) {
+    if (!slot) {
+      for (int i = 0; i < n; ++i)
+        atomicMax(dst(i), b);
+      return;
+    }
+    atomicMax(&slot[0], b);
+    __threadfence();
+    if (atomicAdd(&slot[1], 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
+      unsigned all = atomicExch(&slot[0], 0u);
+      for (int i = 0; i < n; ++i)
+        *dst(i) = all;
+      atomicExch(&slot[1], 0u);
+    }
+  });
+}
 
+constexpr int kCtTile = 64, kCtThreads = 256;
+
+/// Where a cast-transpose's values come from (CastSource on the device): 8 consecutive values of
+/// row r from column c (a multiple of 8), 16-byte aligned.
+template <typename T> struct PlainSrc {
+  const T *x;
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, int64_t cols, float (&v)[8]) const {
+    const T *p = x + r * cols + c;
+    if constexpr (sizeof(T) == 4) {
+      float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+      T in[8];
+      *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = toFloat(in[k]);
+    }
+  }
+};
+
+/// GELU(x + bias[c]) as biasGeluKernel and the elementwise Gelu compute it (EwMath.h's geluF); with
+/// writeSum, x + bias goes back over x (the GELU's gradient reads it), as biasGeluKernel does.
+template <bool Tanh> struct GeluSrc {
+  float *x;
+  const float *bias;
+  bool writeSum;
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, int64_t cols, float (&v)[8]) const {
+    float4 *p = reinterpret_cast<float4 *>(x + r * cols + c);
+    float4 a = p[0], b = p[1];
+    if (bias) {
+      float4 ba = reinterpret_cast<const float4 *>(bias + c)[0], bb = reinterpret_cast<const float4 *>(bias + c)[1];
+      a = {a.x + ba.x, a.y + ba.y, a.z + ba.z, a.w + ba.w};
+      b = {b.x + bb.x, b.y + bb.y, b.z + bb.z, b.w + bb.w};
+      if (writeSum)
+        p[0] = a, p[1] = b;
+    }
+    const float in[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = dev::geluF(in[k], Tanh);
+  }
+};
+
+/// LayerNormalization's output over rows of length cols, from the row statistics layerNormStats
+/// wrote ((mean, 1/std) in double): the per-element arithmetic of layerNormRegKernel.
+struct LayerNormSrc {
+  const float *x;
+  const double2 *stats;
+  const float *gamma, *beta;
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, int64_t cols, float (&v)[8]) const {
+    const float4 *p = reinterpret_cast<const float4 *>(x + r * cols + c);
+    const float4 *g = reinterpret_cast<const float4 *>(gamma + c);
+    const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float4 *b = beta ? reinterpret_cast<const float4 *>(beta + c) : nullptr;
+    const double2 st = stats[r];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float4 xv = p[h], gv = g[h], bv = b ? b[h] : zero;
+      auto one = [&](float xe, float se, float be) {
+        return __fadd_rn(__fmul_rn(float((double(xe) - st.x) * st.y), se), be);
+      };
+      v[4 * h] = one(xv.x, gv.x, bv.x);
+      v[4 * h + 1] = one(xv.y, gv.y, bv.y);
+      v[4 * h + 2] = one(xv.z, gv.z, bv.z);
+      v[4 * h + 3] = one(xv.w, gv.w, bv.w);
+    }
+  }
+};
+
+/// Up to kMaxCastTargets casts of the same values, each with its own scale, format and outputs.
+struct Targets {
+  const float *scaleInv[kMaxCastTargets];
+  uint8_t *q[kMaxCastTargets], *qt[kMaxCastTargets];
+  unsigned *amax[kMaxCastTargets];
+  bool e5m2[kMaxCastTargets];
+  int n;
+};
+
+__device__ __forceinline__ uint2 encodeEight(const float (&v)[8], float si, bool e5m2) {
+  uint2 out;
+  uint8_t *o = reinterpret_cast<uint8_t *>(&out);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    o[k] = e5m2 ? encode<__NV_E5M2>(__fdiv_rn(v[k], si)) : encode<__NV_E4M3>(__fdiv_rn(v[k], si));
+  return out;
+}
+
+/// One read of x [n]: 8 values per thread and load (the tail one by one), their codes, and the
+/// block's max |x| into *amaxBits.
 template <typename T, __nv_fp8_interpretation_t F>
 __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *__restrict__ scaleInv,
-                               uint8_t *__restrict__ q, unsigned *__restrict__ amaxBits) {
+                               uint8_t *__restrict__ q, unsigned *__restrict__ amaxBits, unsigned *slot) {
   const float si = *scaleInv;
   unsigned m = 0; // max |x| as bits: non-negative floats order as integers, and NaN above Inf
-
+  const PlainSrc<T> src{x};
   size_t vecs = n / 8;
   size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t v = size_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs; v += stride) {
-    reinterpret_cast<uint2 *>(q)[v] = castEight<T, F>(x + 8 * v, si, m);
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vecs; i += stride) {
+    float v[8];
+    src.load8(0, int64_t(8 * i), 0, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      m = max(m, __float_as_uint(fabsf(v[k])));
+    reinterpret_cast<uint2 *>(q)[i] = encodeEight(v, si, F == __NV_E5M2);
   }
   for (size_t i = vecs * 8 + size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float f = toFloat(x[i]);
     m = max(m, __float_as_uint(fabsf(f)));
     q[i] = encode<F>(__fdiv_rn(f, si));
   }
-  publishAmax(m, amaxBits);
+  publishAmax(m, slot, 1, [&](int) { return amaxBits; });
 }
 
-constexpr int kCtTile = 64, kCtThreads = 256;
-
-/// One 64 x 64 tile of x [rows, cols] per block: the codes go to q row by row (8 per thread and
-/// load) and through shared memory to qt [cols, rows] (16 bytes per thread and store). With Sums,
-/// also the tile's column sums of x into colPartials[blockIdx.y][cols] (a bias gradient's first
-/// half: dY is cast for the dgrad and wgrad GEMMs and summed over rows for the bias).
-template <typename T, __nv_fp8_interpretation_t F, bool Sums>
+/// One 64 x 64 tile of the source values [rows, cols] per block, cast for each target: the codes go
+/// to q row by row (8 per thread and load) and through shared memory to qt [cols, rows] (16 bytes
+/// per thread and store); the tile's max |value| to every target's amax. With Sums, also the tile's
+/// column sums of the values into colPartials[blockIdx.y][cols] (a bias gradient's first half: dY
+/// is cast for the dgrad and wgrad GEMMs and summed over rows for the bias).
+template <class Src, bool Sums>
 __global__ void __launch_bounds__(kCtThreads)
-    castTransposeKernel(const T *__restrict__ x, int64_t rows, int64_t cols, const float *__restrict__ scaleInv,
-                        uint8_t *__restrict__ q, uint8_t *__restrict__ qt, unsigned *__restrict__ amaxBits,
-                        float *__restrict__ colPartials) {
-  __shared__ __align__(16) uint8_t tile[kCtTile][kCtTile + 4];
-  const float si = *scaleInv;
+    castTransposeKernel(Src src, int64_t rows, int64_t cols, Targets tg, float *__restrict__ colPartials,
+                        unsigned *slot) {
+  __shared__ __align__(16) uint8_t tile[kMaxCastTargets][kCtTile][kCtTile + 4];
+  float si[kMaxCastTargets];
+#pragma unroll
+  for (int i = 0; i < kMaxCastTargets; ++i)
+    si[i] = i < tg.n ? *tg.scaleInv[i] : 1.0f;
   int64_t r0 = int64_t(blockIdx.y) * kCtTile, c0 = int64_t(blockIdx.x) * kCtTile;
   unsigned m = 0;
-  // Load: 64 rows of 64 elements, 8 elements (one or two 16-byte loads) per thread and pass.
+  // Load: 64 rows of 64 values, 8 values per thread and pass.
   constexpr int perRow = kCtTile / 8, rowsPerPass = kCtThreads / perRow;
   int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
   float sums[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -112,26 +208,42 @@ __global__ void __launch_bounds__(kCtThreads)
   for (int p = 0; p < kCtTile / rowsPerPass; ++p) {
     int tr = lr + p * rowsPerPass;
     int64_t r = r0 + tr, c = c0 + lc;
-    if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-element group is whole or absent
+    if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-value group is whole or absent
       continue;
-    uint2 out = castEight<T, F, Sums>(x + r * cols + c, si, m, sums);
-    *reinterpret_cast<uint2 *>(q + r * cols + c) = out;
-    // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
-    // the 8 codes go to shared memory as two 4-byte words.
-    *reinterpret_cast<uint32_t *>(&tile[tr][lc]) = out.x;
-    *reinterpret_cast<uint32_t *>(&tile[tr][lc + 4]) = out.y;
+    float v[8];
+    src.load8(r, c, cols, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      m = max(m, __float_as_uint(fabsf(v[k])));
+      if constexpr (Sums)
+        sums[k] += v[k];
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxCastTargets; ++i)
+      if (i < tg.n) {
+        uint2 out = encodeEight(v, si[i], tg.e5m2[i]);
+        *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
+        // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
+        // the 8 codes go to shared memory as two 4-byte words.
+        *reinterpret_cast<uint32_t *>(&tile[i][tr][lc]) = out.x;
+        *reinterpret_cast<uint32_t *>(&tile[i][tr][lc + 4]) = out.y;
+      }
   }
   __syncthreads();
   // Store: qt row c0 + j takes tile column j; thread (j, part) writes 16 consecutive rows of it.
   int j = threadIdx.x / 4, part = threadIdx.x % 4;
   int64_t c = c0 + j, r = r0 + part * 16;
   if (c < cols && r < rows) { // rows is a multiple of 16
-    uint4 v;
-    uint8_t *b = reinterpret_cast<uint8_t *>(&v);
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      b[i] = tile[part * 16 + i][j];
-    *reinterpret_cast<uint4 *>(qt + c * rows + r) = v;
+    for (int i = 0; i < kMaxCastTargets; ++i)
+      if (i < tg.n) {
+        uint4 v;
+        uint8_t *b = reinterpret_cast<uint8_t *>(&v);
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+          b[k] = tile[i][part * 16 + k][j];
+        *reinterpret_cast<uint4 *>(tg.qt[i] + c * rows + r) = v;
+      }
   }
   if constexpr (Sums) { // the rowsPerPass threads of each 8 columns, summed in a fixed order
     __shared__ float part[rowsPerPass][kCtTile];
@@ -146,7 +258,9 @@ __global__ void __launch_bounds__(kCtThreads)
       colPartials[int64_t(blockIdx.y) * cols + c0 + threadIdx.x] = t;
     }
   }
-  publishAmax(m, amaxBits);
+  publishAmax(m, slot, tg.n, [&](int i) {
+    return i == 0 ? tg.amax[0] : i == 1 ? tg.amax[1] : tg.amax[kMaxCastTargets - 1]; // no local copy of tg
+  });
 }
 
 std::string check(cudaError_t e, const char *what) {
@@ -176,7 +290,7 @@ bool available(std::string *why) {
 }
 
 std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, Format f, uint8_t *q, float *amax,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, unsigned *slot) {
   if (reinterpret_cast<uintptr_t>(x) % 16 || reinterpret_cast<uintptr_t>(q) % 8)
     return "castAmax: x must be 16-byte and q 8-byte aligned";
   int device = 0, sms = 0;
@@ -191,48 +305,87 @@ std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, F
   if (t == InType::F32) {
     auto *xp = static_cast<const float *>(x);
     if (f == Format::E4M3)
-      castAmaxKernel<float, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits);
+      castAmaxKernel<float, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
     else
-      castAmaxKernel<float, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits);
+      castAmaxKernel<float, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
   } else {
     auto *xp = static_cast<const __nv_bfloat16 *>(x);
     if (f == Format::E4M3)
-      castAmaxKernel<__nv_bfloat16, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits);
+      castAmaxKernel<__nv_bfloat16, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
     else
-      castAmaxKernel<__nv_bfloat16, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits);
+      castAmaxKernel<__nv_bfloat16, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
   }
   return check(cudaGetLastError(), "castAmax launch");
 }
 
 std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
-                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream, float *colPartials) {
+                              uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream, float *colPartials,
+                              unsigned *slot) {
+  CastSource src;
+  src.x = x;
+  src.type = t;
+  CastTarget target{scaleInv, f, q, qt, amax};
+  return castTransposeMany(src, rows, cols, &target, 1, stream, colPartials, slot);
+}
+
+std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols, const CastTarget *targets, int n,
+                              cudaStream_t stream, float *colPartials, unsigned *slot) {
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (rows % 16 || cols % 16 || !aligned(x) || !aligned(q) || !aligned(qt))
-    return "castAmaxTranspose: rows and cols must be multiples of 16 and x, q, qt 16-byte aligned";
+  if (n < 1 || n > kMaxCastTargets)
+    return "castTransposeMany: 1 to " + std::to_string(kMaxCastTargets) + " targets";
+  if (rows % 16 || cols % 16 || !aligned(src.x))
+    return "castTransposeMany: rows and cols must be multiples of 16 and x 16-byte aligned";
+  Targets tg{};
+  tg.n = n;
+  for (int i = 0; i < n; ++i) {
+    if (!aligned(targets[i].q) || !aligned(targets[i].qt))
+      return "castTransposeMany: q and qt must be 16-byte aligned";
+    tg.scaleInv[i] = targets[i].scaleInv;
+    tg.q[i] = targets[i].q;
+    tg.qt[i] = targets[i].qt;
+    tg.amax[i] = reinterpret_cast<unsigned *>(targets[i].amax);
+    tg.e5m2[i] = targets[i].format == Format::E5M2;
+  }
+  if (src.kind != CastSource::Plain &&
+      (src.type != InType::F32 || colPartials || (src.bias && !aligned(src.bias)) || (src.gamma && !aligned(src.gamma)) ||
+       (src.beta && !aligned(src.beta)) || (src.kind == CastSource::LayerNorm && (!src.stats || !src.gamma))))
+    return "castTransposeMany: GELU and LayerNorm sources take float32 rows, 16-byte aligned vectors, no sums";
   if (rows == 0 || cols == 0)
     return "";
   dim3 grid(unsigned((cols + kCtTile - 1) / kCtTile), unsigned((rows + kCtTile - 1) / kCtTile));
   if (grid.y > 65535)
-    return "castAmaxTranspose: more than 65535 row tiles";
-  auto *bits = reinterpret_cast<unsigned *>(amax);
-  auto launch = [&](auto tag, auto fmt) {
-    using T = decltype(tag);
-    constexpr __nv_fp8_interpretation_t F = decltype(fmt)::value;
-    auto *xp = static_cast<const T *>(x);
-    if (colPartials)
-      castTransposeKernel<T, F, true><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits,
-                                                                        colPartials);
-    else
-      castTransposeKernel<T, F, false><<<grid, kCtThreads, 0, stream>>>(xp, rows, cols, scaleInv, q, qt, bits,
-                                                                         nullptr);
+    return "castTransposeMany: more than 65535 row tiles";
+  auto launch = [&](auto source, auto sums) {
+    castTransposeKernel<decltype(source), decltype(sums)::value>
+        <<<grid, kCtThreads, 0, stream>>>(source, rows, cols, tg, colPartials, slot);
   };
-  using E4 = std::integral_constant<__nv_fp8_interpretation_t, __NV_E4M3>;
-  using E5 = std::integral_constant<__nv_fp8_interpretation_t, __NV_E5M2>;
-  if (t == InType::F32)
-    f == Format::E4M3 ? launch(float(), E4()) : launch(float(), E5());
-  else
-    f == Format::E4M3 ? launch(__nv_bfloat16(), E4()) : launch(__nv_bfloat16(), E5());
-  return check(cudaGetLastError(), "castAmaxTranspose launch");
+  using Sums = std::true_type;
+  using NoSums = std::false_type;
+  switch (src.kind) {
+  case CastSource::Plain:
+    if (src.type == InType::F32) {
+      PlainSrc<float> s{static_cast<const float *>(src.x)};
+      colPartials ? launch(s, Sums()) : launch(s, NoSums());
+    } else {
+      PlainSrc<__nv_bfloat16> s{static_cast<const __nv_bfloat16 *>(src.x)};
+      colPartials ? launch(s, Sums()) : launch(s, NoSums());
+    }
+    break;
+  case CastSource::Gelu: {
+    auto *x = static_cast<float *>(const_cast<void *>(src.x));
+    if (src.tanhApprox)
+      launch(GeluSrc<true>{x, src.bias, src.writeSum}, NoSums());
+    else
+      launch(GeluSrc<false>{x, src.bias, src.writeSum}, NoSums());
+    break;
+  }
+  case CastSource::LayerNorm:
+    launch(LayerNormSrc{static_cast<const float *>(src.x), reinterpret_cast<const double2 *>(src.stats), src.gamma,
+                        src.beta},
+           NoSums());
+    break;
+  }
+  return check(cudaGetLastError(), "castTransposeMany launch");
 }
 
 } // namespace octet::rt::cuda

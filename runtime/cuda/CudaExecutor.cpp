@@ -81,6 +81,7 @@ public:
   void setState(const std::string &name, TensorPtr t) override;
   std::string device() const override { return "cuda"; }
   size_t bytes() const { return allocated_; }
+  const std::map<std::string, int> &fusions() const { return fusions_; }
   int check(const Executor &ref, std::ostream &os);
 
 private:
@@ -116,6 +117,7 @@ private:
     cuda::Format f;
     uint8_t *q, *qt;
     float *amax;
+    unsigned *slot;
   };
   std::map<size_t, CastTransposeOp> castTransposes_;
   struct ColumnSumOp {
@@ -125,6 +127,27 @@ private:
   };
   std::map<size_t, ColumnSumOp> columnSums_;
   void fuseCastColumnSums();
+  /// A float32 LayerNormalization that the statistics kernel can serve, and a GELU (its input, a
+  /// folded GEMM bias or none, its output), for computing their outputs in the pass of the FP8
+  /// casts that read them (fuseCastSources()).
+  struct LayerNormOp {
+    const float *x, *gamma, *beta;
+    float *mean, *invStd;
+    int64_t rows, n;
+    float eps;
+    int y;
+  };
+  std::map<size_t, LayerNormOp> layerNorms_;
+  struct GeluOp {
+    float *x;
+    const float *bias; // folded from the GEMM that writes x (foldGemmBias()): added, and written back
+    int64_t N, n;
+    bool tanhApprox;
+    int y;
+  };
+  std::map<size_t, GeluOp> geluSources_;
+  void fuseCastSources();
+  std::map<std::string, int> fusions_; // what fuseCastSources() made, by kind (cuda::fusions())
   /// An fp8.gemm with a float32 bias that could run without it (its launch without the bias), and
   /// the ops that could add it instead: plain float32 Adds and Transposes (foldGemmBias()).
   struct GemmBiasOp {
@@ -200,6 +223,11 @@ private:
   void updateStates();
   void printSlowestOps() const;
   void *alloc(size_t bytes);
+  /// Two zeroed unsigned for a one-pass cast's amax (cuda::castAmax's slot): the kernels leave them
+  /// zero, so the amax needs no memset before each launch.
+  unsigned *amaxSlot();
+  unsigned *slots_ = nullptr;
+  size_t slotsLeft_ = 0;
   void *devicePtr(int id);
   const Tensor &hostValue(const PlanOp &op, size_t i);
   Shape shapeOf(int id) const;
@@ -239,6 +267,19 @@ void *CudaExecutor::alloc(size_t bytes) {
   allocs_.push_back(p);
   allocated_ += std::max<size_t>(bytes, 256);
   return p;
+}
+
+unsigned *CudaExecutor::amaxSlot() {
+  if (!slotsLeft_) {
+    constexpr size_t kPage = 1024;
+    slots_ = static_cast<unsigned *>(alloc(kPage * 2 * sizeof(unsigned)));
+    cudaCheck(cudaMemset(slots_, 0, kPage * 2 * sizeof(unsigned)), "amax slots");
+    slotsLeft_ = kPage;
+  }
+  --slotsLeft_;
+  unsigned *s = slots_;
+  slots_ += 2;
+  return s;
 }
 
 Shape CudaExecutor::shapeOf(int id) const {
@@ -323,6 +364,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     foldGemmBias();
   if (opt_.castSums)
     fuseCastColumnSums();
+  if (opt_.castSources)
+    fuseCastSources();
   fuseDelayedScales();
   fuseSumSquares();
   if (jit_ && opt_.chains)
@@ -335,6 +378,12 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     } else if (std::getenv("OCTET_CUDA_VERBOSE")) {
       std::cerr << "generated " << jit_->kernels() << " Pointwise kernels in " << jit_->buildSeconds() << " s\n";
     }
+  }
+  if (std::getenv("OCTET_CUDA_VERBOSE") && !fusions_.empty()) {
+    std::cerr << "note: FP8 cast passes:";
+    for (auto &[what, n] : fusions_)
+      std::cerr << " " << what << " " << n << ";";
+    std::cerr << "\n";
   }
   if (scratchBytes_)
     scratch_ = static_cast<char *>(alloc(scratchBytes_));
@@ -574,8 +623,11 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
       typeOf(b) == DType::F32)
     adds_[size_t(&op - plan_.ops.data())] = first;
   if ((kind == Ew::Gelu || kind == Ew::GeluTanh) && ot == DType::F32 && typeOf(a) == DType::F32 &&
-      shapeOf(a) == os)
+      shapeOf(a) == os) {
     gelus_[size_t(&op - plan_.ops.data())] = first;
+    geluSources_[size_t(&op - plan_.ops.data())] = {static_cast<float *>(const_cast<void *>(first.in[0])), nullptr,
+                                                    0, first.n, kind == Ew::GeluTanh, o};
+  }
   out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
   // Variadic Max / Min: fold the rest into the output.
   for (size_t i = 2; (kind == Ew::Max || kind == Ew::Min) && i < op.inputs.size(); ++i) {
@@ -677,8 +729,8 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
   a.innerContiguous = lastKept < firstRed && a.nRed >= 64;
   if (a.innerContiguous) {
     // Few outputs over long ranges (norms, full sums): several blocks per output.
-    if (a.nOut < 1024 && a.nRed >= 8192)
-      a.chunks = int(std::clamp<int64_t>(a.nRed / 8192, 1, std::max<int64_t>(1, 4096 / a.nOut)));
+    if (a.nOut < 1024 && a.nRed >= dev::kFullReduceChunk)
+      a.chunks = int(std::clamp<int64_t>(a.nRed / dev::kFullReduceChunk, 1, std::max<int64_t>(1, 4096 / a.nOut)));
   } else {
     a.columns = a.type == int(DType::F32) && redDims.size() == 1 && outDims.size() == 1 && outStr[0] == 1 &&
                 redStr[0] == a.nOut && a.nOut % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
@@ -1326,6 +1378,12 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     float *mean = op.outputs.size() > 1 && op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : nullptr;
     float *inv = op.outputs.size() > 2 && op.outputs[2] >= 0 ? static_cast<float *>(outPtr(2)) : nullptr;
     float eps = float(attrFloat(op, "epsilon", 1e-5));
+    const int f32 = int(DType::F32);
+    if (xt == f32 && st == f32 && (!bp || bt == f32) && ot == f32 && dev::layerNormStatsFit(n) &&
+        (reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(sp) | reinterpret_cast<uintptr_t>(bp) |
+         reinterpret_cast<uintptr_t>(y)) % 16 == 0)
+      layerNorms_[k] = {static_cast<const float *>(xp), static_cast<const float *>(sp), static_cast<const float *>(bp),
+                        mean, inv, rows, n, eps, op.outputs[0]};
     out.push_back(
         [=](cudaStream_t s) { return dev::layerNorm(xp, xt, sp, st, bp, bt, y, ot, mean, inv, rows, n, eps, s); });
     return;
@@ -1356,7 +1414,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     for (int i = 1; i < 3; ++i)
       if (op.outputs[size_t(i)] >= 0 && numElements(shapeOf(op.outputs[size_t(i)])) != n)
         fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
-    size_t partials = (size_t(dev::layerNormGradBlocks(rows)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
+    size_t partials = (size_t(dev::layerNormGradBlocks(rows, n)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
     scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
     const float *x = static_cast<const float *>(devicePtr(op.inputs[0]));
     const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
@@ -1495,13 +1553,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     bool wide = sat && (xt == DType::F32 || xt == DType::BF16);
     cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
     cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
-    // The one-pass kernels (CastAmax.cu) keep a running atomic max, so the amax starts at zero.
-    auto onePass = [&](std::function<std::string(cudaStream_t)> launch) {
-      out.push_back([=](cudaStream_t s) {
-        cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s);
-        return e != cudaSuccess ? std::string("cast_amax: ") + cudaGetErrorString(e) : launch(s);
-      });
-    };
+    // The one-pass kernels (CastAmax.cu) meet in a slot of their own and the last block writes the
+    // amax, so it needs no memset.
+    auto onePass = [&](std::function<std::string(cudaStream_t)> launch) { out.push_back(launch); };
+    unsigned *slot = amaxSlot();
     uint8_t *qt = nullptr; // the codes also transposed ([rows, cols] -> [cols, rows]) for a GEMM that reads them so
     Shape xs = shapeOf(x);
     int64_t cols = xs.empty() ? 1 : xs.back(), rows = n / std::max<int64_t>(cols, 1);
@@ -1511,11 +1566,13 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       qt = static_cast<uint8_t *>(outPtr(2));
     }
     if (qt && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16)) {
-      castTransposes_[size_t(&op - plan_.ops.data())] = {x, xp, it, rows, cols, sp, f, q, qt, amax};
-      return onePass([=](cudaStream_t s) { return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s); });
+      castTransposes_[size_t(&op - plan_.ops.data())] = {x, xp, it, rows, cols, sp, f, q, qt, amax, slot};
+      return onePass([=](cudaStream_t s) {
+        return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s, nullptr, slot);
+      });
     }
     if (!qt && wide && aligned(xp, 16) && aligned(q, 8))
-      return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s); });
+      return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s, slot); });
     out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
     out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
     if (qt) {
@@ -1912,6 +1969,8 @@ void CudaExecutor::foldGemmBias() {
         Step gelu = [=](cudaStream_t s) { return dev::biasGelu(y, bias, N, out, n, tanhApprox, s); };
         replaceProgram(programOf[gop], g.withoutBias);
         replaceProgram(programOf[size_t(r)], gelu);
+        geluSources_[size_t(r)].bias = bias;
+        geluSources_[size_t(r)].N = N;
         continue;
       }
     }
@@ -1986,16 +2045,158 @@ void CudaExecutor::fuseCastColumnSums() {
     int tiles = int(cuda::castTransposeTileRows(ct.rows));
     auto *partials = static_cast<float *>(alloc(size_t(tiles) * size_t(ct.cols) * sizeof(float)));
     Step cast = [ct, partials](cudaStream_t s) {
-      cudaError_t e = cudaMemsetAsync(ct.amax, 0, sizeof(float), s);
-      return e != cudaSuccess ? std::string("cast_amax: ") + cudaGetErrorString(e)
-                              : cuda::castAmaxTranspose(ct.xp, ct.it, ct.rows, ct.cols, ct.scaleInv, ct.f, ct.q, ct.qt,
-                                                        ct.amax, s, partials);
+      return cuda::castAmaxTranspose(ct.xp, ct.it, ct.rows, ct.cols, ct.scaleInv, ct.f, ct.q, ct.qt, ct.amax, s,
+                                     partials, ct.slot);
     };
     Step sum = [cs, tiles, partials](cudaStream_t s) {
       return dev::columnTotals(partials, tiles, cs.cols, cs.cols, cs.out, s);
     };
     replaceProgram(c->second, cast);
     replaceProgram(k, sum);
+  }
+}
+
+/// The FP8 casts of one tensor that run one after another (octet-group-casts puts them so; views
+/// between them move nothing) become one castTransposeMany pass: the tensor is read once for all of
+/// them. Where that tensor is the output of the LayerNormalization or GELU program just before
+/// (views aside) and nothing else reads it, the pass computes it instead: the LayerNorm's program
+/// writes only its rows' statistics and the casts apply them (the same arithmetic per element),
+/// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
+/// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
+/// runs the ops as they were.
+void CudaExecutor::fuseCastSources() {
+  std::vector<std::vector<size_t>> readersOf(plan_.values.size());
+  for (size_t k = 0; k < plan_.ops.size(); ++k)
+    for (int id : plan_.ops[k].inputs)
+      if (id >= 0)
+        readersOf[size_t(id)].push_back(k);
+  std::set<int> kept; // plan outputs and new state values: their bytes must hold the value
+  for (int id : plan_.outputs)
+    kept.insert(id);
+  for (auto &[st, v] : plan_.stateUpdates)
+    kept.insert(v);
+  // A view that moves nothing (a Reshape of an arena value onto the same bytes).
+  auto quietView = [&](size_t k) {
+    const PlanOp &op = plan_.ops[program_[k].op];
+    return octet::rt::isView(op.type) && program_[k].parts.empty() && !op.inputs.empty() && op.inputs[0] >= 0 &&
+           !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
+  };
+  // Whether every reader of v, through views, is one of `ops`, and v is neither a plan output nor
+  // a new state value.
+  auto onlyReadBy = [&](int v, const std::set<size_t> &ops) {
+    for (std::vector<int> open{v}; !open.empty();) {
+      int x = open.back();
+      open.pop_back();
+      if (kept.count(x))
+        return false;
+      for (size_t r : readersOf[size_t(x)]) {
+        const PlanOp &rop = plan_.ops[r];
+        if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0)
+          open.push_back(rop.outputs[0]);
+        else if (!ops.count(r))
+          return false;
+      }
+    }
+    return true;
+  };
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  for (size_t k = 0; k < program_.size(); ++k) {
+    auto first = castTransposes_.find(program_[k].op);
+    if (first == castTransposes_.end() || !program_[k].parts.empty())
+      continue;
+    const CastTransposeOp &c0 = first->second;
+    // The group: this cast and the ones of the same bytes right after it.
+    std::vector<size_t> group{k};
+    size_t end = k + 1;
+    for (; end < program_.size() && group.size() < size_t(cuda::kMaxCastTargets); ++end) {
+      if (quietView(end))
+        continue;
+      auto c = castTransposes_.find(program_[end].op);
+      if (c == castTransposes_.end() || !program_[end].parts.empty() || c->second.xp != c0.xp ||
+          c->second.it != c0.it || c->second.rows != c0.rows || c->second.cols != c0.cols)
+        break;
+      group.push_back(end);
+    }
+    std::set<size_t> castOps;
+    for (size_t g : group)
+      castOps.insert(program_[g].op);
+    // The program that computes the tensor, when it comes right before (views aside).
+    size_t before = k;
+    while (before > 0 && quietView(before - 1))
+      --before;
+    cuda::CastSource src;
+    src.x = c0.xp;
+    src.type = c0.it;
+    int producer = -1;
+    Step stats;
+    if (before > 0) {
+      size_t p = before - 1, pop = program_[p].op;
+      if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
+        const LayerNormOp l = ln->second;
+        if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols && onlyReadBy(l.y, castOps)) {
+          auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double)));
+          src.kind = cuda::CastSource::LayerNorm;
+          src.x = l.x;
+          src.stats = st;
+          src.gamma = l.gamma;
+          src.beta = l.beta;
+          stats = [l, st](cudaStream_t s) {
+            return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
+                                  int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st);
+          };
+          producer = int(p);
+        }
+      } else if (auto ge = geluSources_.find(pop); ge != geluSources_.end()) {
+        const GeluOp g = ge->second;
+        bool folded = !program_[p].parts.empty(); // foldGemmBias() gave it the GEMM's bias
+        if (folded == (g.bias != nullptr) && devicePtr(g.y) == c0.xp && g.n == c0.rows * c0.cols &&
+            (!g.bias || g.N == c0.cols) && c0.it == cuda::InType::F32 && onlyReadBy(g.y, castOps)) {
+          src.kind = cuda::CastSource::Gelu;
+          src.x = g.x;
+          src.bias = g.bias;
+          src.writeSum = g.bias != nullptr;
+          src.tanhApprox = g.tanhApprox;
+          producer = int(p);
+        }
+      }
+    }
+    if (group.size() < 2 && producer < 0)
+      continue;
+    std::vector<cuda::CastTarget> targets;
+    for (size_t g : group) {
+      const CastTransposeOp &c = castTransposes_.at(program_[g].op);
+      targets.push_back({c.scaleInv, c.f, c.q, c.qt, c.amax});
+    }
+    // The source's bytes are read (and with a folded bias written) in the pass that writes the
+    // codes: where the arena gave a target bytes of a source that died at its producer, no fusion.
+    const size_t elems = size_t(c0.rows * c0.cols), srcBytes = elems * (c0.it == cuda::InType::F32 ? 4 : 2);
+    auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+      auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+      return pa < pb + bn && pb < pa + an;
+    };
+    if (std::any_of(targets.begin(), targets.end(), [&](const cuda::CastTarget &t) {
+          return overlaps(t.q, elems, src.x, srcBytes) || overlaps(t.qt, elems, src.x, srcBytes) ||
+                 overlaps(t.amax, sizeof(float), src.x, srcBytes);
+        }))
+      continue;
+    int64_t rows = c0.rows, cols = c0.cols;
+    unsigned *slot = c0.slot; // the first cast's: its program no longer runs on its own
+    Step cast = [src, targets, stats, rows, cols, slot](cudaStream_t s) {
+      if (stats)
+        if (std::string e = stats(s); !e.empty())
+          return e;
+      return cuda::castTransposeMany(src, rows, cols, targets.data(), int(targets.size()), s, nullptr, slot);
+    };
+    ++fusions_[src.kind == cuda::CastSource::LayerNorm ? "cast computes LayerNorm"
+               : src.kind == cuda::CastSource::Gelu    ? "cast computes GELU"
+                                                       : "casts share a read"];
+    fusions_["casts in fused passes"] += int(group.size());
+    if (producer >= 0)
+      replaceProgram(size_t(producer), nothing);
+    replaceProgram(group.front(), cast);
+    for (size_t g = 1; g < group.size(); ++g)
+      replaceProgram(group[g], nothing);
+    k = group.back();
   }
 }
 
@@ -2025,8 +2226,10 @@ void CudaExecutor::fuseSumSquares() {
     std::vector<dev::SumSquaresBlock> blocks;
     std::vector<dev::SumSquaresOut> outs;
     for (const SumSquaresOp *r : run) {
-      // Chunks as the single-tensor reduction takes them: about 8K elements, starts 16-byte aligned.
-      int64_t chunks = std::clamp<int64_t>(r->n / 8192, 1, 4096), per = ((r->n + chunks - 1) / chunks + 3) / 4 * 4;
+      // Chunks as the single-tensor reduction takes them: about kFullReduceChunk elements, starts
+      // 16-byte aligned.
+      int64_t chunks = std::clamp<int64_t>(r->n / dev::kFullReduceChunk, 1, 4096);
+      int64_t per = ((r->n + chunks - 1) / chunks + 3) / 4 * 4;
       outs.push_back({int(blocks.size()), 0, r->out, r->outType});
       for (int64_t lo = 0; lo < r->n; lo += per)
         blocks.push_back({r->x, lo, std::min(r->n, lo + per)});
@@ -2213,13 +2416,15 @@ int CudaExecutor::check(const Executor &ref, std::ostream &os) {
   };
   std::map<std::string, Row> rows;
   std::vector<std::string> failures;
-  std::vector<const OpProgram *> single; // op by op: the parts of fused programs
-  for (const OpProgram &p : program_)
+  std::vector<const OpProgram *> single; // op by op: the parts of fused programs (of programs fused again)
+  std::function<void(const OpProgram &)> leaves = [&](const OpProgram &p) {
     if (p.parts.empty())
       single.push_back(&p);
-    else
-      for (const OpProgram &q : p.parts)
-        single.push_back(&q);
+    for (const OpProgram &q : p.parts)
+      leaves(q);
+  };
+  for (const OpProgram &p : program_)
+    leaves(p);
   for (const OpProgram *pp : single) {
     const OpProgram &p = *pp;
     const PlanOp &op = plan_.ops[p.op];
@@ -2332,6 +2537,8 @@ void registerBackend() {
       o.chains = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CAST_SUMS"))
       o.castSums = std::string(c) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_CAST_SOURCES"))
+      o.castSources = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_FOLD_BIAS"))
       o.foldBias = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
@@ -2357,6 +2564,11 @@ int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, s
   o.graphs = false;
   auto gpu = makeCudaRunner(std::move(plan), o);
   return static_cast<CudaExecutor &>(*gpu).check(cpu, os);
+}
+
+std::map<std::string, int> fusions(const Runner &r) {
+  auto *c = dynamic_cast<const CudaExecutor *>(&r);
+  return c ? c->fusions() : std::map<std::string, int>();
 }
 
 size_t deviceBytes(const Runner &r) {

@@ -934,11 +934,12 @@ template <class F> bool byRowVecs(int64_t n, F f) {
 
 /// LayerNormalization of float32 rows of n <= 4 * kRowThreads * Vecs (n % 4 == 0): the row in
 /// registers as float4 chunks 4 (t + kRowThreads k) (one read), statistics in double as
-/// layerNormKernel takes them, the same arithmetic per element.
+/// layerNormKernel takes them, the same arithmetic per element. y null: only the statistics, as
+/// (mean, 1/std) in double into `stats` (castTransposeMany's LayerNorm source applies them).
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads)
     layerNormRegKernel(const float *x, const float *scale, const float *bias, float *y, float *mean, float *invStd,
-                       int64_t rows, int n, float eps) {
+                       double2 *stats, int64_t rows, int n, float eps) {
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
   float4 sc[Vecs], bi[Vecs];
 #pragma unroll
@@ -972,11 +973,13 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
-      if (i < n)
+      if (i < n && y)
         *reinterpret_cast<float4 *>(y + r * n + i) = {one(xv[k].x, sc[k].x, bi[k].x), one(xv[k].y, sc[k].y, bi[k].y),
                                                       one(xv[k].z, sc[k].z, bi[k].z), one(xv[k].w, sc[k].w, bi[k].w)};
     }
     if (threadIdx.x == 0) {
+      if (stats)
+        stats[r] = {m, is};
       if (mean)
         mean[r] = float(m);
       if (invStd)
@@ -1694,7 +1697,7 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s) {
+                      cudaStream_t s, double *stats) {
   int blocks = int(std::min<int64_t>(rows, 65535 * 8));
   const int f32 = F32;
   bool vec = type == f32 && scaleType == f32 && (!bias || biasType == f32) && outType == f32 && n % 4 == 0 &&
@@ -1703,27 +1706,43 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   auto *xf = static_cast<const float *>(x), *sf = static_cast<const float *>(scale);
   auto *bf = static_cast<const float *>(bias);
   auto *yf = static_cast<float *>(y);
+  auto *st = reinterpret_cast<double2 *>(stats);
+  if (stats && !(vec && layerNormStatsFit(n) && reinterpret_cast<uintptr_t>(stats) % 16 == 0))
+    return "layerNorm: row statistics need float32 rows of at most " + std::to_string(16 * kRowThreads) +
+           " (a multiple of 4), 16-byte aligned";
   if (!(vec && byRowVecs(n, [&](auto v) {
-          layerNormRegKernel<v()><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, rows, int(n), eps);
+          layerNormRegKernel<v()><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps);
         })))
     layerNormKernel<<<blocks, kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
   return check("layerNorm");
 }
 
-int layerNormGradBlocks(int64_t rows) {
+bool layerNormStatsFit(int64_t n) { return n % 4 == 0 && n <= 16 * kRowThreads; }
+
+int layerNormGradBlocks(int64_t rows, int64_t n) {
   static int sms = [] {
     int dev = 0, v = 0;
     cudaGetDevice(&dev);
     return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0 ? v : 132;
   }();
-  return int(std::max<int64_t>(1, std::min<int64_t>(rows, 4 * int64_t(sms))));
+  // One full wave of the register kernel (a second, partial wave of blocks that each own several
+  // rows would double the time); 4 per SM for the row kernel.
+  int perSm = 4;
+  byRowVecs(n, [&](auto v) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, layerNormGradRegKernel<v()>, kRowThreads, 0) ==
+            cudaSuccess &&
+        b > 0)
+      perSm = b;
+  });
+  return int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(perSm) * sms)));
 }
 
 std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
                           float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
                           cudaStream_t s) {
-  int blocks = layerNormGradBlocks(rows);
+  int blocks = layerNormGradBlocks(rows, n);
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
                             reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
                             reinterpret_cast<uintptr_t>(dxIn)) % 16 == 0;

@@ -175,6 +175,10 @@ struct ReduceArgs {
 };
 std::string reduce(const ReduceArgs &a, cudaStream_t s);
 
+/// Elements per block of a full reduction over a long range (norms, whole-tensor sums): blocks of
+/// 32K float32 (128 KiB) keep loads in flight long enough to pay for the block's final tree.
+constexpr int64_t kFullReduceChunk = 32768;
+
 /// Sums of squares of many float32 tensors in two launches (a step's per-parameter gradient
 /// norms): block b reduces blocks[b]'s range into partials[b] (a fixed tree, 16-byte loads), then
 /// block t adds outs[t].count partials from outs[t].first (a fixed tree) into outs[t].out. The
@@ -196,12 +200,16 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
                     cudaStream_t s);
 /// LayerNormalization over the last n elements of each of `rows` rows; scale
 /// and bias (may be null) have n elements; mean/invStd (may be null) one per row.
+/// stats (16-byte aligned, 2 doubles a row; float32 rows with layerNormStatsFit(n)):
+/// also each row's (mean, 1/std) in double, which cuda::castTransposeMany's
+/// LayerNorm source applies to give y's bits; y may then be null (not written).
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s);
+                      cudaStream_t s, double *stats = nullptr);
+bool layerNormStatsFit(int64_t n);
 /// octet::LayerNormalizationGrad over float32 rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
-/// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows) * 2n floats.
-int layerNormGradBlocks(int64_t rows);
+/// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.
+int layerNormGradBlocks(int64_t rows, int64_t n);
 std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
                           float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
                           cudaStream_t s);

@@ -1584,6 +1584,143 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
   }
 }
 
+/// The FP8 casts of one tensor in one pass that also computes the tensor (CudaOptions::castSources):
+///   layernorm  LayerNormalization -> Reshape (a view) -> three casts of the view with their own scales
+///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
+///   gelu-bias  fp8.gemm with an FP32 bias -> Gelu (tanh) -> cast: foldGemmBias gives the GELU the bias,
+///              and the cast adds it, writes the sum back (the GEMM's result is a plan output, as the
+///              GELU's gradient reads it) and takes GELU of it;
+///   gelu       Gelu (erf) of an input -> cast;
+///   shared     two casts of one input in a row (no producer);
+///   kept       the LayerNorm's output is also a plan output: the casts share a read but the
+///              LayerNorm still writes it.
+/// Every output is the same bits with the fusion on and off (graphs included); against the CPU,
+/// float outputs are within 1e-5 (1e-2 after the FP8 GEMM) and FP8 codes within one code (not
+/// after the GEMM); the runner reports the fusions it made.
+TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const int64_t M = 256, N = 384;
+  for (std::string what : {"layernorm", "gelu-bias", "gelu", "shared", "kept"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    std::map<std::string, TensorPtr> feed;
+    auto input = [&](const std::string &name, Shape sh, float sd) {
+      int id = addValue(plan, name, sh);
+      plan.inputs.push_back(id);
+      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
+      return id;
+    };
+    auto op = [&](const std::string &type, std::vector<int> in, std::vector<int> out) -> PlanOp & {
+      PlanOp o;
+      o.type = type;
+      o.name = type + std::to_string(plan.ops.size());
+      o.inputs = std::move(in);
+      o.outputs = std::move(out);
+      plan.ops.push_back(o);
+      return plan.ops.back();
+    };
+    auto constant = [&](const std::string &name, float v) {
+      int id = addValue(plan, name, {});
+      auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+      t->data<float>()[0] = v;
+      plan.constants[id] = t;
+      plan.constantKinds[id] = ConstantKind::Const;
+      return id;
+    };
+    int source = -1; // the value the casts read
+    std::string expect;
+    if (what == "layernorm" || what == "kept") {
+      int x = input("x", {2, M / 2, N}, 2.0f), g = input("gamma", {N}, 1.0f), b = input("beta", {N}, 0.5f);
+      int y = addValue(plan, "y", {2, M / 2, N}), shape = addValue(plan, "shape", {2});
+      auto st = std::make_shared<Tensor>(DType::I64, Shape{2});
+      st->data<int64_t>()[0] = M, st->data<int64_t>()[1] = N;
+      plan.values[size_t(shape)].dtype = DType::I64;
+      plan.constants[shape] = st;
+      plan.constantKinds[shape] = ConstantKind::Const;
+      op("LayerNormalization", {x, g, b}, {y}).attrs["epsilon"].f = 1e-5;
+      plan.ops.back().attrs["epsilon"].kind = Attr::Float;
+      source = addValue(plan, "y2d", {M, N});
+      op("Reshape", {y, shape}, {source});
+      plan.arenaBytes = M * N * 4; // the Reshape is a view, as the plan writer places it
+      plan.arenaAlignment = 256;
+      plan.buffers = {{y, 0, M * N * 4}, {source, 0, M * N * 4}};
+      plan.views = {{source, y}};
+      if (what == "kept")
+        plan.outputs.push_back(y);
+      expect = what == "kept" ? "casts share a read" : "cast computes LayerNorm";
+    } else if (what == "gelu-bias") {
+      BiasedGemm gm = addBiasedGemm(plan, M, 128, N, {1, M, N}, 0.05f, 0.02f);
+      plan.ops.push_back(gm.gemm);
+      std::uniform_int_distribution<int> code(0, 0x77);
+      for (int id : {gm.a, gm.b}) {
+        auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
+        for (int64_t i = 0; i < t->numel(); ++i)
+          t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
+        feed[plan.values[size_t(id)].name] = t;
+        plan.inputs.push_back(id);
+      }
+      feed["bias"] = std::make_shared<Tensor>(randomTensor({N}, rng, 0.5f));
+      plan.inputs.push_back(gm.bias);
+      source = addValue(plan, "g", {M, N});
+      PlanOp &gelu = op("Gelu", {gm.y}, {source});
+      gelu.attrs["approximate"].kind = Attr::String;
+      gelu.attrs["approximate"].s = "tanh";
+      plan.outputs.push_back(gm.y);
+      expect = "cast computes GELU";
+    } else if (what == "gelu") {
+      int f = input("f", {M, N}, 2.0f);
+      source = addValue(plan, "g", {M, N});
+      op("Gelu", {f}, {source});
+      expect = "cast computes GELU";
+    } else {
+      source = input("x", {M, N}, 3.0f);
+      expect = "casts share a read";
+    }
+    const int casts = what == "layernorm" || what == "kept" ? 3 : what == "shared" ? 2 : 1;
+    for (int c = 0; c < casts; ++c) {
+      std::string n = std::to_string(c);
+      int si = constant("si" + n, 0.004f * float(c + 1));
+      int q = addValue(plan, "q" + n, {M, N}), a = addValue(plan, "amax" + n, {}), qt = addValue(plan, "qt" + n, {N, M});
+      plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = c == 2 ? DType::F8E5M2 : DType::F8E4M3FN;
+      op("fp8.cast_amax", {source, si}, {q, a, qt});
+      plan.outputs.insert(plan.outputs.end(), {q, a, qt});
+    }
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.castSources = false;
+    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    auto made = cuda::fusions(*fused);
+    EXPECT_EQ(made[expect], 1);
+    EXPECT_EQ(made["casts in fused passes"], casts);
+    EXPECT_TRUE(cuda::fusions(*apart).empty());
+    for (int run = 0; run < 3; ++run) {
+      fused->run(feed, false);
+      apart->run(feed, false);
+      for (int id : plan.outputs) {
+        const std::string &name = plan.values[size_t(id)].name;
+        TensorPtr got = fused->value(id), alone = apart->value(id), want = cpu.value(id);
+        ASSERT_TRUE(got && alone && want) << name;
+        EXPECT_EQ(got->bytes, alone->bytes) << name << " run " << run;
+        bool fromGemm = what == "gelu-bias"; // the GEMM's tensor-core sums differ from the CPU's
+        if (got->dtype == DType::F32) {
+          EXPECT_LE(maxRelError(*got, *want), fromGemm ? 1e-2 : 1e-5) << name;
+          continue;
+        }
+        if (fromGemm)
+          continue;
+        int far = 0; // codes more than one step from the CPU's (its LayerNorm and GELU round alike)
+        for (int64_t i = 0; i < got->numel(); ++i) {
+          int a = got->data<uint8_t>()[i], b = want->data<uint8_t>()[i];
+          far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
+        }
+        EXPECT_EQ(far, 0) << name;
+      }
+    }
+  }
+}
+
 /// AdamW's three Pointwise programs (first moment, second moment, then the parameter from both),
 /// each state updated in place, for three parameters in a row as the optimizer writes them: the
 /// executor runs the nine programs as one generated kernel (fusePointwiseChains; small tensors

@@ -27,20 +27,55 @@ bool available(std::string *why = nullptr);
 
 /// q[i] = fp8(x[i] / *scaleInv) (round to nearest even, saturating, as the
 /// CPU reference and ONNX QuantizeLinear), and *amax = max(*amax, max|x|)
-/// in the same pass over x. `amax` must be zeroed (or hold a running max).
+/// in the same pass over x. `amax` must be zeroed (or hold a running max); or,
+/// with `slot` (two unsigned, zero before the first launch and left zero by
+/// each), *amax is overwritten with max|x| and needs no zeroing.
 std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, Format f, uint8_t *q, float *amax,
-                     cudaStream_t stream = nullptr);
+                     cudaStream_t stream = nullptr, unsigned *slot = nullptr);
 
 /// castAmax of x viewed as [rows, cols] that also writes the codes transposed:
 /// qt[j * rows + i] = q[i * cols + j] (TransformerEngine's cast-transpose; the
 /// layout cuBLASLt's FP8 GEMMs need for the other side of a wgrad or dgrad).
 /// Tiles of 64 x 64; rows and cols multiples of 16, x, q and qt 16-byte aligned. With colPartials
 /// ([ceil(rows / 64), cols] floats), also each tile's column sums of x (castTransposeTileRows()
-/// rows of partials; their sum over rows is x summed over its rows: a bias gradient).
+/// rows of partials; their sum over rows is x summed over its rows: a bias gradient). `slot` as
+/// castAmax's.
 std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t cols, const float *scaleInv, Format f,
                               uint8_t *q, uint8_t *qt, float *amax, cudaStream_t stream = nullptr,
-                              float *colPartials = nullptr);
+                              float *colPartials = nullptr, unsigned *slot = nullptr);
 inline int64_t castTransposeTileRows(int64_t rows) { return (rows + 63) / 64; }
+
+/// Where castTransposeMany's values come from, element (r, c) of [rows, cols]:
+///   Plain      x (float32 or bfloat16);
+///   Gelu       GELU(x + bias[c]) (tanh approximation with tanhApprox; no bias: GELU(x)), as the
+///              CUDA backend's Gelu computes it; with writeSum, x + bias is written back over x
+///              (float32);
+///   LayerNorm  LayerNormalization of x's row r (float32, length cols) by gamma and beta (beta may
+///              be null) from `stats`, the rows' (mean, 1/std) in double that dev::layerNorm wrote:
+///              the same bits as its output.
+struct CastSource {
+  enum Kind { Plain, Gelu, LayerNorm } kind = Plain;
+  const void *x = nullptr;
+  InType type = InType::F32;
+  const float *bias = nullptr;
+  bool writeSum = false, tanhApprox = false;
+  const double *stats = nullptr;
+  const float *gamma = nullptr, *beta = nullptr;
+};
+/// One cast of castTransposeMany's values: codes q [rows, cols] and qt [cols, rows] with
+/// *scaleInv, and the values' max |v| into *amax (zeroed first, or a running max).
+struct CastTarget {
+  const float *scaleInv;
+  Format format;
+  uint8_t *q, *qt;
+  float *amax;
+};
+constexpr int kMaxCastTargets = 3;
+/// castAmaxTranspose of the values `src` describes, for n <= kMaxCastTargets targets in one pass
+/// (the Q, K and V projections' casts of one LayerNorm output, each with its scale). colPartials
+/// (Plain sources only) as castAmaxTranspose's, of the values.
+std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols, const CastTarget *targets, int n,
+                              cudaStream_t stream = nullptr, float *colPartials = nullptr, unsigned *slot = nullptr);
 
 /// The delayed-scaling update of T FP8 tensors in one launch: history [T, L]
 /// rolls into newHistory with amax[t] first; scale/scaleInv[t] follow

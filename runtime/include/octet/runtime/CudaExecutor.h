@@ -14,6 +14,7 @@
 #include "octet/runtime/Executor.h"
 
 #include <iosfwd>
+#include <map>
 #include <memory>
 
 namespace octet::rt::cuda {
@@ -26,6 +27,8 @@ struct CudaOptions {
   bool chains = true; // with jit: runs of Pointwise programs over one size in one generated kernel
   bool castSums = true; // a column sum (ReduceSum over the rows: a bias gradient) of a tensor that an
                         // fp8.cast_amax with a transposed copy reads first is taken in that cast's pass
+  bool castSources = true; // the FP8 casts of one tensor in one pass, which also computes the tensor where a
+                           // LayerNorm or GELU writes it for them alone (their FP8 output)
   bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
                         // Add, or the Transpose that splits heads) instead of in a pass of its own
   /// Tensor-core operands of octet::Attention/AttentionGrad (FP32 accumulation either way). Auto:
@@ -41,6 +44,7 @@ CudaOptions::Attention parseAttentionPrecision(const std::string &v);
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
 /// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0,
+/// OCTET_CUDA_CAST_SOURCES=0,
 /// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_ATTENTION=auto|tf32|bf16.
 void registerBackend();
 
@@ -57,6 +61,11 @@ std::unique_ptr<Runner> makeCudaRunner(Plan plan, CudaOptions o = {});
 /// line per op type; returns the number of ops out of tolerance.
 int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os,
                     CudaOptions o = {});
+
+/// What the runner's load-time fusion of FP8 casts made, by kind ("casts share a read", "cast
+/// computes LayerNorm", "cast computes GELU", and "casts in fused passes" in all); empty for
+/// other runners.
+std::map<std::string, int> fusions(const Runner &r);
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,
 /// state, scratch, workspaces), and the device's name.
