@@ -8,9 +8,10 @@
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
 #           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0; GEMM biases added by their
-#           readers: OCTET_CUDA_FOLD_BIAS=0;
+#           readers: OCTET_CUDA_FOLD_BIAS=0; casts of one tensor in one pass that computes it (the
+#           LayerNorm's and GELU's FP8 output): OCTET_CUDA_CAST_SOURCES=0;
 #           fused cast+amax, in-place state updates, cast-transpose, sunk scale updates, fused
-#           LayerNorm gradients and attention reading the heads in place: plans compiled without
+#           LayerNorm gradients, attention reading the heads in place and grouped casts: plans compiled without
 #           them by scripts/pack_devlib.sh), then all of them, ratios to the full plan;
 #           VARIANTS="all no-jit ..." runs only those
 # Binaries, libraries and (gzipped) plans are built here and carried in .devlib/ (docs/BENCHMARKS.md
@@ -78,8 +79,10 @@ ablate-*)
   variant no-fold-heads "$p-te-no-fold-head-transposes.plan"
   variant no-cast-sums "$p-te.plan" OCTET_CUDA_CAST_SUMS=0
   variant no-fold-bias "$p-te.plan" OCTET_CUDA_FOLD_BIAS=0
+  variant no-group-casts "$p-te-no-group-casts.plan"
+  variant no-cast-sources "$p-te.plan" OCTET_CUDA_CAST_SOURCES=0
   variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32 OCTET_CUDA_CAST_SUMS=0 \
-    OCTET_CUDA_FOLD_BIAS=0
+    OCTET_CUDA_FOLD_BIAS=0 OCTET_CUDA_CAST_SOURCES=0
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

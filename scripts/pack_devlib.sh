@@ -61,14 +61,14 @@ done
 # The 1.3B te plan without each compiler-side optimization of issue 5 (fourth and sixth passes), for
 # the ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).
 case " ${SIZES-125m 350m 1.3b} " in *" 1.3b "*)
-  for v in fuse-cast-amax in-place-updates cast-transpose sink-scale-updates fuse-grads fold-head-transposes; do
+  for v in fuse-cast-amax in-place-updates cast-transpose sink-scale-updates fuse-grads fold-head-transposes group-casts; do
     "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
       --recipe te ${OPT_FLAGS---keep-gradients=false} --$v=false -o "$d/bench/gpt-1.3b-te-no-$v.plan"
     gzip -f "$d/bench/gpt-1.3b-te-no-$v.plan"
   done
   "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
     --recipe te ${OPT_FLAGS---keep-gradients=false} --fuse-cast-amax=false --in-place-updates=false \
-    --sink-scale-updates=false --fuse-grads=false --fold-head-transposes=false -o "$d/bench/gpt-1.3b-te-no-all.plan"
+    --sink-scale-updates=false --fuse-grads=false --fold-head-transposes=false --group-casts=false -o "$d/bench/gpt-1.3b-te-no-all.plan"
   rm -f "$d/bench/gpt-1.3b-te-no-both.plan.gz"
   gzip -f "$d/bench/gpt-1.3b-te-no-all.plan" ;;
 esac
