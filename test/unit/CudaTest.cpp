@@ -1688,9 +1688,10 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     }
     Executor cpu(plan);
     cpu.run(feed, false);
-    cuda::CudaOptions off;
+    cuda::CudaOptions on, off;
+    on.castSources = true;
     off.castSources = false;
-    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    auto fused = cuda::makeCudaRunner(plan, on), apart = cuda::makeCudaRunner(plan, off);
     auto made = cuda::fusions(*fused);
     EXPECT_EQ(made[expect], 1);
     EXPECT_EQ(made["casts in fused passes"], casts);
