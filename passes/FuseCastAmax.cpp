@@ -13,6 +13,8 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Passes/Passes.h"
 
+#include "BlockOrder.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -38,14 +40,6 @@ bool readersFollow(Block &body, Value v, Operation *point) {
   return true;
 }
 
-/// Whether `v` is available before `point` (a block argument, or defined by an earlier op).
-bool definedBefore(Block &body, Value v, Operation *point) {
-  if (auto arg = v.dyn_cast<BlockArgument>())
-    return arg.getOwner() == &body;
-  Operation *def = body.findAncestorOpInBlock(*v.getDefiningOp());
-  return def && def->isBeforeInBlock(point);
-}
-
 struct FuseCastAmax : octet::impl::FuseCastAmaxBase<FuseCastAmax> {
   void runOnFunction(func::FuncOp f) {
     Block &body = f.getBody().front();
@@ -67,7 +61,7 @@ struct FuseCastAmax : octet::impl::FuseCastAmaxBase<FuseCastAmax> {
         // At the later op when the earlier one's readers all follow it; else at the earlier op
         // when the later one's operands exist there (delayed scaling reads the amax before the cast).
         Operation *at = readersFollow(body, earlier->getResult(0), later) ? later
-                        : llvm::all_of(later->getOperands(), [&](Value v) { return definedBefore(body, v, earlier); })
+                        : llvm::all_of(later->getOperands(), [&](Value v) { return octet::definedBefore(body, v, earlier); })
                             ? earlier
                             : nullptr;
         if (!at)

@@ -16,6 +16,8 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Passes/Passes.h"
 
+#include "BlockOrder.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -29,14 +31,6 @@ using namespace mlir;
 namespace fp8 = octet::fp8;
 
 namespace {
-
-/// Whether `v` is available before `point` (an argument of `body`, or defined by an earlier op).
-bool definedBefore(Block &body, Value v, Operation *point) {
-  if (auto arg = v.dyn_cast<BlockArgument>())
-    return arg.getOwner() == &body;
-  Operation *def = body.findAncestorOpInBlock(*v.getDefiningOp());
-  return def && def->isBeforeInBlock(point);
-}
 
 struct GroupCasts : octet::impl::GroupCastsBase<GroupCasts> {
   using GroupCastsBase::GroupCastsBase;
@@ -65,7 +59,7 @@ struct GroupCasts : octet::impl::GroupCastsBase<GroupCasts> {
             last = c;
             continue;
           }
-          if (!llvm::all_of(c->getOperands(), [&](Value v) { return definedBefore(body, v, next); }))
+          if (!llvm::all_of(c->getOperands(), [&](Value v) { return octet::definedBefore(body, v, next); }))
             continue;
           c->moveAfter(last);
           last = c;
