@@ -932,6 +932,25 @@ std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std::map<s
   return gpu;
 }
 
+/// Runs `fused` and `plain` (one plan, an optimization on and off) three times on `feed`, the first
+/// eagerly and then as graphs: every output is the same bytes in both, and `near(got, want, name)`
+/// compares the fused one with the CPU's.
+template <class Near>
+void expectSameAsUnfused(const Plan &plan, Runner &fused, Runner &plain, const Executor &cpu,
+                         const std::map<std::string, TensorPtr> &feed, Near near) {
+  for (int run = 0; run < 3; ++run) {
+    fused.run(feed, false);
+    plain.run(feed, false);
+    for (int id : plan.outputs) {
+      const std::string &name = plan.values[size_t(id)].name;
+      TensorPtr want = cpu.value(id), got = fused.value(id), alone = plain.value(id);
+      ASSERT_TRUE(want && got && alone) << name;
+      EXPECT_EQ(got->bytes, alone->bytes) << name << " run " << run;
+      near(*got, *want, name);
+    }
+  }
+}
+
 /// ReduceSum, ReduceSumSquare (the optimizer's per-parameter norms), ReduceMean and ReduceMax of a
 /// plan on the GPU against the CPU executor: full reductions of 4M + 3 elements (chunked, 16-byte
 /// loads and a scalar tail), rows of [2048, 2048], rows and columns of [37, 129] (rows of 129 start
@@ -1426,17 +1445,10 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     cuda::CudaOptions off;
     off.foldBias = false;
     auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
-    for (int run = 0; run < 3; ++run) {
-      gpu->run(feed, false);
-      plain->run(feed, false);
-      for (int id : plan.outputs) {
-        TensorPtr want = cpu.value(id), got = gpu->value(id), alone = plain->value(id);
-        ASSERT_TRUE(want && got && alone);
-        EXPECT_EQ(got->bytes, alone->bytes) << plan.values[size_t(id)].name << " run " << run;
-        std::vector<float> g(got->data<float>(), got->data<float>() + got->numel());
-        EXPECT_LE(normwiseError(g, *want), 1e-3) << plan.values[size_t(id)].name;
-      }
-    }
+    expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
+      std::vector<float> g(got.data<float>(), got.data<float>() + got.numel());
+      EXPECT_LE(normwiseError(g, want), 1e-3) << n;
+    });
   }
 }
 
@@ -1490,17 +1502,10 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
   on.attention = off.attention = cuda::CudaOptions::Attention::BF16;
   off.foldBias = false;
   auto gpu = cuda::makeCudaRunner(plan, on), plain = cuda::makeCudaRunner(plan, off);
-  for (int run = 0; run < 3; ++run) { // the first eagerly, then as graphs
-    gpu->run(feed, false);
-    plain->run(feed, false);
-    for (int id : plan.outputs) {
-      TensorPtr want = cpu.value(id), got = gpu->value(id), alone = plain->value(id);
-      ASSERT_TRUE(want && got && alone);
-      EXPECT_EQ(got->bytes, alone->bytes) << plan.values[size_t(id)].name << " run " << run;
-      std::vector<float> g(got->data<float>(), got->data<float>() + got->numel());
-      EXPECT_LE(normwiseError(g, *want), 1e-2) << plan.values[size_t(id)].name; // BF16 operands
-    }
-  }
+  expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
+    std::vector<float> g(got.data<float>(), got.data<float>() + got.numel());
+    EXPECT_LE(normwiseError(g, want), 1e-2) << n; // BF16 operands
+  });
 }
 
 /// Runs the executor fuses into one program: whole-tensor ReduceSumSquare ops (sizes off the
@@ -1696,29 +1701,21 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     EXPECT_EQ(made[expect], 1);
     EXPECT_EQ(made["casts in fused passes"], casts);
     EXPECT_TRUE(cuda::fusions(*apart).empty());
-    for (int run = 0; run < 3; ++run) {
-      fused->run(feed, false);
-      apart->run(feed, false);
-      for (int id : plan.outputs) {
-        const std::string &name = plan.values[size_t(id)].name;
-        TensorPtr got = fused->value(id), alone = apart->value(id), want = cpu.value(id);
-        ASSERT_TRUE(got && alone && want) << name;
-        EXPECT_EQ(got->bytes, alone->bytes) << name << " run " << run;
-        bool fromGemm = what == "gelu-bias"; // the GEMM's tensor-core sums differ from the CPU's
-        if (got->dtype == DType::F32) {
-          EXPECT_LE(maxRelError(*got, *want), fromGemm ? 1e-2 : 1e-5) << name;
-          continue;
-        }
-        if (fromGemm)
-          continue;
-        int far = 0; // codes more than one step from the CPU's (its LayerNorm and GELU round alike)
-        for (int64_t i = 0; i < got->numel(); ++i) {
-          int a = got->data<uint8_t>()[i], b = want->data<uint8_t>()[i];
-          far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
-        }
-        EXPECT_EQ(far, 0) << name;
+    bool fromGemm = what == "gelu-bias"; // the GEMM's tensor-core sums differ from the CPU's
+    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
+      if (got.dtype == DType::F32) {
+        EXPECT_LE(maxRelError(got, want), fromGemm ? 1e-2 : 1e-5) << n;
+        return;
       }
-    }
+      if (fromGemm)
+        return;
+      int far = 0; // codes more than one step from the CPU's (its LayerNorm and GELU round alike)
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        int a = got.data<uint8_t>()[i], b = want.data<uint8_t>()[i];
+        far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
+      }
+      EXPECT_EQ(far, 0) << n;
+    });
   }
 }
 
