@@ -29,6 +29,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -2128,22 +2129,17 @@ void CudaExecutor::fuseCastSources() {
     src.x = c0.xp;
     src.type = c0.it;
     int producer = -1;
-    Step stats;
+    std::optional<LayerNormOp> norm; // the LayerNorm whose output the pass computes
     if (before > 0) {
       size_t p = before - 1, pop = program_[p].op;
       if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
         const LayerNormOp l = ln->second;
         if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols && onlyReadBy(l.y, castOps)) {
-          auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double)));
           src.kind = cuda::CastSource::LayerNorm;
           src.x = l.x;
-          src.stats = st;
           src.gamma = l.gamma;
           src.beta = l.beta;
-          stats = [l, st](cudaStream_t s) {
-            return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
-                                  int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st);
-          };
+          norm = l;
           producer = int(p);
         }
       } else if (auto ge = geluSources_.find(pop); ge != geluSources_.end()) {
@@ -2179,6 +2175,16 @@ void CudaExecutor::fuseCastSources() {
                  overlaps(t.amax, sizeof(float), src.x, srcBytes);
         }))
       continue;
+    Step stats; // the LayerNorm's rows' statistics, which the pass applies
+    if (norm) {
+      const LayerNormOp l = *norm;
+      auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double)));
+      src.stats = st;
+      stats = [l, st](cudaStream_t s) {
+        return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
+                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st);
+      };
+    }
     int64_t rows = c0.rows, cols = c0.cols;
     unsigned *slot = c0.slot; // the first cast's: its program no longer runs on its own
     Step cast = [src, targets, stats, rows, cols, slot](cudaStream_t s) {
