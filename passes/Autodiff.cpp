@@ -39,6 +39,20 @@ LogicalResult octet::emitNoGradientRule(Operation *op) {
                             "reach it (--freeze) or add a rule in passes/GradientRules.cpp";
 }
 
+/// torch.export lifts the tensors a model's code creates (`torch.tensor(0.0)` in a mask, say) into
+/// initializers named `lifted_tensor_N` (`c_lifted_tensor_N`; `_tensor_constantN` from FX
+/// tracing), under the module's path. They are constants, not parameters: PyTorch never trains
+/// them, so neither does autodiff (a gradient that is rounding noise would move them).
+static bool isLiftedConstant(StringRef name) {
+  StringRef last = name.substr(name.rfind('.') + 1); // npos + 1 == 0: the whole name
+  last.consume_front("c_");
+  auto digitsAfter = [&](StringRef prefix) {
+    StringRef rest = last;
+    return rest.consume_front(prefix) && !rest.empty() && llvm::all_of(rest, [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return digitsAfter("lifted_tensor_") || digitsAfter("_tensor_constant");
+}
+
 namespace {
 
 bool isFloatTensor(Type t) {
@@ -231,6 +245,8 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
       if (!isFloatTensor(init.getType()) || init->hasAttr(octet::kFp8StateAttr))
         continue;
       if ((frozen && frozen->match(init.getName())) || (named && !named->count(init.getName())))
+        continue;
+      if (!named && isLiftedConstant(init.getName()))
         continue;
       params.push_back(init);
       active.insert(init.getResult());

@@ -26,6 +26,26 @@ func.func @linear(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.n
 
 // -----
 
+// torch.export's lifted constants (a mask's 0.0 from `torch.tensor(0.0)`) are not parameters:
+// no gradient for them, whichever of the three spellings; a parameter of a similar name is one.
+// CHECK-LABEL: func.func @lifted
+// CHECK-SAME: -> (tensor<f32> {onnx.name = "loss"}, tensor<f32> {octet.grad_of = "m.lifted_tensor_scale", onnx.name = "m.lifted_tensor_scale.grad"}) {
+func.func @lifted(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %c0 = onnx.initializer "m.lifted_tensor_0" = dense<0.0> : tensor<f32>
+  %c1 = onnx.initializer "c_lifted_tensor_1" = dense<1.0> : tensor<f32>
+  %c2 = onnx.initializer "m._tensor_constant2" = dense<2.0> : tensor<f32>
+  %w = onnx.initializer "m.lifted_tensor_scale" = dense<0.5> : tensor<f32>
+  %a = onnx.Add %x, %c0 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %b = onnx.Mul %a, %c1 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %c = onnx.Mul %b, %c2 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %d = onnx.Mul %c, %w : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %n = onnx.none
+  %l = onnx.ReduceSum %d, %n {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A parameter used twice (tied weights) accumulates both gradients; the
 // gradient of Gather scatters rows back (ScatterND with reduction=add).
 // CHECK-LABEL: func.func @tied

@@ -83,7 +83,7 @@ def main():
                 flags = [] if base == "none" else ["--recipe", base] + (
                     ["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
                 if a.train:
-                    flags += ["--train", "--freeze", "lifted_tensor", "--optimizer", "adamw", "--lr", "1e-3", "--adam-eps", "1e-4", "--weight-decay", "0.01",
+                    flags += ["--train", "--optimizer", "adamw", "--lr", "1e-3", "--adam-eps", "1e-4", "--weight-decay", "0.01",
                               "--clip-grad-norm", "1.0"]
                 model = os.path.join(a.models, name + ".onnx")
                 plan, qdq = os.path.join(tmp, "m.plan"), os.path.join(tmp, "m.onnx")

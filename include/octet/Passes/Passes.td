@@ -152,7 +152,9 @@ def Autodiff : Pass<"octet-autodiff", "mlir::ModuleOp"> {
   let description = [{
     Differentiates the scalar loss of each function with respect to its
     trainable parameters (float initializers that are not runtime state,
-    minus those matching `freeze`). Each op on the path from a parameter to
+    minus those matching `freeze` and torch.export's lifted constants, named
+    `lifted_tensor_N`, `c_lifted_tensor_N` or `_tensor_constantN`; a
+    TrainingInfoProto's Gradient node names the parameters instead). Each op on the path from a parameter to
     the loss contributes through its GradientOpInterface rule; an op without
     one is an error naming the op and node. nn layers are inlined first and
     SequenceAt(SplitToSequence) with constant positions becomes Slice. The
