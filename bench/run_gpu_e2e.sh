@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Device-side sequence for the CUDA executor (issue 5), in parts that fit one device call each:
-#   check   every kernel of the bundled GPT's training plans against the CPU reference, and the
-#           200-step GPU training curves (compared with the CPU's by scripts/compare_curves.py here)
+#   check   every kernel of the bundled GPT's training plans against the CPU reference, the
+#           200-step GPU training curves (te and te-max with three batch seeds) and the GPU's
+#           continuations of CPU te checkpoints (compared with the CPU's logs by
+#           scripts/compare_curves.py here)
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
 #           and Octet none / te / ao / msamp:O2, then a GPU profile of Octet te (by op type, and by
 #           op type and shape)
@@ -35,10 +37,21 @@ check)
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done
-  for r in none te ao msamp-O2; do
-    "$d/fp8-run" "$d/plans/$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 200 --labels same \
-      --log "$out/gpu-$r.jsonl" --quiet
-    echo "train $r: exit $?"
+  for seed in 1234 1 2; do
+    for r in none te te-max ao msamp-O2; do
+      [ "$seed" = 1234 ] || [ "$r" = te ] || [ "$r" = te-max ] || continue # other seeds: te only
+      "$d/fp8-run" "$d/plans/$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 200 --labels same \
+        --seed $seed --log "$out/gpu-$r-s$seed.jsonl" --quiet
+      echo "train $r seed $seed: exit $?"
+    done
+  done
+  # The same state on both: the GPU continues the CPU's te run from its checkpoints after 10 and 31 steps.
+  for n in 10 31; do
+    cp "$d/plans/te-cpu-$n.npz" "$out/te-cpu-$n.npz"
+    "$d/fp8-run" "$d/plans/te.plan" --device cuda --data "$d/plans/licenses.bin" --steps 40 --labels same \
+      --resume "$out/te-cpu-$n.npz" --log "$out/gpu-te-from-cpu-$n.jsonl" --quiet
+    echo "continue te from CPU step $n: exit $?"
+    rm "$out/te-cpu-$n.npz"
   done
   for r in none te; do
     "$d/fp8-run" "$d/plans/$r.plan" --device cuda --benchmark 50 | tee -a "$out/graphs.jsonl"

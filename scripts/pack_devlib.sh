@@ -4,7 +4,8 @@
 # and the non-system libraries they load, and gzipped plans:
 #   (OpenBLAS and libgfortran gzipped: the device scripts unpack every .devlib/*.gz)
 #   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
-#                    with each recipe, and the license-text corpus it trains on
+#                    with each recipe (and te with amax_compute_algo max), the license-text corpus it
+#                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe, compiled with
 #                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update)
@@ -40,12 +41,22 @@ for r in "${recipes[@]}"; do
   "$opt" examples/bytegpt/bytegpt.onnx $(args "$r") "${train[@]}" -o "$d/plans/$(name "$r").plan"
   gzip -f "$d/plans/$(name "$r").plan"
 done
+# te with amax_compute_algo max (the config.yaml of Accelerate's FP8 guide; Accelerate's default,
+# which the plans above use, is most_recent), and CPU checkpoints of the te plan after 10 and 31
+# steps, from which the GPU continues the CPU's own run (bench/run_gpu_e2e.sh check).
+"$opt" examples/bytegpt/bytegpt.onnx --recipe te --amax-compute-algo max "${train[@]}" -o "$d/plans/te-max.plan"
+gzip -f "$d/plans/te-max.plan"
+[ -f "$d/plans/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/plans/licenses.bin"
+gunzip -c "$d/plans/te.plan.gz" > "$build/bench/te.plan"
+for n in 10 31; do
+  "$build/bin/fp8-run" "$build/bench/te.plan" --device cpu --data "$d/plans/licenses.bin" --steps $n --labels same \
+    --checkpoint "$d/plans/te-cpu-$n.npz" --quiet
+done
 # A small GPT (128-wide heads, 256 tokens) whose fused attention the GPU check compares with the CPU.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random \
   -o "$build/bench/gpt-small.onnx" >/dev/null
 "$opt" "$build/bench/gpt-small.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-te.plan"
 gzip -f "$d/plans/gpt-small-te.plan"
-[ -f "$d/plans/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/plans/licenses.bin"
 
 for s in ${SIZES-125m 350m 1.3b}; do
   case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac

@@ -955,7 +955,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   if (K % 16 || N % 16)
     fail(op, "FP8 GEMMs need K and N multiples of 16 (K=" + std::to_string(K) + ", N=" + std::to_string(N) +
                  "); exclude this layer from the recipe");
-  bool fast = attrStr(op, "accumulation", "split") == "fast";
+  bool fast = opt_.fastAccum && attrStr(op, "accumulation", "split") == "fast";
   bool withAmax = op.outputs.size() > 1 && op.outputs[1] >= 0;
   bool hasBias = has(op, 4);
   // Scratch layout: [A as [M,K]] [B as [N,K]] [float32 accumulator [M,N]].
@@ -1338,9 +1338,11 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       a.axisDim = xs[size_t(a.axis)];
       a.n = numElements(is);
     }
+    a.outElements = numElements(xs);
+    scratch(dev::scatterScratchBytes(a));
     out.push_back([this, a, slot](cudaStream_t s) mutable {
       a.bad = flags_ + slot;
-      return dev::scatter(a, s);
+      return dev::scatter(a, scratch_, s);
     });
     return;
   }
@@ -2545,6 +2547,8 @@ void registerBackend() {
       o.castSums = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CAST_SOURCES"))
       o.castSources = std::string(c) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_FAST_ACCUM"))
+      o.fastAccum = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_FOLD_BIAS"))
       o.foldBias = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))

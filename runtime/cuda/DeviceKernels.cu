@@ -5,7 +5,8 @@
 // stored in the output's type; FP8 encodes with IEEE division and saturating
 // round-to-nearest-even conversion, as the CPU reference. Reductions
 // accumulate in FP64 as the CPU reference does and use fixed summation orders,
-// so results do not change from run to run.
+// so results do not change from run to run; scatters with duplicate indices
+// apply their updates in index order (a stable sort by destination), no atomics.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceKernels.h"
@@ -14,6 +15,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cfloat>
 #include <cmath>
@@ -530,68 +532,81 @@ __global__ void gatherElementsKernel(const T *x, const void *idx, int idxType, D
   }
 }
 
-__device__ __forceinline__ void atomicApplyF32(float *p, float v, int red) {
-  if (red == 1) {
-    atomicAdd(p, v);
-    return;
+/// The first output element a scatter unit writes: unit j's slice (ScatterND) or element j
+/// (ScatterElements); -1 (and *bad set) for an index out of range.
+__device__ int64_t scatterDest(const ScatterArgs &a, int64_t j) {
+  int64_t dst = 0;
+  if (a.k > 0) {
+    for (int64_t d = 0; d < a.k; ++d) {
+      int64_t v = ldi(a.idx, a.idxType, j * a.k + d), dim = a.dataDims.d[d];
+      if (v < 0)
+        v += dim;
+      if (v < 0 || v >= dim) {
+        *a.bad = 1;
+        return -1;
+      }
+      dst += v * a.dataStr.s[d];
+    }
+    return dst;
   }
-  unsigned *bits = reinterpret_cast<unsigned *>(p);
-  unsigned old = *bits, assumed;
-  do {
-    assumed = old;
-    float a = __uint_as_float(assumed);
-    float r = red == 2 ? a * v : red == 3 ? fmaxf(a, v) : fminf(a, v);
-    old = atomicCAS(bits, assumed, __float_as_uint(r));
-  } while (old != assumed);
+  int64_t rem = j;
+  for (int d = a.idxShape.rank - 1; d >= 0; --d) {
+    int64_t c = rem % a.idxShape.d[d];
+    rem /= a.idxShape.d[d];
+    if (d == a.axis) {
+      c = ldi(a.idx, a.idxType, j);
+      if (c < 0)
+        c += a.axisDim;
+      if (c < 0 || c >= a.axisDim) {
+        *a.bad = 1;
+        return -1;
+      }
+    }
+    dst += c * a.xStr.s[d];
+  }
+  return dst;
 }
 
-template <typename T> __global__ void scatterKernel(ScatterArgs a) {
+/// Sort keys: each unit's destination (`none` past the last element for an index out of range), and
+/// the unit's number as its value.
+__global__ void scatterKeysKernel(ScatterArgs a, int64_t units, uint64_t none, uint64_t *keys, uint32_t *vals) {
+  GRID_LOOP(j, units) {
+    int64_t dst = scatterDest(a, j);
+    keys[j] = dst < 0 ? none : uint64_t(dst);
+    vals[j] = uint32_t(j);
+  }
+}
+
+/// One thread per (sorted unit, slice element): the first unit of each run of equal destinations
+/// applies the run's updates in unit order (the sort is stable), as the CPU reference loops over
+/// the indices: the same arithmetic in the same order, so the same bits on every run.
+template <typename T>
+__global__ void scatterApplyKernel(ScatterArgs a, int64_t units, uint64_t none, const uint64_t *keys,
+                                   const uint32_t *vals) {
   T *out = static_cast<T *>(a.out);
   const T *upd = static_cast<const T *>(a.updates);
-  int64_t total = a.k > 0 ? a.nIdx * a.slice : a.n;
-  GRID_LOOP(e, total) {
-    int64_t dst = 0;
-    if (a.k > 0) {
-      int64_t j = e / a.slice, s = e - j * a.slice;
-      for (int64_t d = 0; d < a.k; ++d) {
-        int64_t v = ldi(a.idx, a.idxType, j * a.k + d), dim = a.dataDims.d[d];
-        if (v < 0)
-          v += dim;
-        if (v < 0 || v >= dim) {
-          *a.bad = 1;
-          dst = -1;
-          break;
+  int64_t slice = a.k > 0 ? a.slice : 1;
+  GRID_LOOP(e, units * slice) {
+    int64_t p = e / slice, s = e - p * slice;
+    uint64_t key = keys[p];
+    if (key == none || (p > 0 && keys[p - 1] == key))
+      continue;
+    T acc = out[int64_t(key) + s];
+    for (int64_t q = p; q < units && keys[q] == key; ++q) {
+      T v = upd[int64_t(vals[q]) * slice + s];
+      if constexpr (std::is_same_v<T, float>) {
+        switch (a.reduction) {
+        case 0: acc = v; break;
+        case 1: acc = acc + v; break;
+        case 2: acc = acc * v; break;
+        case 3: acc = acc < v ? v : acc; break; // std::max, as the CPU reference
+        default: acc = v < acc ? v : acc; break; // std::min
         }
-        dst += v * a.dataStr.s[d];
+      } else {
+        acc = v; // a copy (reduction none): the last update wins
       }
-      if (dst < 0)
-        continue;
-      dst += s;
-    } else {
-      int64_t rem = e;
-      for (int d = a.idxShape.rank - 1; d >= 0 && dst >= 0; --d) {
-        int64_t c = rem % a.idxShape.d[d];
-        rem /= a.idxShape.d[d];
-        if (d == a.axis) {
-          c = ldi(a.idx, a.idxType, e);
-          if (c < 0)
-            c += a.axisDim;
-          if (c < 0 || c >= a.axisDim) {
-            *a.bad = 1;
-            dst = -1;
-            break;
-          }
-        }
-        dst += c * a.xStr.s[d];
-      }
-      if (dst < 0)
-        continue;
     }
-    if (a.reduction == 0)
-      out[dst] = upd[e];
-    else if constexpr (sizeof(T) == 4)
-      atomicApplyF32(reinterpret_cast<float *>(out) + dst, __uint_as_float(*reinterpret_cast<const unsigned *>(upd + e)),
-                     a.reduction);
+    out[int64_t(key) + s] = acc;
   }
 }
 
@@ -1817,14 +1832,66 @@ std::string gatherElements(const void *x, int elemSize, const void *idx, int idx
   return check("gatherElements");
 }
 
-std::string scatter(const ScatterArgs &a, cudaStream_t s) {
-  int64_t total = a.k > 0 ? a.nIdx * a.slice : a.n;
+/// The stable sort's temporary storage (from CUB) and its place after the keys and values.
+static size_t scatterSortBytes(int64_t units, int endBit) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint64_t *>(nullptr), static_cast<uint64_t *>(nullptr),
+                                  static_cast<const uint32_t *>(nullptr), static_cast<uint32_t *>(nullptr), units, 0,
+                                  endBit);
+  return bytes;
+}
+
+static int64_t scatterUnits(const ScatterArgs &a) { return a.k > 0 ? a.nIdx : a.n; }
+
+/// Sort keys to `none` = the output's element count: the bits that cover it.
+static int scatterEndBit(const ScatterArgs &a) {
+  int bits = 1;
+  while (bits < 64 && (uint64_t(1) << bits) <= uint64_t(a.outElements))
+    ++bits;
+  return bits;
+}
+
+static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+size_t scatterScratchBytes(const ScatterArgs &a) {
+  int64_t u = scatterUnits(a);
+  if (u == 0)
+    return 0;
+  return 2 * align256(size_t(u) * 8) + 2 * align256(size_t(u) * 4) + align256(scatterSortBytes(u, scatterEndBit(a)));
+}
+
+std::string scatter(const ScatterArgs &a, void *scratch, cudaStream_t s) {
+  int64_t units = scatterUnits(a), total = units * (a.k > 0 ? a.slice : 1);
   if (total == 0)
     return "";
+  if (units >= (int64_t(1) << 32))
+    return "scatter: more than 2^32 index tuples";
   int es = a.type == F64 || a.type == I64 ? 8 : a.type == F32 || a.type == I32 ? 4 : a.type == F16 || a.type == BF16 || a.type == I16 ? 2 : 1;
   if (a.reduction != 0 && a.type != F32)
     return "scatter: reductions are implemented for float32 only";
-  bySize(es, [&](auto t) { scatterKernel<decltype(t)><<<blocksFor(total), 256, 0, s>>>(a); });
+  int endBit = scatterEndBit(a);
+  uint64_t none = uint64_t(a.outElements);
+  char *p = static_cast<char *>(scratch);
+  auto take = [&](size_t bytes) {
+    char *r = p;
+    p += align256(bytes);
+    return r;
+  };
+  auto *keysIn = reinterpret_cast<uint64_t *>(take(size_t(units) * 8));
+  auto *keys = reinterpret_cast<uint64_t *>(take(size_t(units) * 8));
+  auto *valsIn = reinterpret_cast<uint32_t *>(take(size_t(units) * 4));
+  auto *vals = reinterpret_cast<uint32_t *>(take(size_t(units) * 4));
+  size_t sortBytes = scatterSortBytes(units, endBit);
+  void *sortTemp = take(sortBytes);
+  scatterKeysKernel<<<blocksFor(units), 256, 0, s>>>(a, units, none, keysIn, valsIn);
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(sortTemp, sortBytes, keysIn, keys, valsIn, vals, units, 0,
+                                                      endBit, s);
+      e != cudaSuccess)
+    return std::string("scatter: sorting the indices: ") + cudaGetErrorString(e);
+  if (a.reduction != 0) // float32 arithmetic
+    scatterApplyKernel<float><<<blocksFor(total), 256, 0, s>>>(a, units, none, keys, vals);
+  else // copies: any element type of its size
+    bySize(es, [&](auto t) { scatterApplyKernel<decltype(t)><<<blocksFor(total), 256, 0, s>>>(a, units, none, keys, vals); });
   return check("scatter");
 }
 

@@ -273,9 +273,15 @@ struct ScatterArgs {
   Strides xStr;
   int axis = 0;
   int64_t axisDim = 0, n = 0;
+  int64_t outElements = 0; // the data's element count
   int *bad = nullptr;
 };
-std::string scatter(const ScatterArgs &a, cudaStream_t s);
+/// Device scratch scatter() needs: sort keys and values, and the sort's own storage.
+size_t scatterScratchBytes(const ScatterArgs &a);
+/// ScatterND (k > 0) / ScatterElements into `out` (already a copy of the data): the updates of each
+/// destination in index order, as the CPU reference (deterministic; duplicates: the last wins
+/// without a reduction).
+std::string scatter(const ScatterArgs &a, void *scratch, cudaStream_t s);
 
 // --- fp8 dialect ----------------------------------------------------------------
 /// q = fp8(x / scaleInv[row]) over rows x inner (rows = 1: one scale).

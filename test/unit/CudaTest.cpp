@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -1012,6 +1013,75 @@ TEST(CudaKernels, ReductionsMatchTheCpu) {
   }
 }
 
+/// ScatterND and ScatterElements with duplicate indices, GPU against the CPU executor, bit for bit
+/// and the same bits on every run (eagerly and as graphs): an embedding gradient (ScatterND add of
+/// [3000, 96] rows into [500, 96], every row hit several times, negative indices included), a
+/// [64, 33] ScatterElements along axis 1 under each reduction (none: the last update wins), and an
+/// ScatterND whose units are single elements of a [7, 9] tensor. The CPU applies the updates in
+/// index order; so must the GPU, or float additions round differently from run to run.
+TEST(CudaExecutor, ScattersAreDeterministicAndMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  struct Case {
+    const char *type, *reduction;
+    Shape data, idx, upd;
+    int64_t axis, range;
+  };
+  for (Case c : {Case{"ScatterND", "add", {500, 96}, {3000, 1}, {3000, 96}, 0, 500},
+                 Case{"ScatterND", "add", {7, 9}, {400, 2}, {400}, 0, 7},
+                 Case{"ScatterElements", "none", {64, 33}, {64, 50}, {64, 50}, 1, 33},
+                 Case{"ScatterElements", "add", {64, 33}, {64, 50}, {64, 50}, 1, 33},
+                 Case{"ScatterElements", "mul", {64, 33}, {64, 50}, {64, 50}, 1, 33},
+                 Case{"ScatterElements", "max", {64, 33}, {64, 50}, {64, 50}, 1, 33},
+                 Case{"ScatterElements", "min", {64, 33}, {64, 50}, {64, 50}, 1, 33}}) {
+    SCOPED_TRACE(std::string(c.type) + " reduction " + c.reduction + " into " + shapeString(c.data));
+    Plan plan;
+    int x = addValue(plan, "x", c.data), i = addValue(plan, "i", c.idx), u = addValue(plan, "u", c.upd);
+    int y = addValue(plan, "y", c.data);
+    plan.values[size_t(i)].dtype = DType::I64;
+    PlanOp op;
+    op.type = c.type;
+    op.name = "scatter";
+    op.inputs = {x, i, u};
+    op.outputs = {y};
+    op.attrs["reduction"].kind = Attr::String;
+    op.attrs["reduction"].s = c.reduction;
+    if (std::string(c.type) == "ScatterElements")
+      op.attrs["axis"].i = c.axis;
+    plan.ops.push_back(op);
+    plan.inputs = {x, i, u};
+    plan.outputs = {y};
+    auto idx = std::make_shared<Tensor>(DType::I64, c.idx);
+    std::uniform_int_distribution<int64_t> pick(0, c.range - 1);
+    for (int64_t k = 0; k < idx->numel(); ++k) {
+      int64_t v = pick(rng);
+      idx->data<int64_t>()[k] = k % 5 == 0 ? v - c.range : v; // negative: counted from the end
+    }
+    if (std::string(c.type) == "ScatterND" && c.idx.back() == 2) // [row, column] pairs: rows < 7, columns < 9
+      for (int64_t k = 1; k < idx->numel(); k += 2)
+        idx->data<int64_t>()[k] = std::uniform_int_distribution<int64_t>(0, 8)(rng);
+    auto upd = std::make_shared<Tensor>(randomTensor(c.upd, rng, 1.0f));
+    std::map<std::string, TensorPtr> feed = {
+        {"x", std::make_shared<Tensor>(randomTensor(c.data, rng, 1.0f))}, {"i", idx}, {"u", upd}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    for (int run = 0; run < 3; ++run) {
+      gpu->run(feed, false);
+      TensorPtr want = cpu.value(y), got = gpu->value(y);
+      ASSERT_TRUE(want && got);
+      ASSERT_EQ(got->shape, want->shape);
+      int64_t differ = 0, first = -1;
+      for (int64_t k = 0; k < want->numel(); ++k)
+        if (std::memcmp(&got->data<float>()[k], &want->data<float>()[k], 4) != 0 && differ++ == 0)
+          first = k;
+      EXPECT_EQ(differ, 0) << "run " << run << ": " << differ << " of " << want->numel() << " elements differ, the first "
+                           << first << ": " << (first >= 0 ? got->data<float>()[first] : 0.0f) << " against "
+                           << (first >= 0 ? want->data<float>()[first] : 0.0f);
+    }
+  }
+}
+
 /// LayerNormalization in a plan, GPU against the CPU executor: rows of 2048, 768 and 4096 (the
 /// register kernels), 5000 and 30 (the generic one), with and without B, Mean and InvStdDev kept.
 /// Both take the statistics in double: Y within 1e-6 (max|err| / max|ref|), statistics within 1e-6.
@@ -1450,6 +1520,53 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
       EXPECT_LE(normwiseError(g, want), 1e-3) << n;
     });
   }
+}
+
+/// CudaOptions::fastAccum = false (OCTET_CUDA_FAST_ACCUM=0) runs a GEMM the plan marks
+/// accumulation = fast as the same plan marked split does, bit for bit; on zero-mean data both are
+/// within the GEMM tolerance of the CPU (1e-3) at K = 4096 (printed: what fprop's fast accumulation
+/// costs in precision).
+TEST(CudaExecutor, FastAccumulationCanBeTurnedOff) {
+  REQUIRE_GPU();
+  std::mt19937 rng(29);
+  const int64_t M = 128, K = 4096, N = 256;
+  Plan fast;
+  BiasedGemm g = addBiasedGemm(fast, M, K, N, Shape{1, M, N}, 0.05f, 0.02f);
+  fast.ops = {g.gemm};
+  fast.inputs = {g.a, g.b, g.bias};
+  fast.outputs = {g.y};
+  Plan split = fast;
+  split.ops[0].attrs["accumulation"].s = "split";
+  auto codes = [&](Shape sh) {
+    auto t = std::make_shared<Tensor>(DType::F8E4M3FN, sh);
+    std::uniform_int_distribution<int> pick(0x28, 0x48), sign(0, 1); // E4M3 of 1/4 to 4, either sign
+    for (int64_t k = 0; k < t->numel(); ++k)
+      t->bytes[size_t(k)] = uint8_t(pick(rng) | (sign(rng) ? 0x80 : 0));
+    return t;
+  };
+  std::map<std::string, TensorPtr> feed = {
+      {"a", codes({M, K})}, {"b", codes({N, K})}, {"bias", std::make_shared<Tensor>(randomTensor({N}, rng, 1.0f))}};
+  Executor cpu(fast);
+  cpu.run(feed, false);
+  cuda::CudaOptions off;
+  off.fastAccum = false;
+  auto noFast = cuda::makeCudaRunner(fast, off), asSplit = cuda::makeCudaRunner(split), asFast = cuda::makeCudaRunner(fast);
+  for (Runner *r : {noFast.get(), asSplit.get(), asFast.get()})
+    r->run(feed, false);
+  TensorPtr want = cpu.value(g.y), a = noFast->value(g.y), b = asSplit->value(g.y), f = asFast->value(g.y);
+  ASSERT_TRUE(want && a && b && f);
+  EXPECT_EQ(a->bytes, b->bytes);
+  auto err = [&](const TensorPtr &t) {
+    return normwiseError(std::vector<float>(t->data<float>(), t->data<float>() + t->numel()), *want);
+  };
+  double splitErr = err(a), fastErr = err(f);
+  std::cout << "FP8 GEMM K=" << K << ", ||err|| / ||ref|| against the CPU: split accumulation " << splitErr
+            << ", fast accumulation " << fastErr << "\n";
+  // Zero-mean products: split 1.9e-5, fast 2.6e-4 on the H100. Hopper's fast accumulation keeps
+  // fewer bits in the tensor cores' running sums (DeepSeek-V3 report, 3.3.2), so sums that do not
+  // cancel lose more: products two-thirds positive measured 4.7e-4 split against 6.2e-2 fast.
+  EXPECT_LE(splitErr, 1e-3);
+  EXPECT_LE(fastErr, 1e-3);
 }
 
 /// A projection read only by BF16 attention with the heads in place (Q, K and V of one Reshape of

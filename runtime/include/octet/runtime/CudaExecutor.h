@@ -29,6 +29,8 @@ struct CudaOptions {
                         // fp8.cast_amax with a transposed copy reads first is taken in that cast's pass
   bool castSources = true; // the FP8 casts of one tensor in one pass, which also computes the tensor where a
                            // LayerNorm or GELU writes it for them alone (their FP8 output)
+  bool fastAccum = true; // FP8 GEMMs the plan marks accumulation = fast (TE's fprop) use cuBLASLt's fast
+                         // accumulation; false: split accumulation (FP32 promotion) for every FP8 GEMM
   bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
                         // Add, or the Transpose that splits heads) instead of in a pass of its own
   /// Tensor-core operands of octet::Attention/AttentionGrad (FP32 accumulation either way). Auto:
@@ -44,7 +46,7 @@ CudaOptions::Attention parseAttentionPrecision(const std::string &v);
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
 /// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0,
-/// OCTET_CUDA_CAST_SOURCES=0,
+/// OCTET_CUDA_CAST_SOURCES=0, OCTET_CUDA_FAST_ACCUM=0,
 /// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_ATTENTION=auto|tf32|bf16.
 void registerBackend();
 
