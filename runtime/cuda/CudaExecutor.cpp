@@ -148,7 +148,12 @@ private:
   };
   std::map<size_t, GeluOp> geluSources_;
   void fuseCastSources();
-  std::map<std::string, int> fusions_; // what fuseCastSources() made, by kind (cuda::fusions())
+  std::map<std::string, int> fusions_; // what fuseCastSources() and fusePointwiseChains() made, by kind
+                                       // (cuda::fusions())
+  /// Whether every reader of value v is one of the plan ops `ops` (through views onto the same
+  /// bytes), and v is neither a plan output nor a new state value: then nothing else needs its bytes.
+  bool onlyReadBy(int v, const std::set<size_t> &ops);
+  std::vector<std::vector<size_t>> readersOf_; // plan op indices reading each value (onlyReadBy)
   /// An fp8.gemm with a float32 bias that could run without it (its launch without the bias), and
   /// the ops that could add it instead: plain float32 Adds and Transposes (foldGemmBias()).
   struct GemmBiasOp {
@@ -381,7 +386,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     }
   }
   if (std::getenv("OCTET_CUDA_VERBOSE") && !fusions_.empty()) {
-    std::cerr << "note: FP8 cast passes:";
+    std::cerr << "note: fused passes:";
     for (auto &[what, n] : fusions_)
       std::cerr << " " << what << " " << n << ";";
     std::cerr << "\n";
@@ -1794,7 +1799,8 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
 /// where that keeps each thread's reads and writes to its own element: it reads an earlier
 /// program's result only element for element (canChain), reads nothing else an earlier program
 /// writes, and writes nothing an earlier program reads except, element for element, the same
-/// buffer (a state updated in place).
+/// buffer (a state updated in place). A result that only later programs of the run read is not
+/// written at all. check() runs the ops as they were.
 void CudaExecutor::fusePointwiseChains() {
   // Up to 4 programs over large tensors (AdamW's three); over small ones, where a launch costs more
   // than the bytes, up to 12 (several parameters' AdamW: a layer's norm weights and biases).
@@ -1856,7 +1862,15 @@ void CudaExecutor::fusePointwiseChains() {
       fused.push_back(std::move(program_[k++]));
       continue;
     }
-    int h = jit_->addChain(args);
+    // A result only later programs of the run read (the GELU gradient's tanh) stays in registers.
+    std::vector<bool> store(run.size(), true);
+    std::set<size_t> later;
+    for (size_t q = run.size() - 1; q-- > 0;) {
+      later.insert(program_[run[q + 1]].op);
+      store[q] = !onlyReadBy(plan_.ops[program_[run[q]].op].outputs[0], later);
+      fusions_["chain results kept in registers"] += store[q] ? 0 : 1;
+    }
+    int h = jit_->addChain(args, store);
     OpProgram group{program_[k].op, {}, {}};
     std::vector<Step> alone; // each program's own launch, should the generated kernels not build
     for (size_t e : run)
@@ -2067,40 +2081,38 @@ void CudaExecutor::fuseCastColumnSums() {
 /// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
 /// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
 /// runs the ops as they were.
+bool CudaExecutor::onlyReadBy(int v, const std::set<size_t> &ops) {
+  if (readersOf_.empty()) {
+    readersOf_.resize(plan_.values.size());
+    for (size_t k = 0; k < plan_.ops.size(); ++k)
+      for (int id : plan_.ops[k].inputs)
+        if (id >= 0)
+          readersOf_[size_t(id)].push_back(k);
+  }
+  for (std::vector<int> open{v}; !open.empty();) {
+    int x = open.back();
+    open.pop_back();
+    if (std::find(plan_.outputs.begin(), plan_.outputs.end(), x) != plan_.outputs.end() ||
+        std::any_of(plan_.stateUpdates.begin(), plan_.stateUpdates.end(), [&](auto &u) { return u.second == x; }))
+      return false;
+    for (size_t r : readersOf_[size_t(x)]) {
+      const PlanOp &rop = plan_.ops[r];
+      if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0 &&
+          devicePtr(rop.outputs[0]) == devicePtr(x))
+        open.push_back(rop.outputs[0]);
+      else if (!ops.count(r))
+        return false;
+    }
+  }
+  return true;
+}
+
 void CudaExecutor::fuseCastSources() {
-  std::vector<std::vector<size_t>> readersOf(plan_.values.size());
-  for (size_t k = 0; k < plan_.ops.size(); ++k)
-    for (int id : plan_.ops[k].inputs)
-      if (id >= 0)
-        readersOf[size_t(id)].push_back(k);
-  std::set<int> kept; // plan outputs and new state values: their bytes must hold the value
-  for (int id : plan_.outputs)
-    kept.insert(id);
-  for (auto &[st, v] : plan_.stateUpdates)
-    kept.insert(v);
   // A view that moves nothing (a Reshape of an arena value onto the same bytes).
   auto quietView = [&](size_t k) {
     const PlanOp &op = plan_.ops[program_[k].op];
     return octet::rt::isView(op.type) && program_[k].parts.empty() && !op.inputs.empty() && op.inputs[0] >= 0 &&
            !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
-  };
-  // Whether every reader of v, through views, is one of `ops`, and v is neither a plan output nor
-  // a new state value.
-  auto onlyReadBy = [&](int v, const std::set<size_t> &ops) {
-    for (std::vector<int> open{v}; !open.empty();) {
-      int x = open.back();
-      open.pop_back();
-      if (kept.count(x))
-        return false;
-      for (size_t r : readersOf[size_t(x)]) {
-        const PlanOp &rop = plan_.ops[r];
-        if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0)
-          open.push_back(rop.outputs[0]);
-        else if (!ops.count(r))
-          return false;
-      }
-    }
-    return true;
   };
   Step nothing = [](cudaStream_t) { return std::string(); };
   for (size_t k = 0; k < program_.size(); ++k) {

@@ -110,8 +110,9 @@ public:
   /// input that is an earlier program's output (the same pointer) is taken from its registers
   /// and must be read element for element. Returns the handle, or -1 where the programs' index
   /// spaces or that input's layout do not allow it. The caller makes sure no program reads
-  /// what another writes except so (the executor's fusePointwiseChains()).
-  int addChain(const std::vector<PwArgs> &programs);
+  /// what another writes except so (the executor's fusePointwiseChains()). `store[p]` false: program
+  /// p's result is not written (only later programs of the chain read it); the last is always written.
+  int addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store = {});
   /// Whether addChain would take `programs` (registers nothing).
   static bool canChain(const std::vector<PwArgs> &programs);
   std::string launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const;

@@ -162,11 +162,12 @@ Spec specOf(const PwArgs &a) {
 struct Chain {
   std::vector<Spec> parts;
   std::vector<std::vector<int>> from;
+  std::vector<bool> store; // whether program p writes its result (false: later programs use it alone)
 
   std::string key() const {
     std::string k;
     for (size_t p = 0; p < parts.size(); ++p) {
-      k += parts[p].key() + "#";
+      k += parts[p].key() + (store[p] ? "#" : "#-");
       for (int f : from[p])
         k += std::to_string(f) + ",";
       k += "/";
@@ -178,7 +179,7 @@ struct Chain {
 /// One program of a chain inside the element loop: its offsets, loads (all issued before the
 /// arithmetic; inputs an earlier program computed come from its registers), code and store.
 void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &from, const std::vector<Spec> &parts,
-                  const std::string &P, const char *OT, int V) {
+                  const std::string &P, const char *OT, int V, bool store) {
   auto last = [&](int q) { return "r" + std::to_string(q) + "_" + std::to_string(parts[size_t(q)].nCode - 1); };
   for (int j = 0; j < s.nIn; ++j) {
     if (s.load[j] == Load::Scalar || from[size_t(j)] >= 0)
@@ -246,6 +247,8 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
         << reg(s.arg[i][1], l) << ", " << reg(s.arg[i][2], l) << ", false, false);\n";
   }
   std::string r = "r" + P + "_" + std::to_string(s.nCode - 1);
+  if (!store)
+    return;
   if (V == kVec)
     o << "    *reinterpret_cast<float4 *>(out" << P << " + i) = make_float4(" << r << "[0], " << r << "[1], " << r
       << "[2], " << r << "[3]);\n";
@@ -296,7 +299,7 @@ std::string generate(const Chain &c, const std::string &name) {
     }
   }
   for (size_t p = 0; p < c.parts.size(); ++p)
-    generatePart(o, c.parts[p], c.from[p], c.parts, std::to_string(p), OT, V);
+    generatePart(o, c.parts[p], c.from[p], c.parts, std::to_string(p), OT, V, c.store[p]);
   o << "  }\n}\n\n";
   return o.str();
 }
@@ -335,10 +338,15 @@ bool makeChain(const std::vector<PwArgs> &programs, Chain &c);
 
 int PwJit::add(const PwArgs &args) { return addChain({args}); }
 
-int PwJit::addChain(const std::vector<PwArgs> &programs) {
+int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store) {
   Chain c;
   if (!makeChain(programs, c))
     return -1;
+  if (!store.empty()) {
+    if (store.size() != programs.size() || !store.back())
+      return -1; // the last program's result is what the chain is for
+    c.store = store;
+  }
   auto [it, fresh] = impl_->byKey.emplace(c.key(), int(impl_->specs.size()));
   if (fresh)
     impl_->specs.push_back(std::move(c));
@@ -351,6 +359,7 @@ bool PwJit::canChain(const std::vector<PwArgs> &programs) {
 }
 
 bool makeChain(const std::vector<PwArgs> &programs, Chain &c) {
+  c.store.assign(programs.size(), true);
   for (const PwArgs &args : programs) {
     PwArgs a = args;
     mergePointwiseDims(a);

@@ -1913,6 +1913,70 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
   }
 }
 
+/// A chain's intermediate result that only later programs of the chain read is not written (the
+/// GELU gradient's tanh): t = tanh(0.5 x), then y = dy t + t t, over [256, 512]. The outputs are
+/// the unchained runner's bits, and cuda::fusions() counts the result kept in registers; when t is
+/// also a plan output, or another op reads it, it is written.
+TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const Shape sh{256, 512};
+  for (int use : {0, 1, 2}) { // t read only by y; t also a plan output; t also read by a ReduceSum
+    SCOPED_TRACE("use " + std::to_string(use));
+    Plan plan;
+    int x = addValue(plan, "x", sh), dy = addValue(plan, "dy", sh), half = addValue(plan, "half", {});
+    int t = addValue(plan, "t", sh), y = addValue(plan, "y", sh), sum = addValue(plan, "sum", {});
+    auto c = std::make_shared<Tensor>(DType::F32, Shape{});
+    c->data<float>()[0] = 0.5f;
+    plan.constants[half] = c;
+    plan.constantKinds[half] = ConstantKind::Const;
+    auto pointwise = [&](std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
+      PlanOp op;
+      op.type = "octet::Pointwise";
+      op.name = plan.values[size_t(out)].name;
+      op.inputs = std::move(in);
+      op.outputs = {out};
+      op.attrs["ops"].kind = Attr::Strings;
+      op.attrs["ops"].strings = std::move(ops);
+      op.attrs["args"].kind = Attr::Ints;
+      op.attrs["args"].ints = std::move(args);
+      plan.ops.push_back(op);
+    };
+    // Operands: the inputs, then one result per instruction.
+    pointwise({x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+    pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    plan.inputs = {x, dy};
+    plan.outputs = {y};
+    if (use == 1)
+      plan.outputs.push_back(t);
+    if (use == 2) {
+      PlanOp r;
+      r.type = "ReduceSum";
+      r.name = "sum";
+      r.inputs = {t};
+      r.outputs = {sum};
+      r.attrs["keepdims"].i = 0;
+      plan.ops.push_back(r);
+      plan.outputs.push_back(sum);
+    }
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(randomTensor(sh, rng, 2.0f))},
+                                             {"dy", std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f))}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.chains = false;
+    auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+    auto f = cuda::fusions(*gpu);
+    EXPECT_EQ(f.count("chain results kept in registers") ? f.at("chain results kept in registers") : 0,
+              use == 0 ? 1 : 0);
+    // Bit for bit against the unchained runner; within --check-against-cpu's 1e-5 of the CPU (the
+    // device's tanhf is not glibc's).
+    expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
+      EXPECT_LE(maxRelError(got, want), 1e-5) << n;
+    });
+  }
+}
+
 /// octet::Attention and octet::AttentionGrad on tensor cores, TF32 and BF16 operands, against the CPU reference:
 /// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
 /// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.

@@ -64,9 +64,9 @@ std::unique_ptr<Runner> makeCudaRunner(Plan plan, CudaOptions o = {});
 int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os,
                     CudaOptions o = {});
 
-/// What the runner's load-time fusion of FP8 casts made, by kind ("casts share a read", "cast
-/// computes LayerNorm", "cast computes GELU", and "casts in fused passes" in all); empty for
-/// other runners.
+/// What the runner's load-time fusions made, by kind: FP8 casts ("casts share a read", "cast
+/// computes LayerNorm", "cast computes GELU", and "casts in fused passes" in all) and Pointwise
+/// chains ("chain results kept in registers": results not written); empty for other runners.
 std::map<std::string, int> fusions(const Runner &r);
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,
