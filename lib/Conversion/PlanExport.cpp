@@ -84,6 +84,7 @@ private:
   std::vector<int> firstDef, lastUse;
   llvm::json::Object planArena();
   void markInPlaceUpdates();
+  void keepCastSourcesAlive();
 
 public:
   int64_t arenaBytes = 0;
@@ -136,6 +137,31 @@ llvm::json::Object PlanWriter::planArena() {
                             {"arena_bytes", plan.arenaBytes},
                             {"buffers", std::move(buffers)},
                             {"views", std::move(views)}};
+}
+
+/// The CUDA runtime may compute the octet::Pointwise programs right before an fp8.cast_amax (views
+/// aside; up to 12, its longest run of generated programs) in the cast's own pass, their last
+/// result going to the cast only (the GELU gradient before the E5M2 cast of dY). That pass reads the
+/// programs' inputs while it writes the cast's outputs, so the inputs stay alive until the cast:
+/// the arena must not give the codes their bytes.
+void PlanWriter::keepCastSourcesAlive() {
+  constexpr int kMaxRun = 12;
+  for (int c = 0; c < int(ops.size()); ++c) {
+    if (ops[size_t(c)].getAsObject()->getString("type") != "fp8.cast_amax")
+      continue;
+    for (int k = c - 1, programs = 0; k >= 0 && programs < kMaxRun; --k) {
+      const llvm::json::Object &op = *ops[size_t(k)].getAsObject();
+      std::string type = op.getString("type")->str();
+      if (octet::rt::isView(type))
+        continue;
+      if (type != "octet::Pointwise")
+        break;
+      ++programs;
+      for (const llvm::json::Value &in : *op.getArray("in"))
+        if (int64_t id = *in.getAsInteger(); id >= 0)
+          lastUse[size_t(id)] = std::max(lastUse[size_t(id)], c);
+    }
+  }
 }
 
 /// A state update is in place when the new value's op is the last reader of the old value, or
@@ -441,6 +467,7 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
     lastUse[size_t(*v.getAsInteger())] = int(ops.size());
   for (const llvm::json::Value &u : stateUpdates)
     lastUse[size_t(*u.getAsObject()->getInteger("value"))] = int(ops.size());
+  keepCastSourcesAlive();
   if (inPlaceUpdates)
     markInPlaceUpdates();
   llvm::json::Object memory = planArena();

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
 
+#include "CastTile.h"
 #include "EwMath.h"
 
 #include <cuda_bf16.h>
@@ -30,47 +31,11 @@ template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F);
 }
 
-/// Block max of |x| bits (non-negative floats order as their bit patterns, and NaN above Inf),
-/// which `publish(m)` gets in thread 0 (an atomicMax per destination).
-template <class Publish> __device__ void blockAmax(unsigned m, Publish publish) {
-  for (int o = 16; o > 0; o /= 2)
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ unsigned warpMax[32];
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0)
-    warpMax[warp] = m;
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0u;
-    for (int o = 16; o > 0; o /= 2)
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0)
-      publish(m);
-  }
-}
-/// Publishes a block's max to every destination of `dst` (dst(i, bits) for i < n). Without a slot,
-/// as atomicMax into destinations that hold zero or a running max. With one (two unsigned, zero
-/// before the launch), the blocks meet there and the last one stores the grid's max into the
-/// destinations and zeroes the slot again: no memset of the destinations before each launch.
-template <class Dst> __device__ void publishAmax(unsigned m, unsigned *slot, int n, Dst dst) {
-  blockAmax(m, [&](unsigned b) {
-    if (!slot) {
-      for (int i = 0; i < n; ++i)
-        atomicMax(dst(i), b);
-      return;
-    }
-    atomicMax(&slot[0], b);
-    __threadfence();
-    if (atomicAdd(&slot[1], 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-      unsigned all = atomicExch(&slot[0], 0u);
-      for (int i = 0; i < n; ++i)
-        *dst(i) = all;
-      atomicExch(&slot[1], 0u);
-    }
-  });
-}
-
-constexpr int kCtTile = 64, kCtThreads = 256;
+using tile::Targets;
+using tile::encodeEight;
+using tile::publishAmax;
+constexpr int kCtTile = tile::kTile, kCtThreads = tile::kThreads;
+static_assert(tile::kMaxTargets == kMaxCastTargets, "CastTile.h and Cuda.h agree on the targets of one pass");
 
 /// Where a cast-transpose's values come from (CastSource on the device): 8 consecutive values of
 /// row r from column c (a multiple of 8), 16-byte aligned.
@@ -140,24 +105,6 @@ struct LayerNormSrc {
   }
 };
 
-/// Up to kMaxCastTargets casts of the same values, each with its own scale, format and outputs.
-struct Targets {
-  const float *scaleInv[kMaxCastTargets];
-  uint8_t *q[kMaxCastTargets], *qt[kMaxCastTargets];
-  unsigned *amax[kMaxCastTargets];
-  bool e5m2[kMaxCastTargets];
-  int n;
-};
-
-__device__ __forceinline__ uint2 encodeEight(const float (&v)[8], float si, bool e5m2) {
-  uint2 out;
-  uint8_t *o = reinterpret_cast<uint8_t *>(&out);
-#pragma unroll
-  for (int k = 0; k < 8; ++k)
-    o[k] = e5m2 ? encode<__NV_E5M2>(__fdiv_rn(v[k], si)) : encode<__NV_E4M3>(__fdiv_rn(v[k], si));
-  return out;
-}
-
 /// One read of x [n]: 8 values per thread and load (the tail one by one), their codes, and the
 /// block's max |x| into *amaxBits.
 template <typename T, __nv_fp8_interpretation_t F>
@@ -184,83 +131,12 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
   publishAmax(m, slot, 1, [&](int) { return amaxBits; });
 }
 
-/// One 64 x 64 tile of the source values [rows, cols] per block, cast for each target: the codes go
-/// to q row by row (8 per thread and load) and through shared memory to qt [cols, rows] (16 bytes
-/// per thread and store); the tile's max |value| to every target's amax. With Sums, also the tile's
-/// column sums of the values into colPartials[blockIdx.y][cols] (a bias gradient's first half: dY
-/// is cast for the dgrad and wgrad GEMMs and summed over rows for the bias).
+/// One 64 x 64 tile of the source values per block (CastTile.h).
 template <class Src, bool Sums>
 __global__ void __launch_bounds__(kCtThreads)
     castTransposeKernel(Src src, int64_t rows, int64_t cols, Targets tg, float *__restrict__ colPartials,
                         unsigned *slot) {
-  __shared__ __align__(16) uint8_t tile[kMaxCastTargets][kCtTile][kCtTile + 4];
-  float si[kMaxCastTargets];
-#pragma unroll
-  for (int i = 0; i < kMaxCastTargets; ++i)
-    si[i] = i < tg.n ? *tg.scaleInv[i] : 1.0f;
-  int64_t r0 = int64_t(blockIdx.y) * kCtTile, c0 = int64_t(blockIdx.x) * kCtTile;
-  unsigned m = 0;
-  // Load: 64 rows of 64 values, 8 values per thread and pass.
-  constexpr int perRow = kCtTile / 8, rowsPerPass = kCtThreads / perRow;
-  int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
-  float sums[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int p = 0; p < kCtTile / rowsPerPass; ++p) {
-    int tr = lr + p * rowsPerPass;
-    int64_t r = r0 + tr, c = c0 + lc;
-    if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-value group is whole or absent
-      continue;
-    float v[8];
-    src.load8(r, c, cols, v);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      m = max(m, __float_as_uint(fabsf(v[k])));
-      if constexpr (Sums)
-        sums[k] += v[k];
-    }
-#pragma unroll
-    for (int i = 0; i < kMaxCastTargets; ++i)
-      if (i < tg.n) {
-        uint2 out = encodeEight(v, si[i], tg.e5m2[i]);
-        *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
-        // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
-        // the 8 codes go to shared memory as two 4-byte words.
-        *reinterpret_cast<uint32_t *>(&tile[i][tr][lc]) = out.x;
-        *reinterpret_cast<uint32_t *>(&tile[i][tr][lc + 4]) = out.y;
-      }
-  }
-  __syncthreads();
-  // Store: qt row c0 + j takes tile column j; thread (j, part) writes 16 consecutive rows of it.
-  int j = threadIdx.x / 4, part = threadIdx.x % 4;
-  int64_t c = c0 + j, r = r0 + part * 16;
-  if (c < cols && r < rows) { // rows is a multiple of 16
-#pragma unroll
-    for (int i = 0; i < kMaxCastTargets; ++i)
-      if (i < tg.n) {
-        uint4 v;
-        uint8_t *b = reinterpret_cast<uint8_t *>(&v);
-#pragma unroll
-        for (int k = 0; k < 16; ++k)
-          b[k] = tile[i][part * 16 + k][j];
-        *reinterpret_cast<uint4 *>(tg.qt[i] + c * rows + r) = v;
-      }
-  }
-  if constexpr (Sums) { // the rowsPerPass threads of each 8 columns, summed in a fixed order
-    __shared__ float part[rowsPerPass][kCtTile];
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      part[lr][lc + k] = sums[k];
-    __syncthreads();
-    if (threadIdx.x < kCtTile && c0 + threadIdx.x < cols) {
-      float t = 0.0f;
-      for (int i = 0; i < rowsPerPass; ++i)
-        t += part[i][threadIdx.x];
-      colPartials[int64_t(blockIdx.y) * cols + c0 + threadIdx.x] = t;
-    }
-  }
-  publishAmax(m, slot, tg.n, [&](int i) {
-    return i == 0 ? tg.amax[0] : i == 1 ? tg.amax[1] : tg.amax[kMaxCastTargets - 1]; // no local copy of tg
-  });
+  tile::castTransposeTile<Src, Sums>(src, rows, cols, tg, colPartials, slot);
 }
 
 std::string check(cudaError_t e, const char *what) {

@@ -189,6 +189,23 @@ private:
   void fuseSumSquares();
   std::map<size_t, dev::PwArgs> pointwise_; // generated-kernel Pointwise ops by plan op index
   void fusePointwiseChains();
+  /// A fused run of Pointwise programs (fusePointwiseChains()), by its program's op: the programs'
+  /// arguments and whether each writes its result.
+  struct ChainOp {
+    std::vector<dev::PwArgs> args;
+    std::vector<bool> store;
+  };
+  std::map<size_t, ChainOp> chains_;
+  /// A cast-transpose whose pass also takes a column sum (fuseCastColumnSums()), by the cast's op:
+  /// the partial sums it writes and the ReduceSum op that no longer reads the tensor.
+  struct CastSumOp {
+    float *partials;
+    size_t sumOp;
+  };
+  std::map<size_t, CastSumOp> castSums_;
+  void fuseCastPointwise();
+  /// Whether program k is a view that moves nothing (a Reshape onto the same bytes).
+  bool quietView(size_t k);
   Plan plan_;
   CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
@@ -376,6 +393,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   fuseSumSquares();
   if (jit_ && opt_.chains)
     fusePointwiseChains();
+  if (jit_ && opt_.castSources)
+    fuseCastPointwise();
   if (jit_) {
     std::string why = jit_->build();
     if (!why.empty()) {
@@ -1871,6 +1890,7 @@ void CudaExecutor::fusePointwiseChains() {
       fusions_["chain results kept in registers"] += store[q] ? 0 : 1;
     }
     int h = jit_->addChain(args, store);
+    chains_[program_[k].op] = {args, store};
     OpProgram group{program_[k].op, {}, {}};
     std::vector<Step> alone; // each program's own launch, should the generated kernels not build
     for (size_t e : run)
@@ -1894,6 +1914,104 @@ void CudaExecutor::fusePointwiseChains() {
     k = run.back() + 1;
   }
   program_ = std::move(fused);
+}
+
+/// A Pointwise program, or a chain of them (fusePointwiseChains()), whose result only an FP8
+/// cast-transpose right after it reads (and the column sum fuseCastColumnSums() put in the cast's
+/// pass): one generated kernel computes the result and casts it (PwJit::addCastChain), so the
+/// result is never written nor read back (the GELU gradient before the E5M2 cast of c_fc's dY).
+/// The arithmetic is the program's and the cast's, in their order: the same bits. check() runs the
+/// ops as they were.
+void CudaExecutor::fuseCastPointwise() {
+  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + bn && pb < pa + an;
+  };
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  for (size_t k = 0; k < program_.size(); ++k) {
+    size_t op = program_[k].op;
+    auto ct = castTransposes_.find(op);
+    auto sum = castSums_.find(op);
+    // The cast on its own, or with a column sum (not one of fuseCastSources()'s passes).
+    if (ct == castTransposes_.end() || (!program_[k].parts.empty() && sum == castSums_.end()) ||
+        ct->second.it != cuda::InType::F32)
+      continue;
+    const CastTransposeOp c = ct->second;
+    size_t before = k;
+    while (before > 0 && quietView(before - 1))
+      --before;
+    if (before == 0)
+      continue;
+    size_t p = before - 1, pop = program_[p].op;
+    ChainOp chain;
+    if (auto ch = chains_.find(pop); ch != chains_.end())
+      chain = ch->second;
+    else if (auto pw = pointwise_.find(pop); pw != pointwise_.end() && program_[p].parts.empty())
+      chain = {{pw->second}, {true}};
+    else
+      continue;
+    const dev::PwArgs &last = chain.args.back();
+    std::set<size_t> readers{op};
+    if (sum != castSums_.end())
+      readers.insert(sum->second.sumOp);
+    size_t lastOp = pop;
+    for (size_t q = 1; q < chain.args.size(); ++q)
+      lastOp = program_[p].parts[q].op;
+    int y = plan_.ops[lastOp].outputs[0];
+    if (last.out != c.xp || devicePtr(y) != c.xp || !onlyReadBy(y, readers))
+      continue;
+    // The pass reads the programs' inputs while it writes the codes: no target may share their
+    // bytes (the arena may give a target the bytes of an input that dies here), nor a result
+    // still written.
+    size_t elems = size_t(c.rows * c.cols);
+    std::vector<std::pair<const void *, size_t>> written = {{c.q, elems}, {c.qt, elems}, {c.amax, sizeof(float)}};
+    if (sum != castSums_.end())
+      written.push_back({sum->second.partials, size_t(cuda::castTransposeTileRows(c.rows) * c.cols) * sizeof(float)});
+    bool clash = false;
+    for (size_t q = 0; q < chain.args.size() && !clash; ++q) {
+      const dev::PwArgs &a = chain.args[q];
+      for (auto &[w, wn] : written) {
+        for (int j = 0; j < a.nIn; ++j) { // the bytes input j spans: its last element's offset, plus one
+          int64_t reach = 0;
+          for (int d = 0; d < a.shape.rank; ++d)
+            reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
+          clash = clash || overlaps(w, wn, a.in[j], size_t(reach + 1) * (a.inBool[j] ? 1 : sizeof(float)));
+        }
+        if (q + 1 < chain.args.size() && chain.store[q])
+          clash = clash || overlaps(w, wn, a.out, size_t(a.n) * sizeof(float));
+      }
+    }
+    if (clash)
+      continue;
+    int h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end());
+    if (h < 0)
+      continue;
+    cuda::tile::Targets tg{};
+    tg.n = 1;
+    tg.scaleInv[0] = c.scaleInv;
+    tg.q[0] = c.q;
+    tg.qt[0] = c.qt;
+    tg.amax[0] = reinterpret_cast<unsigned *>(c.amax);
+    tg.e5m2[0] = c.f == cuda::Format::E5M2;
+    float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
+    std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
+    apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
+    Step fused = [this, h, args = chain.args, tg, partials, slot = c.slot, apart](cudaStream_t s) {
+      if (!jit_) {
+        for (const Step &st : apart)
+          if (std::string e = st(s); !e.empty())
+            return e;
+        return std::string();
+      }
+      std::vector<const dev::PwArgs *> ptrs;
+      for (const dev::PwArgs &a : args)
+        ptrs.push_back(&a);
+      return jit_->launchCastChain(h, ptrs, tg, partials, slot, s);
+    };
+    replaceProgram(p, nothing);
+    replaceProgram(k, fused);
+    ++fusions_["cast computes Pointwise"];
+  }
 }
 
 void CudaExecutor::replaceProgram(size_t at, Step step) {
@@ -2068,19 +2186,12 @@ void CudaExecutor::fuseCastColumnSums() {
     Step sum = [cs, tiles, partials](cudaStream_t s) {
       return dev::columnTotals(partials, tiles, cs.cols, cs.cols, cs.out, s);
     };
+    castSums_[program_[c->second].op] = {partials, op};
     replaceProgram(c->second, cast);
     replaceProgram(k, sum);
   }
 }
 
-/// The FP8 casts of one tensor that run one after another (octet-group-casts puts them so; views
-/// between them move nothing) become one castTransposeMany pass: the tensor is read once for all of
-/// them. Where that tensor is the output of the LayerNormalization or GELU program just before
-/// (views aside) and nothing else reads it, the pass computes it instead: the LayerNorm's program
-/// writes only its rows' statistics and the casts apply them (the same arithmetic per element),
-/// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
-/// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
-/// runs the ops as they were.
 bool CudaExecutor::onlyReadBy(int v, const std::set<size_t> &ops) {
   if (readersOf_.empty()) {
     readersOf_.resize(plan_.values.size());
@@ -2107,13 +2218,21 @@ bool CudaExecutor::onlyReadBy(int v, const std::set<size_t> &ops) {
   return true;
 }
 
+bool CudaExecutor::quietView(size_t k) {
+  const PlanOp &op = plan_.ops[program_[k].op];
+  return octet::rt::isView(op.type) && program_[k].parts.empty() && !op.inputs.empty() && op.inputs[0] >= 0 &&
+         !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
+}
+
+/// The FP8 casts of one tensor that run one after another (octet-group-casts puts them so; views
+/// between them move nothing) become one castTransposeMany pass: the tensor is read once for all of
+/// them. Where that tensor is the output of the LayerNormalization or GELU program just before
+/// (views aside) and nothing else reads it, the pass computes it instead: the LayerNorm's program
+/// writes only its rows' statistics and the casts apply them (the same arithmetic per element),
+/// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
+/// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
+/// runs the ops as they were.
 void CudaExecutor::fuseCastSources() {
-  // A view that moves nothing (a Reshape of an arena value onto the same bytes).
-  auto quietView = [&](size_t k) {
-    const PlanOp &op = plan_.ops[program_[k].op];
-    return octet::rt::isView(op.type) && program_[k].parts.empty() && !op.inputs.empty() && op.inputs[0] >= 0 &&
-           !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
-  };
   Step nothing = [](cudaStream_t) { return std::string(); };
   for (size_t k = 0; k < program_.size(); ++k) {
     auto first = castTransposes_.find(program_[k].op);

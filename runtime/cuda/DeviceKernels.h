@@ -15,6 +15,7 @@
 #include "octet/runtime/Attention.h"
 #include "octet/runtime/Pointwise.h"
 
+#include "CastTile.h"
 #include "EwMath.h"
 
 #include <cstdint>
@@ -113,6 +114,14 @@ public:
   /// what another writes except so (the executor's fusePointwiseChains()). `store[p]` false: program
   /// p's result is not written (only later programs of the chain read it); the last is always written.
   int addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store = {});
+  /// Registers a chain whose last program's result [rows, cols] is not written but cast to FP8 as
+  /// castTransposeMany casts a tensor (CastTile.h: codes, transposed codes, amax; with `sums`, the
+  /// column sums into colPartials): one pass for the programs and the cast. -1 where the index
+  /// space does not fit the tile (rows and cols multiples of 16, 16-byte vectors).
+  int addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows, int64_t cols,
+                   bool sums);
+  std::string launchCastChain(int h, const std::vector<const PwArgs *> &programs, const tile::Targets &tg,
+                              float *colPartials, unsigned *slot, cudaStream_t s) const;
   /// Whether addChain would take `programs` (registers nothing).
   static bool canChain(const std::vector<PwArgs> &programs);
   std::string launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const;

@@ -17,6 +17,7 @@
 // without it still runs plans on the interpreter.
 //
 //===----------------------------------------------------------------------===//
+#include "CastTile.h"
 #include "DeviceKernels.h"
 
 #include <cuda_runtime.h>
@@ -34,6 +35,9 @@ namespace {
 
 const char *kEwMathSource =
 #include "EwMathSource.inc"
+    ;
+const char *kCastTileSource =
+#include "CastTileSource.inc"
     ;
 
 /// NVRTC's entry points, from the first library of the toolkit's names that loads.
@@ -163,9 +167,13 @@ struct Chain {
   std::vector<Spec> parts;
   std::vector<std::vector<int>> from;
   std::vector<bool> store; // whether program p writes its result (false: later programs use it alone)
+  // A cast chain: the last program's result, [rows, cols], goes to the FP8 cast-transpose tile
+  // (CastTile.h) instead of memory; with sums, its column sums too.
+  bool cast = false, sums = false;
+  int64_t rows = 0, cols = 0;
 
   std::string key() const {
-    std::string k;
+    std::string k = cast ? "cast " + std::to_string(rows) + "x" + std::to_string(cols) + (sums ? "+" : "") + "|" : "";
     for (size_t p = 0; p < parts.size(); ++p) {
       k += parts[p].key() + (store[p] ? "#" : "#-");
       for (int f : from[p])
@@ -256,34 +264,21 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
     o << "    out" << P << "[i] = " << r << "[0];\n";
 }
 
-/// The kernel's source: `extern "C" __global__ void NAME(const void *in0_0, ..., float *out0, ...)`,
-/// each program's inputs then its output, program after program.
-std::string generate(const Chain &c, const std::string &name) {
-  const Spec &s = c.parts[0]; // the index space all parts share
-  std::ostringstream o;
-  // Unsigned coordinates (division by constants is cheapest), signed offsets.
-  const char *IT = s.wide ? "unsigned long long" : "unsigned", *OT = s.wide ? "long long" : "int";
-  const int V = s.vec;
-  o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
-  for (size_t p = 0; p < c.parts.size(); ++p) {
-    for (int j = 0; j < c.parts[p].nIn; ++j)
-      o << "const " << (c.parts[p].isBool[j] ? "unsigned char" : "float") << " *__restrict__ in" << p << "_" << j
-        << ", ";
-    o << "float *" << (c.parts.size() == 1 ? "__restrict__ " : "") << "out" << p
-      << (p + 1 < c.parts.size() ? ", " : "");
-  }
-  o << ") {\n";
-  o << "  using namespace octet::rt::cuda::dev;\n";
+/// The scalar inputs (one value for every element), loaded once.
+void generateScalars(std::ostringstream &o, const Chain &c, const char *indent) {
   for (size_t p = 0; p < c.parts.size(); ++p)
     for (int j = 0; j < c.parts[p].nIn; ++j)
       if (c.parts[p].load[j] == Load::Scalar && c.from[p][size_t(j)] < 0) {
         std::string in = "in" + std::to_string(p) + "_" + std::to_string(j);
-        o << "  const float x" << p << "_" << j << "s = "
+        o << indent << "const float x" << p << "_" << j << "s = "
           << (c.parts[p].isBool[j] ? "(" + in + "[0] ? 1.0f : 0.0f)" : in + "[0]") << ";\n";
       }
-  o << "  for (" << IT << " g = " << IT << "(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
-    << "u; g += " << IT << "(gridDim.x) * " << kJitThreads << "u) {\n";
-  o << "    const " << IT << " i = g * " << V << ";\n";
+}
+
+/// The programs of a chain for the V elements from `i` (defined by the caller): coordinates, then
+/// each program (generatePart).
+void generateBody(std::ostringstream &o, const Chain &c, const char *IT, const char *OT, int V) {
+  const Spec &s = c.parts[0];
   // Coordinates of element i, innermost first; only the dims some input walks are used.
   bool needCoords = false;
   for (size_t p = 0; p < c.parts.size(); ++p)
@@ -300,6 +295,62 @@ std::string generate(const Chain &c, const std::string &name) {
   }
   for (size_t p = 0; p < c.parts.size(); ++p)
     generatePart(o, c.parts[p], c.from[p], c.parts, std::to_string(p), OT, V, c.store[p]);
+}
+
+/// Each program's inputs then its output, program after program: kernel parameters (separated by
+/// ", ") or struct members (each ending in ";\n").
+void generatePointers(std::ostringstream &o, const Chain &c, bool members, bool restrictOut) {
+  const char *indent = members ? "  " : "";
+  std::vector<std::string> decls;
+  for (size_t p = 0; p < c.parts.size(); ++p) {
+    for (int j = 0; j < c.parts[p].nIn; ++j)
+      decls.push_back(std::string("const ") + (c.parts[p].isBool[j] ? "unsigned char" : "float") + " *__restrict__ in" +
+                      std::to_string(p) + "_" + std::to_string(j));
+    decls.push_back(std::string("float *") + (restrictOut ? "__restrict__ " : "") + "out" + std::to_string(p));
+  }
+  for (size_t k = 0; k < decls.size(); ++k)
+    o << indent << decls[k] << (members ? ";\n" : k + 1 < decls.size() ? ", " : "");
+}
+
+/// The kernel's source: `extern "C" __global__ void NAME(const void *in0_0, ..., float *out0, ...)`,
+/// each program's inputs then its output, program after program. A cast chain's kernel instead
+/// takes a struct of those pointers, whose load8 computes 8 results of the last program, and runs
+/// the cast-transpose tile on them: NAME(NAME_src src, rows, cols, Targets, colPartials, slot).
+std::string generate(const Chain &c, const std::string &name) {
+  const Spec &s = c.parts[0]; // the index space all parts share
+  std::ostringstream o;
+  // Unsigned coordinates (division by constants is cheapest), signed offsets.
+  const char *IT = s.wide ? "unsigned long long" : "unsigned", *OT = s.wide ? "long long" : "int";
+  const int V = s.vec;
+  if (c.cast) {
+    o << "struct " << name << "_src {\n";
+    generatePointers(o, c, true, false);
+    o << "  __device__ __forceinline__ void load8(long long r, long long cc, long long cols, float (&vals)[8]) const {\n";
+    o << "  using namespace octet::rt::cuda::dev;\n";
+    generateScalars(o, c, "  ");
+    o << "#pragma unroll\n  for (int h = 0; h < " << 8 / V << "; ++h) {\n";
+    o << "    const " << IT << " i = " << IT << "(r * cols + cc) + " << IT << "(h * " << V << ");\n";
+    generateBody(o, c, IT, OT, V);
+    std::string last = "r" + std::to_string(c.parts.size() - 1) + "_" + std::to_string(c.parts.back().nCode - 1);
+    for (int l = 0; l < V; ++l)
+      o << "    vals[h * " << V << " + " << l << "] = " << last << "[" << l << "];\n";
+    o << "  }\n  }\n};\n";
+    o << "extern \"C\" __global__ void __launch_bounds__(" << tile::kThreads << ") " << name << "(" << name
+      << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
+         "unsigned *slot) {\n";
+    o << "  octet::rt::cuda::tile::castTransposeTile<" << name << "_src, " << (c.sums ? "true" : "false")
+      << ">(src, rows, cols, tg, colPartials, slot);\n}\n\n";
+    return o.str();
+  }
+  o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
+  generatePointers(o, c, false, c.parts.size() == 1);
+  o << ") {\n";
+  o << "  using namespace octet::rt::cuda::dev;\n";
+  generateScalars(o, c, "  ");
+  o << "  for (" << IT << " g = " << IT << "(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
+    << "u; g += " << IT << "(gridDim.x) * " << kJitThreads << "u) {\n";
+  o << "    const " << IT << " i = g * " << V << ";\n";
+  generateBody(o, c, IT, OT, V);
   o << "  }\n}\n\n";
   return o.str();
 }
@@ -353,6 +404,24 @@ int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool>
   return it->second;
 }
 
+int PwJit::addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows,
+                        int64_t cols, bool sums) {
+  Chain c;
+  if (!makeChain(programs, c) || store.size() != programs.size() || rows % 16 || cols % 16 || rows < 1 ||
+      rows * cols != c.parts[0].n || c.parts[0].vec != kVec || (rows + tile::kTile - 1) / tile::kTile > 65535)
+    return -1; // 8 results per load8 from two groups of 4; the tile's shape rules
+  c.store = store;
+  c.store.back() = false; // the cast takes the last result
+  c.cast = true;
+  c.sums = sums;
+  c.rows = rows;
+  c.cols = cols;
+  auto [it, fresh] = impl_->byKey.emplace(c.key(), int(impl_->specs.size()));
+  if (fresh)
+    impl_->specs.push_back(std::move(c));
+  return it->second;
+}
+
 bool PwJit::canChain(const std::vector<PwArgs> &programs) {
   Chain c;
   return makeChain(programs, c);
@@ -393,7 +462,7 @@ bool PwJit::built() const { return impl_->built; }
 double PwJit::buildSeconds() const { return impl_->seconds; }
 
 std::string PwJit::source() const {
-  std::string src = std::string(kEwMathSource) + "\n";
+  std::string src = std::string(kEwMathSource) + "\n" + kCastTileSource + "\n";
   for (size_t k = 0; k < impl_->specs.size(); ++k)
     src += generate(impl_->specs[k], "octet_pw" + std::to_string(k));
   return src;
@@ -461,6 +530,24 @@ std::string PwJit::build() {
 }
 
 std::string PwJit::launch(int h, const PwArgs &a, cudaStream_t s) const { return launchChain(h, {&a}, s); }
+
+std::string PwJit::launchCastChain(int h, const std::vector<const PwArgs *> &programs, const tile::Targets &tg,
+                                   float *colPartials, unsigned *slot, cudaStream_t s) const {
+  const Chain &c = impl_->specs[size_t(h)];
+  std::vector<void *> src; // the kernel's first parameter: a struct of the programs' pointers
+  for (const PwArgs *a : programs) {
+    for (int j = 0; j < a->nIn; ++j)
+      src.push_back(const_cast<void *>(a->in[j]));
+    src.push_back(a->out);
+  }
+  long long rows = c.rows, cols = c.cols;
+  tile::Targets targets = tg;
+  void *args[] = {src.data(), &rows, &cols, &targets, &colPartials, &slot};
+  dim3 grid(unsigned((cols + tile::kTile - 1) / tile::kTile), unsigned((rows + tile::kTile - 1) / tile::kTile));
+  cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void *>(impl_->kernels[size_t(h)]), grid,
+                                   dim3(tile::kThreads), args, 0, s);
+  return e == cudaSuccess ? std::string() : std::string("generated pointwise cast: ") + cudaGetErrorString(e);
+}
 
 std::string PwJit::launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const {
   if (programs.empty() || programs[0]->n == 0)

@@ -832,6 +832,26 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     m2.shape = broadcast.shape;
     m2.inStr[0].s[0] = m2.inStr[1].s[0] = 64, m2.inStr[0].s[1] = m2.inStr[1].s[1] = 1;
     EXPECT_EQ(jit.addChain({m2, broadcast}), -1);
+    // m' kept in registers (only p' reads it): no store of it.
+    dev::PwJit kept;
+    EXPECT_EQ(kept.addChain({m, p}, {false, true}), 0);
+    src = kept.source();
+    EXPECT_EQ(src.find("(out0 + i)"), std::string::npos) << src;
+    EXPECT_NE(src.find("(out1 + i)"), std::string::npos) << src;
+    // A cast chain over [16, 256]: p' goes to the cast-transpose tile (with column sums), not to
+    // memory; m' is still written. Shapes the tile cannot take are refused.
+    dev::PwJit cast;
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, true), 0);
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 8, 512, true), -1) << "rows not a multiple of 16";
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 128, true), -1) << "not the programs' size";
+    src = cast.source();
+    EXPECT_NE(src.find("castTransposeTile<octet_pw0_src, true>(src, rows, cols, tg, colPartials, slot)"),
+              std::string::npos) << src;
+    EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
+    EXPECT_EQ(src.find("(out1 + i)"), std::string::npos) << src;
+    EXPECT_NE(src.find("vals[h * 4 + 3] = r1_0[3];"), std::string::npos) << src;
+    for (int cc : {90, 89})
+      EXPECT_EQ(dev::PwJit::compile(src, cc, cubin), "") << "sm_" << cc;
   }
   EXPECT_EQ(sources["arithmetic [33, 7]"].find("float4"), std::string::npos) << "7 columns: one element per thread";
   // Broken source reports NVRTC's log instead of failing silently.
@@ -1706,6 +1726,17 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
   }
 }
 
+/// FP8 codes of two tensors of one shape that are more than one step apart (one step either way of
+/// zero counts as one).
+int codesApart(const Tensor &got, const Tensor &want) {
+  int far = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    int a = got.data<uint8_t>()[i], b = want.data<uint8_t>()[i];
+    far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
+  }
+  return far;
+}
+
 /// The FP8 casts of one tensor in one pass that also computes the tensor (CudaOptions::castSources):
 ///   layernorm  LayerNormalization -> Reshape (a view) -> three casts of the view with their own scales
 ///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
@@ -1826,12 +1857,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       }
       if (fromGemm)
         return;
-      int far = 0; // codes more than one step from the CPU's (its LayerNorm and GELU round alike)
-      for (int64_t i = 0; i < got.numel(); ++i) {
-        int a = got.data<uint8_t>()[i], b = want.data<uint8_t>()[i];
-        far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
-      }
-      EXPECT_EQ(far, 0) << n;
+      EXPECT_EQ(codesApart(got, want), 0) << n; // its LayerNorm and GELU round alike
     });
   }
 }
@@ -1973,6 +1999,91 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
     // device's tanhf is not glibc's).
     expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
       EXPECT_LE(maxRelError(got, want), 1e-5) << n;
+    });
+  }
+}
+
+/// A Pointwise program, or a chain of them, whose result only an FP8 cast-transpose reads runs as
+/// one generated kernel with the cast (the GELU gradient and the E5M2 cast of c_fc's dY): t =
+/// tanh(0.5 x) and y = dy t + t t over [256, 512], cast to E5M2 with the transposed copy and, in
+/// the first case, the column sum of y (a bias gradient) in the same pass. Cases: the chain with the
+/// sum; y alone (one program) without it; the chain with y also a plan output (not fused). Codes,
+/// amax and sums are the unfused runner's bits (OCTET_CUDA_CAST_SOURCES=0) on every run, eager and
+/// as graphs, and within one FP8 step of the CPU (the device's tanhf is not glibc's).
+TEST(CudaExecutor, CastComputesThePointwiseProgram) {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const int64_t M = 256, N = 512;
+  for (std::string what : {"chain-sum", "single", "kept"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    int x = addValue(plan, "x", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addValue(plan, "half", {});
+    int t = addValue(plan, "t", {M, N}), y = addValue(plan, "y", {M, N}), si = addValue(plan, "si", {});
+    int q = addValue(plan, "q", {M, N}), amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {N, M});
+    int sum = addValue(plan, "sum", {N});
+    plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
+    for (auto [id, v] : {std::pair{half, 0.5f}, std::pair{si, 0.002f}}) {
+      auto c = std::make_shared<Tensor>(DType::F32, Shape{});
+      c->data<float>()[0] = v;
+      plan.constants[id] = c;
+      plan.constantKinds[id] = ConstantKind::Const;
+    }
+    auto pointwise = [&](std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
+      PlanOp op;
+      op.type = "octet::Pointwise";
+      op.name = plan.values[size_t(out)].name;
+      op.inputs = std::move(in);
+      op.outputs = {out};
+      op.attrs["ops"].kind = Attr::Strings;
+      op.attrs["ops"].strings = std::move(ops);
+      op.attrs["args"].kind = Attr::Ints;
+      op.attrs["args"].ints = std::move(args);
+      plan.ops.push_back(op);
+    };
+    if (what == "single") {
+      plan.inputs = {t, dy};
+      pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    } else {
+      plan.inputs = {x, dy};
+      pointwise({x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+      pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    }
+    PlanOp cast;
+    cast.type = "fp8.cast_amax";
+    cast.name = "cast";
+    cast.inputs = {y, si};
+    cast.outputs = {q, amax, qt};
+    plan.ops.push_back(cast);
+    plan.outputs = {q, amax, qt};
+    if (what == "chain-sum") {
+      PlanOp red;
+      red.type = "ReduceSum";
+      red.name = "bias_grad";
+      red.inputs = {y};
+      red.outputs = {sum};
+      red.attrs["keepdims"].i = 0;
+      red.attrs["axes"].kind = Attr::Ints;
+      red.attrs["axes"].ints = {0};
+      plan.ops.push_back(red);
+      plan.outputs.push_back(sum);
+    }
+    if (what == "kept")
+      plan.outputs.push_back(y);
+    std::map<std::string, TensorPtr> feed = {{"dy", std::make_shared<Tensor>(randomTensor({M, N}, rng, 1.0f))}};
+    feed[what == "single" ? "t" : "x"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, 2.0f));
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.castSources = false;
+    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    auto made = cuda::fusions(*fused);
+    EXPECT_EQ(made.count("cast computes Pointwise") ? made.at("cast computes Pointwise") : 0, what == "kept" ? 0 : 1);
+    EXPECT_EQ(cuda::fusions(*apart).count("cast computes Pointwise"), 0u);
+    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
+      if (got.dtype == DType::F32)
+        EXPECT_LE(maxRelError(got, want), 1e-5) << n;
+      else
+        EXPECT_EQ(codesApart(got, want), 0) << n;
     });
   }
 }

@@ -28,7 +28,8 @@ struct CudaOptions {
   bool castSums = true; // a column sum (ReduceSum over the rows: a bias gradient) of a tensor that an
                         // fp8.cast_amax with a transposed copy reads first is taken in that cast's pass
   bool castSources = true; // the FP8 casts of one tensor in one pass, which also computes the tensor where a
-                           // LayerNorm or GELU writes it for them alone (their FP8 output)
+                           // LayerNorm, GELU or (with jit) Pointwise program writes it for them alone
+                           // (their FP8 output; the GELU gradient's cast)
   bool fastAccum = true; // FP8 GEMMs the plan marks accumulation = fast (TE's fprop) use cuBLASLt's fast
                          // accumulation; false: split accumulation (FP32 promotion) for every FP8 GEMM
   bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
@@ -65,8 +66,9 @@ int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, s
                     CudaOptions o = {});
 
 /// What the runner's load-time fusions made, by kind: FP8 casts ("casts share a read", "cast
-/// computes LayerNorm", "cast computes GELU", and "casts in fused passes" in all) and Pointwise
-/// chains ("chain results kept in registers": results not written); empty for other runners.
+/// computes LayerNorm", "cast computes GELU", "cast computes Pointwise", and "casts in fused
+/// passes" in all but the last) and Pointwise chains ("chain results kept in registers": results
+/// not written); empty for other runners.
 std::map<std::string, int> fusions(const Runner &r);
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,

@@ -1,0 +1,174 @@
+//===- CastTile.h - The FP8 cast-transpose tile, for nvcc and NVRTC --------===//
+//
+// One 64 x 64 tile of values per block, cast to FP8 for up to three targets
+// (codes row by row and, through shared memory, transposed), with the tile's
+// max |value| published to each target's amax and optionally the tile's
+// column sums. The values come from a source functor `src.load8(r, c, cols,
+// v)`: CastAmax.cu instantiates it for tensors, GELU and LayerNorm; the
+// Pointwise code generator (PointwiseJit.cpp) puts this file's text into its
+// translation unit and instantiates it for a generated Pointwise program, so
+// a program and the cast of its result run as one pass with the same bits.
+// Keep it free of #include: NVRTC sees it alone.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_CUDA_CASTTILE_H
+#define OCTET_CUDA_CASTTILE_H
+
+namespace octet::rt::cuda::tile {
+
+constexpr int kMaxTargets = 3, kTile = 64, kThreads = 256;
+
+/// Up to kMaxTargets casts of the same values, each with its own scale, format and outputs (a kernel
+/// argument: the host fills it, in CastAmax.cu and PointwiseJit.cpp).
+struct Targets {
+  const float *scaleInv[kMaxTargets];
+  unsigned char *q[kMaxTargets], *qt[kMaxTargets];
+  unsigned *amax[kMaxTargets];
+  bool e5m2[kMaxTargets];
+  int n;
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/// Two FP8 codes (lo in the low byte), round to nearest even, saturating to the largest finite
+/// value: the instruction cuda_fp8.h's __nv_cvt_float_to_fp8(__NV_SATFINITE) uses on sm_89+.
+__device__ __forceinline__ unsigned short fp8Pair(float lo, float hi, bool e5m2) {
+  unsigned short r;
+  if (e5m2)
+    asm("{cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;}\n" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;}\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/// The codes of v / si (IEEE division, as the CPU reference).
+__device__ __forceinline__ uint2 encodeEight(const float (&v)[8], float si, bool e5m2) {
+  unsigned w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = fp8Pair(__fdiv_rn(v[2 * k], si), __fdiv_rn(v[2 * k + 1], si), e5m2);
+  return make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+}
+
+/// Block max of |x| bits (non-negative floats order as their bit patterns, and NaN above Inf),
+/// which `publish(m)` gets in thread 0.
+template <class Publish> __device__ void blockAmax(unsigned m, Publish publish) {
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ unsigned warpMax[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    warpMax[warp] = m;
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < int(blockDim.x / 32) ? warpMax[lane] : 0u;
+    for (int o = 16; o > 0; o /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0)
+      publish(m);
+  }
+}
+
+/// Publishes a block's max to every destination of `dst` (dst(i) for i < n). Without a slot, as
+/// atomicMax into destinations that hold zero or a running max. With one (two unsigned, zero before
+/// the launch), the blocks meet there and the last one stores the grid's max into the destinations
+/// and zeroes the slot again: no memset of the destinations before each launch.
+template <class Dst> __device__ void publishAmax(unsigned m, unsigned *slot, int n, Dst dst) {
+  blockAmax(m, [&](unsigned b) {
+    if (!slot) {
+      for (int i = 0; i < n; ++i)
+        atomicMax(dst(i), b);
+      return;
+    }
+    atomicMax(&slot[0], b);
+    __threadfence();
+    if (atomicAdd(&slot[1], 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
+      unsigned all = atomicExch(&slot[0], 0u);
+      for (int i = 0; i < n; ++i)
+        *dst(i) = all;
+      atomicExch(&slot[1], 0u);
+    }
+  });
+}
+
+/// Block (blockIdx.x, blockIdx.y) of a cast-transpose of the source values [rows, cols] (multiples
+/// of 16): 64 rows of 64 values, 8 per thread and load; the codes go to q row by row and through
+/// shared memory to qt [cols, rows] (16 bytes per thread and store); the tile's max |value| to every
+/// target's amax. With Sums, also the tile's column sums of the values into
+/// colPartials[blockIdx.y][cols] (a bias gradient's first half: dY is cast for the dgrad and wgrad
+/// GEMMs and summed over rows for the bias).
+template <class Src, bool Sums>
+__device__ __forceinline__ void castTransposeTile(const Src &src, long long rows, long long cols, const Targets &tg,
+                                                  float *__restrict__ colPartials, unsigned *slot) {
+  __shared__ __align__(16) unsigned char tile[kMaxTargets][kTile][kTile + 4];
+  float si[kMaxTargets];
+#pragma unroll
+  for (int i = 0; i < kMaxTargets; ++i)
+    si[i] = i < tg.n ? *tg.scaleInv[i] : 1.0f;
+  long long r0 = (long long)(blockIdx.y) * kTile, c0 = (long long)(blockIdx.x) * kTile;
+  unsigned m = 0;
+  constexpr int perRow = kTile / 8, rowsPerPass = kThreads / perRow;
+  int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
+  float sums[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int p = 0; p < kTile / rowsPerPass; ++p) {
+    int tr = lr + p * rowsPerPass;
+    long long r = r0 + tr, c = c0 + lc;
+    if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-value group is whole or absent
+      continue;
+    float v[8];
+    src.load8(r, c, cols, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      m = max(m, __float_as_uint(fabsf(v[k])));
+      if constexpr (Sums)
+        sums[k] += v[k];
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxTargets; ++i)
+      if (i < tg.n) {
+        uint2 out = encodeEight(v, si[i], tg.e5m2[i]);
+        *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
+        // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
+        // the 8 codes go to shared memory as two 4-byte words.
+        *reinterpret_cast<unsigned *>(&tile[i][tr][lc]) = out.x;
+        *reinterpret_cast<unsigned *>(&tile[i][tr][lc + 4]) = out.y;
+      }
+  }
+  __syncthreads();
+  // Store: qt row c0 + j takes tile column j; thread (j, part) writes 16 consecutive rows of it.
+  int j = threadIdx.x / 4, part = threadIdx.x % 4;
+  long long c = c0 + j, r = r0 + part * 16;
+  if (c < cols && r < rows) { // rows is a multiple of 16
+#pragma unroll
+    for (int i = 0; i < kMaxTargets; ++i)
+      if (i < tg.n) {
+        uint4 v;
+        unsigned char *b = reinterpret_cast<unsigned char *>(&v);
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+          b[k] = tile[i][part * 16 + k][j];
+        *reinterpret_cast<uint4 *>(tg.qt[i] + c * rows + r) = v;
+      }
+  }
+  if constexpr (Sums) { // the rowsPerPass threads of each 8 columns, summed in a fixed order
+    __shared__ float partial[rowsPerPass][kTile];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      partial[lr][lc + k] = sums[k];
+    __syncthreads();
+    if (threadIdx.x < kTile && c0 + threadIdx.x < cols) {
+      float t = 0.0f;
+      for (int i = 0; i < rowsPerPass; ++i)
+        t += partial[i][threadIdx.x];
+      colPartials[(long long)(blockIdx.y) * cols + c0 + threadIdx.x] = t;
+    }
+  }
+  publishAmax(m, slot, tg.n, [&](int i) {
+    return i == 0 ? tg.amax[0] : i == 1 ? tg.amax[1] : tg.amax[kMaxTargets - 1]; // no local copy of tg
+  });
+}
+#endif
+
+} // namespace octet::rt::cuda::tile
+
+#endif // OCTET_CUDA_CASTTILE_H
