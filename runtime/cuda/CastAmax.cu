@@ -131,12 +131,12 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
   publishAmax(m, slot, 1, [&](int) { return amaxBits; });
 }
 
-/// One 64 x 64 tile of the source values per block (CastTile.h).
-template <class Src, bool Sums>
+/// One 64 x 64 tile of the source values per block (CastTile.h), for NT targets.
+template <class Src, bool Sums, int NT>
 __global__ void __launch_bounds__(kCtThreads)
     castTransposeKernel(Src src, int64_t rows, int64_t cols, Targets tg, float *__restrict__ colPartials,
                         unsigned *slot) {
-  tile::castTransposeTile<Src, Sums>(src, rows, cols, tg, colPartials, slot);
+  tile::castTransposeTile<Src, Sums, NT>(src, rows, cols, tg, colPartials, slot);
 }
 
 std::string check(cudaError_t e, const char *what) {
@@ -232,8 +232,10 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
   if (grid.y > 65535)
     return "castTransposeMany: more than 65535 row tiles";
   auto launch = [&](auto source, auto sums) {
-    castTransposeKernel<decltype(source), decltype(sums)::value>
-        <<<grid, kCtThreads, 0, stream>>>(source, rows, cols, tg, colPartials, slot);
+    using S = decltype(source);
+    constexpr bool Su = decltype(sums)::value;
+    auto kernel = n == 1 ? castTransposeKernel<S, Su, 1> : n == 2 ? castTransposeKernel<S, Su, 2> : castTransposeKernel<S, Su, 3>;
+    kernel<<<grid, kCtThreads, 0, stream>>>(source, rows, cols, tg, colPartials, slot);
   };
   using Sums = std::true_type;
   using NoSums = std::false_type;

@@ -339,7 +339,7 @@ std::string generate(const Chain &c, const std::string &name) {
       << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
          "unsigned *slot) {\n";
     o << "  octet::rt::cuda::tile::castTransposeTile<" << name << "_src, " << (c.sums ? "true" : "false")
-      << ">(src, rows, cols, tg, colPartials, slot);\n}\n\n";
+      << ", 1>(src, rows, cols, tg, colPartials, slot);\n}\n\n";
     return o.str();
   }
   o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";

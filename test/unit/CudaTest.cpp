@@ -845,7 +845,7 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 8, 512, true), -1) << "rows not a multiple of 16";
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 128, true), -1) << "not the programs' size";
     src = cast.source();
-    EXPECT_NE(src.find("castTransposeTile<octet_pw0_src, true>(src, rows, cols, tg, colPartials, slot)"),
+    EXPECT_NE(src.find("castTransposeTile<octet_pw0_src, true, 1>(src, rows, cols, tg, colPartials, slot)"),
               std::string::npos) << src;
     EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
     EXPECT_EQ(src.find("(out1 + i)"), std::string::npos) << src;
