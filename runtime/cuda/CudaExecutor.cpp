@@ -204,6 +204,10 @@ private:
   };
   std::map<size_t, CastSumOp> castSums_;
   void fuseCastPointwise();
+  /// A step that launches a generated kernel for `args`' programs, or runs `apart` (their own
+  /// launches) should the generated kernels not build.
+  Step generatedStep(std::vector<dev::PwArgs> args, std::vector<Step> apart,
+                     std::function<std::string(const std::vector<const dev::PwArgs *> &, cudaStream_t)> launch);
   /// Whether program k is a view that moves nothing (a Reshape onto the same bytes).
   bool quietView(size_t k);
   Plan plan_;
@@ -1896,18 +1900,8 @@ void CudaExecutor::fusePointwiseChains() {
     for (size_t e : run)
       for (const Step &st : program_[e].steps)
         alone.push_back(st);
-    group.steps.push_back([this, h, args, alone](cudaStream_t s) {
-      if (!jit_) {
-        for (const Step &st : alone)
-          if (std::string e = st(s); !e.empty())
-            return e;
-        return std::string();
-      }
-      std::vector<const dev::PwArgs *> ptrs;
-      for (const dev::PwArgs &a : args)
-        ptrs.push_back(&a);
-      return jit_->launchChain(h, ptrs, s);
-    });
+    group.steps.push_back(generatedStep(args, alone, [this, h](const std::vector<const dev::PwArgs *> &ptrs,
+                                                              cudaStream_t s) { return jit_->launchChain(h, ptrs, s); }));
     for (size_t e : run)
       group.parts.push_back(std::move(program_[e]));
     fused.push_back(std::move(group));
@@ -1996,22 +1990,32 @@ void CudaExecutor::fuseCastPointwise() {
     float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
     std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
     apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
-    Step fused = [this, h, args = chain.args, tg, partials, slot = c.slot, apart](cudaStream_t s) {
-      if (!jit_) {
-        for (const Step &st : apart)
-          if (std::string e = st(s); !e.empty())
-            return e;
-        return std::string();
-      }
-      std::vector<const dev::PwArgs *> ptrs;
-      for (const dev::PwArgs &a : args)
-        ptrs.push_back(&a);
-      return jit_->launchCastChain(h, ptrs, tg, partials, slot, s);
-    };
+    Step fused = generatedStep(chain.args, apart,
+                               [this, h, tg, partials, slot = c.slot](const std::vector<const dev::PwArgs *> &ptrs,
+                                                                     cudaStream_t s) {
+                                 return jit_->launchCastChain(h, ptrs, tg, partials, slot, s);
+                               });
     replaceProgram(p, nothing);
     replaceProgram(k, fused);
     ++fusions_["cast computes Pointwise"];
   }
+}
+
+Step CudaExecutor::generatedStep(
+    std::vector<dev::PwArgs> args, std::vector<Step> apart,
+    std::function<std::string(const std::vector<const dev::PwArgs *> &, cudaStream_t)> launch) {
+  return [this, args = std::move(args), apart = std::move(apart), launch = std::move(launch)](cudaStream_t s) {
+    if (!jit_) {
+      for (const Step &st : apart)
+        if (std::string e = st(s); !e.empty())
+          return e;
+      return std::string();
+    }
+    std::vector<const dev::PwArgs *> ptrs;
+    for (const dev::PwArgs &a : args)
+      ptrs.push_back(&a);
+    return launch(ptrs, s);
+  };
 }
 
 void CudaExecutor::replaceProgram(size_t at, Step step) {

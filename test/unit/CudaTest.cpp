@@ -908,6 +908,21 @@ int addValue(Plan &plan, const std::string &name, Shape s) {
   return int(plan.values.size() - 1);
 }
 
+/// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
+/// instruction (three per instruction in `args`, -1 unused); named after its output.
+void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
+  PlanOp op;
+  op.type = "octet::Pointwise";
+  op.name = plan.values[size_t(out)].name;
+  op.inputs = std::move(in);
+  op.outputs = {out};
+  op.attrs["ops"].kind = Attr::Strings;
+  op.attrs["ops"].strings = std::move(ops);
+  op.attrs["args"].kind = Attr::Ints;
+  op.attrs["args"].ints = std::move(args);
+  plan.ops.push_back(op);
+}
+
 double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
   double e = 0, r = 0;
   for (int64_t i = 0; i < cpu.numel(); ++i) {
@@ -1891,19 +1906,6 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
   int b1 = scalar("b1", 0.9f), c1 = scalar("c1", 0.1f), b2 = scalar("b2", 0.95f), c2 = scalar("c2", 0.05f);
   int eps = scalar("eps", 1e-8f), lr = scalar("lr", 1e-3f);
   plan.inputs = {g};
-  auto pointwise = [&](const std::string &name, std::vector<int> in, int out, std::vector<std::string> ops,
-                       std::vector<int64_t> args) {
-    PlanOp op;
-    op.type = "octet::Pointwise";
-    op.name = name;
-    op.inputs = std::move(in);
-    op.outputs = {out};
-    op.attrs["ops"].kind = Attr::Strings;
-    op.attrs["ops"].strings = std::move(ops);
-    op.attrs["args"].kind = Attr::Ints;
-    op.attrs["args"].ints = std::move(args);
-    plan.ops.push_back(op);
-  };
   // Three parameters of 6144 elements, one after another as the optimizer writes them: nine
   // programs over a small size, which run as one generated kernel (up to 12 for sizes <= 65536).
   for (int p = 0; p < 3; ++p) {
@@ -1913,10 +1915,10 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
       plan.constants[v]->data<float>()[i] = std::fabs(randomTensor({1}, rng, 1e-4f).data<float>()[0]);
     int m2 = value("m" + k + ".next", sh), v2 = value("v" + k + ".next", sh), w2 = value("w" + k + ".next", sh);
     // m' = m b1 + g c1; v' = v b2 + g g c2; w' = w - lr m' / (sqrt(v') + eps).
-    pointwise("m" + k, {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
-    pointwise("v" + k, {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
-    pointwise("w" + k, {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
-              {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
+    addPointwise(plan, {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
+    addPointwise(plan, {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
+    addPointwise(plan, {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
+                 {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
     plan.outputs.insert(plan.outputs.end(), {m2, v2, w2});
     plan.stateUpdates.insert(plan.stateUpdates.end(), {{m, m2}, {v, v2}, {w, w2}});
     plan.inPlace.insert({m2, v2, w2});
@@ -1956,21 +1958,9 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
     c->data<float>()[0] = 0.5f;
     plan.constants[half] = c;
     plan.constantKinds[half] = ConstantKind::Const;
-    auto pointwise = [&](std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
-      PlanOp op;
-      op.type = "octet::Pointwise";
-      op.name = plan.values[size_t(out)].name;
-      op.inputs = std::move(in);
-      op.outputs = {out};
-      op.attrs["ops"].kind = Attr::Strings;
-      op.attrs["ops"].strings = std::move(ops);
-      op.attrs["args"].kind = Attr::Ints;
-      op.attrs["args"].ints = std::move(args);
-      plan.ops.push_back(op);
-    };
     // Operands: the inputs, then one result per instruction.
-    pointwise({x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
-    pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+    addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
     plan.inputs = {x, dy};
     plan.outputs = {y};
     if (use == 1)
@@ -2028,25 +2018,13 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
       plan.constants[id] = c;
       plan.constantKinds[id] = ConstantKind::Const;
     }
-    auto pointwise = [&](std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
-      PlanOp op;
-      op.type = "octet::Pointwise";
-      op.name = plan.values[size_t(out)].name;
-      op.inputs = std::move(in);
-      op.outputs = {out};
-      op.attrs["ops"].kind = Attr::Strings;
-      op.attrs["ops"].strings = std::move(ops);
-      op.attrs["args"].kind = Attr::Ints;
-      op.attrs["args"].ints = std::move(args);
-      plan.ops.push_back(op);
-    };
     if (what == "single") {
       plan.inputs = {t, dy};
-      pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+      addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
     } else {
       plan.inputs = {x, dy};
-      pointwise({x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
-      pointwise({dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+      addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+      addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
     }
     PlanOp cast;
     cast.type = "fp8.cast_amax";
