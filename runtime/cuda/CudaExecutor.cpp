@@ -148,8 +148,8 @@ private:
   };
   std::map<size_t, GeluOp> geluSources_;
   void fuseCastSources();
-  std::map<std::string, int> fusions_; // what fuseCastSources() and fusePointwiseChains() made, by kind
-                                       // (cuda::fusions())
+  std::map<std::string, int> fusions_; // what fuseCastSources(), fusePointwiseChains() and
+                                       // fuseCastPointwise() made, by kind (cuda::fusions())
   /// Whether every reader of value v is one of the plan ops `ops` (through views onto the same
   /// bytes), and v is neither a plan output nor a new state value: then nothing else needs its bytes.
   bool onlyReadBy(int v, const std::set<size_t> &ops);
