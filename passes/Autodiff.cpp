@@ -48,7 +48,7 @@ static bool isLiftedConstant(StringRef name) {
   last.consume_front("c_");
   auto digitsAfter = [&](StringRef prefix) {
     StringRef rest = last;
-    return rest.consume_front(prefix) && !rest.empty() && llvm::all_of(rest, [](char c) { return c >= '0' && c <= '9'; });
+    return rest.consume_front(prefix) && !rest.empty() && rest.find_first_not_of("0123456789") == StringRef::npos;
   };
   return digitsAfter("lifted_tensor_") || digitsAfter("_tensor_constant");
 }

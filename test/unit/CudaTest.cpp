@@ -909,6 +909,28 @@ int addValue(Plan &plan, const std::string &name, Shape s) {
 }
 
 /// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
+/// How many fusions of `kind` the CUDA runner's load made (cuda::fusions), 0 for none.
+int fusionCount(const Runner &r, const std::string &kind) {
+  auto made = cuda::fusions(r);
+  auto it = made.find(kind);
+  return it == made.end() ? 0 : it->second;
+}
+
+/// Appends a ReduceSum of x over `axes` (none: all of them) without kept dims, named after its output.
+void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) {
+  PlanOp op;
+  op.type = "ReduceSum";
+  op.name = plan.values[size_t(out)].name;
+  op.inputs = {x};
+  op.outputs = {out};
+  op.attrs["keepdims"].i = 0;
+  if (!axes.empty()) {
+    op.attrs["axes"].kind = Attr::Ints;
+    op.attrs["axes"].ints = std::move(axes);
+  }
+  plan.ops.push_back(op);
+}
+
 /// instruction (three per instruction in `args`, -1 unused); named after its output.
 void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
   PlanOp op;
@@ -1966,13 +1988,7 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
     if (use == 1)
       plan.outputs.push_back(t);
     if (use == 2) {
-      PlanOp r;
-      r.type = "ReduceSum";
-      r.name = "sum";
-      r.inputs = {t};
-      r.outputs = {sum};
-      r.attrs["keepdims"].i = 0;
-      plan.ops.push_back(r);
+      addReduceSum(plan, t, sum, {});
       plan.outputs.push_back(sum);
     }
     std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(randomTensor(sh, rng, 2.0f))},
@@ -1982,9 +1998,7 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
     cuda::CudaOptions off;
     off.chains = false;
     auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
-    auto f = cuda::fusions(*gpu);
-    EXPECT_EQ(f.count("chain results kept in registers") ? f.at("chain results kept in registers") : 0,
-              use == 0 ? 1 : 0);
+    EXPECT_EQ(fusionCount(*gpu, "chain results kept in registers"), use == 0 ? 1 : 0);
     // Bit for bit against the unchained runner; within --check-against-cpu's 1e-5 of the CPU (the
     // device's tanhf is not glibc's).
     expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
@@ -2034,15 +2048,7 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
     plan.ops.push_back(cast);
     plan.outputs = {q, amax, qt};
     if (what == "chain-sum") {
-      PlanOp red;
-      red.type = "ReduceSum";
-      red.name = "bias_grad";
-      red.inputs = {y};
-      red.outputs = {sum};
-      red.attrs["keepdims"].i = 0;
-      red.attrs["axes"].kind = Attr::Ints;
-      red.attrs["axes"].ints = {0};
-      plan.ops.push_back(red);
+      addReduceSum(plan, y, sum, {0}); // a bias gradient
       plan.outputs.push_back(sum);
     }
     if (what == "kept")
@@ -2054,9 +2060,8 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
     cuda::CudaOptions off;
     off.castSources = false;
     auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
-    auto made = cuda::fusions(*fused);
-    EXPECT_EQ(made.count("cast computes Pointwise") ? made.at("cast computes Pointwise") : 0, what == "kept" ? 0 : 1);
-    EXPECT_EQ(cuda::fusions(*apart).count("cast computes Pointwise"), 0u);
+    EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), what == "kept" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
     expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
       if (got.dtype == DType::F32)
         EXPECT_LE(maxRelError(got, want), 1e-5) << n;
