@@ -56,3 +56,35 @@ func.func @not_a_cast_amax(%x: tensor<16x64xf32>, %w: tensor<16x32xf8E4M3FN>, %s
   %u = fp8.gemm %b, %b, %s, %s {transpose_a = true} : (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x16xf32>
   return %y, %u : tensor<64x32xf32>, tensor<16x16xf32>
 }
+
+// -----
+
+// A Linear of a [B, S, K] activation: its wgrad GEMM reads the codes through a Reshape to
+// [B*S, K] (B without transpose_b). The cast's transposed copy of its input as 2-D, [K, B*S], is
+// that operand transposed: the GEMM reads it, and the Reshape goes. The fprop GEMM keeps the codes.
+// CHECK-LABEL: func.func @through_reshape
+// CHECK: %[[Q:.+]], %{{.+}}, %[[QT:.+]] = fp8.cast_amax %arg0, %arg2 : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
+// CHECK-NOT: onnx.Reshape
+// CHECK: fp8.gemm %arg1, %[[QT]], %arg2, %arg2 {accumulation = #fp8.accumulation<split>, transpose_b = true}
+// CHECK: fp8.gemm %[[Q]], %arg3
+func.func @through_reshape(%x: tensor<2x8x64xf32>, %gt: tensor<32x16xf8E5M2>, %s: tensor<f32>, %w: tensor<32x64xf8E4M3FN>, %shape: tensor<2xi64>) -> (tensor<32x64xf32>, tensor<2x8x32xf32>) {
+  %q, %a = fp8.cast_amax %x, %s : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>
+  %q2 = onnx.Reshape %q, %shape : (tensor<2x8x64xf8E4M3FN>, tensor<2xi64>) -> tensor<16x64xf8E4M3FN>
+  %d = fp8.gemm %gt, %q2, %s, %s {accumulation = #fp8.accumulation<split>} : (tensor<32x16xf8E5M2>, tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %y = fp8.gemm %q, %w, %s, %s {transpose_b = true} : (tensor<2x8x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<2x8x32xf32>
+  return %d, %y : tensor<32x64xf32>, tensor<2x8x32xf32>
+}
+
+// -----
+
+// A Reshape that moves the last dim ([2, 8, 64] as [32, 32]) is not the codes as 2-D: unchanged.
+// CHECK-LABEL: func.func @reshape_not_2d_view
+// CHECK-NOT: tensor<64x16xf8E4M3FN>
+// CHECK: onnx.Reshape
+// CHECK: fp8.gemm %arg1, %{{.+}}, %arg2, %arg2 :
+func.func @reshape_not_2d_view(%x: tensor<2x8x64xf32>, %gt: tensor<32x32xf8E5M2>, %s: tensor<f32>, %shape: tensor<2xi64>) -> tensor<32x32xf32> {
+  %q, %a = fp8.cast_amax %x, %s : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>
+  %q2 = onnx.Reshape %q, %shape : (tensor<2x8x64xf8E4M3FN>, tensor<2xi64>) -> tensor<32x32xf8E4M3FN>
+  %d = fp8.gemm %gt, %q2, %s, %s : (tensor<32x32xf8E5M2>, tensor<32x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x32xf32>
+  return %d : tensor<32x32xf32>
+}
