@@ -19,14 +19,17 @@ import argparse, json, math, os, statistics, subprocess, sys, time
 CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16)}
 
 
-def torch_model(d, L, H, V, T):
+def torch_model(d, L, H, V, T, norm="layer"):
     import torch
     import torch.nn as nn
+
+    def Norm():  # make_gpt_onnx.py --norm: LayerNorm, or RMSNorm (weight only, eps 1e-5)
+        return nn.LayerNorm(d) if norm == "layer" else nn.RMSNorm(d, eps=1e-5)
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ln_1, self.ln_2 = Norm(), Norm()
             self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
             self.fc, self.fc_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
@@ -45,7 +48,7 @@ def torch_model(d, L, H, V, T):
             super().__init__()
             self.wte, self.wpe = nn.Embedding(V, d), nn.Parameter(torch.zeros(T, d))
             self.blocks = nn.ModuleList(Block() for _ in range(L))
-            self.ln_f, self.lm_head = nn.LayerNorm(d), nn.Linear(d, V, bias=False)
+            self.ln_f, self.lm_head = Norm(), nn.Linear(d, V, bias=False)
             self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
             for p in self.parameters():
                 if p.dim() >= 2:
@@ -66,7 +69,7 @@ def bench_torch(args, compiled):
     d, L, H = CONFIGS[args.config]
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()
-    model = torch_model(d, L, H, args.vocab, args.seq).cuda()
+    model = torch_model(d, L, H, args.vocab, args.seq, args.norm).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
     ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
 
@@ -123,6 +126,7 @@ def main():
     ap.add_argument("--fp8-run", default=".devlib/fp8-run")
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="the plans' make_gpt_onnx.py --norm")
     args = ap.parse_args()
     d, L, H = CONFIGS[args.config]
     tokens = args.batch * args.seq
@@ -141,7 +145,7 @@ def main():
         n = 2 * args.vocab * d + args.seq * d + L * (12 * d * d + 13 * d) + 2 * d
     flops_per_token = 6 * n + 12 * L * d * args.seq
     base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
-    print(f"GPT {args.config}: d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={args.batch} seq={args.seq} "
+    print(f"GPT {args.config} ({args.norm} norm): d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={args.batch} seq={args.seq} "
           f"({args.steps} timed steps after {args.warmup})")
     print(f"{'run':<24}{'ms/step':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'peak GiB':>10}{'speed/(b)':>11}{'mem/(b)':>9}")
     for r in rows:
@@ -157,7 +161,7 @@ def main():
               f"{r['peak_bytes'] / 2**30:>10.2f}{sp:>11.3f}{mem:>9.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": args.config, "batch": args.batch, "seq": args.seq, "params": n, "rows": rows}, f,
+            json.dump({"config": args.config, "norm": args.norm, "batch": args.batch, "seq": args.seq, "params": n, "rows": rows}, f,
                       indent=1)
 
 

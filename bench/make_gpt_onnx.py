@@ -5,6 +5,8 @@ The graph is what torch.onnx.export writes for a pre-LayerNorm GPT with HF Conv1
 (Gemm with [in, out] weights), explicit causal attention and a cross-entropy loss:
   embeddings (token + position) -> L x [LN -> q,k,v -> softmax(q k^T / sqrt(dh) + causal) v -> proj
   -> residual -> LN -> fc -> GELU(tanh) -> proj -> residual] -> LN -> lm_head -> SoftmaxCrossEntropyLoss.
+With --norm rms every LN is an RMSNorm as HF's LlamaRMSNorm exports it (weight * (x * 1/sqrt(mean(x^2)
++ eps)): Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul; weight only), in opset 18.
 
 Weights of rank >= 2 are written as external data in a file that is NOT created
 (--weights absent, the default): `fp8-opt --absent-weights zeros` compiles such a graph from its
@@ -36,6 +38,7 @@ def main():
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--vocab", type=int, default=VOCAB)
     ap.add_argument("--weights", choices=["absent", "random"], default="absent")
+    ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="LayerNorm or RMSNorm")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
     d, L, H = CONFIGS[a.config]
@@ -88,6 +91,12 @@ def main():
         return op("Gemm", ins)
 
     def ln(x, prefix):
+        if a.norm == "rms":
+            # opset 18's ReduceMean (axes an input), as torch.onnx.export writes it for HF models
+            ms = op("ReduceMean", [op("Pow", [x, const(np.float32(2.0))]), const(np.array([-1], np.int64))],
+                    keepdims=1)
+            inv = op("Reciprocal", [op("Sqrt", [op("Add", [ms, const(np.float32(1e-5))])])])
+            return op("Mul", [vec(prefix + ".weight", d, 1.0), op("Mul", [x, inv])])
         return op("LayerNormalization", [x, vec(prefix + ".weight", d, 1.0), vec(prefix + ".bias", d, 0.0)],
                   axis=-1, epsilon=1e-5)
 
@@ -126,7 +135,7 @@ def main():
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [B, T]),
          helper.make_tensor_value_info("labels", TensorProto.INT64, [B, T])],
         [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="octet-bench")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18 if a.norm == "rms" else 17)], producer_name="octet-bench")
     model.ir_version = 8
     model = onnx.shape_inference.infer_shapes(model)  # value_info for every intermediate (static shapes)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
@@ -135,7 +144,7 @@ def main():
         f.write(model.SerializeToString())
     os.replace(tmp, a.out)
     params = sum(int(np.prod(t.dims)) for t in inits if t.data_type == TensorProto.FLOAT and len(t.dims) >= 1)
-    print(f"{a.out}: GPT {a.config} d={d} layers={L} heads={H} vocab={V} batch={B} seq={T}, "
+    print(f"{a.out}: GPT {a.config} ({a.norm} norm) d={d} layers={L} heads={H} vocab={V} batch={B} seq={T}, "
           f"{params / 1e6:.1f}M parameters, weights {a.weights}")
 
 

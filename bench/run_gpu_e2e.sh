@@ -6,7 +6,8 @@
 #           scripts/compare_curves.py here)
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b): PyTorch BF16 eager / torch.compile
 #           and Octet none / te / ao / msamp:O2, then a GPU profile of Octet te (by op type, and by
-#           op type and shape)
+#           op type and shape); NORM=rms: the RMSNorm GPT (make_gpt_onnx.py --norm rms), Octet te
+#           with and without OCTET_CUDA_CAST_SOURCES against PyTorch BF16 with nn.RMSNorm
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
 #           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0; GEMM biases added by their
@@ -33,7 +34,7 @@ for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; don
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
 check)
-  for r in none te ao msamp-O2 gpt-small-te; do
+  for r in none te ao msamp-O2 gpt-small-te gpt-small-rms-te; do
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done
@@ -45,6 +46,10 @@ check)
       echo "train $r seed $seed: exit $?"
     done
   done
+  # The RMSNorm GPT's te plan for 30 steps (the CPU runs the same here: scripts/compare_curves.py).
+  "$d/fp8-run" "$d/plans/gpt-small-rms-te.plan" --device cuda --data "$d/plans/licenses.bin" --steps 30 \
+    --log "$out/gpu-small-rms-te.jsonl" --quiet
+  echo "train gpt-small-rms-te: exit $?"
   # The same state on both: the GPU continues the CPU's te run from its checkpoints after 10 and 31 steps.
   for n in 10 31; do
     cp "$d/plans/te-cpu-$n.npz" "$out/te-cpu-$n.npz"
@@ -62,6 +67,18 @@ check)
 e2e-*)
   s=${part#e2e-}
   case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s"; exit 2 ;; esac
+  if [ "${NORM:-layer}" = rms ]; then # the RMSNorm GPT: te, and te without the casts computing their sources
+    p="$d/bench/gpt-$s-rms-te.plan"
+    OCTET_CUDA_CAST_SOURCES=0 python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" \
+      --fp8-run "$d/fp8-run" --norm rms --skip-torch --plans te-no-cast-sources="$p" --json "$out/e2e-$s-rms-off.json" \
+      2>&1 | tee "$out/e2e-$s-rms-off.txt"
+    python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" --fp8-run "$d/fp8-run" \
+      --norm rms --plans te="$p" --json "$out/e2e-$s-rms.json" 2>&1 | tee "$out/e2e-$s-rms.txt"
+    OCTET_CUDA_PROFILE=2 "$d/fp8-run" "$p" --device cuda --init-params normal:0.02 \
+      --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$s-rms-te.txt"
+    head -40 "$out/profile-$s-rms-te.txt"
+    exit 0
+  fi
   python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" --fp8-run "$d/fp8-run" \
     --plans none="$d/bench/gpt-$s-none.plan" te="$d/bench/gpt-$s-te.plan" ao="$d/bench/gpt-$s-ao.plan" \
     msamp:O2="$d/bench/gpt-$s-msamp-O2.plan" --json "$out/e2e-$s.json" 2>&1 | tee "$out/e2e-$s.txt"

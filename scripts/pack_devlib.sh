@@ -8,7 +8,8 @@
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe, compiled with
-#                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update)
+#                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update),
+#                    and te plans of the RMSNorm variants for each size in $RMS_SIZES (default: 1.3b)
 # Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +58,11 @@ done
   -o "$build/bench/gpt-small.onnx" >/dev/null
 "$opt" "$build/bench/gpt-small.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-te.plan"
 gzip -f "$d/plans/gpt-small-te.plan"
+# Its RMSNorm variant (HF's LlamaRMSNorm ops): the casts that compute the normalized tensor.
+"$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random --norm rms \
+  -o "$build/bench/gpt-small-rms.onnx" >/dev/null
+"$opt" "$build/bench/gpt-small-rms.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-rms-te.plan"
+gzip -f "$d/plans/gpt-small-rms-te.plan"
 
 for s in ${SIZES-125m 350m 1.3b}; do
   case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac
@@ -83,4 +89,14 @@ case " ${SIZES-125m 350m 1.3b} " in *" 1.3b "*)
   rm -f "$d/bench/gpt-1.3b-te-no-both.plan.gz"
   gzip -f "$d/bench/gpt-1.3b-te-no-all.plan" ;;
 esac
+# The same GPTs with RMSNorm in place of LayerNorm (make_gpt_onnx.py --norm rms, HF's LlamaRMSNorm ops)
+# for each size in $RMS_SIZES (default: 1.3b), te only (bench/run_gpu_e2e.sh e2e-S with NORM=rms).
+for s in ${RMS_SIZES-1.3b}; do
+  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac
+  g="$build/bench/gpt-$s-rms.onnx"
+  [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" --norm rms -o "$g"
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+    ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/gpt-$s-rms-te.plan"
+  gzip -f "$d/bench/gpt-$s-rms-te.plan"
+done
 du -sh "$d"

@@ -12,6 +12,7 @@
 #include "octet/runtime/Cuda.h"
 
 #include "CastTile.h"
+#include "DeviceKernels.h"
 #include "EwMath.h"
 
 #include <cuda_bf16.h>
@@ -204,6 +205,23 @@ std::string castAmaxTranspose(const void *x, InType t, int64_t rows, int64_t col
   return castTransposeMany(src, rows, cols, &target, 1, stream, colPartials, slot);
 }
 
+std::string dev::tileTargets(const CastTarget *targets, int n, tile::Targets &tg) {
+  if (n < 1 || n > kMaxCastTargets)
+    return "1 to " + std::to_string(kMaxCastTargets) + " targets";
+  tg = tile::Targets{};
+  tg.n = n;
+  for (int i = 0; i < n; ++i) {
+    if (reinterpret_cast<uintptr_t>(targets[i].q) % 16 || reinterpret_cast<uintptr_t>(targets[i].qt) % 16)
+      return "q and qt must be 16-byte aligned";
+    tg.scaleInv[i] = targets[i].scaleInv;
+    tg.q[i] = targets[i].q;
+    tg.qt[i] = targets[i].qt;
+    tg.amax[i] = reinterpret_cast<unsigned *>(targets[i].amax);
+    tg.e5m2[i] = targets[i].format == Format::E5M2;
+  }
+  return "";
+}
+
 std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols, const CastTarget *targets, int n,
                               cudaStream_t stream, float *colPartials, unsigned *slot) {
   auto aligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -212,16 +230,8 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
   if (rows % 16 || cols % 16 || !aligned(src.x))
     return "castTransposeMany: rows and cols must be multiples of 16 and x 16-byte aligned";
   Targets tg{};
-  tg.n = n;
-  for (int i = 0; i < n; ++i) {
-    if (!aligned(targets[i].q) || !aligned(targets[i].qt))
-      return "castTransposeMany: q and qt must be 16-byte aligned";
-    tg.scaleInv[i] = targets[i].scaleInv;
-    tg.q[i] = targets[i].q;
-    tg.qt[i] = targets[i].qt;
-    tg.amax[i] = reinterpret_cast<unsigned *>(targets[i].amax);
-    tg.e5m2[i] = targets[i].format == Format::E5M2;
-  }
+  if (std::string e = dev::tileTargets(targets, n, tg); !e.empty())
+    return "castTransposeMany: " + e;
   if (src.kind != CastSource::Plain &&
       (src.type != InType::F32 || colPartials || (src.bias && !aligned(src.bias)) || (src.gamma && !aligned(src.gamma)) ||
        (src.beta && !aligned(src.beta)) || (src.kind == CastSource::LayerNorm && (!src.stats || !src.gamma))))

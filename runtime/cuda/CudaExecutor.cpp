@@ -148,6 +148,14 @@ private:
   };
   std::map<size_t, GeluOp> geluSources_;
   void fuseCastSources();
+  /// fuseCastSources()'s passes of several casts of one tensor that no program computes in the
+  /// pass ("casts share a read": the Q, K and V projections' casts of an RMSNorm's output), by the
+  /// first cast's op: the casts' ops and targets, for fuseCastPointwise().
+  struct CastGroup {
+    std::set<size_t> ops;
+    std::vector<cuda::CastTarget> targets;
+  };
+  std::map<size_t, CastGroup> castGroups_;
   std::map<std::string, int> fusions_; // what fuseCastSources(), fusePointwiseChains() and
                                        // fuseCastPointwise() made, by kind (cuda::fusions())
   /// Whether every reader of value v is one of the plan ops `ops` (through views onto the same
@@ -274,7 +282,10 @@ private:
   void place();
   void compile(size_t k, std::vector<Step> &out);
   void compileElementwise(const PlanOp &op, dev::Ew kind, std::vector<Step> &out);
-  void compilePointwise(const PlanOp &op, std::vector<Step> &out);
+  /// An octet::Pointwise op, or (with `program`) a float32 ONNX elementwise op as the program of
+  /// its one instruction (singleOpProgram()).
+  void compilePointwise(const PlanOp &op, std::vector<Step> &out, const PwProgram *program = nullptr);
+  bool singleOpProgram(const PlanOp &op, PwProgram &p);
   void compileMatMul(const PlanOp &op, std::vector<Step> &out);
   void compileGemm(const PlanOp &op, std::vector<Step> &out);
   void compileFp8Gemm(const PlanOp &op, std::vector<Step> &out);
@@ -665,10 +676,34 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   }
 }
 
-void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out) {
+/// A float32 ONNX elementwise op that a Pointwise instruction computes with the same arithmetic
+/// (runtime/include/octet/runtime/Pointwise.h), as a program of that one instruction: it then
+/// runs as a generated kernel and joins the Pointwise fusions (fusePointwiseChains(),
+/// fuseCastPointwise(): the RMSNorm's gamma * normalized, a Mul the compiler leaves alone because
+/// the gamma gradient also reads the normalized tensor). Not Add: foldGemmBias() gives residual
+/// Adds a GEMM's bias.
+bool CudaExecutor::singleOpProgram(const PlanOp &op, PwProgram &p) {
+  const PwOpInfo *info = lookupPointwiseOp(op.type);
+  if (!info || info->op == PwOp::Add || int(op.inputs.size()) != info->arity || op.outputs.size() != 1 ||
+      op.outputs[0] < 0 || plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+    return false;
+  for (int j = 0; j < info->arity; ++j) {
+    int id = op.inputs[size_t(j)];
+    DType want = info->op == PwOp::Where && j == 0 ? DType::Bool : DType::F32;
+    if (id < 0 || typeOf(id) != want || shapeOf(id).size() > shapeOf(op.outputs[0]).size())
+      return false;
+  }
+  p.numInputs = info->arity;
+  p.code = {{info->op, {-1, -1, -1}}};
+  for (int j = 0; j < info->arity; ++j)
+    p.code[0].arg[j] = j;
+  return true;
+}
+
+void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, const PwProgram *program) {
   PwProgram p;
   try {
-    p = parsePointwise(op);
+    p = program ? *program : parsePointwise(op);
   } catch (const Error &e) {
     fail(op, e.what());
   }
@@ -1157,6 +1192,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
   }
   if (t == "octet::Attention" || t == "octet::AttentionGrad") {
     compileAttention(op, t == "octet::AttentionGrad", out);
+    return;
+  }
+  if (PwProgram p; jit_ && singleOpProgram(op, p)) {
+    compilePointwise(op, out, &p);
     return;
   }
   if (auto it = ewOps().find(t); it != ewOps().end()) {
@@ -1895,6 +1934,7 @@ void CudaExecutor::fusePointwiseChains() {
     }
     int h = jit_->addChain(args, store);
     chains_[program_[k].op] = {args, store};
+    ++fusions_["Pointwise chains"];
     OpProgram group{program_[k].op, {}, {}};
     std::vector<Step> alone; // each program's own launch, should the generated kernels not build
     for (size_t e : run)
@@ -1910,12 +1950,13 @@ void CudaExecutor::fusePointwiseChains() {
   program_ = std::move(fused);
 }
 
-/// A Pointwise program, or a chain of them (fusePointwiseChains()), whose result only an FP8
-/// cast-transpose right after it reads (and the column sum fuseCastColumnSums() put in the cast's
-/// pass): one generated kernel computes the result and casts it (PwJit::addCastChain), so the
-/// result is never written nor read back (the GELU gradient before the E5M2 cast of c_fc's dY).
-/// The arithmetic is the program's and the cast's, in their order: the same bits. check() runs the
-/// ops as they were.
+/// A Pointwise program, or a chain of them (fusePointwiseChains()), whose result only FP8
+/// cast-transposes right after it read (one cast, with the column sum fuseCastColumnSums() put in
+/// its pass, or up to three casts of that result that fuseCastSources() put in one pass): one
+/// generated kernel computes the result and casts it (PwJit::addCastChain), so the result is
+/// never written nor read back (the GELU gradient before the E5M2 cast of c_fc's dY; an RMSNorm's
+/// x * 1/rms * gamma before the Q, K and V projections' casts). The arithmetic is the program's and
+/// the casts', in their order: the same bits. check() runs the ops as they were.
 void CudaExecutor::fuseCastPointwise() {
   auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
     auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
@@ -1925,12 +1966,21 @@ void CudaExecutor::fuseCastPointwise() {
   for (size_t k = 0; k < program_.size(); ++k) {
     size_t op = program_[k].op;
     auto ct = castTransposes_.find(op);
-    auto sum = castSums_.find(op);
-    // The cast on its own, or with a column sum (not one of fuseCastSources()'s passes).
-    if (ct == castTransposes_.end() || (!program_[k].parts.empty() && sum == castSums_.end()) ||
-        ct->second.it != cuda::InType::F32)
+    if (ct == castTransposes_.end() || ct->second.it != cuda::InType::F32)
       continue;
     const CastTransposeOp c = ct->second;
+    auto sum = castSums_.find(op);
+    auto group = castGroups_.find(op);
+    std::vector<cuda::CastTarget> targets{{c.scaleInv, c.f, c.q, c.qt, c.amax}};
+    std::set<size_t> readers{op};
+    if (group != castGroups_.end()) {
+      targets = group->second.targets;
+      readers = group->second.ops;
+    } else if (!program_[k].parts.empty() && sum == castSums_.end()) {
+      continue; // a pass of fuseCastSources() that computes its source already
+    }
+    if (sum != castSums_.end())
+      readers.insert(sum->second.sumOp);
     size_t before = k;
     while (before > 0 && quietView(before - 1))
       --before;
@@ -1945,9 +1995,6 @@ void CudaExecutor::fuseCastPointwise() {
     else
       continue;
     const dev::PwArgs &last = chain.args.back();
-    std::set<size_t> readers{op};
-    if (sum != castSums_.end())
-      readers.insert(sum->second.sumOp);
     size_t lastOp = pop;
     for (size_t q = 1; q < chain.args.size(); ++q)
       lastOp = program_[p].parts[q].op;
@@ -1958,7 +2005,9 @@ void CudaExecutor::fuseCastPointwise() {
     // bytes (the arena may give a target the bytes of an input that dies here), nor a result
     // still written.
     size_t elems = size_t(c.rows * c.cols);
-    std::vector<std::pair<const void *, size_t>> written = {{c.q, elems}, {c.qt, elems}, {c.amax, sizeof(float)}};
+    std::vector<std::pair<const void *, size_t>> written;
+    for (const cuda::CastTarget &t : targets)
+      written.insert(written.end(), {{t.q, elems}, {t.qt, elems}, {t.amax, sizeof(float)}});
     if (sum != castSums_.end())
       written.push_back({sum->second.partials, size_t(cuda::castTransposeTileRows(c.rows) * c.cols) * sizeof(float)});
     bool clash = false;
@@ -1975,18 +2024,12 @@ void CudaExecutor::fuseCastPointwise() {
           clash = clash || overlaps(w, wn, a.out, size_t(a.n) * sizeof(float));
       }
     }
-    if (clash)
+    cuda::tile::Targets tg;
+    if (clash || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty())
       continue;
-    int h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end());
+    int h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n);
     if (h < 0)
       continue;
-    cuda::tile::Targets tg{};
-    tg.n = 1;
-    tg.scaleInv[0] = c.scaleInv;
-    tg.q[0] = c.q;
-    tg.qt[0] = c.qt;
-    tg.amax[0] = reinterpret_cast<unsigned *>(c.amax);
-    tg.e5m2[0] = c.f == cuda::Format::E5M2;
     float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
     std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
     apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
@@ -1998,6 +2041,8 @@ void CudaExecutor::fuseCastPointwise() {
     replaceProgram(p, nothing);
     replaceProgram(k, fused);
     ++fusions_["cast computes Pointwise"];
+    if (tg.n > 1)
+      ++fusions_["grouped casts compute Pointwise"];
   }
 }
 
@@ -2336,6 +2381,8 @@ void CudaExecutor::fuseCastSources() {
     fusions_["casts in fused passes"] += int(group.size());
     if (producer >= 0)
       replaceProgram(size_t(producer), nothing);
+    else
+      castGroups_[program_[group.front()].op] = {castOps, targets};
     replaceProgram(group.front(), cast);
     for (size_t g = 1; g < group.size(); ++g)
       replaceProgram(group[g], nothing);

@@ -13,6 +13,7 @@
 #define OCTET_RUNTIME_CUDA_DEVICEKERNELS_H
 
 #include "octet/runtime/Attention.h"
+#include "octet/runtime/Cuda.h"
 #include "octet/runtime/Pointwise.h"
 
 #include "CastTile.h"
@@ -25,6 +26,10 @@
 typedef struct CUstream_st *cudaStream_t;
 
 namespace octet::rt::cuda::dev {
+
+/// The cast tile's kernel argument for n targets (1 to kMaxCastTargets, codes 16-byte aligned):
+/// "" or why not.
+std::string tileTargets(const CastTarget *targets, int n, tile::Targets &tg);
 
 constexpr int kMaxRank = 8;
 
@@ -115,11 +120,13 @@ public:
   /// p's result is not written (only later programs of the chain read it); the last is always written.
   int addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store = {});
   /// Registers a chain whose last program's result [rows, cols] is not written but cast to FP8 as
-  /// castTransposeMany casts a tensor (CastTile.h: codes, transposed codes, amax; with `sums`, the
-  /// column sums into colPartials): one pass for the programs and the cast. -1 where the index
-  /// space does not fit the tile (rows and cols multiples of 16, 16-byte vectors).
+  /// castTransposeMany casts a tensor (CastTile.h: for each of `targets` casts, 1 to
+  /// tile::kMaxTargets, codes, transposed codes, amax; with `sums`, the column sums into
+  /// colPartials): one pass for the programs and the casts. -1 where the index space does not fit
+  /// the tile (rows and cols multiples of 16, 16-byte vectors). launchCastChain's Targets has n ==
+  /// targets.
   int addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows, int64_t cols,
-                   bool sums);
+                   bool sums, int targets = 1);
   std::string launchCastChain(int h, const std::vector<const PwArgs *> &programs, const tile::Targets &tg,
                               float *colPartials, unsigned *slot, cudaStream_t s) const;
   /// Whether addChain would take `programs` (registers nothing).

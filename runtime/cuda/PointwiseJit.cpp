@@ -168,12 +168,15 @@ struct Chain {
   std::vector<std::vector<int>> from;
   std::vector<bool> store; // whether program p writes its result (false: later programs use it alone)
   // A cast chain: the last program's result, [rows, cols], goes to the FP8 cast-transpose tile
-  // (CastTile.h) instead of memory; with sums, its column sums too.
+  // (CastTile.h) of `targets` casts instead of memory; with sums, its column sums too.
   bool cast = false, sums = false;
   int64_t rows = 0, cols = 0;
+  int targets = 1;
 
   std::string key() const {
-    std::string k = cast ? "cast " + std::to_string(rows) + "x" + std::to_string(cols) + (sums ? "+" : "") + "|" : "";
+    std::string k = cast ? "cast " + std::to_string(targets) + ":" + std::to_string(rows) + "x" +
+                               std::to_string(cols) + (sums ? "+" : "") + "|"
+                         : "";
     for (size_t p = 0; p < parts.size(); ++p) {
       k += parts[p].key() + (store[p] ? "#" : "#-");
       for (int f : from[p])
@@ -339,7 +342,7 @@ std::string generate(const Chain &c, const std::string &name) {
       << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
          "unsigned *slot) {\n";
     o << "  octet::rt::cuda::tile::castTransposeTile<" << name << "_src, " << (c.sums ? "true" : "false")
-      << ", 1>(src, rows, cols, tg, colPartials, slot);\n}\n\n";
+      << ", " << c.targets << ">(src, rows, cols, tg, colPartials, slot);\n}\n\n";
     return o.str();
   }
   o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
@@ -405,15 +408,17 @@ int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool>
 }
 
 int PwJit::addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows,
-                        int64_t cols, bool sums) {
+                        int64_t cols, bool sums, int targets) {
   Chain c;
-  if (!makeChain(programs, c) || store.size() != programs.size() || rows % 16 || cols % 16 || rows < 1 ||
+  if (targets < 1 || targets > tile::kMaxTargets || !makeChain(programs, c) || store.size() != programs.size() ||
+      rows % 16 || cols % 16 || rows < 1 ||
       rows * cols != c.parts[0].n || c.parts[0].vec != kVec || (rows + tile::kTile - 1) / tile::kTile > 65535)
     return -1; // 8 results per load8 from two groups of 4; the tile's shape rules
   c.store = store;
   c.store.back() = false; // the cast takes the last result
   c.cast = true;
   c.sums = sums;
+  c.targets = targets;
   c.rows = rows;
   c.cols = cols;
   auto [it, fresh] = impl_->byKey.emplace(c.key(), int(impl_->specs.size()));
@@ -534,6 +539,8 @@ std::string PwJit::launch(int h, const PwArgs &a, cudaStream_t s) const { return
 std::string PwJit::launchCastChain(int h, const std::vector<const PwArgs *> &programs, const tile::Targets &tg,
                                    float *colPartials, unsigned *slot, cudaStream_t s) const {
   const Chain &c = impl_->specs[size_t(h)];
+  if (tg.n != c.targets)
+    return "generated pointwise cast: " + std::to_string(tg.n) + " targets for a kernel of " + std::to_string(c.targets);
   std::vector<void *> src; // the kernel's first parameter: a struct of the programs' pointers
   for (const PwArgs *a : programs) {
     for (int j = 0; j < a->nIn; ++j)

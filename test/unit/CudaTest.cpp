@@ -850,6 +850,12 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
     EXPECT_EQ(src.find("(out1 + i)"), std::string::npos) << src;
     EXPECT_NE(src.find("vals[h * 4 + 3] = r1_0[3];"), std::string::npos) << src;
+    // The same chain for the three casts of one pass (an RMSNorm's Q, K and V casts): its own kernel.
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 3), 1);
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 4), -1) << "more targets than a pass takes";
+    src = cast.source();
+    EXPECT_NE(src.find("castTransposeTile<octet_pw1_src, false, 3>(src, rows, cols, tg, colPartials, slot)"),
+              std::string::npos) << src;
     for (int cc : {90, 89})
       EXPECT_EQ(dev::PwJit::compile(src, cc, cubin), "") << "sm_" << cc;
   }
@@ -908,7 +914,6 @@ int addValue(Plan &plan, const std::string &name, Shape s) {
   return int(plan.values.size() - 1);
 }
 
-/// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
 /// How many fusions of `kind` the CUDA runner's load made (cuda::fusions), 0 for none.
 int fusionCount(const Runner &r, const std::string &kind) {
   auto made = cuda::fusions(r);
@@ -931,6 +936,7 @@ void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) {
   plan.ops.push_back(op);
 }
 
+/// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
 /// instruction (three per instruction in `args`, -1 unused); named after its output.
 void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
   PlanOp op;
@@ -983,8 +989,9 @@ std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std::map<s
       if (!want || !got)
         continue;
       EXPECT_EQ(got->shape, want->shape) << name;
-      if (got->shape == want->shape)
+      if (got->shape == want->shape) {
         EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
+      }
     }
   }
   return gpu;
@@ -2061,6 +2068,82 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
     off.castSources = false;
     auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
     EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), what == "kept" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
+    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
+      if (got.dtype == DType::F32)
+        EXPECT_LE(maxRelError(got, want), 1e-5) << n;
+      else
+        EXPECT_EQ(codesApart(got, want), 0) << n;
+    });
+  }
+}
+
+/// An RMSNorm's output, x * 1/rms * gamma over [B, S, N], read only by the Q, K and V projections'
+/// three cast-transposes (E4M3, each its own scale): one generated kernel computes it and writes the
+/// three casts' codes, transposed codes and amaxes, the same bits as the unfused runner and the
+/// CPU's codes. Not when the output is also a plan output. "gamma-mul": the normalized tensor is
+/// kept (the gamma gradient reads it) and an ONNX Mul by gamma feeds the casts (what the compiler
+/// writes for an RMSNorm with a weight gradient): the Mul runs as a one-instruction program,
+/// chained to the normalization, and the casts compute it.
+TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const int64_t B = 2, S = 192, N = 256, rows = B * S;
+  for (std::string what : {"program", "kept", "gamma-mul"}) {
+    SCOPED_TRACE(what);
+    bool kept = what == "kept";
+    Plan plan;
+    int x = addValue(plan, "x", {B, S, N}), r = addValue(plan, "rinv", {B, S, 1}), g = addValue(plan, "gamma", {N});
+    int y = addValue(plan, "y", {B, S, N}), normed = addValue(plan, "normed", {B, S, N});
+    plan.inputs = {x, r};
+    auto gamma = std::make_shared<Tensor>(randomTensor({N}, rng, 1.0f));
+    plan.constants[g] = gamma;
+    plan.constantKinds[g] = ConstantKind::Param;
+    plan.outputs.clear();
+    if (what == "gamma-mul") {
+      addPointwise(plan, {x, r}, normed, {"Mul", "Abs"}, {0, 1, -1, 2, -1, -1});
+      PlanOp mul;
+      mul.type = "Mul";
+      mul.name = "scale";
+      mul.inputs = {g, normed};
+      mul.outputs = {y};
+      plan.ops.push_back(mul);
+      plan.outputs.push_back(normed);
+    } else {
+      addPointwise(plan, {x, r, g}, y, {"Mul", "Mul"}, {0, 1, -1, 3, 2, -1});
+    }
+    for (int t = 0; t < 3; ++t) {
+      std::string n = std::string(1, "qkv"[t]);
+      int si = addValue(plan, n + "_si", {}), q = addValue(plan, n + "_q", {B, S, N});
+      int amax = addValue(plan, n + "_amax", {}), qt = addValue(plan, n + "_qt", {N, rows});
+      plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+      auto c = std::make_shared<Tensor>(DType::F32, Shape{});
+      c->data<float>()[0] = 0.004f * float(t + 1);
+      plan.constants[si] = c;
+      plan.constantKinds[si] = ConstantKind::Const;
+      PlanOp cast;
+      cast.type = "fp8.cast_amax";
+      cast.name = n + "_cast";
+      cast.inputs = {y, si};
+      cast.outputs = {q, amax, qt};
+      plan.ops.push_back(cast);
+      plan.outputs.insert(plan.outputs.end(), {q, amax, qt});
+    }
+    if (kept)
+      plan.outputs.push_back(y);
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(randomTensor({B, S, N}, rng, 1.0f))}};
+    Tensor rinv = randomTensor({B, S, 1}, rng, 1.0f);
+    for (int64_t i = 0; i < rinv.numel(); ++i)
+      rinv.data<float>()[i] = 0.5f + std::fabs(rinv.data<float>()[i]);
+    feed["rinv"] = std::make_shared<Tensor>(rinv);
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.castSources = false;
+    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    EXPECT_EQ(fusionCount(*fused, "casts share a read"), 1);
+    EXPECT_EQ(fusionCount(*fused, "grouped casts compute Pointwise"), kept ? 0 : 1);
+    EXPECT_EQ(fusionCount(*fused, "Pointwise chains"), what == "gamma-mul" ? 1 : 0);
     EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
     expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
       if (got.dtype == DType::F32)
