@@ -11,6 +11,10 @@
 // result once, and the intermediates need no buffers. A multi-reader op whose
 // operands come from outside any chain is first copied into each reader
 // (duplicate-producers), as a fusing compiler recomputes cheap producers.
+// An Expand whose readers are all such ops of its result's shape is dropped
+// first, its readers taking its input (broadcast-expands): a program
+// broadcasts its operands, so the expanded tensor (a ReduceMean's gradient,
+// [B, S, 1] to [B, S, d]) is never written.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -23,6 +27,8 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <optional>
 
 namespace octet {
 #define GEN_PASS_DEF_FUSEPOINTWISE
@@ -108,8 +114,55 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
     }
   }
 
+  /// The numpy broadcast of `shapes`, or nothing where they do not broadcast.
+  static std::optional<SmallVector<int64_t>> broadcastOf(ArrayRef<ArrayRef<int64_t>> shapes) {
+    SmallVector<int64_t> r;
+    for (ArrayRef<int64_t> s : shapes) {
+      if (s.size() > r.size())
+        r.insert(r.begin(), s.size() - r.size(), 1);
+      for (size_t i = 0; i < s.size(); ++i) {
+        int64_t &d = r[r.size() - s.size() + i];
+        if (s[i] != d && s[i] != 1 && d != 1)
+          return std::nullopt;
+        d = s[i] == 1 ? d : s[i];
+      }
+    }
+    return r;
+  }
+
+  /// broadcast-expands: an Expand of a float32 tensor whose readers are all fusible ops of its
+  /// result's type, each still of that shape when it reads the Expand's input instead, goes.
+  static void dropExpands(Block &body) {
+    SmallVector<Operation *> dead;
+    for (Operation &op : body.without_terminator()) {
+      auto ex = dyn_cast<ox::ExpandOp>(op);
+      if (!ex || ex.getOutput().use_empty())
+        continue;
+      auto in = staticTensor(ex.getInput().getType()), out = staticTensor(ex.getOutput().getType());
+      if (!in || !out || !in.getElementType().isF32() || in.getRank() > out.getRank())
+        continue;
+      bool all = llvm::all_of(ex.getOutput().getUsers(), [&](Operation *u) {
+        if (!fusible(*u) || u->getResult(0).getType() != out)
+          return false;
+        SmallVector<ArrayRef<int64_t>> shapes;
+        for (Value v : u->getOperands())
+          shapes.push_back(v == ex.getOutput() ? in.getShape() : v.getType().cast<RankedTensorType>().getShape());
+        std::optional<SmallVector<int64_t>> b = broadcastOf(shapes);
+        return b && ArrayRef<int64_t>(*b) == out.getShape();
+      });
+      if (!all)
+        continue;
+      ex.getOutput().replaceAllUsesWith(ex.getInput());
+      dead.push_back(ex);
+    }
+    for (Operation *op : dead)
+      op->erase();
+  }
+
   void runOnFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
+    if (broadcastExpands)
+      dropExpands(body);
     if (duplicateProducers)
       copyProducers(body);
     llvm::DenseMap<Operation *, int> groupOf;

@@ -237,12 +237,20 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     for each reader: recomputing it in each program costs no memory traffic
     beyond reading its operands, where keeping it costs a write and a read
     per reader (the clipped gradient that AdamW's two moments both read).
+
+    With `broadcast-expands`, a float32 Expand whose readers are all ops that
+    could join a program, of the Expand's result type and still of that
+    shape when they read the Expand's input instead, goes first: they read
+    its input and broadcast it, so the expanded tensor is never written (a
+    ReduceMean's gradient, [B, S, 1] expanded to [B, S, d] for one product).
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "32", "At most this many ops in one Pointwise node">,
     Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
     Option<"duplicateProducers", "duplicate-producers", "bool", "true",
            "Copy a multi-reader op with outside operands into each of its fusible readers">,
+    Option<"broadcastExpands", "broadcast-expands", "bool", "true",
+           "Drop a float32 Expand whose readers are all fusible ops of its shape (they broadcast its input)">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
