@@ -1781,6 +1781,29 @@ int codesApart(const Tensor &got, const Tensor &want) {
   return far;
 }
 
+/// `plan` on the CPU and on two CUDA runners, castSources on and off (expectSameAsUnfused): the
+/// fused runner gives the unfused runner's bytes, float outputs within floatTol of the CPU's and,
+/// with compareCodes, the CPU's FP8 codes. Returns the runners (fused, then apart) for their
+/// fusion counts.
+std::pair<std::unique_ptr<Runner>, std::unique_ptr<Runner>>
+expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &feed, double floatTol = 1e-5,
+                      bool compareCodes = true) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  cuda::CudaOptions on, off;
+  on.castSources = true;
+  off.castSources = false;
+  auto fused = cuda::makeCudaRunner(plan, on), apart = cuda::makeCudaRunner(plan, off);
+  expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
+    if (got.dtype == DType::F32) {
+      EXPECT_LE(maxRelError(got, want), floatTol) << n;
+    } else if (compareCodes) {
+      EXPECT_EQ(codesApart(got, want), 0) << n;
+    }
+  });
+  return {std::move(fused), std::move(apart)};
+}
+
 /// The FP8 casts of one tensor in one pass that also computes the tensor (CudaOptions::castSources):
 ///   layernorm  LayerNormalization -> Reshape (a view) -> three casts of the view with their own scales
 ///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
@@ -1883,26 +1906,13 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       op("fp8.cast_amax", {source, si}, {q, a, qt});
       plan.outputs.insert(plan.outputs.end(), {q, a, qt});
     }
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    cuda::CudaOptions on, off;
-    on.castSources = true;
-    off.castSources = false;
-    auto fused = cuda::makeCudaRunner(plan, on), apart = cuda::makeCudaRunner(plan, off);
+    // The GEMM's tensor-core sums differ from the CPU's; otherwise its LayerNorm and GELU round alike.
+    bool fromGemm = what == "gelu-bias";
+    auto [fused, apart] = expectCastFusionExact(plan, feed, fromGemm ? 1e-2 : 1e-5, !fromGemm);
     auto made = cuda::fusions(*fused);
     EXPECT_EQ(made[expect], 1);
     EXPECT_EQ(made["casts in fused passes"], casts);
     EXPECT_TRUE(cuda::fusions(*apart).empty());
-    bool fromGemm = what == "gelu-bias"; // the GEMM's tensor-core sums differ from the CPU's
-    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
-      if (got.dtype == DType::F32) {
-        EXPECT_LE(maxRelError(got, want), fromGemm ? 1e-2 : 1e-5) << n;
-        return;
-      }
-      if (fromGemm)
-        return;
-      EXPECT_EQ(codesApart(got, want), 0) << n; // its LayerNorm and GELU round alike
-    });
   }
 }
 
@@ -2062,19 +2072,9 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
       plan.outputs.push_back(y);
     std::map<std::string, TensorPtr> feed = {{"dy", std::make_shared<Tensor>(randomTensor({M, N}, rng, 1.0f))}};
     feed[what == "single" ? "t" : "x"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, 2.0f));
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    cuda::CudaOptions off;
-    off.castSources = false;
-    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    auto [fused, apart] = expectCastFusionExact(plan, feed);
     EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), what == "kept" ? 0 : 1);
     EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
-    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
-      if (got.dtype == DType::F32)
-        EXPECT_LE(maxRelError(got, want), 1e-5) << n;
-      else
-        EXPECT_EQ(codesApart(got, want), 0) << n;
-    });
   }
 }
 
@@ -2136,21 +2136,11 @@ TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
     for (int64_t i = 0; i < rinv.numel(); ++i)
       rinv.data<float>()[i] = 0.5f + std::fabs(rinv.data<float>()[i]);
     feed["rinv"] = std::make_shared<Tensor>(rinv);
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    cuda::CudaOptions off;
-    off.castSources = false;
-    auto fused = cuda::makeCudaRunner(plan), apart = cuda::makeCudaRunner(plan, off);
+    auto [fused, apart] = expectCastFusionExact(plan, feed);
     EXPECT_EQ(fusionCount(*fused, "casts share a read"), 1);
     EXPECT_EQ(fusionCount(*fused, "grouped casts compute Pointwise"), kept ? 0 : 1);
     EXPECT_EQ(fusionCount(*fused, "Pointwise chains"), what == "gamma-mul" ? 1 : 0);
     EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
-    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
-      if (got.dtype == DType::F32)
-        EXPECT_LE(maxRelError(got, want), 1e-5) << n;
-      else
-        EXPECT_EQ(codesApart(got, want), 0) << n;
-    });
   }
 }
 
