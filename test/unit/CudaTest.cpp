@@ -903,7 +903,6 @@ Tensor randomTensor(const Shape &s, std::mt19937 &rng, float sd) {
   return t;
 }
 
-/// ||gpu - cpu||_2 / ||cpu||_2, the CUDA backend's measure for tensor-core products.
 /// Appends a float32 value of shape `s` to `plan`; returns its id.
 int addValue(Plan &plan, const std::string &name, Shape s) {
   PlanValue v;
@@ -912,6 +911,27 @@ int addValue(Plan &plan, const std::string &name, Shape s) {
   v.shape = std::move(s);
   plan.values.push_back(v);
   return int(plan.values.size() - 1);
+}
+
+/// Appends an op of `type` named `name` reading `in` and writing `out`; returns it (for attributes).
+PlanOp &addOp(Plan &plan, const std::string &type, const std::string &name, std::vector<int> in, std::vector<int> out) {
+  PlanOp op;
+  op.type = type;
+  op.name = name;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back();
+}
+
+/// Appends a float32 scalar constant `v`; returns its id.
+int addScalar(Plan &plan, const std::string &name, float v) {
+  int id = addValue(plan, name, {});
+  auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+  t->data<float>()[0] = v;
+  plan.constants[id] = t;
+  plan.constantKinds[id] = ConstantKind::Const;
+  return id;
 }
 
 /// How many fusions of `kind` the CUDA runner's load made (cuda::fusions), 0 for none.
@@ -923,34 +943,25 @@ int fusionCount(const Runner &r, const std::string &kind) {
 
 /// Appends a ReduceSum of x over `axes` (none: all of them) without kept dims, named after its output.
 void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) {
-  PlanOp op;
-  op.type = "ReduceSum";
-  op.name = plan.values[size_t(out)].name;
-  op.inputs = {x};
-  op.outputs = {out};
+  PlanOp &op = addOp(plan, "ReduceSum", plan.values[size_t(out)].name, {x}, {out});
   op.attrs["keepdims"].i = 0;
   if (!axes.empty()) {
     op.attrs["axes"].kind = Attr::Ints;
     op.attrs["axes"].ints = std::move(axes);
   }
-  plan.ops.push_back(op);
 }
 
 /// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
 /// instruction (three per instruction in `args`, -1 unused); named after its output.
 void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
-  PlanOp op;
-  op.type = "octet::Pointwise";
-  op.name = plan.values[size_t(out)].name;
-  op.inputs = std::move(in);
-  op.outputs = {out};
+  PlanOp &op = addOp(plan, "octet::Pointwise", plan.values[size_t(out)].name, std::move(in), {out});
   op.attrs["ops"].kind = Attr::Strings;
   op.attrs["ops"].strings = std::move(ops);
   op.attrs["args"].kind = Attr::Ints;
   op.attrs["args"].ints = std::move(args);
-  plan.ops.push_back(op);
 }
 
+/// ||gpu - cpu||_2 / ||cpu||_2, the CUDA backend's measure for tensor-core products.
 double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
   double e = 0, r = 0;
   for (int64_t i = 0; i < cpu.numel(); ++i) {
@@ -1325,12 +1336,7 @@ TEST(CudaExecutor, InPlaceStateUpdates) {
     s0->data<float>()[i] = float(i), in->data<float>()[i] = 0.5f + float(i % 7);
   plan.constants[st] = s0;
   plan.constantKinds[st] = ConstantKind::State;
-  PlanOp add;
-  add.type = "Add";
-  add.name = "update";
-  add.inputs = {st, x};
-  add.outputs = {next};
-  plan.ops.push_back(add);
+  addOp(plan, "Add", "update", {st, x}, {next});
   plan.stateUpdates = {{st, next}};
   plan.inPlace = {next};
   auto gpu = cuda::makeCudaRunner(plan);
@@ -1371,21 +1377,12 @@ TEST(CudaExecutor, CastAmaxTransposedMatchesTheCpu) {
   for (Shape xs : {Shape{2, 64, 96}, Shape{40, 24}, Shape{1024, 2048}}) {
     int64_t cols = xs.back(), rows = numElements(xs) / cols;
     Plan plan;
-    int x = addValue(plan, "x", xs), si = addValue(plan, "si", {}), q = addValue(plan, "q", xs);
+    int x = addValue(plan, "x", xs), si = addScalar(plan, "si", 0.013f), q = addValue(plan, "q", xs);
     int amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {cols, rows});
     plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
-    auto scale = std::make_shared<Tensor>(DType::F32, Shape{});
-    scale->data<float>()[0] = 0.013f;
-    plan.constants[si] = scale;
-    plan.constantKinds[si] = ConstantKind::Const;
     plan.inputs = {x};
     plan.outputs = {q, amax, qt};
-    PlanOp op;
-    op.type = "fp8.cast_amax";
-    op.name = "cast";
-    op.inputs = {x, si};
-    op.outputs = {q, amax, qt};
-    plan.ops.push_back(op);
+    addOp(plan, "fp8.cast_amax", "cast", {x, si}, {q, amax, qt});
     auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 3.0f));
     Executor cpu(plan);
     cpu.run({{"x", in}}, false);
@@ -1699,13 +1696,9 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
   std::vector<Shape> shapes = {{100}, {5000}, {37, 129}, {1 << 20}, {3}, {65}};
   std::vector<int> outs;
   auto add = [&](const char *type, std::vector<int> in, std::vector<int> out) {
-    PlanOp op;
-    op.type = type;
-    op.name = std::string(type) + std::to_string(plan.ops.size());
-    op.inputs = std::move(in);
-    op.outputs = std::move(out);
-    op.attrs["keepdims"].i = 0;
-    plan.ops.push_back(op);
+    addOp(plan, type, std::string(type) + std::to_string(plan.ops.size()), std::move(in), std::move(out))
+        .attrs["keepdims"]
+        .i = 0;
   };
   std::map<std::string, TensorPtr> feed;
   for (size_t k = 0; k < shapes.size(); ++k) {
@@ -1832,22 +1825,9 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       return id;
     };
     auto op = [&](const std::string &type, std::vector<int> in, std::vector<int> out) -> PlanOp & {
-      PlanOp o;
-      o.type = type;
-      o.name = type + std::to_string(plan.ops.size());
-      o.inputs = std::move(in);
-      o.outputs = std::move(out);
-      plan.ops.push_back(o);
-      return plan.ops.back();
+      return addOp(plan, type, type + std::to_string(plan.ops.size()), std::move(in), std::move(out));
     };
-    auto constant = [&](const std::string &name, float v) {
-      int id = addValue(plan, name, {});
-      auto t = std::make_shared<Tensor>(DType::F32, Shape{});
-      t->data<float>()[0] = v;
-      plan.constants[id] = t;
-      plan.constantKinds[id] = ConstantKind::Const;
-      return id;
-    };
+    auto constant = [&](const std::string &name, float v) { return addScalar(plan, name, v); };
     int source = -1; // the value the casts read
     std::string expect;
     if (what == "layernorm" || what == "kept") {
@@ -2038,17 +2018,11 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
   for (std::string what : {"chain-sum", "single", "kept"}) {
     SCOPED_TRACE(what);
     Plan plan;
-    int x = addValue(plan, "x", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addValue(plan, "half", {});
-    int t = addValue(plan, "t", {M, N}), y = addValue(plan, "y", {M, N}), si = addValue(plan, "si", {});
+    int x = addValue(plan, "x", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addScalar(plan, "half", 0.5f);
+    int t = addValue(plan, "t", {M, N}), y = addValue(plan, "y", {M, N}), si = addScalar(plan, "si", 0.002f);
     int q = addValue(plan, "q", {M, N}), amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {N, M});
     int sum = addValue(plan, "sum", {N});
     plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
-    for (auto [id, v] : {std::pair{half, 0.5f}, std::pair{si, 0.002f}}) {
-      auto c = std::make_shared<Tensor>(DType::F32, Shape{});
-      c->data<float>()[0] = v;
-      plan.constants[id] = c;
-      plan.constantKinds[id] = ConstantKind::Const;
-    }
     if (what == "single") {
       plan.inputs = {t, dy};
       addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
@@ -2057,12 +2031,7 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
       addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
       addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
     }
-    PlanOp cast;
-    cast.type = "fp8.cast_amax";
-    cast.name = "cast";
-    cast.inputs = {y, si};
-    cast.outputs = {q, amax, qt};
-    plan.ops.push_back(cast);
+    addOp(plan, "fp8.cast_amax", "cast", {y, si}, {q, amax, qt});
     plan.outputs = {q, amax, qt};
     if (what == "chain-sum") {
       addReduceSum(plan, y, sum, {0}); // a bias gradient
@@ -2102,31 +2071,17 @@ TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
     plan.outputs.clear();
     if (what == "gamma-mul") {
       addPointwise(plan, {x, r}, normed, {"Mul", "Abs"}, {0, 1, -1, 2, -1, -1});
-      PlanOp mul;
-      mul.type = "Mul";
-      mul.name = "scale";
-      mul.inputs = {g, normed};
-      mul.outputs = {y};
-      plan.ops.push_back(mul);
+      addOp(plan, "Mul", "scale", {g, normed}, {y});
       plan.outputs.push_back(normed);
     } else {
       addPointwise(plan, {x, r, g}, y, {"Mul", "Mul"}, {0, 1, -1, 3, 2, -1});
     }
     for (int t = 0; t < 3; ++t) {
       std::string n = std::string(1, "qkv"[t]);
-      int si = addValue(plan, n + "_si", {}), q = addValue(plan, n + "_q", {B, S, N});
+      int si = addScalar(plan, n + "_si", 0.004f * float(t + 1)), q = addValue(plan, n + "_q", {B, S, N});
       int amax = addValue(plan, n + "_amax", {}), qt = addValue(plan, n + "_qt", {N, rows});
       plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
-      auto c = std::make_shared<Tensor>(DType::F32, Shape{});
-      c->data<float>()[0] = 0.004f * float(t + 1);
-      plan.constants[si] = c;
-      plan.constantKinds[si] = ConstantKind::Const;
-      PlanOp cast;
-      cast.type = "fp8.cast_amax";
-      cast.name = n + "_cast";
-      cast.inputs = {y, si};
-      cast.outputs = {q, amax, qt};
-      plan.ops.push_back(cast);
+      addOp(plan, "fp8.cast_amax", n + "_cast", {y, si}, {q, amax, qt});
       plan.outputs.insert(plan.outputs.end(), {q, amax, qt});
     }
     if (kept)
