@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
-"""End-to-end training throughput of GPT models: PyTorch BF16 (eager, torch.compile) against Octet plans.
+"""End-to-end training throughput of GPT models: Octet plans against the strongest PyTorch peers.
 
-Runs on the GPU machine, in one process per model size:
-  (a) PyTorch BF16 autocast, FP32 weights and AdamW, eager
-  (b) the same under torch.compile
-  (c..) Octet plans (fp8-opt --train, compiled from bench/make_gpt_onnx.py graphs with --absent-weights zeros),
+Runs on the GPU machine, in one process per model and batch:
+  (a) PyTorch BF16 autocast, FP32 weights and fused AdamW, eager
+  (b) the same under torch.compile (the baseline of the ratios)
+  (c) torchao float8 training (convert_to_float8_training with Float8LinearConfig.from_recipe_name,
+      every Linear, --torchao RECIPE... : tensorwise, rowwise) on (a)'s model, under torch.compile
+  (d..) Octet plans (fp8-opt --train, compiled from bench/make_gpt_onnx.py graphs with --absent-weights zeros),
         run by `fp8-run PLAN --device cuda --init-params normal:0.02 --benchmark N`
 The PyTorch model is the graph make_gpt_onnx.py writes: pre-LN GPT, separate q/k/v Linear layers with
-biases, explicit causal softmax attention, tanh GELU, untied lm_head, vocab 50304. Weights are created
-on the device (N(0, 0.02)). Reports median step time, tokens/s, model TFLOP/s (6 N + 12 L d T FLOPs per
-token), peak memory (torch.cuda.max_memory_allocated; Octet: every byte its executor allocates) and
-ratios to (b).
+biases, causal attention through F.scaled_dot_product_attention (FlashAttention; --torch-attention
+eager: explicit softmax as the ONNX graph spells it), tanh GELU, untied lm_head, vocab 50304. Weights
+are created on the device (N(0, 0.02)). Reports median step time, tokens/s, model TFLOP/s (6 N + 12 L d T
+FLOPs per token), peak memory (torch.cuda.max_memory_allocated; Octet: every byte its executor
+allocates), and ratios to (b) and to the first torchao run.
 
-  e2e_gpt.py --config 125m --batch 8 --seq 1024 --plans none=p/none.plan te=p/te.plan --fp8-run .devlib/fp8-run
+  e2e_gpt.py --config 1.3b --batch 8 --seq 2048 --torchao tensorwise rowwise \
+      --plans te=p/te.plan ao=p/ao.plan --fp8-run .devlib/fp8-run
 """
 import argparse, json, math, os, statistics, subprocess, sys, time
 
-CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16)}
+CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16),
+           "d4096": (4096, 8, 32)}
 
 
-def torch_model(d, L, H, V, T, norm="layer"):
+def torch_model(d, L, H, V, T, norm="layer", attention="sdpa"):
     import torch
     import torch.nn as nn
 
@@ -37,9 +42,13 @@ def torch_model(d, L, H, V, T, norm="layer"):
             B = x.shape[0]
             h = self.ln_1(x)
             q, k, v = (m(h).view(B, T, H, d // H).transpose(1, 2) for m in (self.q, self.k, self.v))
-            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // H))
-            s = s.masked_fill(~mask, -1e9)
-            a = (torch.softmax(s.float(), -1).to(v.dtype) @ v).transpose(1, 2).reshape(B, T, d)
+            if attention == "sdpa":
+                a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // H))
+                s = s.masked_fill(~mask, -1e9)
+                a = torch.softmax(s.float(), -1).to(v.dtype) @ v
+            a = a.transpose(1, 2).reshape(B, T, d)
             x = x + self.proj(a)
             return x + self.fc_proj(nn.functional.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
 
@@ -64,12 +73,18 @@ def torch_model(d, L, H, V, T, norm="layer"):
     return GPT()
 
 
-def bench_torch(args, compiled):
+def bench_torch(args, compiled, torchao=None):
     import torch
     d, L, H = CONFIGS[args.config]
     torch.manual_seed(0)
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    model = torch_model(d, L, H, args.vocab, args.seq, args.norm).cuda()
+    model = torch_model(d, L, H, args.vocab, args.seq, args.norm, args.torch_attention).cuda()
+    name = "pytorch-bf16-" + ("compile" if compiled else "eager")
+    if torchao:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(torchao))
+        name = "torchao-" + torchao
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
     ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
 
@@ -95,7 +110,7 @@ def bench_torch(args, compiled):
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t) * 1e3)
     n = sum(p.numel() for p in model.parameters())
-    r = {"name": "pytorch-bf16-" + ("compile" if compiled else "eager"), "median_ms": statistics.median(times),
+    r = {"name": name, "median_ms": statistics.median(times),
          "peak_bytes": torch.cuda.max_memory_allocated(), "params": n, "warmup_s": warm_s}
     del model, opt, fn
     torch.cuda.empty_cache()
@@ -125,6 +140,9 @@ def main():
     ap.add_argument("--plans", nargs="*", default=[], help="NAME=PLAN (Octet training plans of the same model)")
     ap.add_argument("--fp8-run", default=".devlib/fp8-run")
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--skip-eager", action="store_true", help="no PyTorch eager run (b and c still run)")
+    ap.add_argument("--torchao", nargs="*", default=[], help="torchao float8 recipes to run under torch.compile")
+    ap.add_argument("--torch-attention", choices=["sdpa", "eager"], default="sdpa")
     ap.add_argument("--json", default=None)
     ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="the plans' make_gpt_onnx.py --norm")
     args = ap.parse_args()
@@ -137,17 +155,30 @@ def main():
     for spec in args.plans:
         name, plan = spec.split("=", 1)
         log(bench_octet(args, name, plan))
+    def guarded(*a):  # a peer that fails (out of memory, a missing package) is a row with its error
+        try:
+            return bench_torch(args, *a)
+        except Exception as e:  # noqa: BLE001
+            import torch
+            torch.cuda.empty_cache()
+            name = "torchao-" + a[1] if len(a) > 1 else "pytorch-bf16-" + ("compile" if a[0] else "eager")
+            return {"name": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"}
     if not args.skip_torch:
-        log(bench_torch(args, False))
-        log(bench_torch(args, True))
+        if not args.skip_eager:
+            log(guarded(False))
+        log(guarded(True))
+        for recipe in args.torchao:
+            log(guarded(True, recipe))
     n = next((r["params"] for r in rows if "params" in r), None)
     if n is None:
         n = 2 * args.vocab * d + args.seq * d + L * (12 * d * d + 13 * d) + 2 * d
     flops_per_token = 6 * n + 12 * L * d * args.seq
     base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
+    ao = next((r for r in rows if r["name"].startswith("torchao-") and "median_ms" in r), None)
     print(f"GPT {args.config} ({args.norm} norm): d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={args.batch} seq={args.seq} "
-          f"({args.steps} timed steps after {args.warmup})")
-    print(f"{'run':<24}{'ms/step':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'peak GiB':>10}{'speed/(b)':>11}{'mem/(b)':>9}")
+          f"({args.steps} timed steps after {args.warmup}; PyTorch attention: {args.torch_attention})")
+    print(f"{'run':<24}{'ms/step':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'peak GiB':>10}{'speed/(b)':>11}{'mem/(b)':>9}"
+          f"{'speed/ao':>10}{'mem/ao':>8}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:<24}  error: {r['error']}")
@@ -157,11 +188,15 @@ def main():
         sp = base["median_ms"] / r["median_ms"] if base else float("nan")
         mem = r["peak_bytes"] / base["peak_bytes"] if base else float("nan")
         r["speed_vs_compile"], r["mem_vs_compile"] = sp, mem
+        spa = ao["median_ms"] / r["median_ms"] if ao else float("nan")
+        mema = r["peak_bytes"] / ao["peak_bytes"] if ao else float("nan")
+        r["speed_vs_torchao"], r["mem_vs_torchao"] = spa, mema
         print(f"{r['name']:<24}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12.0f}{r['tflops']:>10.1f}"
-              f"{r['peak_bytes'] / 2**30:>10.2f}{sp:>11.3f}{mem:>9.3f}")
+              f"{r['peak_bytes'] / 2**30:>10.2f}{sp:>11.3f}{mem:>9.3f}{spa:>10.3f}{mema:>8.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": args.config, "norm": args.norm, "batch": args.batch, "seq": args.seq, "params": n, "rows": rows}, f,
+            json.dump({"config": args.config, "norm": args.norm, "batch": args.batch, "seq": args.seq, "params": n,
+                       "torch_attention": args.torch_attention, "rows": rows}, f,
                       indent=1)
 
 

@@ -27,6 +27,7 @@ CONFIGS = {  # d, layers, heads
     "125m": (768, 12, 12),
     "350m": (1024, 24, 16),
     "1.3b": (2048, 24, 16),
+    "d4096": (4096, 8, 32),  # the wide model of the peers' table (docs/BENCHMARKS.md)
 }
 VOCAB = 50304  # GPT-2's 50257 padded to a multiple of 64 (FP8 GEMMs need multiples of 16)
 

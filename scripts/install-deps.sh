@@ -32,3 +32,13 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check 'numpy<2.3' 'onnx==1.17.0' 'onnxruntime==1.20.1' 'pyyaml'
   touch "$stamp"
 fi
+# cuDNN's C++ graph API (header-only; the CUDA backend's fused attention). Pinned: the frontend's
+# API moves between releases and CudnnAttention.cpp is written against this one.
+fe=nvidia-cudnn-frontend==1.32.0
+if [ ! -f "$venv/.octet-${fe}" ]; then
+  if "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "$fe"; then
+    touch "$venv/.octet-${fe}"
+  else
+    echo "install-deps: $fe could not be installed; the CUDA backend's attention will not use cuDNN"
+  fi
+fi

@@ -7,7 +7,8 @@
 #                    with each recipe (and te with amax_compute_algo max), the license-text corpus it
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
-#                    files) for each size in $SIZES (default: 125m 350m 1.3b) and recipe, compiled with
+#                    files) for each SIZE[:BATCH] in $SIZES (default: 125m 350m 1.3b 1.3b:8 d4096:4) and
+#                    recipe, compiled with
 #                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update),
 #                    and te plans of the RMSNorm variants for each size in $RMS_SIZES (default: 1.3b)
 # Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
@@ -64,20 +65,25 @@ gzip -f "$d/plans/gpt-small-te.plan"
 "$opt" "$build/bench/gpt-small-rms.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-rms-te.plan"
 gzip -f "$d/plans/gpt-small-rms-te.plan"
 
-for s in ${SIZES-125m 350m 1.3b}; do
-  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac
-  g="$build/bench/gpt-$s.onnx"
+# SIZE or SIZE:BATCH; a batch other than the size's default is part of the plans' names (gpt-1.3b-b8-te.plan).
+for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
+  s=${spec%%:*}
+  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; d4096) b=4; t=2048 ;;
+    *) echo "unknown size $s" >&2; exit 2 ;; esac
+  stem=gpt-$s
+  if [ "$spec" != "$s" ] && [ "${spec#*:}" != "$b" ]; then b=${spec#*:}; stem=gpt-$s-b$b; fi
+  g="$build/bench/$stem.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
   for r in "${recipes[@]}"; do
     # shellcheck disable=SC2046
     "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 $(args "$r") \
-      ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/gpt-$s-$(name "$r").plan"
-    gzip -f "$d/bench/gpt-$s-$(name "$r").plan"
+      ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r").plan"
+    gzip -f "$d/bench/$stem-$(name "$r").plan"
   done
 done
 # The 1.3B te plan without each compiler-side optimization of issue 5 (fourth and sixth passes), for
 # the ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).
-case " ${SIZES-125m 350m 1.3b} " in *" 1.3b "*)
+case " ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4} " in *" 1.3b "*)
   for v in fuse-cast-amax in-place-updates cast-transpose sink-scale-updates fuse-grads fold-head-transposes group-casts; do
     "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
       --recipe te ${OPT_FLAGS---keep-gradients=false} --$v=false -o "$d/bench/gpt-1.3b-te-no-$v.plan"

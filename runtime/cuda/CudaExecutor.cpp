@@ -15,6 +15,7 @@
 #include "octet/runtime/Pointwise.h"
 
 #include "../src/Kernels.h"
+#include "CudnnAttention.h"
 #include "DeviceKernels.h"
 #include "octet/runtime/Cuda.h"
 
@@ -32,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace octet::rt::cuda {
 namespace {
@@ -181,6 +183,10 @@ private:
     int64_t rowLength;
   };
   std::map<size_t, AttentionOp> attentions_;
+  std::shared_ptr<const dev::CudnnAttention> cudnnAttention(const dev::AttnArgs &a, bool backward);
+  std::map<std::tuple<bool, int64_t, int, int, int, int, float, bool>, std::shared_ptr<const dev::CudnnAttention>>
+      cudnnGraphs_;
+  std::set<std::string> cudnnNotes_;
   template <class Launch>
   void attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength, std::vector<Step> &out,
                         Launch launch);
@@ -1122,13 +1128,14 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
       fail(op, "the output Y is missing");
     a.y = static_cast<float *>(devicePtr(op.outputs[0]));
     a.lse = static_cast<float *>(devicePtr(op.outputs[1]));
-    bool work = dev::attentionWorkspaceBytes(a, false) > 0;
-    if (work)
-      scratch(dev::attentionWorkspaceBytes(a, false));
-    attentionProgram(op, a, qs.back(), out, [this, work](dev::AttnArgs a, cudaStream_t s) {
+    std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, false);
+    size_t workBytes = fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, false);
+    if (workBytes)
+      scratch(workBytes);
+    attentionProgram(op, a, qs.back(), out, [this, workBytes, fused](dev::AttnArgs a, cudaStream_t s) {
       a.stream = s;
-      a.work = work ? scratch_ : nullptr;
-      return dev::attentionForward(a);
+      a.work = workBytes ? scratch_ : nullptr;
+      return fused ? fused->run(a) : dev::attentionForward(a);
     });
     return;
   }
@@ -1148,19 +1155,39 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
       need += i == 0 ? qBytes : kBytes;
     }
   size_t work = need;
-  need += dev::attentionWorkspaceBytes(a, true);
+  std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, true);
+  need += fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, true);
   scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
                     static_cast<float *>(devicePtr(op.outputs[2]))};
-  attentionProgram(op, a, qs.back(), out, [this, outs, missing, work](dev::AttnArgs a, cudaStream_t s) {
+  attentionProgram(op, a, qs.back(), out, [this, outs, missing, work, fused](dev::AttnArgs a, cudaStream_t s) {
     a.stream = s;
     a.work = scratch_ + work;
     a.delta = reinterpret_cast<float *>(scratch_);
     a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + missing[0]);
     a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(scratch_ + missing[1]);
     a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(scratch_ + missing[2]);
-    return dev::attentionBackward(a);
+    return fused ? fused->run(a) : dev::attentionBackward(a);
   });
+}
+
+/// cuDNN's fused attention for a BF16 octet::Attention or AttentionGrad of a's shape (one graph per
+/// shape and direction, shared by the plan's ops), or null where the options, cuDNN or the shape
+/// rule it out: then Attention.cu's kernels run it (a note says why, once).
+std::shared_ptr<const dev::CudnnAttention> CudaExecutor::cudnnAttention(const dev::AttnArgs &a, bool backward) {
+  if (a.precision != dev::AttnPrecision::BF16 || !opt_.cudnnAttention)
+    return nullptr;
+  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.scale, a.causal);
+  auto [it, added] = cudnnGraphs_.try_emplace(key);
+  if (!added)
+    return it->second;
+  std::string why;
+  it->second = dev::CudnnAttention::build(a, backward, why);
+  if (it->second)
+    ++fusions_["attention through cuDNN"];
+  else if (cudnnNotes_.insert(why).second)
+    std::cerr << "note: attention runs on Octet's own kernels (slower): " << why << "\n";
+  return it->second;
 }
 
 template <class Launch>
@@ -2735,6 +2762,8 @@ void registerBackend() {
       o.foldBias = std::string(c) != "0";
     if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
       o.attention = parseAttentionPrecision(at);
+    if (const char *c = std::getenv("OCTET_CUDA_CUDNN"))
+      o.cudnnAttention = std::string(c) != "0";
     return makeCudaRunner(std::move(p), o);
   };
   registerDeviceBackend(std::move(b));

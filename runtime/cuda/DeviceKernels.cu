@@ -769,43 +769,49 @@ __global__ void reducePartialKernel(ReduceArgs a) {
 /// and norm-weight gradients). Block (x, chunk) of 32 x 8 threads: thread (i, w) keeps the
 /// partials of four columns (one 16-byte load per row, four rows in flight) over the w-th eighth
 /// of the chunk's rows; the eight are then combined in order through shared memory, so each
-/// output gets one partial per chunk, in a fixed order.
+/// output gets one partial per chunk, in a fixed order. Blocks walk groups of 128 columns with a
+/// grid stride (any number of columns).
 __global__ void __launch_bounds__(256) reduceColumnsKernel(ReduceArgs a) {
-  int64_t n4 = a.nOut / 4, q = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  int c = blockIdx.y;
-  int64_t per = (a.nRed + a.chunks - 1) / a.chunks, lo = min(a.nRed, int64_t(c) * per), hi = min(a.nRed, lo + per);
-  int64_t sub = (hi - lo + 7) / 8, r = min(hi, lo + threadIdx.y * sub), end = min(hi, r + sub);
-  double acc[4] = {identityOf(a.kind), identityOf(a.kind), identityOf(a.kind), identityOf(a.kind)};
-  auto fold = [&](float4 v) {
-    acc[0] = accumulate(a.kind, acc[0], v.x);
-    acc[1] = accumulate(a.kind, acc[1], v.y);
-    acc[2] = accumulate(a.kind, acc[2], v.z);
-    acc[3] = accumulate(a.kind, acc[3], v.w);
-  };
-  if (q < n4) {
-    const float4 *x = static_cast<const float4 *>(a.x) + q;
-    for (; r + 3 < end; r += 4) {
-      float4 v0 = x[r * n4], v1 = x[(r + 1) * n4], v2 = x[(r + 2) * n4], v3 = x[(r + 3) * n4];
-      fold(v0);
-      fold(v1);
-      fold(v2);
-      fold(v3);
-    }
-    for (; r < end; ++r)
-      fold(x[r * n4]);
-  }
+  const int64_t n4 = a.nOut / 4;
+  const int c = blockIdx.y;
+  const int64_t per = (a.nRed + a.chunks - 1) / a.chunks, lo = min(a.nRed, int64_t(c) * per),
+                hi = min(a.nRed, lo + per);
+  const int64_t sub = (hi - lo + 7) / 8;
+  const int m = a.kind == 4 ? 0 : a.kind; // partial sums of squares add
   __shared__ double sh[8][32][4];
-  for (int k = 0; k < 4; ++k)
-    sh[threadIdx.y][threadIdx.x][k] = acc[k];
-  __syncthreads();
-  if (threadIdx.y != 0 || q >= n4)
-    return;
-  int m = a.kind == 4 ? 0 : a.kind; // partial sums of squares add
-  for (int k = 0; k < 4; ++k) {
-    double t = sh[0][threadIdx.x][k];
-    for (int w = 1; w < 8; ++w)
-      t = combine(m, t, sh[w][threadIdx.x][k]);
-    a.work[int64_t(c) * a.nOut + 4 * q + k] = t;
+  for (int64_t q0 = int64_t(blockIdx.x) * 32; q0 < n4; q0 += int64_t(gridDim.x) * 32) {
+    const int64_t q = q0 + threadIdx.x;
+    int64_t r = min(hi, lo + threadIdx.y * sub), end = min(hi, r + sub);
+    double acc[4] = {identityOf(a.kind), identityOf(a.kind), identityOf(a.kind), identityOf(a.kind)};
+    auto fold = [&](float4 v) {
+      acc[0] = accumulate(a.kind, acc[0], v.x);
+      acc[1] = accumulate(a.kind, acc[1], v.y);
+      acc[2] = accumulate(a.kind, acc[2], v.z);
+      acc[3] = accumulate(a.kind, acc[3], v.w);
+    };
+    if (q < n4) {
+      const float4 *x = static_cast<const float4 *>(a.x) + q;
+      for (; r + 3 < end; r += 4) {
+        float4 v0 = x[r * n4], v1 = x[(r + 1) * n4], v2 = x[(r + 2) * n4], v3 = x[(r + 3) * n4];
+        fold(v0);
+        fold(v1);
+        fold(v2);
+        fold(v3);
+      }
+      for (; r < end; ++r)
+        fold(x[r * n4]);
+    }
+    __syncthreads(); // the previous group's partials have been read
+    for (int k = 0; k < 4; ++k)
+      sh[threadIdx.y][threadIdx.x][k] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0 && q < n4)
+      for (int k = 0; k < 4; ++k) {
+        double t = sh[0][threadIdx.x][k];
+        for (int w = 1; w < 8; ++w)
+          t = combine(m, t, sh[w][threadIdx.x][k]);
+        a.work[int64_t(c) * a.nOut + 4 * q + k] = t;
+      }
   }
 }
 
@@ -1681,9 +1687,8 @@ std::string reduce(const ReduceArgs &a, cudaStream_t s) {
     dim3 grid(unsigned(a.chunks), unsigned(std::min<int64_t>(a.nOut, 65535)));
     reduceInnerChunkedKernel<<<grid, kRedThreads, 0, s>>>(a);
   } else if (a.columns) {
-    if ((a.nOut / 4 + 31) / 32 > 65535)
-      return "reduce: more than 65535 x 128 columns";
-    reduceColumnsKernel<<<dim3(unsigned((a.nOut / 4 + 31) / 32), unsigned(a.chunks)), dim3(32, 8), 0, s>>>(a);
+    unsigned groups = unsigned(std::min<int64_t>((a.nOut / 4 + 31) / 32, 65535)); // the kernel strides over more
+    reduceColumnsKernel<<<dim3(groups, unsigned(a.chunks)), dim3(32, 8), 0, s>>>(a);
   } else {
     dim3 grid(unsigned(std::min<int64_t>((a.nOut + 255) / 256, 65535)), unsigned(a.chunks));
     reducePartialKernel<<<grid, 256, 0, s>>>(a);

@@ -357,6 +357,29 @@ size_t attentionWorkspaceBytes(const AttnArgs &a, bool backward);
 std::string attentionForward(const AttnArgs &a);
 std::string attentionBackward(const AttnArgs &a);
 
+// --- float32 <-> bfloat16 copies of up to kMaxBf16Copies tensors in one launch (Bf16Copy.cu) ---
+constexpr int kMaxBf16Copies = 5;
+/// dst[j][i] = bf16_rn(src[j][i] + bias[j][i % width[j]]) (bias null: none) for i < n[j].
+struct Bf16Pack {
+  int count = 0;
+  const float *src[kMaxBf16Copies] = {};
+  const float *bias[kMaxBf16Copies] = {};
+  int64_t width[kMaxBf16Copies] = {};
+  uint16_t *dst[kMaxBf16Copies] = {};
+  int64_t n[kMaxBf16Copies] = {};
+  bool vector[kMaxBf16Copies] = {}; // set by toBf16
+};
+std::string toBf16(Bf16Pack job, cudaStream_t s);
+/// dst[j][i] = float(src[j][i]) for i < n[j] (exact).
+struct Bf16Unpack {
+  int count = 0;
+  const uint16_t *src[kMaxBf16Copies] = {};
+  float *dst[kMaxBf16Copies] = {};
+  int64_t n[kMaxBf16Copies] = {};
+  bool vector[kMaxBf16Copies] = {}; // set by fromBf16
+};
+std::string fromBf16(Bf16Unpack job, cudaStream_t s);
+
 } // namespace octet::rt::cuda::dev
 
 #endif

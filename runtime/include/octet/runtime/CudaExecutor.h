@@ -39,6 +39,8 @@ struct CudaOptions {
   /// TF32 for plans without one (close to the FP32 reference).
   enum class Attention { Auto, TF32, BF16 };
   Attention attention = Attention::Auto;
+  bool cudnnAttention = true; // BF16 attention through cuDNN's fused SDPA where cuDNN 9 loads and has an
+                              // engine for the shape; else (or false) Attention.cu's kernels
 };
 
 /// Parses OCTET_CUDA_ATTENTION's value (auto, tf32, bf16); throws Error naming the variable otherwise.
@@ -48,7 +50,8 @@ CudaOptions::Attention parseAttentionPrecision(const std::string &v);
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
 /// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0,
 /// OCTET_CUDA_CAST_SOURCES=0, OCTET_CUDA_FAST_ACCUM=0,
-/// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_ATTENTION=auto|tf32|bf16.
+/// OCTET_CUDA_FOLD_BIAS=0, OCTET_CUDA_ATTENTION=auto|tf32|bf16 and OCTET_CUDA_CUDNN=0 (debugging and
+/// ablations; the defaults are what plans are measured with).
 void registerBackend();
 
 /// Throws Error when no usable GPU is present or the plan needs FP8 and the
@@ -67,8 +70,9 @@ int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, s
 
 /// What the runner's load-time fusions made, by kind: FP8 casts ("casts share a read", "cast
 /// computes LayerNorm", "cast computes GELU", "cast computes Pointwise", and "casts in fused
-/// passes" in all but the last) and Pointwise chains ("chain results kept in registers": results
-/// not written); empty for other runners.
+/// passes" in all but the last), Pointwise chains ("chain results kept in registers": results
+/// not written) and the cuDNN attention graphs built ("attention through cuDNN", one per shape
+/// and direction); empty for other runners.
 std::map<std::string, int> fusions(const Runner &r);
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,

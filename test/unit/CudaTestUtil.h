@@ -1,0 +1,257 @@
+//===- CudaTestUtil.h - What the CUDA tests share ---------------*- C++ -*-===//
+//
+// Device buffers, CPU reference runs, small plans built op by op and the error measures the
+// CUDA tests (CudaTest.cpp, CudaExecutorTest.cpp, CudaAttentionTest.cpp) compare with.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_TEST_UNIT_CUDATESTUTIL_H
+#define OCTET_TEST_UNIT_CUDATESTUTIL_H
+
+#include "octet/runtime/Cuda.h"
+#include "octet/runtime/CudaExecutor.h"
+#include "octet/runtime/Executor.h"
+#include "octet/runtime/Plan.h"
+#include "octet/runtime/Tensor.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+
+#define REQUIRE_GPU()                                                                                                  \
+  do {                                                                                                                 \
+    std::string why;                                                                                                   \
+    if (!cuda::available(&why))                                                                                        \
+      GTEST_SKIP() << why;                                                                                             \
+  } while (0)
+
+namespace octet::rt::cudatest {
+
+template <typename T> struct DeviceBuffer {
+  T *p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuffer(size_t count) : n(count) { EXPECT_EQ(cudaMalloc(&p, count * sizeof(T) + 64), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+  void upload(const std::vector<T> &v) { ASSERT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
+  std::vector<T> download() const {
+    std::vector<T> v(n);
+    EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+};
+
+/// Runs a CPU reference kernel on `inputs` and returns its outputs.
+inline std::vector<TensorPtr> runCpuKernel(const std::string &type, const std::map<std::string, Attr> &attrs,
+                                    const std::vector<Tensor> &inputs, size_t nOut) {
+  Plan plan;
+  PlanOp op;
+  op.type = type;
+  op.name = "reference";
+  op.attrs = attrs;
+  std::vector<Value> vals(inputs.size());
+  std::vector<const Value *> ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    vals[i].tensor = std::make_shared<Tensor>(inputs[i]);
+    ptrs.push_back(&vals[i]);
+    op.inputs.push_back(int(i));
+  }
+  for (size_t i = 0; i < nOut; ++i)
+    op.outputs.push_back(int(inputs.size() + i));
+  const Kernel *k = lookupKernel(type);
+  EXPECT_NE(k, nullptr) << type;
+  KernelContext c(plan, op, ptrs);
+  (*k)(c);
+  std::vector<TensorPtr> out;
+  for (Value &v : c.outputs())
+    out.push_back(v.tensor);
+  return out;
+}
+
+inline Tensor randomTensor(const Shape &s, std::mt19937 &rng, float sd) {
+  Tensor t(DType::F32, s);
+  std::normal_distribution<float> g(0.0f, sd);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = g(rng);
+  return t;
+}
+
+/// Appends a float32 value of shape `s` to `plan`; returns its id.
+inline int addValue(Plan &plan, const std::string &name, Shape s) {
+  PlanValue v;
+  v.name = name;
+  v.hasShape = true;
+  v.shape = std::move(s);
+  plan.values.push_back(v);
+  return int(plan.values.size() - 1);
+}
+
+/// Appends an op of `type` named `name` reading `in` and writing `out`; returns it (for attributes).
+inline PlanOp &addOp(Plan &plan, const std::string &type, const std::string &name, std::vector<int> in, std::vector<int> out) {
+  PlanOp op;
+  op.type = type;
+  op.name = name;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back();
+}
+
+/// Appends a float32 scalar constant `v`; returns its id.
+inline int addScalar(Plan &plan, const std::string &name, float v) {
+  int id = addValue(plan, name, {});
+  auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+  t->data<float>()[0] = v;
+  plan.constants[id] = t;
+  plan.constantKinds[id] = ConstantKind::Const;
+  return id;
+}
+
+/// How many fusions of `kind` the CUDA runner's load made (cuda::fusions), 0 for none.
+inline int fusionCount(const Runner &r, const std::string &kind) {
+  auto made = cuda::fusions(r);
+  auto it = made.find(kind);
+  return it == made.end() ? 0 : it->second;
+}
+
+/// Appends a ReduceSum of x over `axes` (none: all of them) without kept dims, named after its output.
+inline void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) {
+  PlanOp &op = addOp(plan, "ReduceSum", plan.values[size_t(out)].name, {x}, {out});
+  op.attrs["keepdims"].i = 0;
+  if (!axes.empty()) {
+    op.attrs["axes"].kind = Attr::Ints;
+    op.attrs["axes"].ints = std::move(axes);
+  }
+}
+
+/// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
+/// instruction (three per instruction in `args`, -1 unused); named after its output.
+inline void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {
+  PlanOp &op = addOp(plan, "octet::Pointwise", plan.values[size_t(out)].name, std::move(in), {out});
+  op.attrs["ops"].kind = Attr::Strings;
+  op.attrs["ops"].strings = std::move(ops);
+  op.attrs["args"].kind = Attr::Ints;
+  op.attrs["args"].ints = std::move(args);
+}
+
+/// ||gpu - cpu||_2 / ||cpu||_2, the CUDA backend's measure for tensor-core products.
+inline double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
+  double e = 0, r = 0;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    double w = cpu.data<float>()[i];
+    e += (gpu[size_t(i)] - w) * (gpu[size_t(i)] - w);
+    r += w * w;
+  }
+  return std::sqrt(e / r);
+}
+
+/// max|gpu - cpu| / max|cpu| over float32 tensors of one shape (--check-against-cpu's measure for
+/// everything but tensor-core products); infinity when the reference is all zeros.
+inline double maxRelError(const Tensor &gpu, const Tensor &cpu) {
+  double err = 0, ref = 0;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    err = std::max(err, double(std::fabs(gpu.data<float>()[i] - cpu.data<float>()[i])));
+    ref = std::max(ref, double(std::fabs(cpu.data<float>()[i])));
+  }
+  return ref > 0 ? err / ref : INFINITY;
+}
+
+/// Runs `plan` once on the CPU executor and `runs` times on a CUDA runner (the first eagerly, the
+/// next as a graph): every output of every run has the CPU's shape and is within `tol` of it
+/// (maxRelError). Returns the runner, for checks of its own.
+inline std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
+                                              int runs, double tol) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  for (int run = 0; run < runs; ++run) {
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      const std::string &name = plan.values[size_t(id)].name;
+      EXPECT_TRUE(want && got) << name;
+      if (!want || !got)
+        continue;
+      EXPECT_EQ(got->shape, want->shape) << name;
+      if (got->shape == want->shape) {
+        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
+      }
+    }
+  }
+  return gpu;
+}
+
+/// Runs `fused` and `plain` (one plan, an optimization on and off) three times on `feed`, the first
+/// eagerly and then as graphs: every output is the same bytes in both, and `near(got, want, name)`
+/// compares the fused one with the CPU's.
+template <class Near>
+void expectSameAsUnfused(const Plan &plan, Runner &fused, Runner &plain, const Executor &cpu,
+                         const std::map<std::string, TensorPtr> &feed, Near near) {
+  for (int run = 0; run < 3; ++run) {
+    fused.run(feed, false);
+    plain.run(feed, false);
+    for (int id : plan.outputs) {
+      const std::string &name = plan.values[size_t(id)].name;
+      TensorPtr want = cpu.value(id), got = fused.value(id), alone = plain.value(id);
+      ASSERT_TRUE(want && got && alone) << name;
+      EXPECT_EQ(got->bytes, alone->bytes) << name << " run " << run;
+      near(*got, *want, name);
+    }
+  }
+}
+
+
+/// The start of a bias-folding plan: y = fp8.gemm(a [M, K], b [N, K] E4M3, scales sa and sb,
+/// FP32 bias [N]) and a Reshape of y to `viewShape` sharing its arena bytes, as the plan writer
+/// places Reshapes. The ops are not added; the caller orders them.
+struct BiasedGemm {
+  int a, b, bias, y, view;
+  PlanOp gemm, reshape;
+};
+inline BiasedGemm addBiasedGemm(Plan &plan, int64_t M, int64_t K, int64_t N, const Shape &viewShape, float sa, float sb) {
+  BiasedGemm g;
+  g.a = addValue(plan, "a", {M, K}), g.b = addValue(plan, "b", {N, K});
+  int sai = addValue(plan, "sa", {}), sbi = addValue(plan, "sb", {});
+  g.bias = addValue(plan, "bias", {N}), g.y = addValue(plan, "y", {M, N});
+  plan.values[size_t(g.a)].dtype = plan.values[size_t(g.b)].dtype = DType::F8E4M3FN;
+  int shp = addValue(plan, "shape", {int64_t(viewShape.size())});
+  g.view = addValue(plan, "view", viewShape);
+  plan.values[size_t(shp)].dtype = DType::I64;
+  auto shape = std::make_shared<Tensor>(DType::I64, Shape{int64_t(viewShape.size())});
+  for (size_t i = 0; i < viewShape.size(); ++i)
+    shape->data<int64_t>()[i] = viewShape[i];
+  plan.constants[shp] = shape;
+  plan.constantKinds[shp] = ConstantKind::Const;
+  for (auto [id, v] : {std::pair{sai, sa}, std::pair{sbi, sb}}) {
+    auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+    t->data<float>()[0] = v;
+    plan.constants[id] = t;
+    plan.constantKinds[id] = ConstantKind::Const;
+  }
+  g.gemm.type = "fp8.gemm";
+  g.gemm.name = "gemm";
+  g.gemm.inputs = {g.a, g.b, sai, sbi, g.bias};
+  g.gemm.outputs = {g.y};
+  g.gemm.attrs["transpose_b"].i = 1;
+  g.gemm.attrs["accumulation"].kind = Attr::String;
+  g.gemm.attrs["accumulation"].s = "fast";
+  g.reshape.type = "Reshape";
+  g.reshape.name = "view";
+  g.reshape.inputs = {g.y, shp};
+  g.reshape.outputs = {g.view};
+  plan.arenaBytes = M * N * 4;
+  plan.arenaAlignment = 256;
+  plan.buffers = {{g.y, 0, M * N * 4}, {g.view, 0, M * N * 4}};
+  plan.views = {{g.view, g.y}};
+  return g;
+}
+
+} // namespace octet::rt::cudatest
+
+#endif
