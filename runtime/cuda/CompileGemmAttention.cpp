@@ -1,0 +1,378 @@
+//===- CompileGemmAttention.cpp - The CUDA executor's products: GEMMs and attention ===//
+//
+// MatMul and Gemm through cuBLAS (row-major, batched), fp8.gemm through cuBLASLt (operand
+// transposes, scales, bias and amax epilogues) and octet::Attention/AttentionGrad through cuDNN's
+// fused SDPA or Attention.cu's kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaExecutorImpl.h"
+
+namespace octet::rt::cuda::detail {
+
+/// cuBLAS on row-major data: C[M,N] = op(A) op(B), batched.
+struct BlasCall {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;
+  const void *A = nullptr, *B = nullptr;
+  void *C = nullptr;
+  const void **ptrs = nullptr; // device [3][batch] (A, B, C) when strides do not describe the batch
+  cudaDataType_t type = CUDA_R_32F;
+  float alpha = 1, beta = 0;
+};
+
+std::string runBlas(cublasHandle_t h, const BlasCall &c, bool tf32) {
+  cublasComputeType_t ct = c.type == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasOperation_t opA = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t st;
+  if (c.ptrs)
+    st = cublasGemmBatchedEx(h, opB, opA, int(c.N), int(c.M), int(c.K), &c.alpha, c.ptrs + c.batch, c.type,
+                             int(c.ldb), c.ptrs, c.type, int(c.lda), &c.beta, const_cast<void **>(c.ptrs + 2 * c.batch),
+                             c.type, int(c.ldc), int(c.batch), ct, CUBLAS_GEMM_DEFAULT);
+  else
+    st = cublasGemmStridedBatchedEx(h, opB, opA, int(c.N), int(c.M), int(c.K), &c.alpha, c.B, c.type, int(c.ldb),
+                                    c.strideB, c.A, c.type, int(c.lda), c.strideA, &c.beta, c.C, c.type, int(c.ldc),
+                                    c.strideC, int(c.batch), ct, CUBLAS_GEMM_DEFAULT);
+  return st == CUBLAS_STATUS_SUCCESS ? "" : "cuBLAS GEMM failed (status " + std::to_string(int(st)) + ")";
+}
+
+cudaDataType_t blasType(const PlanOp &op, DType t) {
+  switch (t) {
+  case DType::F32: return CUDA_R_32F;
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default:
+    throw Error("node '" + op.name + "' (" + op.type + "): " + dtypeName(t) +
+                " GEMMs are not supported (float32, float16, bfloat16)");
+  }
+}
+
+void CudaExecutor::compileMatMul(const PlanOp &op, std::vector<Step> &out) {
+  int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
+  DType t = typeOf(a);
+  if (typeOf(b) != t || plan_.values[size_t(o)].dtype != t)
+    fail(op, "operands and result must have one element type");
+  Shape as = shapeOf(a), bs = shapeOf(b);
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  if (as.size() < 2 || bs.size() < 2 || as.back() != bs[bs.size() - 2])
+    fail(op, "shapes " + shapeString(as) + " and " + shapeString(bs) + " do not multiply");
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(ab.size(), bb.size());
+  Shape batch(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i + ab.size() >= rank ? ab[i + ab.size() - rank] : 1;
+    int64_t db = i + bb.size() >= rank ? bb[i + bb.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(op, "batch dimensions do not broadcast");
+    batch[i] = std::max(da, db);
+  }
+  BlasCall c;
+  c.type = blasType(op, t);
+  c.A = devicePtr(a);
+  c.B = devicePtr(b);
+  c.C = devicePtr(o);
+  c.N = N;
+  c.K = K;
+  c.lda = K;
+  c.ldb = N;
+  c.ldc = N;
+  int64_t nb = numElements(batch);
+  if (numElements(bb) == 1) { // B shared by every batch: one GEMM with the batch folded into M
+    c.M = M * numElements(ab);
+    if (numElements(ab) != nb)
+      fail(op, "internal: batch mismatch");
+  } else {
+    c.M = M;
+    c.batch = nb;
+    std::vector<int64_t> sa = broadcastStrides(ab, batch), sb = broadcastStrides(bb, batch);
+    std::vector<int64_t> offA(static_cast<size_t>(nb)), offB(static_cast<size_t>(nb));
+    std::vector<int64_t> bstr = contiguousStrides(batch);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t rem = i, oa = 0, ob = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t q = rem / bstr[d];
+        rem %= bstr[d];
+        oa += q * sa[d];
+        ob += q * sb[d];
+      }
+      offA[size_t(i)] = oa * M * K;
+      offB[size_t(i)] = ob * K * N;
+    }
+    auto arithmetic = [&](const std::vector<int64_t> &v, int64_t &stride) {
+      stride = v.size() > 1 ? v[1] - v[0] : 0;
+      for (size_t i = 1; i < v.size(); ++i)
+        if (v[i] - v[i - 1] != stride)
+          return false;
+      return true;
+    };
+    c.strideC = M * N;
+    if (!arithmetic(offA, c.strideA) || !arithmetic(offB, c.strideB)) {
+      size_t es = dtypeSize(t);
+      std::vector<const void *> ptrs(size_t(3 * nb));
+      for (int64_t i = 0; i < nb; ++i) {
+        ptrs[size_t(i)] = static_cast<const char *>(c.A) + offA[size_t(i)] * int64_t(es);
+        ptrs[size_t(nb + i)] = static_cast<const char *>(c.B) + offB[size_t(i)] * int64_t(es);
+        ptrs[size_t(2 * nb + i)] = static_cast<char *>(c.C) + i * M * N * int64_t(es);
+      }
+      void *d = alloc(ptrs.size() * sizeof(void *));
+      cudaCheck(cudaMemcpy(d, ptrs.data(), ptrs.size() * sizeof(void *), cudaMemcpyHostToDevice), "upload");
+      c.ptrs = static_cast<const void **>(d);
+    }
+  }
+  bool tf32 = opt_.tf32;
+  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+}
+
+void CudaExecutor::compileGemm(const PlanOp &op, std::vector<Step> &out) {
+  int a = op.inputs[0], b = op.inputs[1], o = op.outputs[0];
+  DType t = typeOf(a);
+  Shape as = shapeOf(a), bs = shapeOf(b);
+  if (as.size() != 2 || bs.size() != 2 || typeOf(b) != t)
+    fail(op, "Gemm takes 2-D A and B of one element type");
+  BlasCall c;
+  c.type = blasType(op, t);
+  c.ta = attrInt(op, "transA", 0);
+  c.tb = attrInt(op, "transB", 0);
+  c.M = c.ta ? as[1] : as[0];
+  c.K = c.ta ? as[0] : as[1];
+  c.N = c.tb ? bs[0] : bs[1];
+  if ((c.tb ? bs[1] : bs[0]) != c.K)
+    fail(op, "inner dimensions differ");
+  c.lda = as[1];
+  c.ldb = bs[1];
+  c.ldc = c.N;
+  c.A = devicePtr(a);
+  c.B = devicePtr(b);
+  c.C = devicePtr(o);
+  c.alpha = float(attrFloat(op, "alpha", 1.0));
+  float beta = float(attrFloat(op, "beta", 1.0));
+  if (has(op, 2) && beta != 0.0f) {
+    dev::EwArgs e;
+    e.op = dev::Ew::Copy;
+    e.nIn = 1;
+    e.in[0] = devicePtr(op.inputs[2]);
+    e.inType[0] = int(typeOf(op.inputs[2]));
+    Shape cs = shapeOf(op.inputs[2]), os{c.M, c.N};
+    if (cs.size() > 2)
+      fail(op, "C does not broadcast to [M, N]");
+    e.inStr[0] = stridesOf(broadcastStrides(cs, os));
+    e.out = c.C;
+    e.outType = int(t);
+    e.shape = dimsOf(os);
+    e.n = c.M * c.N;
+    out.push_back([e](cudaStream_t s) { return dev::elementwise(e, s); });
+    c.beta = beta;
+  }
+  bool tf32 = opt_.tf32;
+  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+}
+
+
+void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
+  if (has(op, 5))
+    fail(op, "an FP8 output (d_scale) is not supported");
+  int qa = op.inputs[0], qb = op.inputs[1], sa = op.inputs[2], sb = op.inputs[3], o = op.outputs[0];
+  DType ta = typeOf(qa), tb = typeOf(qb), ot = plan_.values[size_t(o)].dtype;
+  if (!isFp8(ta) || !isFp8(tb))
+    fail(op, "GEMM operands must be FP8");
+  bool transA = attrInt(op, "transpose_a", 0), transB = attrInt(op, "transpose_b", 0);
+  Shape as = shapeOf(qa), bs = shapeOf(qb);
+  if (bs.size() != 2 || (transA && as.size() != 2) || as.empty())
+    fail(op, "operand ranks are not [.., K] x [K, N]");
+  int64_t K = transA ? as[0] : as.back(), M = numElements(as) / K;
+  int64_t N = transB ? bs[0] : bs[1], Kb = transB ? bs[1] : bs[0];
+  if (K != Kb)
+    fail(op, "inner dimensions differ: " + std::to_string(K) + " vs " + std::to_string(Kb));
+  int64_t nsa = numElements(shapeOf(sa)), nsb = numElements(shapeOf(sb));
+  bool rowA = nsa != 1, colB = nsb != 1;
+  if ((rowA && nsa != M) || (colB && nsb != N))
+    fail(op, "scale_inv shapes fit neither per tensor nor per row");
+  if (ta == DType::F8E5M2 && tb == DType::F8E5M2)
+    fail(op, "E5M2 x E5M2 has no FP8 tensor-core GEMM; make one operand E4M3");
+  if (K % 16 || N % 16)
+    fail(op, "FP8 GEMMs need K and N multiples of 16 (K=" + std::to_string(K) + ", N=" + std::to_string(N) +
+                 "); exclude this layer from the recipe");
+  bool fast = opt_.fastAccum && attrStr(op, "accumulation", "split") == "fast";
+  bool withAmax = op.outputs.size() > 1 && op.outputs[1] >= 0;
+  bool hasBias = has(op, 4);
+  // Scratch layout: [A as [M,K]] [B as [N,K]] [float32 accumulator [M,N]].
+  auto align = [](size_t v) { return (v + 255) / 256 * 256; };
+  size_t offA = 0, offB = align(transA ? size_t(M * K) : 0);
+  size_t offAcc = offB + align(transB ? 0 : size_t(N * K));
+  bool direct = !rowA && !colB && !hasBias && !withAmax && (ot == DType::F32 || ot == DType::BF16);
+  bool accInOut = ot == DType::F32;
+  size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
+  scratch(need);
+  const uint8_t *A = static_cast<const uint8_t *>(devicePtr(qa)), *B = static_cast<const uint8_t *>(devicePtr(qb));
+  const float *SA = static_cast<const float *>(devicePtr(sa)), *SB = static_cast<const float *>(devicePtr(sb));
+  void *D = devicePtr(o);
+  const void *bias = hasBias ? devicePtr(op.inputs[4]) : nullptr;
+  int biasType = hasBias ? int(typeOf(op.inputs[4])) : 0;
+  float *amax = withAmax ? static_cast<float *>(devicePtr(op.outputs[1])) : nullptr;
+  Format fa = fp8FormatOfType(ta), fb = fp8FormatOfType(tb);
+  if (hasBias && !rowA && !colB && !withAmax && ot == DType::F32 && biasType == int(DType::F32) && !transA && transB &&
+      numElements(shapeOf(op.inputs[4])) == N)
+    gemmBias_[size_t(&op - plan_.ops.data())] = {
+        [=](cudaStream_t s) { return fp8_->run(M, N, K, A, fa, B, fb, SA, SB, D, false, fast, s); },
+        static_cast<const float *>(bias), N, D, o};
+  out.push_back([=](cudaStream_t s) -> std::string {
+    // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
+    auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
+      err = dev::stridedCopy(byteTranspose(src, scratch_ + off, cols, rows), s); // src [cols, rows] -> [rows, cols]
+      return reinterpret_cast<const uint8_t *>(scratch_ + off);
+    };
+    const uint8_t *a = A, *b = B;
+    std::string err;
+    if (transA && (a = transposed(A, offA, M, K, err), !err.empty()))
+      return err;
+    if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
+      return err;
+    if (direct)
+      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s);
+    bool perTensor = !rowA && !colB;
+    float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(scratch_ + offAcc);
+    if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
+                                  fast, s);
+        !e.empty())
+      return e;
+    dev::EpilogueArgs ep;
+    ep.acc = acc;
+    ep.out = D;
+    ep.outType = int(ot);
+    ep.M = M;
+    ep.N = N;
+    ep.aScale = SA;
+    ep.bScale = SB;
+    ep.aRows = rowA;
+    ep.bCols = colB;
+    ep.applyScales = !perTensor;
+    ep.bias = bias;
+    ep.biasType = biasType;
+    ep.amax = amax;
+    return dev::gemmEpilogue(ep, s);
+  });
+}
+
+/// octet::Attention (Q, K, V) -> (Y, LSE) and octet::AttentionGrad (Q, K, V, Y, LSE, dY) -> (dQ, dK, dV):
+/// the fused kernels of Attention.cu (docs/PLAN.md).
+void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Step> &out) {
+  size_t nIn = grad ? 6 : 3, nOut = grad ? 3 : 2;
+  if (op.inputs.size() != nIn || op.outputs.size() != nOut)
+    fail(op, "expects " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs");
+  for (size_t i = 0; i < nIn; ++i)
+    if (!has(op, i) || typeOf(op.inputs[i]) != DType::F32)
+      fail(op, "input " + std::to_string(i) + " must be a float32 tensor");
+  Shape qs = shapeOf(op.inputs[0]), ks = shapeOf(op.inputs[1]), vs = shapeOf(op.inputs[2]);
+  size_t r = qs.size();
+  int64_t heads = attrInt(op, "q_num_heads", 0); // > 0: ONNX Attention's 3-D form [B, T, heads * d]
+  if (heads < 0 || attrInt(op, "kv_num_heads", heads) != heads)
+    fail(op, "q_num_heads and kv_num_heads must be equal and positive (grouped-query attention is not supported)");
+  if (r < 2 || ks.size() != r || vs != ks || ks.back() != qs.back() ||
+      !std::equal(qs.begin(), qs.end() - 2, ks.begin()) || (heads && (r != 3 || qs.back() % heads)))
+    fail(op, "Q " + shapeString(qs) + ", K " + shapeString(ks) + " and V " + shapeString(vs) +
+                 (heads ? " must be [B, T, heads * d] with " + std::to_string(heads) + " heads"
+                        : std::string(" must be [..., T, d] with one batch and one head width")));
+  dev::AttnArgs a;
+  a.batch = numElements(Shape(qs.begin(), qs.end() - 2)) * std::max<int64_t>(heads, 1);
+  a.tq = int(qs[r - 2]);
+  a.tk = int(ks[r - 2]);
+  a.d = int(qs[r - 1] / std::max<int64_t>(heads, 1));
+  a.heads = int(heads);
+  if (qs[r - 2] > INT32_MAX || ks[r - 2] > INT32_MAX)
+    fail(op, "sequences longer than 2^31 are not supported");
+  if (a.d > dev::kAttentionMaxHeadDim)
+    fail(op, "heads wider than " + std::to_string(dev::kAttentionMaxHeadDim) +
+                 " are not supported by the CUDA kernels; compile with octet-fuse-attention's max-head-dim below "
+                 "the head width, or use --device cpu");
+  a.scale = float(attrFloat(op, "scale", 1.0));
+  a.causal = attrInt(op, "is_causal", 0) != 0;
+  a.precision = attention_;
+  a.q = static_cast<const float *>(devicePtr(op.inputs[0]));
+  a.k = static_cast<const float *>(devicePtr(op.inputs[1]));
+  a.v = static_cast<const float *>(devicePtr(op.inputs[2]));
+  size_t rowBytes = (size_t(a.batch) * size_t(a.tq) * 4 + 255) / 256 * 256;
+  if (!grad) {
+    if (op.outputs[0] < 0)
+      fail(op, "the output Y is missing");
+    a.y = static_cast<float *>(devicePtr(op.outputs[0]));
+    a.lse = static_cast<float *>(devicePtr(op.outputs[1]));
+    std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, false);
+    size_t workBytes = fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, false);
+    if (workBytes)
+      scratch(workBytes);
+    attentionProgram(op, a, qs.back(), out, [this, workBytes, fused](dev::AttnArgs a, cudaStream_t s) {
+      a.stream = s;
+      a.work = workBytes ? scratch_ : nullptr;
+      return fused ? fused->run(a) : dev::attentionForward(a);
+    });
+    return;
+  }
+  Shape ls = heads ? Shape{qs[0], heads, qs[1]} : Shape(qs.begin(), qs.end() - 1);
+  if (shapeOf(op.inputs[3]) != qs || shapeOf(op.inputs[5]) != qs || shapeOf(op.inputs[4]) != ls)
+    fail(op, "Y and dY must be " + shapeString(qs) + " and LSE " + shapeString(ls));
+  a.yIn = static_cast<const float *>(devicePtr(op.inputs[3]));
+  a.lseIn = static_cast<const float *>(devicePtr(op.inputs[4]));
+  a.dy = static_cast<const float *>(devicePtr(op.inputs[5]));
+  // Scratch: delta, then a place for any gradient the plan does not keep, then the BF16 operands.
+  size_t qBytes = (size_t(numElements(qs)) * 4 + 255) / 256 * 256, kBytes = (size_t(numElements(ks)) * 4 + 255) / 256 * 256;
+  size_t missing[3] = {};
+  size_t need = rowBytes;
+  for (int i = 0; i < 3; ++i)
+    if (op.outputs[size_t(i)] < 0) {
+      missing[i] = need;
+      need += i == 0 ? qBytes : kBytes;
+    }
+  size_t work = need;
+  std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, true);
+  need += fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, true);
+  scratch(need);
+  float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
+                    static_cast<float *>(devicePtr(op.outputs[2]))};
+  attentionProgram(op, a, qs.back(), out, [this, outs, missing, work, fused](dev::AttnArgs a, cudaStream_t s) {
+    a.stream = s;
+    a.work = scratch_ + work;
+    a.delta = reinterpret_cast<float *>(scratch_);
+    a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + missing[0]);
+    a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(scratch_ + missing[1]);
+    a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(scratch_ + missing[2]);
+    return fused ? fused->run(a) : dev::attentionBackward(a);
+  });
+}
+
+/// cuDNN's fused attention for a BF16 octet::Attention or AttentionGrad of a's shape (one graph per
+/// shape and direction, shared by the plan's ops), or null where the options, cuDNN or the shape
+/// rule it out: then Attention.cu's kernels run it (a note says why, once).
+std::shared_ptr<const dev::CudnnAttention> CudaExecutor::cudnnAttention(const dev::AttnArgs &a, bool backward) {
+  if (a.precision != dev::AttnPrecision::BF16 || !opt_.cudnnAttention)
+    return nullptr;
+  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.scale, a.causal);
+  auto [it, added] = cudnnGraphs_.try_emplace(key);
+  if (!added)
+    return it->second;
+  std::string why;
+  it->second = dev::CudnnAttention::build(a, backward, why);
+  if (it->second)
+    ++fusions_["attention through cuDNN"];
+  else if (cudnnNotes_.insert(why).second)
+    std::cerr << "note: attention runs on Octet's own kernels (slower): " << why << "\n";
+  return it->second;
+}
+
+template <class Launch>
+void CudaExecutor::attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength,
+                                    std::vector<Step> &out, Launch launch) {
+  std::function<Step(AttnBias)> withBias = [a, launch](AttnBias bias) -> Step {
+    dev::AttnArgs b = a;
+    std::copy(bias.begin(), bias.end(), b.bias);
+    return [b, launch](cudaStream_t s) { return launch(b, s); };
+  };
+  out.push_back(withBias({}));
+  if (a.precision == dev::AttnPrecision::BF16)
+    attentions_[size_t(&op - plan_.ops.data())] = {std::move(withBias), rowLength};
+}
+
+} // namespace octet::rt::cuda::detail

@@ -1,0 +1,759 @@
+//===- CompileOps.cpp - The CUDA executor's op compilation ----------------===//
+//
+// Each plan op becomes launches with fixed arguments: the dispatcher (compile()), broadcasting
+// elementwise ops, Pointwise programs (generated kernels or the interpreter) and reductions.
+// MatMul, Gemm, fp8.gemm and attention are in CompileGemmAttention.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaExecutorImpl.h"
+
+namespace octet::rt::cuda::detail {
+
+void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vector<Step> &out) {
+  using dev::Ew;
+  int o = op.outputs[0];
+  Shape os = shapeOf(o);
+  DType ot = plan_.values[size_t(o)].dtype;
+  std::vector<int> ins;
+  size_t nIn = op.inputs.size();
+  if (op.type == "Expand" || op.type == "Cast" || op.type == "CastLike")
+    nIn = 1;
+  if (kind == Ew::Clip)
+    nIn = 3;
+  bool floatOnly = kind >= Ew::Sqrt && kind <= Ew::GeluTanh;
+  if (op.type == "Gelu" && attrStr(op, "approximate", "none") == "tanh")
+    kind = Ew::GeluTanh;
+  if (floatOnly && !isFloatType(typeOf(op.inputs[0])))
+    fail(op, std::string("expects a floating-point input, got ") + dtypeName(typeOf(op.inputs[0])));
+  auto make = [&](int a, int b, int c, const void *firstOverride, DType firstType, Shape firstShape) {
+    dev::EwArgs e;
+    e.op = kind;
+    e.out = devicePtr(o);
+    e.outType = int(ot);
+    e.saturate = attrInt(op, "saturate", 1) != 0;
+    e.shape = dimsOf(os);
+    e.n = numElements(os);
+    int ids[3] = {a, b, c};
+    e.nIn = kind == Ew::Clip ? 3 : (c >= 0 ? 3 : b >= 0 ? 2 : 1);
+    for (int j = 0; j < e.nIn; ++j) {
+      Shape s;
+      if (j == 0 && firstOverride) {
+        e.in[0] = firstOverride;
+        e.inType[0] = int(firstType);
+        s = firstShape;
+      } else if (ids[j] >= 0) {
+        e.in[j] = devicePtr(ids[j]);
+        e.inType[j] = int(typeOf(ids[j]));
+        s = shapeOf(ids[j]);
+      } else { // a missing Clip bound
+        e.in[j] = one_;
+        e.inType[j] = int(DType::F32);
+        s = {};
+      }
+      if (s.size() > os.size())
+        fail(op, "input shape " + shapeString(s) + " does not broadcast to " + shapeString(os));
+      e.inStr[j] = stridesOf(broadcastStrides(s, os));
+    }
+    e.hasLo = kind == Ew::Clip && b >= 0;
+    e.hasHi = kind == Ew::Clip && c >= 0;
+    return e;
+  };
+  int a = op.inputs[0];
+  int b = nIn > 1 && has(op, 1) ? op.inputs[1] : -1;
+  int c = nIn > 2 && has(op, 2) ? op.inputs[2] : -1;
+  dev::EwArgs first = make(a, b, c, nullptr, DType::F32, {});
+  if (kind == Ew::Add && op.inputs.size() == 2 && ot == DType::F32 && typeOf(a) == DType::F32 &&
+      typeOf(b) == DType::F32)
+    adds_[size_t(&op - plan_.ops.data())] = first;
+  if ((kind == Ew::Gelu || kind == Ew::GeluTanh) && ot == DType::F32 && typeOf(a) == DType::F32 &&
+      shapeOf(a) == os) {
+    gelus_[size_t(&op - plan_.ops.data())] = first;
+    geluSources_[size_t(&op - plan_.ops.data())] = {static_cast<float *>(const_cast<void *>(first.in[0])), nullptr,
+                                                    0, first.n, kind == Ew::GeluTanh, o};
+  }
+  out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
+  // Variadic Max / Min: fold the rest into the output.
+  for (size_t i = 2; (kind == Ew::Max || kind == Ew::Min) && i < op.inputs.size(); ++i) {
+    dev::EwArgs more = make(-1, op.inputs[i], -1, devicePtr(o), ot, os);
+    out.push_back([more](cudaStream_t s) { return dev::elementwise(more, s); });
+  }
+}
+
+/// A float32 ONNX elementwise op that a Pointwise instruction computes with the same arithmetic
+/// (runtime/include/octet/runtime/Pointwise.h), as a program of that one instruction: it then
+/// runs as a generated kernel and joins the Pointwise fusions (fusePointwiseChains(),
+/// fuseCastPointwise(): the RMSNorm's gamma * normalized, a Mul the compiler leaves alone because
+/// the gamma gradient also reads the normalized tensor). Not Add: foldGemmBias() gives residual
+/// Adds a GEMM's bias.
+bool CudaExecutor::singleOpProgram(const PlanOp &op, PwProgram &p) {
+  const PwOpInfo *info = lookupPointwiseOp(op.type);
+  if (!info || info->op == PwOp::Add || int(op.inputs.size()) != info->arity || op.outputs.size() != 1 ||
+      op.outputs[0] < 0 || plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+    return false;
+  for (int j = 0; j < info->arity; ++j) {
+    int id = op.inputs[size_t(j)];
+    DType want = info->op == PwOp::Where && j == 0 ? DType::Bool : DType::F32;
+    if (id < 0 || typeOf(id) != want || shapeOf(id).size() > shapeOf(op.outputs[0]).size())
+      return false;
+  }
+  p.numInputs = info->arity;
+  p.code = {{info->op, {-1, -1, -1}}};
+  for (int j = 0; j < info->arity; ++j)
+    p.code[0].arg[j] = j;
+  return true;
+}
+
+void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, const PwProgram *program) {
+  PwProgram p;
+  try {
+    p = program ? *program : parsePointwise(op);
+  } catch (const Error &e) {
+    fail(op, e.what());
+  }
+  int o = op.outputs[0];
+  Shape os = shapeOf(o);
+  if (plan_.values[size_t(o)].dtype != DType::F32)
+    fail(op, "the output must be float32");
+  dev::PwArgs a;
+  a.nIn = p.numInputs;
+  a.nCode = int(p.code.size());
+  a.out = static_cast<float *>(devicePtr(o));
+  a.shape = dimsOf(os);
+  a.n = numElements(os);
+  for (int j = 0; j < a.nIn; ++j) {
+    int id = op.inputs[size_t(j)];
+    DType t = typeOf(id);
+    if (t != DType::F32 && t != DType::Bool)
+      fail(op, "input " + std::to_string(j) + " is " + dtypeName(t) + "; Pointwise reads float32 and bool");
+    Shape s = shapeOf(id);
+    if (s.size() > os.size())
+      fail(op, "input shape " + shapeString(s) + " does not broadcast to " + shapeString(os));
+    a.in[j] = devicePtr(id);
+    a.inBool[j] = t == DType::Bool;
+    a.inStr[j] = stridesOf(broadcastStrides(s, os));
+  }
+  for (size_t k = 0; k < p.code.size(); ++k) {
+    a.op[k] = dev::ewOf(p.code[k].op);
+    for (int j = 0; j < 3; ++j)
+      a.arg[k][j] = int8_t(p.code[k].arg[j] + 1); // register 0 holds 0 for absent operands
+  }
+  if (!jit_) {
+    out.push_back([a](cudaStream_t s) { return dev::pointwise(a, s); });
+    return;
+  }
+  int h = jit_->add(a);
+  out.push_back([this, h, a](cudaStream_t s) { return jit_ ? jit_->launch(h, a, s) : dev::pointwise(a, s); });
+  pointwise_[size_t(&op - plan_.ops.data())] = a;
+}
+
+void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &out) {
+  int x = op.inputs[0], o = op.outputs[0];
+  Shape xs = shapeOf(x);
+  std::vector<int64_t> axes = has(op, 1) ? hostValue(op, 1).toInts() : attrInts(op, "axes");
+  if (axes.empty() && attrInt(op, "noop_with_empty_axes", 0)) {
+    out.push_back(copyBytes(devicePtr(o), devicePtr(x), size_t(numElements(xs)) * dtypeSize(typeOf(x))));
+    return;
+  }
+  int64_t r = int64_t(xs.size());
+  std::vector<bool> red(size_t(r), axes.empty());
+  for (int64_t a : axes)
+    red[size_t(normAxisOf(op, a, r))] = true;
+  std::vector<int64_t> st = contiguousStrides(xs);
+  Shape outDims, redDims;
+  std::vector<int64_t> outStr, redStr;
+  int lastKept = -1, firstRed = int(r), prev = -1;
+  for (int64_t i = 0; i < r; ++i) {
+    if (xs[size_t(i)] == 1)
+      continue;
+    bool isRed = red[size_t(i)];
+    Shape &dims = isRed ? redDims : outDims;
+    std::vector<int64_t> &str = isRed ? redStr : outStr;
+    if (prev >= 0 && red[size_t(prev)] == isRed) { // adjacent dims of one kind walk as one
+      dims.back() *= xs[size_t(i)];
+      str.back() = st[size_t(i)];
+    } else {
+      dims.push_back(xs[size_t(i)]);
+      str.push_back(st[size_t(i)]);
+    }
+    if (isRed)
+      firstRed = std::min(firstRed, int(i));
+    else
+      lastKept = int(i);
+    prev = int(i);
+  }
+  dev::ReduceArgs a;
+  a.x = devicePtr(x);
+  a.type = int(typeOf(x));
+  a.out = devicePtr(o);
+  a.outType = int(plan_.values[size_t(o)].dtype);
+  a.kind = kind;
+  a.outShape = dimsOf(outDims);
+  a.redShape = dimsOf(redDims);
+  a.outStr = stridesOf(outStr);
+  a.redStr = stridesOf(redStr);
+  a.nOut = numElements(outDims);
+  a.nRed = numElements(redDims);
+  a.innerContiguous = lastKept < firstRed && a.nRed >= 64;
+  if (a.innerContiguous) {
+    // Few outputs over long ranges (norms, full sums): several blocks per output.
+    if (a.nOut < 1024 && a.nRed >= dev::kFullReduceChunk)
+      a.chunks = int(std::clamp<int64_t>(a.nRed / dev::kFullReduceChunk, 1, std::max<int64_t>(1, 4096 / a.nOut)));
+  } else {
+    a.columns = a.type == int(DType::F32) && redDims.size() == 1 && outDims.size() == 1 && outStr[0] == 1 &&
+                redStr[0] == a.nOut && a.nOut % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    // Up to 262144 (output, chunk) pairs, chunks of at least 64 rows. Columns: about 64K threads
+    // of 8 per chunk and four outputs, each at least 8 rows (few partials per output to combine).
+    int64_t chunks = a.columns ? std::min<int64_t>((a.nRed + 63) / 64, std::max<int64_t>(1, 65536 * 4 / 8 / a.nOut))
+                               : std::min<int64_t>((a.nRed + 63) / 64,
+                                                   std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
+    a.chunks = int(std::clamp<int64_t>(chunks, 1, 65535));
+  }
+  if (kind == 0 && a.columns && a.outType == int(DType::F32))
+    columnSums_[size_t(&op - plan_.ops.data())] = {x, a.nRed, a.nOut, static_cast<float *>(a.out)};
+  if (a.chunks > 1 || !a.innerContiguous)
+    scratch(size_t(a.chunks) * size_t(a.nOut) * sizeof(double));
+  out.push_back([this, a](cudaStream_t s) mutable {
+    a.work = reinterpret_cast<double *>(scratch_);
+    return dev::reduce(a, s);
+  });
+  if (kind == 4 && a.type == int(DType::F32) && a.nOut == 1 && a.innerContiguous) // a whole tensor's norm
+    sumSquares_[size_t(&op - plan_.ops.data())] = {static_cast<const float *>(a.x), a.nRed, a.out, a.outType};
+}
+
+
+void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
+  const PlanOp &op = plan_.ops[k];
+  const std::string &t = op.type;
+  for (int id : op.outputs)
+    if (id >= 0 && plan_.values[size_t(id)].isSequence)
+      fail(op, "sequence values are not supported by the CUDA backend; use --device cpu");
+  auto outPtr = [&](size_t i) { return devicePtr(op.outputs[i]); };
+  auto outBytes = [&](size_t i) {
+    return size_t(numElements(shapeOf(op.outputs[i]))) * dtypeSize(plan_.values[size_t(op.outputs[i])].dtype);
+  };
+  if (t == "octet::Pointwise") {
+    compilePointwise(op, out);
+    return;
+  }
+  if (t == "octet::Attention" || t == "octet::AttentionGrad") {
+    compileAttention(op, t == "octet::AttentionGrad", out);
+    return;
+  }
+  if (PwProgram p; jit_ && singleOpProgram(op, p)) {
+    compilePointwise(op, out, &p);
+    return;
+  }
+  if (auto it = ewOps().find(t); it != ewOps().end()) {
+    if (t == "CastLike" || t == "Cast" || t == "Expand") {
+      // Same type and shape: a plain copy.
+      int x = op.inputs[0], o = op.outputs[0];
+      if (typeOf(x) == plan_.values[size_t(o)].dtype && shapeOf(x) == shapeOf(o)) {
+        out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+        return;
+      }
+    }
+    compileElementwise(op, it->second, out);
+    return;
+  }
+  if (t == "Identity" || t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" || t == "Flatten" || t == "Dropout") {
+    out.push_back(copyBytes(outPtr(0), devicePtr(op.inputs[0]), outBytes(0)));
+    if (t == "Dropout" && op.outputs.size() > 1 && op.outputs[1] >= 0) {
+      void *m = outPtr(1);
+      int64_t n = numElements(shapeOf(op.outputs[1]));
+      out.push_back([m, n](cudaStream_t s) { return dev::fill(m, 1, 1, n, s); });
+    }
+    return;
+  }
+  if (t == "Transpose" || t == "Slice") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x), os = shapeOf(op.outputs[0]);
+    std::vector<int64_t> st = contiguousStrides(xs), src(xs.size());
+    int64_t base = 0;
+    if (t == "Transpose") {
+      std::vector<int64_t> perm = attrInts(op, "perm");
+      if (perm.empty())
+        for (int64_t i = int64_t(xs.size()); i-- > 0;)
+          perm.push_back(i);
+      if (perm.size() != xs.size())
+        fail(op, "perm has the wrong length");
+      for (size_t i = 0; i < perm.size(); ++i)
+        src[i] = st[size_t(perm[i])];
+    } else {
+      std::vector<int64_t> starts = hostValue(op, 1).toInts(), ends = hostValue(op, 2).toInts(), axes, steps;
+      if (has(op, 3))
+        axes = hostValue(op, 3).toInts();
+      else
+        for (size_t i = 0; i < starts.size(); ++i)
+          axes.push_back(int64_t(i));
+      steps = has(op, 4) ? hostValue(op, 4).toInts() : std::vector<int64_t>(starts.size(), 1);
+      src = st;
+      for (size_t i = 0; i < starts.size(); ++i) {
+        int64_t a = normAxisOf(op, axes[i], int64_t(xs.size())), d = xs[size_t(a)], s = starts[i], k = steps[i];
+        if (k == 0)
+          fail(op, "step 0");
+        if (s < 0)
+          s += d;
+        s = k > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
+        base += s * st[size_t(a)];
+        src[size_t(a)] = st[size_t(a)] * k;
+      }
+    }
+    dev::CopyArgs c;
+    size_t es = dtypeSize(typeOf(x));
+    c.src = static_cast<const char *>(devicePtr(x)) + base * int64_t(es);
+    c.dst = outPtr(0);
+    c.elemSize = int(es);
+    c.shape = dimsOf(os);
+    c.srcStr = stridesOf(src);
+    c.dstStr = stridesOf(contiguousStrides(os));
+    c.n = numElements(os);
+    if (t == "Transpose" && typeOf(x) == DType::F32)
+      transposes_[size_t(&op - plan_.ops.data())] = c;
+    out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    return;
+  }
+  if (t == "Concat" || t == "Split") {
+    bool concat = t == "Concat";
+    int whole = concat ? op.outputs[0] : op.inputs[0];
+    Shape ws = shapeOf(whole);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(ws.size()));
+    std::vector<int64_t> wst = contiguousStrides(ws);
+    size_t es = dtypeSize(typeOf(whole));
+    int64_t pos = 0;
+    const std::vector<int> &parts = concat ? op.inputs : op.outputs;
+    for (int id : parts) {
+      if (id < 0)
+        continue;
+      Shape ps = shapeOf(id);
+      dev::CopyArgs c;
+      c.elemSize = int(es);
+      c.shape = dimsOf(ps);
+      c.n = numElements(ps);
+      char *wp = static_cast<char *>(devicePtr(whole)) + pos * wst[size_t(axis)] * int64_t(es);
+      if (concat) {
+        c.src = devicePtr(id);
+        c.srcStr = stridesOf(contiguousStrides(ps));
+        c.dst = wp;
+        c.dstStr = stridesOf(wst);
+      } else {
+        c.src = wp;
+        c.srcStr = stridesOf(wst);
+        c.dst = devicePtr(id);
+        c.dstStr = stridesOf(contiguousStrides(ps));
+      }
+      pos += ps[size_t(axis)];
+      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    }
+    return;
+  }
+  if (t == "Pad") {
+    if (attrStr(op, "mode", "constant") != "constant")
+      fail(op, "only mode=constant is supported");
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x), os = shapeOf(op.outputs[0]);
+    std::vector<int64_t> pads = hostValue(op, 1).toInts(), axes;
+    if (has(op, 3))
+      axes = hostValue(op, 3).toInts();
+    else
+      for (size_t i = 0; i < xs.size(); ++i)
+        axes.push_back(int64_t(i));
+    if (pads.size() != 2 * axes.size())
+      fail(op, "pads has the wrong length");
+    std::vector<int64_t> ost = contiguousStrides(os);
+    int64_t base = 0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (pads[i] < 0 || pads[i + axes.size()] < 0)
+        fail(op, "negative pads are not supported by the CUDA backend; use --device cpu");
+      base += pads[i] * ost[size_t(normAxisOf(op, axes[i], int64_t(xs.size())))];
+    }
+    size_t es = dtypeSize(typeOf(x));
+    uint64_t fillv = 0;
+    if (has(op, 2))
+      std::memcpy(&fillv, hostValue(op, 2).bytes.data(), es);
+    void *o = outPtr(0);
+    int64_t n = numElements(os);
+    out.push_back([o, es, fillv, n](cudaStream_t s) { return dev::fill(o, int(es), fillv, n, s); });
+    dev::CopyArgs c;
+    c.src = devicePtr(x);
+    c.dst = static_cast<char *>(o) + base * int64_t(es);
+    c.elemSize = int(es);
+    c.shape = dimsOf(xs);
+    c.srcStr = stridesOf(contiguousStrides(xs));
+    c.dstStr = stridesOf(ost);
+    c.n = numElements(xs);
+    out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    return;
+  }
+  if (t == "Gather") {
+    int x = op.inputs[0], idx = op.inputs[1];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size()));
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= xs[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < xs.size(); ++i)
+      inner *= xs[i];
+    int slot = flagSlot(op, "an index is out of range");
+    const void *xp = devicePtr(x), *ip = devicePtr(idx);
+    int es = int(dtypeSize(typeOf(x))), it = int(typeOf(idx));
+    int64_t d = xs[size_t(axis)], n = numElements(shapeOf(idx));
+    void *o = outPtr(0);
+    out.push_back([=](cudaStream_t s) { return dev::gather(xp, es, ip, it, outer, d, inner, n, o, flags_ + slot, s); });
+    return;
+  }
+  if (t == "GatherElements" || t == "ScatterElements" || t == "ScatterND") {
+    int x = op.inputs[0], idx = op.inputs[1];
+    Shape xs = shapeOf(x), is = shapeOf(idx);
+    std::vector<int64_t> xst = contiguousStrides(xs);
+    int slot = flagSlot(op, "an index is out of range");
+    if (t == "GatherElements") {
+      int64_t axis = normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size()));
+      const void *xp = devicePtr(x), *ip = devicePtr(idx);
+      int es = int(dtypeSize(typeOf(x))), it = int(typeOf(idx));
+      dev::Dims dims = dimsOf(is);
+      dev::Strides st = stridesOf(xst);
+      int64_t ad = xs[size_t(axis)], n = numElements(is);
+      void *o = outPtr(0);
+      out.push_back([=](cudaStream_t s) {
+        return dev::gatherElements(xp, es, ip, it, dims, st, int(axis), ad, n, o, flags_ + slot, s);
+      });
+      return;
+    }
+    std::string red = attrStr(op, "reduction", "none");
+    static const std::map<std::string, int> reds = {{"none", 0}, {"add", 1}, {"mul", 2}, {"max", 3}, {"min", 4}};
+    if (!reds.count(red))
+      fail(op, "reduction '" + red + "' is not supported (none, add, mul, max, min)");
+    if (red != "none" && typeOf(x) != DType::F32)
+      fail(op, "reductions are implemented for float32 data on the GPU; use --device cpu");
+    out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+    dev::ScatterArgs a;
+    a.out = outPtr(0);
+    a.type = int(typeOf(x));
+    a.updates = devicePtr(op.inputs[2]);
+    a.idx = devicePtr(idx);
+    a.idxType = int(typeOf(idx));
+    a.reduction = reds.at(red);
+    if (t == "ScatterND") {
+      a.k = is.back();
+      if (a.k > int64_t(xs.size()) || a.k < 1)
+        fail(op, "the last indices dimension must be in [1, data rank]");
+      a.nIdx = numElements(is) / a.k;
+      a.slice = 1;
+      for (size_t i = size_t(a.k); i < xs.size(); ++i)
+        a.slice *= xs[i];
+      a.dataStr = stridesOf(xst);
+      a.dataDims = dimsOf(Shape(xs.begin(), xs.begin() + a.k));
+    } else {
+      a.axis = int(normAxisOf(op, attrInt(op, "axis", 0), int64_t(xs.size())));
+      a.idxShape = dimsOf(is);
+      a.xStr = stridesOf(xst);
+      a.axisDim = xs[size_t(a.axis)];
+      a.n = numElements(is);
+    }
+    a.outElements = numElements(xs);
+    scratch(dev::scatterScratchBytes(a));
+    out.push_back([this, a, slot](cudaStream_t s) mutable {
+      a.bad = flags_ + slot;
+      return dev::scatter(a, scratch_, s);
+    });
+    return;
+  }
+  if (t == "Softmax" || t == "LogSoftmax") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
+    int64_t outer = 1, inner = 1, n = xs[size_t(axis)];
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= xs[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < xs.size(); ++i)
+      inner *= xs[i];
+    const void *xp = devicePtr(x);
+    int xt = int(typeOf(x)), ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *o = outPtr(0);
+    bool log = t == "LogSoftmax";
+    out.push_back([=](cudaStream_t s) { return dev::softmax(xp, xt, o, ot, outer, n, inner, log, s); });
+    return;
+  }
+  if (t == "LayerNormalization") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
+    int64_t rows = 1, n = 1;
+    for (size_t i = 0; i < xs.size(); ++i)
+      (int64_t(i) < axis ? rows : n) *= xs[i];
+    if (numElements(shapeOf(op.inputs[1])) != n || (has(op, 2) && numElements(shapeOf(op.inputs[2])) != n))
+      fail(op, "scale and bias must have the normalized shape's element count");
+    for (size_t i = 1; i < 3; ++i)
+      if (op.outputs.size() > i && op.outputs[i] >= 0 && plan_.values[size_t(op.outputs[i])].dtype != DType::F32)
+        fail(op, "Mean and InvStdDev must be float32");
+    const void *xp = devicePtr(x), *sp = devicePtr(op.inputs[1]), *bp = has(op, 2) ? devicePtr(op.inputs[2]) : nullptr;
+    int xt = int(typeOf(x)), st = int(typeOf(op.inputs[1])), bt = has(op, 2) ? int(typeOf(op.inputs[2])) : 0;
+    int ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *y = outPtr(0);
+    float *mean = op.outputs.size() > 1 && op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : nullptr;
+    float *inv = op.outputs.size() > 2 && op.outputs[2] >= 0 ? static_cast<float *>(outPtr(2)) : nullptr;
+    float eps = float(attrFloat(op, "epsilon", 1e-5));
+    const int f32 = int(DType::F32);
+    if (xt == f32 && st == f32 && (!bp || bt == f32) && ot == f32 && dev::layerNormStatsFit(n) &&
+        (reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(sp) | reinterpret_cast<uintptr_t>(bp) |
+         reinterpret_cast<uintptr_t>(y)) % 16 == 0)
+      layerNorms_[k] = {static_cast<const float *>(xp), static_cast<const float *>(sp), static_cast<const float *>(bp),
+                        mean, inv, rows, n, eps, op.outputs[0]};
+    out.push_back(
+        [=](cudaStream_t s) { return dev::layerNorm(xp, xt, sp, st, bp, bt, y, ot, mean, inv, rows, n, eps, s); });
+    return;
+  }
+  if (t == "octet::LayerNormalizationGrad") {
+    // (X, Scale, dY[, dX_in]) -> (dX, dScale, dB), float32 (docs/PLAN.md); scratch: the blocks' column
+    // partials, then a place for dX where the plan does not keep it.
+    if (op.inputs.size() < 3 || op.inputs.size() > 4 || op.outputs.size() != 3)
+      fail(op, "expects inputs (X, Scale, dY[, dX_in]) and outputs (dX, dScale, dB)");
+    Shape xs = shapeOf(op.inputs[0]);
+    int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
+    int64_t rows = 1, n = 1;
+    for (size_t i = 0; i < xs.size(); ++i)
+      (int64_t(i) < axis ? rows : n) *= xs[i];
+    for (int i = 0; i < 3; ++i)
+      if (op.inputs[size_t(i)] < 0)
+        fail(op, "X, Scale and dY are required");
+    for (int id : op.inputs)
+      if (id >= 0 && typeOf(id) != DType::F32)
+        fail(op, "supports float32 only");
+    for (int id : op.outputs)
+      if (id >= 0 && plan_.values[size_t(id)].dtype != DType::F32)
+        fail(op, "supports float32 only");
+    if (shapeOf(op.inputs[2]) != xs || numElements(shapeOf(op.inputs[1])) != n ||
+        (has(op, 3) && shapeOf(op.inputs[3]) != xs))
+      fail(op, "dY and dX_in must have X's shape " + shapeString(xs) + " and Scale " + std::to_string(n) +
+                   " elements");
+    for (int i = 1; i < 3; ++i)
+      if (op.outputs[size_t(i)] >= 0 && numElements(shapeOf(op.outputs[size_t(i)])) != n)
+        fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
+    size_t partials = (size_t(dev::layerNormGradBlocks(rows, n)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
+    scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
+    const float *x = static_cast<const float *>(devicePtr(op.inputs[0]));
+    const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
+    const float *dy = static_cast<const float *>(devicePtr(op.inputs[2]));
+    const float *dxIn = has(op, 3) ? static_cast<const float *>(devicePtr(op.inputs[3])) : nullptr;
+    float *outs[3] = {};
+    for (int i = 0; i < 3; ++i)
+      if (op.outputs[size_t(i)] >= 0)
+        outs[i] = static_cast<float *>(outPtr(size_t(i)));
+    float eps = float(attrFloat(op, "epsilon", 1e-5));
+    out.push_back([this, x, sc, dy, dxIn, outs, partials, rows, n, eps](cudaStream_t s) {
+      float *dx = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + partials);
+      return dev::layerNormGrad(x, sc, dy, dxIn, dx, outs[1], outs[2], reinterpret_cast<float *>(scratch_), rows, n,
+                                eps, s);
+    });
+    return;
+  }
+  if (t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad") {
+    bool grad = t != "SoftmaxCrossEntropyLoss";
+    int sc = op.inputs[0], lab = op.inputs[1];
+    Shape ss = shapeOf(sc);
+    if (ss.size() < 2)
+      fail(op, "scores must be [N, C, ...]");
+    dev::XentArgs a;
+    a.scores = devicePtr(sc);
+    a.type = int(typeOf(sc));
+    a.labels = static_cast<const int64_t *>(devicePtr(lab));
+    a.labelType = int(typeOf(lab));
+    if (has(op, 2) && !grad) {
+      a.weight = devicePtr(op.inputs[2]);
+      a.weightType = int(typeOf(op.inputs[2]));
+    }
+    a.N = ss[0];
+    a.C = ss[1];
+    a.D = numElements(ss) / (a.N * a.C);
+    if (numElements(shapeOf(lab)) != a.N * a.D)
+      fail(op, "labels do not match the scores");
+    a.hasIgnore = op.attrs.count("ignore_index") != 0;
+    a.ignore = attrInt(op, "ignore_index", 0);
+    std::string r = attrStr(op, "reduction", "mean");
+    a.reduction = r == "none" ? 0 : r == "sum" ? 1 : 2;
+    if (grad) { // (scores, labels, dY) -> dScores (docs/PLAN.md)
+      if (r != "none" && r != "sum" && r != "mean")
+        fail(op, "reduction '" + r + "' is not mean, sum or none");
+      if (!has(op, 2) || typeOf(sc) != DType::F32 || typeOf(op.inputs[2]) != DType::F32 ||
+          plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+        fail(op, "expects float32 scores and dY and gives float32 dScores");
+      if (numElements(shapeOf(op.inputs[2])) != (a.reduction == 0 ? a.N * a.D : 1))
+        fail(op, "dY has shape " + shapeString(shapeOf(op.inputs[2])) + " for reduction " + r);
+      a.dy = static_cast<const float *>(devicePtr(op.inputs[2]));
+      a.grad = static_cast<float *>(outPtr(0));
+      scratch(sizeof(double));
+      int slot = flagSlot(op, "a label is outside [0, C)");
+      out.push_back([this, a, slot](cudaStream_t s) mutable {
+        a.work = reinterpret_cast<float *>(scratch_);
+        a.badLabel = flags_ + slot;
+        return dev::softmaxCrossEntropyGrad(a, s);
+      });
+      return;
+    }
+    a.out = outPtr(0);
+    a.outType = int(plan_.values[size_t(op.outputs[0])].dtype);
+    bool wantLogp = op.outputs.size() > 1 && op.outputs[1] >= 0;
+    if (wantLogp && plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
+      fail(op, "log_prob must be float32");
+    float *logp = wantLogp ? static_cast<float *>(outPtr(1)) : nullptr; // else not written at all
+    scratch(size_t(2 * a.N * a.D) * 4);
+    int slot = flagSlot(op, "a label is outside [0, C)");
+    out.push_back([this, a, logp, slot](cudaStream_t s) mutable {
+      a.logp = logp;
+      a.work = reinterpret_cast<float *>(scratch_);
+      a.badLabel = flags_ + slot;
+      return dev::softmaxCrossEntropy(a, s);
+    });
+    return;
+  }
+  if (t == "ReduceSum" || t == "ReduceMean" || t == "ReduceMax" || t == "ReduceMin" || t == "ReduceSumSquare") {
+    compileReduce(op, t == "ReduceSum" ? 0 : t == "ReduceMean" ? 1 : t == "ReduceMax" ? 2 : t == "ReduceMin" ? 3 : 4, out);
+    return;
+  }
+  if (t == "MatMul") {
+    compileMatMul(op, out);
+    return;
+  }
+  if (t == "Gemm") {
+    compileGemm(op, out);
+    return;
+  }
+  // --- fp8 dialect ---
+  if (t == "fp8.gemm") {
+    compileFp8Gemm(op, out);
+    return;
+  }
+  if (t == "fp8.cast" || t == "fp8.dequantize") {
+    int x = op.inputs[0], sc = op.inputs[1];
+    Shape xs = shapeOf(x);
+    int64_t rows = numElements(shapeOf(sc)), inner = numElements(xs) / std::max<int64_t>(rows, 1);
+    if (rows != 1 && (xs.empty() || numElements(xs) != rows * xs.back()))
+      fail(op, "scale is neither per tensor nor per row");
+    const void *xp = devicePtr(x);
+    const float *sp = static_cast<const float *>(devicePtr(sc));
+    int xt = int(typeOf(x)), ot = int(plan_.values[size_t(op.outputs[0])].dtype);
+    void *o = outPtr(0);
+    if (t == "fp8.cast") {
+      if (!isFp8(DType(ot)))
+        fail(op, "result must be an FP8 type");
+      bool sat = attrInt(op, "saturate", 1) != 0;
+      out.push_back([=](cudaStream_t s) {
+        return dev::fp8Cast(xp, xt, sp, rows, inner, ot, sat, static_cast<uint8_t *>(o), s);
+      });
+    } else {
+      if (!isFp8(DType(xt)))
+        fail(op, "input must be FP8");
+      out.push_back([=](cudaStream_t s) {
+        return dev::fp8Dequantize(static_cast<const uint8_t *>(xp), xt, sp, rows, inner, o, ot, s);
+      });
+    }
+    return;
+  }
+  if (t == "fp8.cast_amax") {
+    int x = op.inputs[0], sc = op.inputs[1];
+    int64_t n = numElements(shapeOf(x));
+    if (numElements(shapeOf(sc)) != 1)
+      fail(op, "scale_inv must be per tensor");
+    DType ot = plan_.values[size_t(op.outputs[0])].dtype, xt = typeOf(x);
+    if (!isFp8(ot))
+      fail(op, "result must be an FP8 type");
+    if (op.outputs.size() < 2 || op.outputs[1] < 0 || plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
+      fail(op, "the amax result must be float32");
+    const void *xp = devicePtr(x);
+    const float *sp = static_cast<const float *>(devicePtr(sc));
+    auto *q = static_cast<uint8_t *>(outPtr(0));
+    auto *amax = static_cast<float *>(outPtr(1));
+    bool sat = attrInt(op, "saturate", 1) != 0;
+    auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    bool wide = sat && (xt == DType::F32 || xt == DType::BF16);
+    cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+    cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+    // The one-pass kernels (CastAmax.cu) meet in a slot of their own and the last block writes the
+    // amax, so it needs no memset.
+    auto onePass = [&](std::function<std::string(cudaStream_t)> launch) { out.push_back(launch); };
+    unsigned *slot = amaxSlot();
+    uint8_t *qt = nullptr; // the codes also transposed ([rows, cols] -> [cols, rows]) for a GEMM that reads them so
+    Shape xs = shapeOf(x);
+    int64_t cols = xs.empty() ? 1 : xs.back(), rows = n / std::max<int64_t>(cols, 1);
+    if (op.outputs.size() > 2 && op.outputs[2] >= 0) {
+      if (shapeOf(op.outputs[2]) != Shape{cols, rows} || typeOf(op.outputs[2]) != ot)
+        fail(op, "the transposed result must be " + shapeString({cols, rows}) + " of the output's type");
+      qt = static_cast<uint8_t *>(outPtr(2));
+    }
+    if (qt && wide && rows % 16 == 0 && cols % 16 == 0 && aligned(xp, 16) && aligned(q, 16) && aligned(qt, 16)) {
+      castTransposes_[size_t(&op - plan_.ops.data())] = {x, xp, it, rows, cols, sp, f, q, qt, amax, slot};
+      return onePass([=](cudaStream_t s) {
+        return cuda::castAmaxTranspose(xp, it, rows, cols, sp, f, q, qt, amax, s, nullptr, slot);
+      });
+    }
+    if (!qt && wide && aligned(xp, 16) && aligned(q, 8))
+      return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s, slot); });
+    out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
+    out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
+    if (qt) {
+      dev::CopyArgs c = byteTranspose(q, qt, rows, cols);
+      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
+    }
+    return;
+  }
+  if (t == "fp8.amax") {
+    int x = op.inputs[0];
+    Shape xs = shapeOf(x);
+    bool rowwise = attrInt(op, "rowwise", 0);
+    if (rowwise && xs.empty())
+      fail(op, "rowwise amax of a scalar");
+    int64_t inner = rowwise ? xs.back() : numElements(xs), rows = rowwise ? numElements(xs) / std::max<int64_t>(inner, 1) : 1;
+    if (plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+      fail(op, "amax must be float32");
+    const void *xp = devicePtr(x);
+    int xt = int(typeOf(x));
+    auto *o = static_cast<float *>(outPtr(0));
+    out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, xt, rows, inner, o, s); });
+    return;
+  }
+  if (t == "fp8.dynamic_scale") {
+    std::string f = attrStr(op, "format", "");
+    if (f != "float8e4m3fn" && f != "float8e5m2")
+      fail(op, "format must be float8e4m3fn or float8e5m2, got '" + f + "'");
+    float fmax = f == "float8e4m3fn" ? 448.0f : 57344.0f;
+    auto *a = static_cast<const float *>(devicePtr(op.inputs[0]));
+    int64_t n = numElements(shapeOf(op.inputs[0]));
+    float eps = float(attrFloat(op, "eps", 1e-12));
+    bool pow2 = attrInt(op, "power_of_two", 0);
+    auto *sc = static_cast<float *>(outPtr(0)), *si = static_cast<float *>(outPtr(1));
+    out.push_back([=](cudaStream_t s) { return dev::dynamicScale(a, n, fmax, eps, pow2, sc, si, s); });
+    return;
+  }
+  if (t == "fp8.delayed_scale") {
+    std::string f = attrStr(op, "format", "");
+    if (f != "float8e4m3fn" && f != "float8e5m2")
+      fail(op, "format must be float8e4m3fn or float8e5m2, got '" + f + "'");
+    if (attrInt(op, "interval", 1) > 1)
+      fail(op, "amax update intervals above 1 are not supported by the CUDA backend; use --device cpu");
+    for (int id : op.outputs)
+      if (id < 0)
+        fail(op, "every result (history, scale, scale_inv) must be used");
+    int64_t L = numElements(shapeOf(op.inputs[0]));
+    if (L < 1 || typeOf(op.inputs[0]) != DType::F32)
+      fail(op, "history must be a non-empty 1-D float32 tensor");
+    auto *fmt = static_cast<uint8_t *>(alloc(1));
+    uint8_t fv = f == "float8e5m2";
+    cudaCheck(cudaMemcpy(fmt, &fv, 1, cudaMemcpyHostToDevice), "upload");
+    auto *h = static_cast<const float *>(devicePtr(op.inputs[0])), *prev = static_cast<const float *>(devicePtr(op.inputs[1])),
+         *am = static_cast<const float *>(devicePtr(op.inputs[2]));
+    auto *nh = static_cast<float *>(outPtr(0)), *sc = static_cast<float *>(outPtr(1)), *si = static_cast<float *>(outPtr(2));
+    int margin = int(attrInt(op, "margin", 0));
+    bool mostRecent = attrStr(op, "algo", "max") == "most_recent", pow2 = attrInt(op, "power_of_two", 0);
+    out.push_back([=](cudaStream_t s) {
+      return delayedScaleAll(1, L, h, am, prev, fmt, margin, mostRecent, pow2, nh, sc, si, s);
+    });
+    delayedScales_[k] = {{h, am, prev, nh, sc, si, fv != 0}, L, margin, mostRecent, pow2};
+    return;
+  }
+  if (t == "Shape" || t == "ConstantOfShape" || t == "Range" || t == "Trilu")
+    fail(op, "needs constant inputs on the CUDA backend (it has run-time ones); use --device cpu");
+  fail(op, "op type '" + t + "' is not supported by the CUDA backend; use --device cpu and file an issue");
+}
+
+
+} // namespace octet::rt::cuda::detail

@@ -1,0 +1,368 @@
+//===- CudaExecutorImpl.h - The CUDA executor's class and shared helpers -*- C++ -*-===//
+//
+// Internal to liboctet_cuda. The executor is one class whose definition is split by concern:
+//   CudaExecutor.cpp          load and placement, running (eager and graphs), states, check(), the API
+//   CompileOps.cpp            op compilation: the dispatcher, elementwise, Pointwise, reductions
+//   CompileGemmAttention.cpp  op compilation: MatMul/Gemm (cuBLAS), fp8.gemm (cuBLASLt), attention
+//   FusedOps.cpp              the load-time fusions of compiled programs
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_CUDA_CUDAEXECUTORIMPL_H
+#define OCTET_RUNTIME_CUDA_CUDAEXECUTORIMPL_H
+
+#include "octet/runtime/CudaExecutor.h"
+#include "octet/runtime/InPlace.h"
+#include "octet/runtime/Pointwise.h"
+
+#include "../src/Kernels.h"
+#include "CudnnAttention.h"
+#include "DeviceKernels.h"
+#include "octet/runtime/Cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace octet::rt::cuda::detail {
+
+inline void cudaCheck(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+inline bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+inline dev::Dims dimsOf(const Shape &s) {
+  dev::Dims d;
+  if (s.size() > size_t(dev::kMaxRank))
+    throw Error("rank " + std::to_string(s.size()) + " exceeds the CUDA backend's limit of 8");
+  d.rank = int(s.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    d.d[i] = s[i];
+  return d;
+}
+inline dev::Strides stridesOf(const std::vector<int64_t> &v) {
+  dev::Strides s;
+  for (size_t i = 0; i < v.size() && i < size_t(dev::kMaxRank); ++i)
+    s.s[i] = v[i];
+  return s;
+}
+
+using Step = std::function<std::string(cudaStream_t)>;
+
+inline const std::map<std::string, dev::Ew> &ewOps() {
+  using dev::Ew;
+  static const std::map<std::string, Ew> m = {
+      {"Add", Ew::Add},         {"Sub", Ew::Sub},       {"Mul", Ew::Mul},           {"Div", Ew::Div},
+      {"Pow", Ew::Pow},         {"Max", Ew::Max},       {"Min", Ew::Min},           {"Equal", Ew::Eq},
+      {"Less", Ew::Lt},         {"LessOrEqual", Ew::Le}, {"Greater", Ew::Gt},       {"GreaterOrEqual", Ew::Ge},
+      {"And", Ew::And},         {"Or", Ew::Or},         {"Not", Ew::Not},           {"Neg", Ew::Neg},
+      {"Abs", Ew::Abs},         {"Sqrt", Ew::Sqrt},     {"Reciprocal", Ew::Recip}, {"Tanh", Ew::Tanh},
+      {"Sigmoid", Ew::Sigmoid}, {"Erf", Ew::Erf},       {"Exp", Ew::Exp},           {"Log", Ew::Log},
+      {"Sin", Ew::Sin},         {"Cos", Ew::Cos},       {"Floor", Ew::Floor},       {"Ceil", Ew::Ceil},
+      {"Relu", Ew::Relu},       {"Gelu", Ew::Gelu},     {"Where", Ew::Where},       {"Clip", Ew::Clip},
+      {"Cast", Ew::Copy},       {"CastLike", Ew::Copy}, {"Expand", Ew::Copy}};
+  return m;
+}
+
+inline int64_t normAxisOf(const PlanOp &op, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    throw Error("node '" + op.name + "' (" + op.type + "): axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+inline int64_t attrInt(const PlanOp &op, const std::string &n, int64_t d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Float ? int64_t(it->second.f) : it->second.i;
+}
+inline double attrFloat(const PlanOp &op, const std::string &n, double d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Int ? double(it->second.i) : it->second.f;
+}
+inline std::string attrStr(const PlanOp &op, const std::string &n, const std::string &d) {
+  auto it = op.attrs.find(n);
+  return it == op.attrs.end() ? d : it->second.s;
+}
+inline std::vector<int64_t> attrInts(const PlanOp &op, const std::string &n) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return {};
+  return it->second.kind == Attr::Int ? std::vector<int64_t>{it->second.i} : it->second.ints;
+}
+
+inline bool has(const PlanOp &op, size_t i) { return i < op.inputs.size() && op.inputs[i] >= 0; }
+
+inline Step copyBytes(void *dst, const void *src, size_t bytes) {
+  return [=](cudaStream_t s) -> std::string {
+    if (dst == src || bytes == 0)
+      return "";
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+    return e == cudaSuccess ? "" : std::string("copy: ") + cudaGetErrorString(e);
+  };
+}
+
+/// A stridedCopy of bytes src [rows, cols] -> dst [cols, rows] (FP8 codes for a GEMM's other layout).
+inline dev::CopyArgs byteTranspose(const void *src, void *dst, int64_t rows, int64_t cols) {
+  dev::CopyArgs c;
+  c.src = src;
+  c.dst = dst;
+  c.elemSize = 1;
+  c.shape = dimsOf({cols, rows});
+  c.srcStr = stridesOf({1, cols});
+  c.dstStr = stridesOf({rows, 1});
+  c.n = rows * cols;
+  return c;
+}
+
+inline Format fp8FormatOfType(DType t) { return t == DType::F8E5M2 ? Format::E5M2 : Format::E4M3; }
+
+class CudaExecutor final : public Runner {
+public:
+  CudaExecutor(Plan plan, CudaOptions o);
+  ~CudaExecutor() override;
+  const Plan &plan() const override { return plan_; }
+  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState) override;
+  TensorPtr value(int id) const override;
+  using Runner::value;
+  std::map<std::string, TensorPtr> state() const override;
+  void setState(const std::string &name, TensorPtr t) override;
+  std::string device() const override { return "cuda"; }
+  size_t bytes() const { return allocated_; }
+  const std::map<std::string, int> &fusions() const { return fusions_; }
+  int check(const Executor &ref, std::ostream &os);
+
+private:
+  struct OpProgram {
+    size_t op;
+    std::vector<Step> steps;
+    std::vector<OpProgram> parts; // a fused run of ops: each op's own program (check() runs these)
+  };
+  /// An fp8.delayed_scale's operands, for fusing runs of them (fuseDelayedScales()).
+  struct DelayedScaleOp {
+    cuda::DelayedScaleTensor t;
+    int64_t L;
+    int margin;
+    bool mostRecent, pow2;
+  };
+  std::map<size_t, DelayedScaleOp> delayedScales_; // by plan op index
+  /// A ReduceSumSquare of a whole float32 tensor, for fusing runs of them (the gradient norms).
+  struct SumSquaresOp {
+    const float *x;
+    int64_t n;
+    void *out;
+    int outType;
+  };
+  std::map<size_t, SumSquaresOp> sumSquares_; // by plan op index
+  /// An fp8.cast_amax on the cast-transpose kernel, and a float32 column sum (ReduceSum over all
+  /// dims but the last), for taking the sum in the cast's pass (fuseCastColumnSums()).
+  struct CastTransposeOp {
+    int x;
+    const void *xp;
+    cuda::InType it;
+    int64_t rows, cols;
+    const float *scaleInv;
+    cuda::Format f;
+    uint8_t *q, *qt;
+    float *amax;
+    unsigned *slot;
+  };
+  std::map<size_t, CastTransposeOp> castTransposes_;
+  struct ColumnSumOp {
+    int x;
+    int64_t rows, cols;
+    float *out;
+  };
+  std::map<size_t, ColumnSumOp> columnSums_;
+  void fuseCastColumnSums();
+  /// A float32 LayerNormalization that the statistics kernel can serve, and a GELU (its input, a
+  /// folded GEMM bias or none, its output), for computing their outputs in the pass of the FP8
+  /// casts that read them (fuseCastSources()).
+  struct LayerNormOp {
+    const float *x, *gamma, *beta;
+    float *mean, *invStd;
+    int64_t rows, n;
+    float eps;
+    int y;
+  };
+  std::map<size_t, LayerNormOp> layerNorms_;
+  struct GeluOp {
+    float *x;
+    const float *bias; // folded from the GEMM that writes x (foldGemmBias()): added, and written back
+    int64_t N, n;
+    bool tanhApprox;
+    int y;
+  };
+  std::map<size_t, GeluOp> geluSources_;
+  void fuseCastSources();
+  /// fuseCastSources()'s passes of several casts of one tensor that no program computes in the
+  /// pass ("casts share a read": the Q, K and V projections' casts of an RMSNorm's output), by the
+  /// first cast's op: the casts' ops and targets, for fuseCastPointwise().
+  struct CastGroup {
+    std::set<size_t> ops;
+    std::vector<cuda::CastTarget> targets;
+  };
+  std::map<size_t, CastGroup> castGroups_;
+  std::map<std::string, int> fusions_; // what fuseCastSources(), fusePointwiseChains() and
+                                       // fuseCastPointwise() made, by kind (cuda::fusions())
+  /// Whether every reader of value v is one of the plan ops `ops` (through views onto the same
+  /// bytes), and v is neither a plan output nor a new state value: then nothing else needs its bytes.
+  bool onlyReadBy(int v, const std::set<size_t> &ops);
+  std::vector<std::vector<size_t>> readersOf_; // plan op indices reading each value (onlyReadBy)
+  /// An fp8.gemm with a float32 bias that could run without it (its launch without the bias), and
+  /// the ops that could add it instead: plain float32 Adds and Transposes (foldGemmBias()).
+  struct GemmBiasOp {
+    Step withoutBias;
+    const float *bias;
+    int64_t N;
+    const void *D;
+    int out;
+  };
+  std::map<size_t, GemmBiasOp> gemmBias_;
+  std::map<size_t, dev::EwArgs> adds_, gelus_;
+  /// A BF16 octet::Attention or AttentionGrad: its launch with biases for Q, K and V, which the
+  /// operands' BF16 conversion adds (rows `rowLength` long).
+  using AttnBias = std::array<const float *, 3>;
+  struct AttentionOp {
+    std::function<Step(AttnBias)> withBias;
+    int64_t rowLength;
+  };
+  std::map<size_t, AttentionOp> attentions_;
+  std::shared_ptr<const dev::CudnnAttention> cudnnAttention(const dev::AttnArgs &a, bool backward);
+  std::map<std::tuple<bool, int64_t, int, int, int, int, float, bool>, std::shared_ptr<const dev::CudnnAttention>>
+      cudnnGraphs_;
+  std::set<std::string> cudnnNotes_;
+  template <class Launch>
+  void attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength, std::vector<Step> &out,
+                        Launch launch);
+  std::map<size_t, dev::CopyArgs> transposes_;
+  void foldGemmBias();
+  /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs
+  /// those): a pair of ops whose work moves from one to the other.
+  void replaceProgram(size_t at, Step step);
+  /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
+  /// run's first (none reading another's output) become one program of the step `build` makes
+  /// from their infos; check() still runs the members one by one.
+  template <class Info, class Same, class Build> void fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build);
+  void fuseDelayedScales();
+  void fuseSumSquares();
+  std::map<size_t, dev::PwArgs> pointwise_; // generated-kernel Pointwise ops by plan op index
+  void fusePointwiseChains();
+  /// A fused run of Pointwise programs (fusePointwiseChains()), by its program's op: the programs'
+  /// arguments and whether each writes its result.
+  struct ChainOp {
+    std::vector<dev::PwArgs> args;
+    std::vector<bool> store;
+  };
+  std::map<size_t, ChainOp> chains_;
+  /// A cast-transpose whose pass also takes a column sum (fuseCastColumnSums()), by the cast's op:
+  /// the partial sums it writes and the ReduceSum op that no longer reads the tensor.
+  struct CastSumOp {
+    float *partials;
+    size_t sumOp;
+  };
+  std::map<size_t, CastSumOp> castSums_;
+  void fuseCastPointwise();
+  /// A step that launches a generated kernel for `args`' programs, or runs `apart` (their own
+  /// launches) should the generated kernels not build.
+  Step generatedStep(std::vector<dev::PwArgs> args, std::vector<Step> apart,
+                     std::function<std::string(const std::vector<const dev::PwArgs *> &, cudaStream_t)> launch);
+  /// Whether program k is a view that moves nothing (a Reshape onto the same bytes).
+  bool quietView(size_t k);
+  Plan plan_;
+  CudaOptions opt_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void *blasWorkspace_ = nullptr;
+  std::unique_ptr<Gemm> fp8_;
+  std::unique_ptr<dev::PwJit> jit_; // null: Pointwise programs run on the interpreter kernel
+  dev::AttnPrecision attention_ = dev::AttnPrecision::TF32; // CudaOptions::attention, resolved
+  std::vector<void *> ptr_;
+  std::vector<TensorPtr> host_;
+  std::vector<char> static_;
+  std::vector<void *> allocs_;
+  size_t allocated_ = 0;
+  std::vector<OpProgram> program_;
+  dev::SmallCopy *stateCopies_ = nullptr; // updateStates(): the small state copies, built on first use
+  int nStateCopies_ = 0;
+  bool stateCopiesBuilt_ = false;
+  int *flags_ = nullptr;
+  std::vector<std::string> flagWhat_;
+  size_t scratchBytes_ = 0;
+  char *scratch_ = nullptr;
+  float *one_ = nullptr;
+  cudaGraphExec_t graphs_[2] = {nullptr, nullptr};
+  int eagerRuns_[2] = {0, 0};
+  std::set<int> liveAtEnd_;
+  // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the
+  // slowest (op type, output shape) groups with their effective bandwidth. The first run is not counted.
+  int profile_ = 0;
+  std::map<std::string, std::pair<double, int>> profileMs_;
+  std::vector<double> opMs_; // per program entry, summed over profiled runs
+  int profiledRuns_ = 0, profileCalls_ = 0;
+
+  char *saved_ = nullptr;      // states updated in place, kept across a run without state update
+  bool lastRunUpdated_ = true;
+  size_t stateBytes(int st) const;
+  void saveInPlaceStates();
+  void restoreInPlaceStates();
+  void updateStates();
+  void printSlowestOps() const;
+  void *alloc(size_t bytes);
+  /// Two zeroed unsigned for a one-pass cast's amax (cuda::castAmax's slot): the kernels leave them
+  /// zero, so the amax needs no memset before each launch.
+  unsigned *amaxSlot();
+  unsigned *slots_ = nullptr;
+  size_t slotsLeft_ = 0;
+  void *devicePtr(int id);
+  const Tensor &hostValue(const PlanOp &op, size_t i);
+  Shape shapeOf(int id) const;
+  DType typeOf(int id) const { return static_[size_t(id)] ? host_[size_t(id)]->dtype : plan_.values[size_t(id)].dtype; }
+  [[noreturn]] void fail(const PlanOp &op, const std::string &msg) const {
+    throw Error("node '" + op.name + "' (" + op.type + "): " + msg);
+  }
+  int flagSlot(const PlanOp &op, const std::string &what) {
+    flagWhat_.push_back("node '" + op.name + "' (" + op.type + "): " + what);
+    return int(flagWhat_.size() - 1);
+  }
+  size_t scratch(size_t bytes) { // scratch is shared: ops run one at a time on one stream
+    scratchBytes_ = std::max(scratchBytes_, bytes);
+    return 0;
+  }
+  void foldStatics();
+  void place();
+  void compile(size_t k, std::vector<Step> &out);
+  void compileElementwise(const PlanOp &op, dev::Ew kind, std::vector<Step> &out);
+  /// An octet::Pointwise op, or (with `program`) a float32 ONNX elementwise op as the program of
+  /// its one instruction (singleOpProgram()).
+  void compilePointwise(const PlanOp &op, std::vector<Step> &out, const PwProgram *program = nullptr);
+  bool singleOpProgram(const PlanOp &op, PwProgram &p);
+  void compileMatMul(const PlanOp &op, std::vector<Step> &out);
+  void compileGemm(const PlanOp &op, std::vector<Step> &out);
+  void compileFp8Gemm(const PlanOp &op, std::vector<Step> &out);
+  void compileReduce(const PlanOp &op, int kind, std::vector<Step> &out);
+  void compileAttention(const PlanOp &op, bool grad, std::vector<Step> &out);
+  void body(bool updateState);
+  TensorPtr download(int id) const;
+  void upload(int id, const Tensor &t);
+};
+
+} // namespace octet::rt::cuda::detail
+
+#endif

@@ -1,0 +1,631 @@
+//===- FusedOps.cpp - The CUDA executor's load-time fusions ---------------===//
+//
+// After every op is compiled, programs of several ops become one: runs of delayed-scale updates
+// and sums of squares, Pointwise chains and casts that compute their Pointwise source (generated
+// kernels), GEMM biases folded into their readers, column sums taken in a cast's pass, and the
+// FP8 casts of one tensor in one pass that computes it. Each keeps the ops' own programs as its
+// parts, which check() runs one by one.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaExecutorImpl.h"
+
+namespace octet::rt::cuda::detail {
+
+template <class Info, class Same, class Build>
+void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build) {
+  std::vector<OpProgram> fused;
+  for (size_t k = 0; k < program_.size();) {
+    auto first = infos.find(program_[k].op);
+    size_t end = k + 1;
+    std::set<int> made; // the run's outputs: a member that reads one must run after it, not with it
+    auto addOutputs = [&](size_t j) {
+      for (int id : plan_.ops[program_[j].op].outputs)
+        made.insert(id);
+    };
+    addOutputs(k);
+    if (first != infos.end())
+      for (; end < program_.size(); ++end) {
+        auto next = infos.find(program_[end].op);
+        const PlanOp &op = plan_.ops[program_[end].op];
+        if (next == infos.end() || !same(first->second, next->second) ||
+            std::any_of(op.inputs.begin(), op.inputs.end(), [&](int id) { return made.count(id) != 0; }))
+          break;
+        addOutputs(end);
+      }
+    if (end - k < 2) {
+      fused.push_back(std::move(program_[k++]));
+      continue;
+    }
+    std::vector<const Info *> run;
+    for (size_t j = k; j < end; ++j)
+      run.push_back(&infos.at(program_[j].op));
+    OpProgram group{program_[k].op, {build(run)}, {}};
+    for (size_t j = k; j < end; ++j)
+      group.parts.push_back(std::move(program_[j]));
+    fused.push_back(std::move(group));
+    k = end;
+  }
+  program_ = std::move(fused);
+}
+
+/// Consecutive Pointwise programs over one output size (AdamW's: the first moment, the second,
+/// then the parameter from both) become one generated kernel that runs them in order per element,
+/// an earlier result passed on in registers instead of reloaded. A program joins the run only
+/// where that keeps each thread's reads and writes to its own element: it reads an earlier
+/// program's result only element for element (canChain), reads nothing else an earlier program
+/// writes, and writes nothing an earlier program reads except, element for element, the same
+/// buffer (a state updated in place). A result that only later programs of the run read is not
+/// written at all. check() runs the ops as they were.
+void CudaExecutor::fusePointwiseChains() {
+  // Up to 4 programs over large tensors (AdamW's three); over small ones, where a launch costs more
+  // than the bytes, up to 12 (several parameters' AdamW: a layer's norm weights and biases).
+  constexpr size_t kMaxChain = 4, kMaxSmallChain = 12;
+  constexpr int64_t kSmall = 1 << 16;
+  auto range = [&](int id) {
+    auto *p = static_cast<const char *>(devicePtr(id));
+    return std::make_pair(p, p + size_t(numElements(shapeOf(id))) * dtypeSize(typeOf(id)));
+  };
+  auto overlap = [](std::pair<const char *, const char *> a, std::pair<const char *, const char *> b) {
+    return a.first < b.second && b.first < a.second;
+  };
+  auto elementwise = [&](const dev::PwArgs &a, int j) { // input j read at the output's index
+    int64_t want = 1;
+    for (int d = a.shape.rank - 1; d >= 0; --d) {
+      if (a.inStr[j].s[d] != want && a.shape.d[d] != 1)
+        return false;
+      want *= a.shape.d[d];
+    }
+    return true;
+  };
+  std::vector<OpProgram> fused;
+  for (size_t k = 0; k < program_.size();) {
+    std::vector<size_t> run; // program indices
+    std::vector<dev::PwArgs> args;
+    for (size_t e = k; e < program_.size() &&
+                       run.size() < (!args.empty() && args[0].n <= kSmall ? kMaxSmallChain : kMaxChain);
+         ++e) {
+      auto it = pointwise_.find(program_[e].op);
+      if (it == pointwise_.end())
+        break;
+      const dev::PwArgs &a = it->second;
+      const PlanOp &op = plan_.ops[program_[e].op];
+      bool ok = run.empty() || (a.n == args[0].n && a.shape.rank == args[0].shape.rank &&
+                                std::equal(a.shape.d, a.shape.d + a.shape.rank, args[0].shape.d));
+      for (size_t q = 0; ok && q < run.size(); ++q) {
+        const PlanOp &prev = plan_.ops[program_[run[q]].op];
+        int prevOut = prev.outputs[0];
+        for (size_t j = 0; ok && j < op.inputs.size(); ++j) // reads of what an earlier program wrote
+          ok = op.inputs[j] == prevOut || !overlap(range(op.inputs[j]), range(prevOut));
+        for (size_t j = 0; ok && j < prev.inputs.size(); ++j) { // writes of what an earlier program read
+          auto r = range(prev.inputs[j]);
+          if (overlap(range(op.outputs[0]), r))
+            ok = r == range(op.outputs[0]) && elementwise(args[q], int(j));
+        }
+        ok = ok && !overlap(range(op.outputs[0]), range(prevOut));
+      }
+      if (ok) {
+        std::vector<dev::PwArgs> tried = args;
+        tried.push_back(a);
+        ok = dev::PwJit::canChain(tried);
+      }
+      if (!ok)
+        break;
+      run.push_back(e);
+      args.push_back(a);
+    }
+    if (run.size() < 2) {
+      fused.push_back(std::move(program_[k++]));
+      continue;
+    }
+    // A result only later programs of the run read (the GELU gradient's tanh) stays in registers.
+    std::vector<bool> store(run.size(), true);
+    std::set<size_t> later;
+    for (size_t q = run.size() - 1; q-- > 0;) {
+      later.insert(program_[run[q + 1]].op);
+      store[q] = !onlyReadBy(plan_.ops[program_[run[q]].op].outputs[0], later);
+      fusions_["chain results kept in registers"] += store[q] ? 0 : 1;
+    }
+    int h = jit_->addChain(args, store);
+    chains_[program_[k].op] = {args, store};
+    ++fusions_["Pointwise chains"];
+    OpProgram group{program_[k].op, {}, {}};
+    std::vector<Step> alone; // each program's own launch, should the generated kernels not build
+    for (size_t e : run)
+      for (const Step &st : program_[e].steps)
+        alone.push_back(st);
+    group.steps.push_back(generatedStep(args, alone, [this, h](const std::vector<const dev::PwArgs *> &ptrs,
+                                                              cudaStream_t s) { return jit_->launchChain(h, ptrs, s); }));
+    for (size_t e : run)
+      group.parts.push_back(std::move(program_[e]));
+    fused.push_back(std::move(group));
+    k = run.back() + 1;
+  }
+  program_ = std::move(fused);
+}
+
+/// A Pointwise program, or a chain of them (fusePointwiseChains()), whose result only FP8
+/// cast-transposes right after it read (one cast, with the column sum fuseCastColumnSums() put in
+/// its pass, or up to three casts of that result that fuseCastSources() put in one pass): one
+/// generated kernel computes the result and casts it (PwJit::addCastChain), so the result is
+/// never written nor read back (the GELU gradient before the E5M2 cast of c_fc's dY; an RMSNorm's
+/// x * 1/rms * gamma before the Q, K and V projections' casts). The arithmetic is the program's and
+/// the casts', in their order: the same bits. check() runs the ops as they were.
+void CudaExecutor::fuseCastPointwise() {
+  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + bn && pb < pa + an;
+  };
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  for (size_t k = 0; k < program_.size(); ++k) {
+    size_t op = program_[k].op;
+    auto ct = castTransposes_.find(op);
+    if (ct == castTransposes_.end() || ct->second.it != cuda::InType::F32)
+      continue;
+    const CastTransposeOp c = ct->second;
+    auto sum = castSums_.find(op);
+    auto group = castGroups_.find(op);
+    std::vector<cuda::CastTarget> targets{{c.scaleInv, c.f, c.q, c.qt, c.amax}};
+    std::set<size_t> readers{op};
+    if (group != castGroups_.end()) {
+      targets = group->second.targets;
+      readers = group->second.ops;
+    } else if (!program_[k].parts.empty() && sum == castSums_.end()) {
+      continue; // a pass of fuseCastSources() that computes its source already
+    }
+    if (sum != castSums_.end())
+      readers.insert(sum->second.sumOp);
+    size_t before = k;
+    while (before > 0 && quietView(before - 1))
+      --before;
+    if (before == 0)
+      continue;
+    size_t p = before - 1, pop = program_[p].op;
+    ChainOp chain;
+    if (auto ch = chains_.find(pop); ch != chains_.end())
+      chain = ch->second;
+    else if (auto pw = pointwise_.find(pop); pw != pointwise_.end() && program_[p].parts.empty())
+      chain = {{pw->second}, {true}};
+    else
+      continue;
+    const dev::PwArgs &last = chain.args.back();
+    size_t lastOp = pop;
+    for (size_t q = 1; q < chain.args.size(); ++q)
+      lastOp = program_[p].parts[q].op;
+    int y = plan_.ops[lastOp].outputs[0];
+    if (last.out != c.xp || devicePtr(y) != c.xp || !onlyReadBy(y, readers))
+      continue;
+    // The pass reads the programs' inputs while it writes the codes: no target may share their
+    // bytes (the arena may give a target the bytes of an input that dies here), nor a result
+    // still written.
+    size_t elems = size_t(c.rows * c.cols);
+    std::vector<std::pair<const void *, size_t>> written;
+    for (const cuda::CastTarget &t : targets)
+      written.insert(written.end(), {{t.q, elems}, {t.qt, elems}, {t.amax, sizeof(float)}});
+    if (sum != castSums_.end())
+      written.push_back({sum->second.partials, size_t(cuda::castTransposeTileRows(c.rows) * c.cols) * sizeof(float)});
+    bool clash = false;
+    for (size_t q = 0; q < chain.args.size() && !clash; ++q) {
+      const dev::PwArgs &a = chain.args[q];
+      for (auto &[w, wn] : written) {
+        for (int j = 0; j < a.nIn; ++j) { // the bytes input j spans: its last element's offset, plus one
+          int64_t reach = 0;
+          for (int d = 0; d < a.shape.rank; ++d)
+            reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
+          clash = clash || overlaps(w, wn, a.in[j], size_t(reach + 1) * (a.inBool[j] ? 1 : sizeof(float)));
+        }
+        if (q + 1 < chain.args.size() && chain.store[q])
+          clash = clash || overlaps(w, wn, a.out, size_t(a.n) * sizeof(float));
+      }
+    }
+    cuda::tile::Targets tg;
+    if (clash || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty())
+      continue;
+    int h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n);
+    if (h < 0)
+      continue;
+    float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
+    std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
+    apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
+    Step fused = generatedStep(chain.args, apart,
+                               [this, h, tg, partials, slot = c.slot](const std::vector<const dev::PwArgs *> &ptrs,
+                                                                     cudaStream_t s) {
+                                 return jit_->launchCastChain(h, ptrs, tg, partials, slot, s);
+                               });
+    replaceProgram(p, nothing);
+    replaceProgram(k, fused);
+    ++fusions_["cast computes Pointwise"];
+    if (tg.n > 1)
+      ++fusions_["grouped casts compute Pointwise"];
+  }
+}
+
+Step CudaExecutor::generatedStep(
+    std::vector<dev::PwArgs> args, std::vector<Step> apart,
+    std::function<std::string(const std::vector<const dev::PwArgs *> &, cudaStream_t)> launch) {
+  return [this, args = std::move(args), apart = std::move(apart), launch = std::move(launch)](cudaStream_t s) {
+    if (!jit_) {
+      for (const Step &st : apart)
+        if (std::string e = st(s); !e.empty())
+          return e;
+      return std::string();
+    }
+    std::vector<const dev::PwArgs *> ptrs;
+    for (const dev::PwArgs &a : args)
+      ptrs.push_back(&a);
+    return launch(ptrs, s);
+  };
+}
+
+void CudaExecutor::replaceProgram(size_t at, Step step) {
+  OpProgram fused{program_[at].op, {std::move(step)}, {}};
+  fused.parts.push_back(std::move(program_[at]));
+  program_[at] = std::move(fused);
+}
+
+/// An fp8.gemm's bias, added in the GEMM's epilogue, costs a pass over its result (read and
+/// write). Where the result (or a Reshape-like view of it) has one reader and that reader is a
+/// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
+/// split), the GEMM runs without the bias and the reader adds it: the Add as x + (y + bias), the
+/// copy as it moves each value. Where a GELU reads the result first (the MLP), the GELU adds the
+/// bias in place and takes GELU of the sum. Where only BF16 attention reads the result (Q, K and V
+/// with the heads in place, through views), both the forward and the gradient add the bias as they
+/// convert the operands to BF16. The arithmetic is the same (y + bias rounded, then the rest), so
+/// the results are the same bits. check() runs the ops as they were.
+void CudaExecutor::foldGemmBias() {
+  std::vector<int> readers(plan_.values.size(), 0), reader(plan_.values.size(), -1);
+  std::vector<std::vector<size_t>> readersOf(plan_.values.size());
+  for (size_t k = 0; k < plan_.ops.size(); ++k)
+    for (int id : plan_.ops[k].inputs)
+      if (id >= 0) {
+        ++readers[size_t(id)];
+        reader[size_t(id)] = int(k);
+        readersOf[size_t(id)].push_back(k);
+      }
+  for (int id : plan_.outputs)
+    readers[size_t(id)] += 2;
+  for (auto &[st, v] : plan_.stateUpdates)
+    readers[size_t(v)] += 2;
+  std::map<size_t, size_t> programOf;
+  for (size_t k = 0; k < program_.size(); ++k)
+    programOf[program_[k].op] = k;
+  auto only = [&](int v) { return readers[size_t(v)] == 1 ? reader[size_t(v)] : -1; };
+  std::vector<int> first(plan_.values.size(), -1); // the first op reading each value
+  for (size_t k = plan_.ops.size(); k-- > 0;)
+    for (int id : plan_.ops[k].inputs)
+      if (id >= 0)
+        first[size_t(id)] = int(k);
+  // Which operands of BF16 attention programs read v (through views) and nothing else does:
+  // (op, operand) pairs, or none.
+  auto attentionUses = [&](int v, int64_t N) {
+    std::vector<std::pair<size_t, int>> uses;
+    for (std::vector<int> open{v}; !open.empty();) {
+      int x = open.back();
+      open.pop_back();
+      if (size_t(readers[size_t(x)]) != readersOf[size_t(x)].size()) // a plan output or a state update
+        return decltype(uses)();
+      for (size_t r : readersOf[size_t(x)]) {
+        const PlanOp &rop = plan_.ops[r];
+        if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0) {
+          open.push_back(rop.outputs[0]);
+          continue;
+        }
+        auto at = attentions_.find(r);
+        if (at == attentions_.end() || !programOf.count(r) || at->second.rowLength != N)
+          return decltype(uses)();
+        for (size_t i = 0; i < rop.inputs.size(); ++i)
+          if (rop.inputs[i] == x) {
+            if (i >= 3)
+              return decltype(uses)();
+            uses.push_back({r, int(i)});
+          }
+      }
+    }
+    return uses;
+  };
+  std::map<size_t, AttnBias> attentionBias; // by attention op
+  for (auto &[gop, g] : gemmBias_) {
+    // Q, K and V projections (their head views) read only by BF16 attention: the operands' BF16
+    // conversion adds the bias, forward and backward.
+    if (auto uses = attentionUses(g.out, g.N); !uses.empty() && programOf.count(gop)) {
+      for (auto [r, i] : uses)
+        attentionBias[r][size_t(i)] = g.bias;
+      replaceProgram(programOf[gop], g.withoutBias);
+      continue;
+    }
+    // The MLP's GELU reads the result first (the backward reads it again later): it adds the bias
+    // in place, as the epilogue would have, and computes GELU of the sum.
+    if (int r = first[size_t(g.out)]; r >= 0 && gelus_.count(size_t(r)) && programOf.count(gop) &&
+                                      programOf.count(size_t(r))) {
+      const dev::EwArgs &e = gelus_.at(size_t(r));
+      if (e.in[0] == g.D && e.n % 4 == 0 && g.N % 4 == 0) {
+        auto *y = static_cast<float *>(const_cast<void *>(g.D));
+        auto *out = static_cast<float *>(e.out);
+        const float *bias = g.bias;
+        int64_t N = g.N, n = e.n;
+        bool tanhApprox = e.op == dev::Ew::GeluTanh;
+        Step gelu = [=](cudaStream_t s) { return dev::biasGelu(y, bias, N, out, n, tanhApprox, s); };
+        replaceProgram(programOf[gop], g.withoutBias);
+        replaceProgram(programOf[size_t(r)], gelu);
+        geluSources_[size_t(r)].bias = bias;
+        geluSources_[size_t(r)].N = N;
+        continue;
+      }
+    }
+    int v = g.out, r = only(v);
+    if (r >= 0 && octet::rt::isView(plan_.ops[size_t(r)].type)) { // a Reshape of the result: its reader
+      v = plan_.ops[size_t(r)].outputs[0];
+      r = only(v);
+    }
+    auto pg = programOf.find(gop), pr = r >= 0 ? programOf.find(size_t(r)) : programOf.end();
+    if (r < 0 || pg == programOf.end() || pr == programOf.end())
+      continue;
+    const PlanOp &rop = plan_.ops[size_t(r)];
+    Step add;
+    if (auto a = adds_.find(size_t(r)); a != adds_.end()) {
+      int w = rop.inputs[0] == v ? 0 : 1, x = 1 - w;
+      Shape os = shapeOf(rop.outputs[0]);
+      if (rop.inputs[size_t(x)] == v || shapeOf(v) != os || shapeOf(rop.inputs[size_t(x)]) != os || os.empty() ||
+          os.back() != g.N)
+        continue;
+      dev::EwArgs e = a->second;
+      e.op = dev::Ew::AddBias;
+      e.nIn = 3;
+      const void *in[2] = {e.in[x], e.in[w]};
+      dev::Strides str[2] = {e.inStr[x], e.inStr[w]};
+      e.in[0] = in[0], e.in[1] = in[1], e.in[2] = g.bias;
+      e.inStr[0] = str[0], e.inStr[1] = str[1], e.inStr[2] = stridesOf(broadcastStrides({g.N}, os));
+      e.inType[0] = e.inType[1] = e.inType[2] = int(DType::F32);
+      add = [e](cudaStream_t s) { return dev::elementwise(e, s); };
+    } else if (auto c = transposes_.find(size_t(r)); c != transposes_.end()) {
+      dev::CopyArgs ca = c->second;
+      if (ca.src != g.D || !dev::canCopyWithBias(ca, g.N))
+        continue;
+      const float *bias = g.bias;
+      int64_t n = g.N;
+      add = [ca, bias, n](cudaStream_t s) { return dev::stridedCopyWithBias(ca, bias, n, s); };
+    } else {
+      continue;
+    }
+    replaceProgram(pg->second, g.withoutBias);
+    replaceProgram(pr->second, add);
+  }
+  for (auto &[r, bias] : attentionBias)
+    replaceProgram(programOf[r], attentions_.at(r).withBias(bias));
+}
+
+/// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the
+/// bias gradient of a Linear: dY is cast for the dgrad and wgrad GEMMs, then summed over its rows)
+/// is taken in the cast's pass: its tiles write column partials to a buffer of their own (the
+/// arena's buffers between the two ops belong to other values), and the ReduceSum sums those
+/// partials (ceil(rows / 64) of them per column) instead of reading the tensor again. check()
+/// runs both ops as they were.
+void CudaExecutor::fuseCastColumnSums() {
+  std::map<int, size_t> castOf; // value -> the program of the latest cast-transpose of it
+  std::set<size_t> taken;
+  for (size_t k = 0; k < program_.size(); ++k) {
+    size_t op = program_[k].op;
+    if (castTransposes_.count(op)) {
+      castOf[castTransposes_.at(op).x] = k;
+      continue;
+    }
+    auto r = columnSums_.find(op);
+    if (r == columnSums_.end())
+      continue;
+    auto c = castOf.find(r->second.x);
+    if (c == castOf.end() || taken.count(c->second))
+      continue;
+    const CastTransposeOp ct = castTransposes_.at(program_[c->second].op);
+    const ColumnSumOp cs = r->second;
+    if (ct.rows != cs.rows || ct.cols != cs.cols)
+      continue;
+    taken.insert(c->second);
+    int tiles = int(cuda::castTransposeTileRows(ct.rows));
+    auto *partials = static_cast<float *>(alloc(size_t(tiles) * size_t(ct.cols) * sizeof(float)));
+    Step cast = [ct, partials](cudaStream_t s) {
+      return cuda::castAmaxTranspose(ct.xp, ct.it, ct.rows, ct.cols, ct.scaleInv, ct.f, ct.q, ct.qt, ct.amax, s,
+                                     partials, ct.slot);
+    };
+    Step sum = [cs, tiles, partials](cudaStream_t s) {
+      return dev::columnTotals(partials, tiles, cs.cols, cs.cols, cs.out, s);
+    };
+    castSums_[program_[c->second].op] = {partials, op};
+    replaceProgram(c->second, cast);
+    replaceProgram(k, sum);
+  }
+}
+
+bool CudaExecutor::onlyReadBy(int v, const std::set<size_t> &ops) {
+  if (readersOf_.empty()) {
+    readersOf_.resize(plan_.values.size());
+    for (size_t k = 0; k < plan_.ops.size(); ++k)
+      for (int id : plan_.ops[k].inputs)
+        if (id >= 0)
+          readersOf_[size_t(id)].push_back(k);
+  }
+  for (std::vector<int> open{v}; !open.empty();) {
+    int x = open.back();
+    open.pop_back();
+    if (std::find(plan_.outputs.begin(), plan_.outputs.end(), x) != plan_.outputs.end() ||
+        std::any_of(plan_.stateUpdates.begin(), plan_.stateUpdates.end(), [&](auto &u) { return u.second == x; }))
+      return false;
+    for (size_t r : readersOf_[size_t(x)]) {
+      const PlanOp &rop = plan_.ops[r];
+      if (octet::rt::isView(rop.type) && rop.inputs[0] == x && rop.outputs.size() == 1 && rop.outputs[0] >= 0 &&
+          devicePtr(rop.outputs[0]) == devicePtr(x))
+        open.push_back(rop.outputs[0]);
+      else if (!ops.count(r))
+        return false;
+    }
+  }
+  return true;
+}
+
+bool CudaExecutor::quietView(size_t k) {
+  const PlanOp &op = plan_.ops[program_[k].op];
+  return octet::rt::isView(op.type) && program_[k].parts.empty() && !op.inputs.empty() && op.inputs[0] >= 0 &&
+         !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
+}
+
+/// The FP8 casts of one tensor that run one after another (octet-group-casts puts them so; views
+/// between them move nothing) become one castTransposeMany pass: the tensor is read once for all of
+/// them. Where that tensor is the output of the LayerNormalization or GELU program just before
+/// (views aside) and nothing else reads it, the pass computes it instead: the LayerNorm's program
+/// writes only its rows' statistics and the casts apply them (the same arithmetic per element),
+/// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
+/// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
+/// runs the ops as they were.
+void CudaExecutor::fuseCastSources() {
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  for (size_t k = 0; k < program_.size(); ++k) {
+    auto first = castTransposes_.find(program_[k].op);
+    if (first == castTransposes_.end() || !program_[k].parts.empty())
+      continue;
+    const CastTransposeOp &c0 = first->second;
+    // The group: this cast and the ones of the same bytes right after it.
+    std::vector<size_t> group{k};
+    size_t end = k + 1;
+    for (; end < program_.size() && group.size() < size_t(cuda::kMaxCastTargets); ++end) {
+      if (quietView(end))
+        continue;
+      auto c = castTransposes_.find(program_[end].op);
+      if (c == castTransposes_.end() || !program_[end].parts.empty() || c->second.xp != c0.xp ||
+          c->second.it != c0.it || c->second.rows != c0.rows || c->second.cols != c0.cols)
+        break;
+      group.push_back(end);
+    }
+    std::set<size_t> castOps;
+    for (size_t g : group)
+      castOps.insert(program_[g].op);
+    // The program that computes the tensor, when it comes right before (views aside).
+    size_t before = k;
+    while (before > 0 && quietView(before - 1))
+      --before;
+    cuda::CastSource src;
+    src.x = c0.xp;
+    src.type = c0.it;
+    int producer = -1;
+    std::optional<LayerNormOp> norm; // the LayerNorm whose output the pass computes
+    if (before > 0) {
+      size_t p = before - 1, pop = program_[p].op;
+      if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
+        const LayerNormOp l = ln->second;
+        if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols && onlyReadBy(l.y, castOps)) {
+          src.kind = cuda::CastSource::LayerNorm;
+          src.x = l.x;
+          src.gamma = l.gamma;
+          src.beta = l.beta;
+          norm = l;
+          producer = int(p);
+        }
+      } else if (auto ge = geluSources_.find(pop); ge != geluSources_.end()) {
+        const GeluOp g = ge->second;
+        bool folded = !program_[p].parts.empty(); // foldGemmBias() gave it the GEMM's bias
+        if (folded == (g.bias != nullptr) && devicePtr(g.y) == c0.xp && g.n == c0.rows * c0.cols &&
+            (!g.bias || g.N == c0.cols) && c0.it == cuda::InType::F32 && onlyReadBy(g.y, castOps)) {
+          src.kind = cuda::CastSource::Gelu;
+          src.x = g.x;
+          src.bias = g.bias;
+          src.writeSum = g.bias != nullptr;
+          src.tanhApprox = g.tanhApprox;
+          producer = int(p);
+        }
+      }
+    }
+    if (group.size() < 2 && producer < 0)
+      continue;
+    std::vector<cuda::CastTarget> targets;
+    for (size_t g : group) {
+      const CastTransposeOp &c = castTransposes_.at(program_[g].op);
+      targets.push_back({c.scaleInv, c.f, c.q, c.qt, c.amax});
+    }
+    // The source's bytes are read (and with a folded bias written) in the pass that writes the
+    // codes: where the arena gave a target bytes of a source that died at its producer, no fusion.
+    const size_t elems = size_t(c0.rows * c0.cols), srcBytes = elems * (c0.it == cuda::InType::F32 ? 4 : 2);
+    auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+      auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+      return pa < pb + bn && pb < pa + an;
+    };
+    if (std::any_of(targets.begin(), targets.end(), [&](const cuda::CastTarget &t) {
+          return overlaps(t.q, elems, src.x, srcBytes) || overlaps(t.qt, elems, src.x, srcBytes) ||
+                 overlaps(t.amax, sizeof(float), src.x, srcBytes);
+        }))
+      continue;
+    Step stats; // the LayerNorm's rows' statistics, which the pass applies
+    if (norm) {
+      const LayerNormOp l = *norm;
+      auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double)));
+      src.stats = st;
+      stats = [l, st](cudaStream_t s) {
+        return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
+                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st);
+      };
+    }
+    int64_t rows = c0.rows, cols = c0.cols;
+    unsigned *slot = c0.slot; // the first cast's: its program no longer runs on its own
+    Step cast = [src, targets, stats, rows, cols, slot](cudaStream_t s) {
+      if (stats)
+        if (std::string e = stats(s); !e.empty())
+          return e;
+      return cuda::castTransposeMany(src, rows, cols, targets.data(), int(targets.size()), s, nullptr, slot);
+    };
+    ++fusions_[src.kind == cuda::CastSource::LayerNorm ? "cast computes LayerNorm"
+               : src.kind == cuda::CastSource::Gelu    ? "cast computes GELU"
+                                                       : "casts share a read"];
+    fusions_["casts in fused passes"] += int(group.size());
+    if (producer >= 0)
+      replaceProgram(size_t(producer), nothing);
+    else
+      castGroups_[program_[group.front()].op] = {castOps, targets};
+    replaceProgram(group.front(), cast);
+    for (size_t g = 1; g < group.size(); ++g)
+      replaceProgram(group[g], nothing);
+    k = group.back();
+  }
+}
+
+/// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
+/// puts a step's scaling updates together at its end) become one delayedScaleList launch.
+void CudaExecutor::fuseDelayedScales() {
+  auto same = [](const DelayedScaleOp &a, const DelayedScaleOp &b) {
+    return a.L == b.L && a.margin == b.margin && a.mostRecent == b.mostRecent && a.pow2 == b.pow2;
+  };
+  fuseRuns(delayedScales_, same, [&](const std::vector<const DelayedScaleOp *> &run) -> Step {
+    std::vector<cuda::DelayedScaleTensor> list;
+    for (const DelayedScaleOp *d : run)
+      list.push_back(d->t);
+    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0])));
+    cudaCheck(cudaMemcpy(dlist, list.data(), list.size() * sizeof(list[0]), cudaMemcpyHostToDevice), "upload");
+    const DelayedScaleOp d = *run[0];
+    int T = int(list.size());
+    return [=](cudaStream_t s) { return cuda::delayedScaleList(T, d.L, dlist, d.margin, d.mostRecent, d.pow2, s); };
+  });
+}
+
+/// Consecutive whole-tensor ReduceSumSquare programs (the optimizer's per-parameter gradient
+/// norms) become one sumSquaresList: every tensor's chunks in one launch, their sums in another.
+void CudaExecutor::fuseSumSquares() {
+  auto same = [](const SumSquaresOp &, const SumSquaresOp &) { return true; };
+  fuseRuns(sumSquares_, same, [&](const std::vector<const SumSquaresOp *> &run) -> Step {
+    std::vector<dev::SumSquaresBlock> blocks;
+    std::vector<dev::SumSquaresOut> outs;
+    for (const SumSquaresOp *r : run) {
+      // Chunks as the single-tensor reduction takes them: about kFullReduceChunk elements, starts
+      // 16-byte aligned.
+      int64_t chunks = std::clamp<int64_t>(r->n / dev::kFullReduceChunk, 1, 4096);
+      int64_t per = ((r->n + chunks - 1) / chunks + 3) / 4 * 4;
+      outs.push_back({int(blocks.size()), 0, r->out, r->outType});
+      for (int64_t lo = 0; lo < r->n; lo += per)
+        blocks.push_back({r->x, lo, std::min(r->n, lo + per)});
+      outs.back().count = int(blocks.size()) - outs.back().first;
+    }
+    auto *db = static_cast<dev::SumSquaresBlock *>(alloc(blocks.size() * sizeof(blocks[0])));
+    auto *dout = static_cast<dev::SumSquaresOut *>(alloc(outs.size() * sizeof(outs[0])));
+    auto *partials = static_cast<double *>(alloc(blocks.size() * sizeof(double)));
+    cudaCheck(cudaMemcpy(db, blocks.data(), blocks.size() * sizeof(blocks[0]), cudaMemcpyHostToDevice), "upload");
+    cudaCheck(cudaMemcpy(dout, outs.data(), outs.size() * sizeof(outs[0]), cudaMemcpyHostToDevice), "upload");
+    int nb = int(blocks.size()), no = int(outs.size());
+    return [=](cudaStream_t s) { return dev::sumSquaresList(db, nb, dout, no, partials, s); };
+  });
+}
+
+} // namespace octet::rt::cuda::detail
