@@ -129,6 +129,43 @@ def bench_octet(args, name, plan):
             "wall_s": time.time() - t0}
 
 
+def report(rows, config, batch, seq, vocab, what, markdown=False):
+    """Prints rows (Octet plans and peers of one model and batch) with tokens/s, model TFLOP/s (6 N + 12 L d T
+    FLOPs per token), peak memory and ratios to PyTorch BF16 torch.compile and to the first torchao run; fills
+    those figures into the rows. Returns the parameter count."""
+    d, L, H = CONFIGS[config]
+    tokens = batch * seq
+    n = next((r["params"] for r in rows if "params" in r), None)
+    if n is None:
+        n = 2 * vocab * d + seq * d + L * (12 * d * d + 13 * d) + 2 * d
+    flops_per_token = 6 * n + 12 * L * d * seq
+    base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
+    ao = next((r for r in rows if r["name"].startswith("torchao-") and "median_ms" in r), None)
+    print(f"GPT {config}: d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={batch} seq={seq} ({what})")
+    cols = ["run", "ms/step", "tokens/s", "TFLOP/s", "peak GiB", "speed/compile", "mem/compile", "speed/torchao",
+            "mem/torchao"]
+    if markdown:
+        print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    else:
+        print(f"{cols[0]:<24}" + "".join(f"{c:>14}" for c in cols[1:]))
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['name']} | error: {r['error']} |" if markdown else f"{r['name']:<24}  error: {r['error']}")
+            continue
+        r["tokens_per_s"] = tokens / r["median_ms"] * 1e3
+        r["tflops"] = flops_per_token * r["tokens_per_s"] / 1e12
+        nan = float("nan")
+        r["speed_vs_compile"] = base["median_ms"] / r["median_ms"] if base else nan
+        r["mem_vs_compile"] = r["peak_bytes"] / base["peak_bytes"] if base else nan
+        r["speed_vs_torchao"] = ao["median_ms"] / r["median_ms"] if ao else nan
+        r["mem_vs_torchao"] = r["peak_bytes"] / ao["peak_bytes"] if ao else nan
+        vals = [f"{r['median_ms']:.2f}", f"{r['tokens_per_s']:.0f}", f"{r['tflops']:.1f}", f"{r['peak_bytes'] / 2**30:.2f}",
+                f"{r['speed_vs_compile']:.3f}", f"{r['mem_vs_compile']:.3f}", f"{r['speed_vs_torchao']:.3f}",
+                f"{r['mem_vs_torchao']:.3f}"]
+        print(f"| {r['name']} | " + " | ".join(vals) + " |" if markdown else f"{r['name']:<24}" + "".join(f"{v:>14}" for v in vals))
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", choices=sorted(CONFIGS), required=True)
@@ -140,14 +177,13 @@ def main():
     ap.add_argument("--plans", nargs="*", default=[], help="NAME=PLAN (Octet training plans of the same model)")
     ap.add_argument("--fp8-run", default=".devlib/fp8-run")
     ap.add_argument("--skip-torch", action="store_true")
-    ap.add_argument("--skip-eager", action="store_true", help="no PyTorch eager run (b and c still run)")
+    ap.add_argument("--skip-eager", action="store_true", help="no PyTorch eager run")
+    ap.add_argument("--skip-compile", action="store_true", help="no PyTorch BF16 torch.compile run (torchao still runs)")
     ap.add_argument("--torchao", nargs="*", default=[], help="torchao float8 recipes to run under torch.compile")
     ap.add_argument("--torch-attention", choices=["sdpa", "eager"], default="sdpa")
     ap.add_argument("--json", default=None)
     ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="the plans' make_gpt_onnx.py --norm")
     args = ap.parse_args()
-    d, L, H = CONFIGS[args.config]
-    tokens = args.batch * args.seq
     rows = []
     def log(r):
         rows.append(r)
@@ -166,36 +202,15 @@ def main():
     if not args.skip_torch:
         if not args.skip_eager:
             log(guarded(False))
-        log(guarded(True))
+        if not args.skip_compile:
+            log(guarded(True))
         for recipe in args.torchao:
             log(guarded(True, recipe))
-    n = next((r["params"] for r in rows if "params" in r), None)
-    if n is None:
-        n = 2 * args.vocab * d + args.seq * d + L * (12 * d * d + 13 * d) + 2 * d
-    flops_per_token = 6 * n + 12 * L * d * args.seq
-    base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
-    ao = next((r for r in rows if r["name"].startswith("torchao-") and "median_ms" in r), None)
-    print(f"GPT {args.config} ({args.norm} norm): d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={args.batch} seq={args.seq} "
-          f"({args.steps} timed steps after {args.warmup}; PyTorch attention: {args.torch_attention})")
-    print(f"{'run':<24}{'ms/step':>10}{'tokens/s':>12}{'TFLOP/s':>10}{'peak GiB':>10}{'speed/(b)':>11}{'mem/(b)':>9}"
-          f"{'speed/ao':>10}{'mem/ao':>8}")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['name']:<24}  error: {r['error']}")
-            continue
-        r["tokens_per_s"] = tokens / r["median_ms"] * 1e3
-        r["tflops"] = flops_per_token * r["tokens_per_s"] / 1e12
-        sp = base["median_ms"] / r["median_ms"] if base else float("nan")
-        mem = r["peak_bytes"] / base["peak_bytes"] if base else float("nan")
-        r["speed_vs_compile"], r["mem_vs_compile"] = sp, mem
-        spa = ao["median_ms"] / r["median_ms"] if ao else float("nan")
-        mema = r["peak_bytes"] / ao["peak_bytes"] if ao else float("nan")
-        r["speed_vs_torchao"], r["mem_vs_torchao"] = spa, mema
-        print(f"{r['name']:<24}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12.0f}{r['tflops']:>10.1f}"
-              f"{r['peak_bytes'] / 2**30:>10.2f}{sp:>11.3f}{mem:>9.3f}{spa:>10.3f}{mema:>8.3f}")
+    n = report(rows, args.config, args.batch, args.seq, args.vocab,
+               f"{args.norm} norm; {args.steps} timed steps after {args.warmup}; PyTorch attention: {args.torch_attention}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": args.config, "norm": args.norm, "batch": args.batch, "seq": args.seq, "params": n,
+            json.dump({"config": args.config, "norm": args.norm, "batch": args.batch, "seq": args.seq, "vocab": args.vocab, "params": n,
                        "torch_attention": args.torch_attention, "rows": rows}, f,
                       indent=1)
 
