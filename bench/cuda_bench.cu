@@ -7,7 +7,9 @@
 // octet-cuda-bench copy BYTES      device-to-device copy (the HBM roofline)
 // octet-cuda-bench transpose ROWS COLS  byte transpose (an FP8 GEMM operand made K-contiguous)
 // octet-cuda-bench attention HEADS T D CAUSAL
-//                                  octet::Attention forward and backward, TF32 and BF16 operands;
+//                                  octet::Attention forward and backward: Attention.cu's TF32 and BF16
+//                                  kernels, cuDNN's fused SDPA with and without the float32 <-> BF16
+//                                  conversions around it;
 //                                  model TFLOP/s count 4 T^2 D per head forward and 2.5x that
 //                                  backward (the five products of flash attention), halved when causal
 // Prints one JSON object per measurement: the median over 50 CUDA-event pairs of
@@ -16,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "../runtime/cuda/CudnnAttention.h"
 #include "../runtime/cuda/DeviceKernels.h"
 
 #include <cuda_bf16.h>
@@ -192,6 +195,12 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc(&lse, rows * 4));
     CHECK(cudaMalloc(&delta, rows * 4));
     double fwdFlops = 4.0 * double(heads) * double(T) * double(T) * double(D) * (causal ? 0.5 : 1.0);
+    auto report = [&](const char *what, double fwd, double bwd) {
+      std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"heads\": %lld, \"T\": %lld, \"D\": %lld, "
+                  "\"causal\": %s, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n",
+                  what, (long long)heads, (long long)T, (long long)D, causal ? "true" : "false", fwd, bwd,
+                  fwdFlops / fwd / 1e9, 2.5 * fwdFlops / bwd / 1e9);
+    };
     for (auto precision : {cuda::dev::AttnPrecision::TF32, cuda::dev::AttnPrecision::BF16}) {
       cuda::dev::AttnArgs a;
       a.q = buf[0], a.k = buf[1], a.v = buf[2], a.y = buf[3], a.lse = lse;
@@ -213,11 +222,39 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
         return 1;
       }
-      std::printf("{\"kernel\": \"attention\", \"precision\": \"%s\", \"heads\": %lld, \"T\": %lld, \"D\": %lld, "
-                  "\"causal\": %s, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n",
-                  precision == cuda::dev::AttnPrecision::BF16 ? "bf16" : "tf32", (long long)heads, (long long)T,
-                  (long long)D, causal ? "true" : "false", fwd, bwd, fwdFlops / fwd / 1e9, 2.5 * fwdFlops / bwd / 1e9);
+      report(precision == cuda::dev::AttnPrecision::BF16 ? "bf16" : "tf32", fwd, bwd);
     }
+    // cuDNN's fused SDPA (BF16), with the float32 <-> BF16 conversions the executor runs around it
+    // and without them (the graphs alone, on BF16 operands as PyTorch's SDPA gets them).
+    cuda::dev::AttnArgs a;
+    a.q = buf[0], a.k = buf[1], a.v = buf[2], a.y = buf[3], a.lse = lse;
+    a.batch = heads, a.tq = a.tk = int(T), a.d = int(D), a.scale = 1.0f / std::sqrt(float(D)), a.causal = causal;
+    a.precision = cuda::dev::AttnPrecision::BF16;
+    a.yIn = buf[3], a.lseIn = lse, a.dy = buf[4], a.dq = buf[5], a.dk = buf[6], a.dv = buf[7];
+    std::string why;
+    auto fwdGraph = cuda::dev::CudnnAttention::build(a, false, why);
+    auto bwdGraph = fwdGraph ? cuda::dev::CudnnAttention::build(a, true, why) : nullptr;
+    if (!bwdGraph) {
+      std::fprintf(stderr, "octet-cuda-bench: no cuDNN attention: %s\n", why.c_str());
+      return 0;
+    }
+    CHECK(cudaMalloc(&a.work, std::max(fwdGraph->workspaceBytes(), bwdGraph->workspaceBytes())));
+    std::string err;
+    auto time = [&](const cuda::dev::CudnnAttention &g, bool whole) {
+      return medianMs([&](int) {
+        if (std::string e = whole ? g.run(a) : g.execute(a); !e.empty() && err.empty())
+          err = e;
+      });
+    };
+    CHECK(cudaMemset(a.work, 0, bwdGraph->workspaceBytes())); // the BF16 copies execute() reads
+    double fwd = time(*fwdGraph, true), bwd = time(*bwdGraph, true);
+    double fwdOnly = time(*fwdGraph, false), bwdOnly = time(*bwdGraph, false);
+    if (!err.empty()) {
+      std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
+      return 1;
+    }
+    report("cudnn bf16 + conversions", fwd, bwd);
+    report("cudnn bf16", fwdOnly, bwdOnly);
     return 0;
   }
   if (what == "transpose" && argc == 4) {

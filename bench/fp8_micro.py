@@ -6,9 +6,9 @@
 - cast+amax: octet-cuda-bench against eager PyTorch (x.abs().max() and (x / s).to(float8)) on a
   16384 x 4096 tensor, and against the device-to-device copy roofline; "+T" rows also write the
   transposed copy (cast-transpose; eager PyTorch: .t().contiguous() of the codes).
-- attention (the 1.3B GPT's shape: 16 heads, T 2048, d 128, causal): octet-cuda-bench's TF32 and
-  BF16 kernels against torch's scaled_dot_product_attention in BF16 (flash attention), forward
-  and forward+backward.
+- attention (the 1.3B GPT's shape: 16 heads, T 2048, d 128, causal, at batch 1 and 8): octet-cuda-bench's
+  TF32 and BF16 kernels and cuDNN's fused SDPA (with and without the float32 conversions) against
+  torch's scaled_dot_product_attention in BF16 (flash attention), forward and forward+backward.
 Medians of 50 CUDA-event-timed runs after warm-up, inputs rotated over 4 buffers; PyTorch's
 runs and Octet's time 20 back-to-back calls per event pair (so per-call dispatch does not
 count).
@@ -82,18 +82,22 @@ def main():
                                  "octet_GBps": o["GBps"], "copy_GBps": copy["GBps"],
                                  "fraction_of_copy": o["GBps"] / copy["GBps"], "speedup_vs_eager": t / o["ms"],
                                  "roofline_ms": nbytes / copy["GBps"] / 1e6})
-    H, T, D = 16, 2048, 128
-    q, k, v = (torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    dy = torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16)
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    fwd = median_ms(lambda i: sdpa(q, k, v, is_causal=True), inner=5)
-    both = median_ms(lambda i: torch.autograd.grad(sdpa(q, k, v, is_causal=True), (q, k, v), dy), inner=5)
-    flops = 4.0 * H * T * T * D * 0.5
-    rows["attention"] = [{"impl": "torch sdpa bf16", "fwd_ms": fwd, "bwd_ms": both - fwd,
-                          "fwd_tflops": flops / fwd / 1e9, "bwd_tflops": 2.5 * flops / (both - fwd) / 1e9}]
-    for o in ours(a.bench, "attention", H, T, D, 1):
-        rows["attention"].append({"impl": "octet " + o["precision"], "fwd_ms": o["fwd_ms"], "bwd_ms": o["bwd_ms"],
-                                  "fwd_tflops": o["fwd_tflops"], "bwd_tflops": o["bwd_tflops"]})
+    T, D = 2048, 128
+    rows["attention"] = []
+    for B in (1, 8):
+        H = 16 * B  # batch x 16 heads of the 1.3B GPT
+        q, k, v = (torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        dy = torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        fwd = median_ms(lambda i: sdpa(q, k, v, is_causal=True), inner=5)
+        both = median_ms(lambda i: torch.autograd.grad(sdpa(q, k, v, is_causal=True), (q, k, v), dy), inner=5)
+        flops = 4.0 * H * T * T * D * 0.5
+        rows["attention"].append({"heads": H, "impl": "torch sdpa bf16", "fwd_ms": fwd, "bwd_ms": both - fwd,
+                                  "fwd_tflops": flops / fwd / 1e9, "bwd_tflops": 2.5 * flops / (both - fwd) / 1e9})
+        del q, k, v, dy
+        for o in ours(a.bench, "attention", H, T, D, 1):
+            rows["attention"].append({"heads": H, "impl": "octet " + o["precision"], "fwd_ms": o["fwd_ms"],
+                                      "bwd_ms": o["bwd_ms"], "fwd_tflops": o["fwd_tflops"], "bwd_tflops": o["bwd_tflops"]})
     print(f"device: {rows['device']}, torch {rows['torch']}; d2d copy {copy['GBps']:.0f} GB/s (read+write)")
     print("FP8 GEMM (E4M3, fast accum, BF16 out)     octet ms  torch._scaled_mm ms  octet TFLOP/s  ratio")
     for g in rows["gemm"]:
@@ -103,11 +107,11 @@ def main():
     for c in rows["cast"]:
         print(f"  {c['input']:5}                            {c['octet_ms']:8.4f}  {c['torch_eager_ms']:8.4f}  "
               f"{c['octet_GBps']:10.0f}  {c['fraction_of_copy']:7.2f}  {c['speedup_vs_eager']:8.2f}x  {c['roofline_ms']:.4f}")
-    print(f"attention {H} heads x {T} x {D}, causal    fwd ms  bwd ms  fwd TFLOP/s  bwd TFLOP/s  fwd+bwd vs torch")
-    ref = rows["attention"][0]["fwd_ms"] + rows["attention"][0]["bwd_ms"]
+    print(f"attention heads x {T} x {D}, causal          fwd ms  bwd ms  fwd TFLOP/s  bwd TFLOP/s  fwd+bwd vs torch")
     for r in rows["attention"]:
-        print(f"  {r['impl']:<28} {r['fwd_ms']:9.3f} {r['bwd_ms']:7.3f} {r['fwd_tflops']:12.0f} {r['bwd_tflops']:12.0f}"
-              f"  {ref / (r['fwd_ms'] + r['bwd_ms']):.3f}")
+        ref = next(x for x in rows["attention"] if x["heads"] == r["heads"] and x["impl"] == "torch sdpa bf16")
+        print(f"  {r['heads']:>4} {r['impl']:<30} {r['fwd_ms']:9.3f} {r['bwd_ms']:7.3f} {r['fwd_tflops']:12.0f}"
+              f" {r['bwd_tflops']:12.0f}  {(ref['fwd_ms'] + ref['bwd_ms']) / (r['fwd_ms'] + r['bwd_ms']):.3f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -196,6 +196,29 @@ std::string CudnnAttention::run(const AttnArgs &a) const {
   }
   if (std::string e = toBf16(in, a.stream); !e.empty())
     return "cuDNN attention: " + e;
+  if (std::string e = execute(a); !e.empty())
+    return e;
+  Bf16Unpack out;
+  auto unpack = [&](int slot, float *dst, int64_t n) {
+    int j = out.count++;
+    out.src[j] = bf16(slot), out.dst[j] = dst, out.n[j] = n;
+  };
+  if (!m.backward) {
+    unpack(3, a.y, m.qElems);
+  } else {
+    unpack(5, a.dq, m.qElems);
+    unpack(6, a.dk, m.kElems);
+    unpack(7, a.dv, m.kElems);
+  }
+  if (std::string e = fromBf16(out, a.stream); !e.empty())
+    return "cuDNN attention: " + e;
+  return "";
+}
+
+std::string CudnnAttention::execute(const AttnArgs &a) const {
+  const Impl &m = *impl_;
+  char *w = static_cast<char *>(a.work);
+  auto bf16 = [&](int i) { return static_cast<void *>(w + m.off[i]); };
   std::unordered_map<int64_t, void *> vars = {{kQ, bf16(0)}, {kK, bf16(1)}, {kV, bf16(2)}, {kO, bf16(3)}};
   if (!m.backward) {
     vars[kStats] = a.lse ? static_cast<void *>(a.lse) : static_cast<void *>(w + m.statsOff);
@@ -209,20 +232,6 @@ std::string CudnnAttention::run(const AttnArgs &a) const {
   fe::error_t e = m.graph->execute(lib.handle, vars, w + m.workOff);
   if (!e.is_good())
     return std::string("cuDNN attention") + (m.backward ? " gradient: " : ": ") + e.get_message();
-  Bf16Unpack out;
-  auto unpack = [&](int slot, float *dst, int64_t n) {
-    int j = out.count++;
-    out.src[j] = bf16(slot), out.dst[j] = dst, out.n[j] = n;
-  };
-  if (!m.backward) {
-    unpack(3, a.y, m.qElems);
-  } else {
-    unpack(5, a.dq, m.qElems);
-    unpack(6, a.dk, m.kElems);
-    unpack(7, a.dv, m.kElems);
-  }
-  if (std::string e2 = fromBf16(out, a.stream); !e2.empty())
-    return "cuDNN attention: " + e2;
   return "";
 }
 
@@ -246,6 +255,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &, bool, st
   return nullptr;
 }
 std::string CudnnAttention::run(const AttnArgs &) const { return "cuDNN attention: not built"; }
+std::string CudnnAttention::execute(const AttnArgs &) const { return "cuDNN attention: not built"; }
 size_t CudnnAttention::workspaceBytes() const { return 0; }
 bool cudnnAvailable(std::string *why) {
   if (why)

@@ -36,6 +36,9 @@ public:
   /// bias) and writes y and lse (lse may be null); backward reads q, k, v, yIn, lseIn, dy and writes
   /// dq, dk, dv.
   std::string run(const AttnArgs &a) const;
+  /// run()'s cuDNN graph alone, on the BF16 copies run() leaves in the workspace (a benchmark's view
+  /// of the fused kernels without the float32 conversions around them).
+  std::string execute(const AttnArgs &a) const;
 
 private:
   struct Impl;
