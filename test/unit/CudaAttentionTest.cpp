@@ -36,6 +36,26 @@ using namespace octet::rt::cudatest;
 namespace {
 namespace dev = octet::rt::cuda::dev;
 
+/// The CPU reference's octet::Attention and AttentionGrad of q, k, v (and dy from the reference's own
+/// Y and LSE): {Y, LSE, dQ, dK, dV}. heads > 0: [batch, t, heads * d] operands (q_num_heads).
+std::vector<TensorPtr> cpuAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dy, float scale,
+                                    bool causal, int64_t heads) {
+  std::map<std::string, Attr> attrs;
+  attrs["scale"].kind = Attr::Float;
+  attrs["scale"].f = scale;
+  attrs["is_causal"].kind = Attr::Int;
+  attrs["is_causal"].i = causal;
+  if (heads)
+    for (const char *n : {"q_num_heads", "kv_num_heads"}) {
+      attrs[n].kind = Attr::Int;
+      attrs[n].i = heads;
+    }
+  std::vector<TensorPtr> out = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
+  std::vector<TensorPtr> grads = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *out[0], *out[1], dy}, 3);
+  out.insert(out.end(), grads.begin(), grads.end());
+  return out;
+}
+
 /// A projection read only by BF16 attention with the heads in place (Q, K and V of one Reshape of
 /// an fp8.gemm with an FP32 bias, forward and gradient): the GEMM runs without the bias and both
 /// attention ops add it as they convert their operands, bit for bit what the epilogue gives.
@@ -119,18 +139,8 @@ TEST(CudaKernels, AttentionMatchesTheCpu) {
              k = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f), v = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f),
              dy = randomTensor({cs.batch, cs.tq, width}, rng, 1e-3f);
       float scale = 1.0f / std::sqrt(float(cs.d));
-      std::map<std::string, Attr> attrs;
-      attrs["scale"].kind = Attr::Float;
-      attrs["scale"].f = scale;
-      attrs["is_causal"].kind = Attr::Int;
-      attrs["is_causal"].i = cs.causal;
-      if (cs.heads)
-        for (const char *n : {"q_num_heads", "kv_num_heads"}) {
-          attrs[n].kind = Attr::Int;
-          attrs[n].i = cs.heads;
-        }
-      std::vector<TensorPtr> fwd = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
-      std::vector<TensorPtr> bwd = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *fwd[0], *fwd[1], dy}, 3);
+      std::vector<TensorPtr> ref = cpuAttention(q, k, v, dy, scale, cs.causal, cs.heads);
+      std::vector<TensorPtr> fwd(ref.begin(), ref.begin() + 2), bwd(ref.begin() + 2, ref.end());
 
       size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * std::max<int64_t>(cs.heads, 1) * cs.tq);
       DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), dyOut(nq), dlse(rows), dgq(nq), dgk(nk), dgv(nk),
@@ -383,18 +393,8 @@ TEST(CudaKernels, CudnnAttentionMatchesTheCpu) {
         for (int64_t i = 0; i < t->numel(); ++i)
           t->data<float>()[i] += b->data<float>()[i % width];
     float scale = 1.0f / std::sqrt(float(cs.d));
-    std::map<std::string, Attr> attrs;
-    attrs["scale"].kind = Attr::Float;
-    attrs["scale"].f = scale;
-    attrs["is_causal"].kind = Attr::Int;
-    attrs["is_causal"].i = cs.causal;
-    if (cs.heads)
-      for (const char *nm : {"q_num_heads", "kv_num_heads"}) {
-        attrs[nm].kind = Attr::Int;
-        attrs[nm].i = cs.heads;
-      }
-    std::vector<TensorPtr> fwd = runCpuKernel("octet::Attention", attrs, {qb, kb, vb}, 2);
-    std::vector<TensorPtr> bwd = runCpuKernel("octet::AttentionGrad", attrs, {qb, kb, vb, *fwd[0], *fwd[1], dy}, 3);
+    std::vector<TensorPtr> ref = cpuAttention(qb, kb, vb, dy, scale, cs.causal, cs.heads);
+    std::vector<TensorPtr> fwd(ref.begin(), ref.begin() + 2), bwd(ref.begin() + 2, ref.end());
 
     size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * std::max<int64_t>(cs.heads, 1) * cs.tq);
     DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), y(nq), lse(rows), gq(nq), gk(nk), gv(nk), yIn(nq), lseIn(rows),
