@@ -1,0 +1,372 @@
+//===- CudaFusionTest.cpp - The CUDA executor's cast and Pointwise fusions ===//
+//
+// The load-time fusions that change how FP8 casts and Pointwise programs run: the casts of one tensor
+// in one pass that computes it (LayerNorm, GELU, a Pointwise program or chain), Pointwise chains with
+// results kept in registers; each bit for bit the unfused runner and within the CPU's tolerance.
+// Every test skips where no GPU with FP8 tensor cores is present.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/runtime/Cuda.h"
+#include "octet/runtime/CudaExecutor.h"
+#include "octet/runtime/Executor.h"
+#include "octet/runtime/Fp8.h"
+#include "octet/runtime/Plan.h"
+#include "octet/runtime/Pointwise.h"
+#include "octet/runtime/Tensor.h"
+#include "CudaTestUtil.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace octet::rt;
+using namespace octet::rt::cudatest;
+
+namespace {
+
+/// FP8 codes of two tensors of one shape that are more than one step apart (one step either way of
+/// zero counts as one).
+int codesApart(const Tensor &got, const Tensor &want) {
+  int far = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    int a = got.data<uint8_t>()[i], b = want.data<uint8_t>()[i];
+    far += (a & 0x80) != (b & 0x80) ? (a & 0x7f) + (b & 0x7f) > 1 : std::abs(a - b) > 1;
+  }
+  return far;
+}
+
+/// `plan` on the CPU and on two CUDA runners, castSources on and off (expectSameAsUnfused): the
+/// fused runner gives the unfused runner's bytes, float outputs within floatTol of the CPU's and,
+/// with compareCodes, the CPU's FP8 codes. Returns the runners (fused, then apart) for their
+/// fusion counts.
+std::pair<std::unique_ptr<Runner>, std::unique_ptr<Runner>>
+expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &feed, double floatTol = 1e-5,
+                      bool compareCodes = true) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  cuda::CudaOptions on, off;
+  on.castSources = true;
+  off.castSources = false;
+  auto fused = cuda::makeCudaRunner(plan, on), apart = cuda::makeCudaRunner(plan, off);
+  expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &n) {
+    if (got.dtype == DType::F32) {
+      EXPECT_LE(maxRelError(got, want), floatTol) << n;
+    } else if (compareCodes) {
+      EXPECT_EQ(codesApart(got, want), 0) << n;
+    }
+  });
+  return {std::move(fused), std::move(apart)};
+}
+
+/// The FP8 casts of one tensor in one pass that also computes the tensor (CudaOptions::castSources):
+///   layernorm  LayerNormalization -> Reshape (a view) -> three casts of the view with their own scales
+///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
+///   gelu-bias  fp8.gemm with an FP32 bias -> Gelu (tanh) -> cast: foldGemmBias gives the GELU the bias,
+///              and the cast adds it, writes the sum back (the GEMM's result is a plan output, as the
+///              GELU's gradient reads it) and takes GELU of it;
+///   gelu       Gelu (erf) of an input -> cast;
+///   shared     two casts of one input in a row (no producer);
+///   kept       the LayerNorm's output is also a plan output: the casts share a read but the
+///              LayerNorm still writes it.
+/// Every output is the same bits with the fusion on and off (graphs included); against the CPU,
+/// float outputs are within 1e-5 (1e-2 after the FP8 GEMM) and FP8 codes within one code (not
+/// after the GEMM); the runner reports the fusions it made.
+TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const int64_t M = 256, N = 384;
+  for (std::string what : {"layernorm", "gelu-bias", "gelu", "shared", "kept"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    std::map<std::string, TensorPtr> feed;
+    auto input = [&](const std::string &name, Shape sh, float sd) {
+      int id = addValue(plan, name, sh);
+      plan.inputs.push_back(id);
+      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
+      return id;
+    };
+    auto op = [&](const std::string &type, std::vector<int> in, std::vector<int> out) -> PlanOp & {
+      return addOp(plan, type, type + std::to_string(plan.ops.size()), std::move(in), std::move(out));
+    };
+    auto constant = [&](const std::string &name, float v) { return addScalar(plan, name, v); };
+    int source = -1; // the value the casts read
+    std::string expect;
+    if (what == "layernorm" || what == "kept") {
+      int x = input("x", {2, M / 2, N}, 2.0f), g = input("gamma", {N}, 1.0f), b = input("beta", {N}, 0.5f);
+      int y = addValue(plan, "y", {2, M / 2, N}), shape = addValue(plan, "shape", {2});
+      auto st = std::make_shared<Tensor>(DType::I64, Shape{2});
+      st->data<int64_t>()[0] = M, st->data<int64_t>()[1] = N;
+      plan.values[size_t(shape)].dtype = DType::I64;
+      plan.constants[shape] = st;
+      plan.constantKinds[shape] = ConstantKind::Const;
+      op("LayerNormalization", {x, g, b}, {y}).attrs["epsilon"].f = 1e-5;
+      plan.ops.back().attrs["epsilon"].kind = Attr::Float;
+      source = addValue(plan, "y2d", {M, N});
+      op("Reshape", {y, shape}, {source});
+      plan.arenaBytes = M * N * 4; // the Reshape is a view, as the plan writer places it
+      plan.arenaAlignment = 256;
+      plan.buffers = {{y, 0, M * N * 4}, {source, 0, M * N * 4}};
+      plan.views = {{source, y}};
+      if (what == "kept")
+        plan.outputs.push_back(y);
+      expect = what == "kept" ? "casts share a read" : "cast computes LayerNorm";
+    } else if (what == "gelu-bias") {
+      BiasedGemm gm = addBiasedGemm(plan, M, 128, N, {1, M, N}, 0.05f, 0.02f);
+      plan.ops.push_back(gm.gemm);
+      std::uniform_int_distribution<int> code(0, 0x77);
+      for (int id : {gm.a, gm.b}) {
+        auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
+        for (int64_t i = 0; i < t->numel(); ++i)
+          t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
+        feed[plan.values[size_t(id)].name] = t;
+        plan.inputs.push_back(id);
+      }
+      feed["bias"] = std::make_shared<Tensor>(randomTensor({N}, rng, 0.5f));
+      plan.inputs.push_back(gm.bias);
+      source = addValue(plan, "g", {M, N});
+      PlanOp &gelu = op("Gelu", {gm.y}, {source});
+      gelu.attrs["approximate"].kind = Attr::String;
+      gelu.attrs["approximate"].s = "tanh";
+      plan.outputs.push_back(gm.y);
+      expect = "cast computes GELU";
+    } else if (what == "gelu") {
+      int f = input("f", {M, N}, 2.0f);
+      source = addValue(plan, "g", {M, N});
+      op("Gelu", {f}, {source});
+      expect = "cast computes GELU";
+    } else {
+      source = input("x", {M, N}, 3.0f);
+      expect = "casts share a read";
+    }
+    const int casts = what == "layernorm" || what == "kept" ? 3 : what == "shared" ? 2 : 1;
+    for (int c = 0; c < casts; ++c) {
+      std::string n = std::to_string(c);
+      int si = constant("si" + n, 0.004f * float(c + 1));
+      int q = addValue(plan, "q" + n, {M, N}), a = addValue(plan, "amax" + n, {}), qt = addValue(plan, "qt" + n, {N, M});
+      plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = c == 2 ? DType::F8E5M2 : DType::F8E4M3FN;
+      op("fp8.cast_amax", {source, si}, {q, a, qt});
+      plan.outputs.insert(plan.outputs.end(), {q, a, qt});
+    }
+    // The GEMM's tensor-core sums differ from the CPU's; otherwise its LayerNorm and GELU round alike.
+    bool fromGemm = what == "gelu-bias";
+    auto [fused, apart] = expectCastFusionExact(plan, feed, fromGemm ? 1e-2 : 1e-5, !fromGemm);
+    auto made = cuda::fusions(*fused);
+    EXPECT_EQ(made[expect], 1);
+    EXPECT_EQ(made["casts in fused passes"], casts);
+    EXPECT_TRUE(cuda::fusions(*apart).empty());
+  }
+}
+
+/// AdamW's three Pointwise programs (first moment, second moment, then the parameter from both),
+/// each state updated in place, for three parameters in a row as the optimizer writes them: the
+/// executor runs the nine programs as one generated kernel (fusePointwiseChains; small tensors
+/// chain up to 12). Against the CPU bit for bit over four steps (eager, captured, replayed), and
+/// equal to the same plan with the option off (OCTET_CUDA_CHAINS=0).
+TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const Shape sh{64, 96};
+  Plan plan;
+  auto value = [&](const std::string &name, Shape s) { return addValue(plan, name, std::move(s)); };
+  auto state = [&](const std::string &name, float scale) {
+    int id = value(name, sh);
+    plan.constants[id] = std::make_shared<Tensor>(randomTensor(sh, rng, scale));
+    plan.constantKinds[id] = ConstantKind::State;
+    return id;
+  };
+  auto scalar = [&](const std::string &name, float v) {
+    int id = value(name, {});
+    auto t = std::make_shared<Tensor>(DType::F32, Shape{});
+    t->data<float>()[0] = v;
+    plan.constants[id] = t;
+    plan.constantKinds[id] = ConstantKind::Const;
+    return id;
+  };
+  int g = value("g", sh);
+  int b1 = scalar("b1", 0.9f), c1 = scalar("c1", 0.1f), b2 = scalar("b2", 0.95f), c2 = scalar("c2", 0.05f);
+  int eps = scalar("eps", 1e-8f), lr = scalar("lr", 1e-3f);
+  plan.inputs = {g};
+  // Three parameters of 6144 elements, one after another as the optimizer writes them: nine
+  // programs over a small size, which run as one generated kernel (up to 12 for sizes <= 65536).
+  for (int p = 0; p < 3; ++p) {
+    std::string k = std::to_string(p);
+    int m = state("m" + k, 0.01f), v = state("v" + k, 0.0f), w = state("w" + k, 0.1f);
+    for (int64_t i = 0; i < numElements(sh); ++i) // v >= 0
+      plan.constants[v]->data<float>()[i] = std::fabs(randomTensor({1}, rng, 1e-4f).data<float>()[0]);
+    int m2 = value("m" + k + ".next", sh), v2 = value("v" + k + ".next", sh), w2 = value("w" + k + ".next", sh);
+    // m' = m b1 + g c1; v' = v b2 + g g c2; w' = w - lr m' / (sqrt(v') + eps).
+    addPointwise(plan, {m, b1, g, c1}, m2, {"Mul", "Mul", "Add"}, {0, 1, -1, 2, 3, -1, 4, 5, -1});
+    addPointwise(plan, {v, b2, g, c2}, v2, {"Mul", "Mul", "Mul", "Add"}, {0, 1, -1, 2, 2, -1, 5, 3, -1, 4, 6, -1});
+    addPointwise(plan, {w, lr, m2, v2, eps}, w2, {"Sqrt", "Add", "Div", "Mul", "Sub"},
+                 {3, -1, -1, 5, 4, -1, 2, 6, -1, 7, 1, -1, 0, 8, -1});
+    plan.outputs.insert(plan.outputs.end(), {m2, v2, w2});
+    plan.stateUpdates.insert(plan.stateUpdates.end(), {{m, m2}, {v, v2}, {w, w2}});
+    plan.inPlace.insert({m2, v2, w2});
+  }
+  auto feed = std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f));
+  Executor cpu(plan);
+  cuda::CudaOptions off;
+  off.chains = false;
+  auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+  for (int step = 0; step < 4; ++step) {
+    cpu.run({{"g", feed}}, true);
+    gpu->run({{"g", feed}}, true);
+    plain->run({{"g", feed}}, true);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id), alone = plain->value(id);
+      ASSERT_TRUE(want && got && alone) << plan.values[size_t(id)].name;
+      EXPECT_EQ(got->bytes, want->bytes) << plan.values[size_t(id)].name << " step " << step;
+      EXPECT_EQ(got->bytes, alone->bytes) << plan.values[size_t(id)].name << " step " << step;
+    }
+  }
+}
+
+/// A chain's intermediate result that only later programs of the chain read is not written (the
+/// GELU gradient's tanh): t = tanh(0.5 x), then y = dy t + t t, over [256, 512]. The outputs are
+/// the unchained runner's bits, and cuda::fusions() counts the result kept in registers; when t is
+/// also a plan output, or another op reads it, it is written.
+TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  const Shape sh{256, 512};
+  for (int use : {0, 1, 2}) { // t read only by y; t also a plan output; t also read by a ReduceSum
+    SCOPED_TRACE("use " + std::to_string(use));
+    Plan plan;
+    int x = addValue(plan, "x", sh), dy = addValue(plan, "dy", sh), half = addValue(plan, "half", {});
+    int t = addValue(plan, "t", sh), y = addValue(plan, "y", sh), sum = addValue(plan, "sum", {});
+    auto c = std::make_shared<Tensor>(DType::F32, Shape{});
+    c->data<float>()[0] = 0.5f;
+    plan.constants[half] = c;
+    plan.constantKinds[half] = ConstantKind::Const;
+    // Operands: the inputs, then one result per instruction.
+    addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+    addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    plan.inputs = {x, dy};
+    plan.outputs = {y};
+    if (use == 1)
+      plan.outputs.push_back(t);
+    if (use == 2) {
+      addReduceSum(plan, t, sum, {});
+      plan.outputs.push_back(sum);
+    }
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(randomTensor(sh, rng, 2.0f))},
+                                             {"dy", std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f))}};
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions off;
+    off.chains = false;
+    auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+    EXPECT_EQ(fusionCount(*gpu, "chain results kept in registers"), use == 0 ? 1 : 0);
+    // Bit for bit against the unchained runner; within --check-against-cpu's 1e-5 of the CPU (the
+    // device's tanhf is not glibc's).
+    expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
+      EXPECT_LE(maxRelError(got, want), 1e-5) << n;
+    });
+  }
+}
+
+/// A Pointwise program, or a chain of them, whose result only an FP8 cast-transpose reads runs as
+/// one generated kernel with the cast (the GELU gradient and the E5M2 cast of c_fc's dY): t =
+/// tanh(0.5 x) and y = dy t + t t over [256, 512], cast to E5M2 with the transposed copy and, in
+/// the first case, the column sum of y (a bias gradient) in the same pass. Cases: the chain with the
+/// sum; y alone (one program) without it; the chain with y also a plan output (not fused). Codes,
+/// amax and sums are the unfused runner's bits (OCTET_CUDA_CAST_SOURCES=0) on every run, eager and
+/// as graphs, and within one FP8 step of the CPU (the device's tanhf is not glibc's).
+TEST(CudaExecutor, CastComputesThePointwiseProgram) {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const int64_t M = 256, N = 512;
+  for (std::string what : {"chain-sum", "single", "kept"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    int x = addValue(plan, "x", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addScalar(plan, "half", 0.5f);
+    int t = addValue(plan, "t", {M, N}), y = addValue(plan, "y", {M, N}), si = addScalar(plan, "si", 0.002f);
+    int q = addValue(plan, "q", {M, N}), amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {N, M});
+    int sum = addValue(plan, "sum", {N});
+    plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
+    if (what == "single") {
+      plan.inputs = {t, dy};
+      addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    } else {
+      plan.inputs = {x, dy};
+      addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+      addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    }
+    addOp(plan, "fp8.cast_amax", "cast", {y, si}, {q, amax, qt});
+    plan.outputs = {q, amax, qt};
+    if (what == "chain-sum") {
+      addReduceSum(plan, y, sum, {0}); // a bias gradient
+      plan.outputs.push_back(sum);
+    }
+    if (what == "kept")
+      plan.outputs.push_back(y);
+    std::map<std::string, TensorPtr> feed = {{"dy", std::make_shared<Tensor>(randomTensor({M, N}, rng, 1.0f))}};
+    feed[what == "single" ? "t" : "x"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, 2.0f));
+    auto [fused, apart] = expectCastFusionExact(plan, feed);
+    EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), what == "kept" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
+  }
+}
+
+/// An RMSNorm's output, x * 1/rms * gamma over [B, S, N], read only by the Q, K and V projections'
+/// three cast-transposes (E4M3, each its own scale): one generated kernel computes it and writes the
+/// three casts' codes, transposed codes and amaxes, the same bits as the unfused runner and the
+/// CPU's codes. Not when the output is also a plan output. "gamma-mul": the normalized tensor is
+/// kept (the gamma gradient reads it) and an ONNX Mul by gamma feeds the casts (what the compiler
+/// writes for an RMSNorm with a weight gradient): the Mul runs as a one-instruction program,
+/// chained to the normalization, and the casts compute it.
+TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const int64_t B = 2, S = 192, N = 256, rows = B * S;
+  for (std::string what : {"program", "kept", "gamma-mul"}) {
+    SCOPED_TRACE(what);
+    bool kept = what == "kept";
+    Plan plan;
+    int x = addValue(plan, "x", {B, S, N}), r = addValue(plan, "rinv", {B, S, 1}), g = addValue(plan, "gamma", {N});
+    int y = addValue(plan, "y", {B, S, N}), normed = addValue(plan, "normed", {B, S, N});
+    plan.inputs = {x, r};
+    auto gamma = std::make_shared<Tensor>(randomTensor({N}, rng, 1.0f));
+    plan.constants[g] = gamma;
+    plan.constantKinds[g] = ConstantKind::Param;
+    plan.outputs.clear();
+    if (what == "gamma-mul") {
+      addPointwise(plan, {x, r}, normed, {"Mul", "Abs"}, {0, 1, -1, 2, -1, -1});
+      addOp(plan, "Mul", "scale", {g, normed}, {y});
+      plan.outputs.push_back(normed);
+    } else {
+      addPointwise(plan, {x, r, g}, y, {"Mul", "Mul"}, {0, 1, -1, 3, 2, -1});
+    }
+    for (int t = 0; t < 3; ++t) {
+      std::string n = std::string(1, "qkv"[t]);
+      int si = addScalar(plan, n + "_si", 0.004f * float(t + 1)), q = addValue(plan, n + "_q", {B, S, N});
+      int amax = addValue(plan, n + "_amax", {}), qt = addValue(plan, n + "_qt", {N, rows});
+      plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+      addOp(plan, "fp8.cast_amax", n + "_cast", {y, si}, {q, amax, qt});
+      plan.outputs.insert(plan.outputs.end(), {q, amax, qt});
+    }
+    if (kept)
+      plan.outputs.push_back(y);
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(randomTensor({B, S, N}, rng, 1.0f))}};
+    Tensor rinv = randomTensor({B, S, 1}, rng, 1.0f);
+    for (int64_t i = 0; i < rinv.numel(); ++i)
+      rinv.data<float>()[i] = 0.5f + std::fabs(rinv.data<float>()[i]);
+    feed["rinv"] = std::make_shared<Tensor>(rinv);
+    auto [fused, apart] = expectCastFusionExact(plan, feed);
+    EXPECT_EQ(fusionCount(*fused, "casts share a read"), 1);
+    EXPECT_EQ(fusionCount(*fused, "grouped casts compute Pointwise"), kept ? 0 : 1);
+    EXPECT_EQ(fusionCount(*fused, "Pointwise chains"), what == "gamma-mul" ? 1 : 0);
+    EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
+  }
+}
+
+} // namespace
