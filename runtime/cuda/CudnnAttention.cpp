@@ -20,7 +20,6 @@
 
 #include <cuda_runtime.h>
 
-#include <mutex>
 
 #ifdef OCTET_HAVE_CUDNN_FRONTEND
 namespace cudnn_frontend {
