@@ -4,12 +4,10 @@
 #           200-step GPU training curves (te and te-max with three batch seeds) and the GPU's
 #           continuations of CPU te checkpoints (compared with the CPU's logs by
 #           scripts/compare_curves.py here)
-#   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b, d4096) at its default batch or BATCH:
-#           Octet te with its own attention kernels (OCTET_CUDA_CUDNN=0; OWN_ATTENTION=0 skips it), then PyTorch BF16 eager /
-#           torch.compile (SDPA), torchao float8 + compile ($TORCHAO, default tensorwise rowwise; the
-#           wheel carried in .whl) and Octet $RECIPES (default none te ao msamp:O2), then a GPU
-#           profile of Octet te (by op type, and by op type and shape); E2E_FLAGS go to e2e_gpt.py
-#           (--skip-eager); NORM=rms: the RMSNorm GPT (make_gpt_onnx.py --norm rms), Octet te
+#   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b, d4096) at its default batch: PyTorch
+#           BF16 eager / torch.compile (SDPA) and Octet none / te / ao / msamp:O2 in one process, then a
+#           GPU profile of Octet te (by op type, and by op type and shape); the peer comparison at any
+#           batch, torchao included, is bench/run_peers.sh; NORM=rms: the RMSNorm GPT (make_gpt_onnx.py --norm rms), Octet te
 #           with and without OCTET_CUDA_CAST_SOURCES against PyTorch BF16 with nn.RMSNorm
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
 #           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
@@ -27,6 +25,7 @@ part=$1
 d=${2:-.devlib}
 out=${OUT:-/tmp}
 . "$(dirname "$0")/gpu_env.sh"
+. "$(dirname "$0")/gpt_sizes.sh"
 for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
@@ -63,15 +62,7 @@ check)
   ;;
 e2e-*)
   s=${part#e2e-}
-  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; d4096) b=4; t=2048 ;;
-    *) echo "unknown size $s"; exit 2 ;; esac
-  stem=gpt-$s
-  if [ -n "${BATCH:-}" ] && [ "$BATCH" != "$b" ]; then b=$BATCH; stem=gpt-$s-b$b; fi
-  # torchao float8 (the peer) from the wheel carried in .whl (docs/BENCHMARKS.md says how to fetch it).
-  if ls .whl/torchao-*.whl > /dev/null 2>&1 && ! python3 -c "import torchao" 2> /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/torchao-*.whl &&
-      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-  fi
+  gpt_size "$s" || exit 2
   if [ "${NORM:-layer}" = rms ]; then # the RMSNorm GPT: te, and te without the casts computing their sources
     p="$d/bench/gpt-$s-rms-te.plan"
     OCTET_CUDA_CAST_SOURCES=0 python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" \
@@ -84,20 +75,12 @@ e2e-*)
     head -40 "$out/profile-$s-rms-te.txt"
     exit 0
   fi
-  p="$d/bench/$stem"
-  # Octet te with Attention.cu's kernels in place of cuDNN's (OCTET_CUDA_CUDNN=0), then the comparison.
-  [ "${OWN_ATTENTION:-1}" = 0 ] || OCTET_CUDA_CUDNN=0 python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" \
-    --fp8-run "$d/fp8-run" --skip-torch --plans te-own-attention="$p-te.plan" --json "$out/e2e-$stem-own.json" \
-    2>&1 | tee "$out/e2e-$stem-own.txt"
-  plans=()
-  for r in ${RECIPES:-none te ao msamp:O2}; do plans+=("$r=$p-${r/:/-}.plan"); done
-  # shellcheck disable=SC2086
   python3 bench/e2e_gpt.py --config "$s" --batch $b --seq $t --steps "${STEPS:-10}" --fp8-run "$d/fp8-run" \
-    --torchao ${TORCHAO-tensorwise rowwise} ${E2E_FLAGS:-} --plans "${plans[@]}" --json "$out/e2e-$stem.json" \
-    2>&1 | tee "$out/e2e-$stem.txt"
-  OCTET_CUDA_PROFILE=2 "$d/fp8-run" "$p-te.plan" --device cuda --init-params normal:0.02 \
-    --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$stem-te.txt"
-  head -60 "$out/profile-$stem-te.txt"
+    --plans none="$d/bench/gpt-$s-none.plan" te="$d/bench/gpt-$s-te.plan" ao="$d/bench/gpt-$s-ao.plan" \
+    msamp:O2="$d/bench/gpt-$s-msamp-O2.plan" --json "$out/e2e-$s.json" 2>&1 | tee "$out/e2e-$s.txt"
+  OCTET_CUDA_PROFILE=2 "$d/fp8-run" "$d/bench/gpt-$s-te.plan" --device cuda --init-params normal:0.02 \
+    --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$s-te.txt"
+  head -60 "$out/profile-$s-te.txt"
   ;;
 ablate-*)
   s=${part#ablate-}

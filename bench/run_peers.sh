@@ -5,22 +5,23 @@
 # Octet te. Plans come from scripts/pack_devlib.sh (SIZES with SIZE:BATCH), torchao from the wheel
 # carried in .whl. Rows land in $OUT/peers-STEM-*.json; bench/peers_table.py merges them.
 #   bash bench/run_peers.sh 1.3b 8            (RECIPES="te ao msamp:O2", TORCHAO="tensorwise",
-#                                              EAGER=1 adds PyTorch eager, PROFILE=0 skips the profile)
+#                                              EAGER=1 adds PyTorch eager, OWN_ATTENTION=1 te on
+#                                              Attention.cu's kernels, PROFILE=0 skips the profile)
 set -u
 s=$1
-b=$2
 d=${DEVLIB:-.devlib}
 out=${OUT:-/tmp}
 . "$(dirname "$0")/gpu_env.sh"
+. "$(dirname "$0")/gpt_sizes.sh"
 for f in "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
 if ls .whl/torchao-*.whl > /dev/null 2>&1 && ! python3 -c "import torchao" 2> /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/torchao-*.whl &&
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-case $s in 125m) db=8; t=1024 ;; 350m) db=4; t=1024 ;; 1.3b) db=1; t=2048 ;; d4096) db=4; t=2048 ;;
-  *) echo "unknown size $s"; exit 2 ;; esac
 stem=gpt-$s
-[ "$b" = "$db" ] || stem=gpt-$s-b$b
+gpt_size "$s" || exit 2
+[ "$b" = "$2" ] || stem=gpt-$s-b$2
+b=$2
 e2e=(python3 bench/e2e_gpt.py --config "$s" --batch "$b" --seq "$t" --steps "${STEPS:-10}" --fp8-run "$d/fp8-run")
 row() { # NAME LIMIT ARGS...: one e2e_gpt.py process
   local name=$1 limit=$2
@@ -31,6 +32,8 @@ row() { # NAME LIMIT ARGS...: one e2e_gpt.py process
 plans=()
 for r in ${RECIPES:-te ao msamp:O2}; do plans+=("$r=$d/bench/$stem-${r/:/-}.plan"); done
 row octet "${OCTET_LIMIT:-240}" --skip-torch --plans "${plans[@]}"
+# OWN_ATTENTION=1: te with Attention.cu's kernels in place of cuDNN's (OCTET_CUDA_CUDNN=0)
+[ "${OWN_ATTENTION:-0}" = 1 ] && OCTET_CUDA_CUDNN=0 row own-attention 120 --skip-torch --plans te-own-attention="$d/bench/$stem-te.plan"
 [ "${EAGER:-0}" = 1 ] && row eager 120 --skip-compile
 row compile "${COMPILE_LIMIT:-200}" --skip-eager
 for r in ${TORCHAO-tensorwise}; do row "torchao-$r" "${TORCHAO_LIMIT:-300}" --skip-eager --skip-compile --torchao "$r"; done

@@ -16,6 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 cd "$here"
+. bench/gpt_sizes.sh
 d=.devlib
 mkdir -p "$d/plans" "$d/bench" "$build/bench"
 ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet-cuda-tests octet-cuda-bench >/dev/null
@@ -68,8 +69,7 @@ gzip -f "$d/plans/gpt-small-rms-te.plan"
 # SIZE or SIZE:BATCH; a batch other than the size's default is part of the plans' names (gpt-1.3b-b8-te.plan).
 for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
   s=${spec%%:*}
-  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; d4096) b=4; t=2048 ;;
-    *) echo "unknown size $s" >&2; exit 2 ;; esac
+  gpt_size "$s" || exit 2
   stem=gpt-$s
   if [ "$spec" != "$s" ] && [ "${spec#*:}" != "$b" ]; then b=${spec#*:}; stem=gpt-$s-b$b; fi
   g="$build/bench/$stem.onnx"
@@ -98,7 +98,7 @@ esac
 # The same GPTs with RMSNorm in place of LayerNorm (make_gpt_onnx.py --norm rms, HF's LlamaRMSNorm ops)
 # for each size in $RMS_SIZES (default: 1.3b), te only (bench/run_gpu_e2e.sh e2e-S with NORM=rms).
 for s in ${RMS_SIZES-1.3b}; do
-  case $s in 125m) b=8; t=1024 ;; 350m) b=4; t=1024 ;; 1.3b) b=1; t=2048 ;; *) echo "unknown size $s" >&2; exit 2 ;; esac
+  gpt_size "$s" || exit 2
   g="$build/bench/gpt-$s-rms.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" --norm rms -o "$g"
   "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \

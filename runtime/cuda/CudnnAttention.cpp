@@ -93,9 +93,14 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
     why = lib.why;
     return nullptr;
   }
-  if (a.d % 8 || a.d > 256 || a.tq < 1 || a.tk < 1 || a.batch < 1 || (a.heads && a.batch % a.heads)) {
+  if (a.d % 8 || a.d > 256) {
     why = "cuDNN's fused attention needs head widths that are multiples of 8 up to 256 (this one: " +
           std::to_string(a.d) + ")";
+    return nullptr;
+  }
+  if (a.tq < 1 || a.tk < 1 || a.batch < 1 || (a.heads && a.batch % a.heads)) {
+    why = "empty attention, or " + std::to_string(a.batch) + " heads in all is not a multiple of " +
+          std::to_string(a.heads) + " heads";
     return nullptr;
   }
   auto impl = std::make_unique<Impl>();
