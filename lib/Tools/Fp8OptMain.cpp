@@ -218,6 +218,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "after its amax)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<std::string> activationPrecision(
+      "activation-precision",
+      cl::desc("Plans: storage of activations, bf16 (each op computes in float32 and rounds the BF16 values it "
+               "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
+               "(octet-assign-precision; default f32)"),
+      cl::init("f32"), cl::cat(recipeCat));
+
   static cl::opt<bool> inPlaceUpdates(
       "in-place-updates",
       cl::desc("Plans: write a state's new value (parameters, moments, FP8 scaling state) over the state itself "
@@ -366,7 +373,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       !choice(optLevel, rc.msamp.optLevel, {"O1", "O2", "O3"}) ||
       !choice(aoRecipe, rc.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) ||
       !choice(reportFormat, reportFormat.getValue(), {"text", "json"}) ||
-      !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}))
+      !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}) ||
+      !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}))
     return 1;
   auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min) {
     if (o.getNumOccurrences() == 0)
@@ -563,6 +571,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createGroupCasts());
       if (out == Emit::Plan && sinkScaleUpdates)
         pm.addPass(createSinkScaleUpdates());
+      if (out == Emit::Plan && activationPrecision == "bf16") {
+        AssignPrecisionOptions ap;
+        ap.activations = activationPrecision;
+        pm.addPass(createAssignPrecision(ap));
+      }
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

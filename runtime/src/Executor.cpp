@@ -112,9 +112,20 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
     values_[size_t(id)].tensor = inputs.at(plan_.values[size_t(id)].name);
   for (size_t k = 0; k < plan_.ops.size(); ++k) {
     const PlanOp &op = plan_.ops[k];
+    // BF16 storage (fp8-opt --activation-precision=bf16): every kernel computes in float32 from the
+    // widened operands (exact), and a float32 result the plan stores in BF16 is rounded to nearest
+    // even below, which is what a GPU kernel loading and storing BF16 computes.
+    std::vector<Value> widened(op.inputs.size());
     std::vector<const Value *> ins;
-    for (int id : op.inputs)
-      ins.push_back(id < 0 ? nullptr : &values_[size_t(id)]);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      int id = op.inputs[i];
+      const Value *v = id < 0 ? nullptr : &values_[size_t(id)];
+      if (v && v->tensor && v->tensor->dtype == DType::BF16) {
+        widened[i].tensor = std::make_shared<Tensor>(v->tensor->castTo(DType::F32));
+        v = &widened[i];
+      }
+      ins.push_back(v);
+    }
     KernelContext ctx(plan_, op, std::move(ins));
     (*kernels_[k])(ctx);
     for (size_t i = 0; i < op.outputs.size(); ++i) {
@@ -125,6 +136,8 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
       const PlanValue &pv = plan_.values[size_t(id)];
       if (out.empty())
         ctx.fail("output " + std::to_string(i) + " was not produced");
+      if (out.tensor && out.tensor->dtype == DType::F32 && pv.dtype == DType::BF16)
+        out.tensor = std::make_shared<Tensor>(out.tensor->castTo(DType::BF16));
       if (out.tensor && out.tensor->dtype != pv.dtype)
         ctx.fail(std::string("produced ") + dtypeName(out.tensor->dtype) + " where the plan declares " +
                  dtypeName(pv.dtype));

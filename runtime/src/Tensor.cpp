@@ -114,6 +114,16 @@ Tensor Tensor::castTo(DType t, bool saturate) const {
     r.bytes = bytes;
     return r;
   }
+  if (dtype == DType::BF16 && t == DType::F32) { // the common widening, exactly
+    for (int64_t i = 0; i < n; ++i)
+      r.data<float>()[i] = bf16ToFloat(data<uint16_t>()[i]);
+    return r;
+  }
+  if (dtype == DType::F32 && t == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i)
+      r.data<uint16_t>()[i] = floatToBf16(data<float>()[i]);
+    return r;
+  }
   bool intSrc = dtype == DType::I64 || dtype == DType::I32 || dtype == DType::I16 || dtype == DType::I8 ||
                 dtype == DType::U8 || dtype == DType::Bool;
   for (int64_t i = 0; i < n; ++i) {

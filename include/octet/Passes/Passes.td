@@ -347,6 +347,28 @@ def GroupCasts : Pass<"octet-group-casts", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
+  let summary = "Store activations in BF16 where every reader can take it (the compiler's autocast)";
+  let description = [{
+    With `activations=bf16`, a float32 value of rank >= 2 is stored in bfloat16
+    when its producer computes in float32 and rounds what it writes (FP8 GEMMs,
+    fused attention and its gradient, the LayerNorm and loss gradients), or is
+    an elementwise op, GELU or LayerNorm whose operands are BF16 (ONNX's typed
+    ops keep one element type, so a residual Add with a float32 operand stays
+    float32, as under PyTorch's autocast), and every reader (through Reshape
+    views) reads BF16 at that operand: FP8 casts, norms, GELU, attention, the
+    loss, elementwise ops, Pointwise programs, ReduceSum. Function results,
+    parameters, optimizer state, scales and parameter gradients stay float32.
+    An FP8 GEMM writing BF16 takes its bias through an onnx.Cast to BF16.
+    Every op computes in float32 and rounds its BF16 results to nearest even.
+    fp8-opt runs it last when writing a plan (`--activation-precision`).
+  }];
+  let options = [
+    Option<"activations", "activations", "std::string", "\"bf16\"", "Storage of activations: bf16 or f32 (no change)">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
+}
+
 def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
   let summary = "Move a step's delayed-scaling updates, in order, to its end";
   let description = [{

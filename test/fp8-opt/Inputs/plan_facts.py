@@ -12,6 +12,9 @@
       of a tensor count as the tensor)
   plan_facts.py op-types PLAN...   how many ops of each type a plan holds, by type name
       ("type count" pairs, sorted by name), and the arena's size in bytes
+  plan_facts.py precision PLAN...  how many values a plan stores in bfloat16, how many fp8.gemm
+      results, attention results and FP8-cast inputs among them, whether every parameter
+      gradient and every parameter or state tensor is float32, and the arena's size in bytes
 """
 import json
 import os
@@ -61,6 +64,22 @@ def cast_groups(path, plan):
           f"following {follow}")
 
 
+def precision(path, plan):
+    vals = plan["values"]
+    bf16 = lambda i: i >= 0 and vals[i]["dtype"] == "bfloat16"
+    ops = plan["ops"]
+    gemm = sum(bf16(op["out"][0]) for op in ops if op["type"] == "fp8.gemm")
+    attn = sum(bf16(op["out"][0]) for op in ops if op["type"] == "octet::Attention")
+    cast = sum(bf16(op["in"][0]) for op in ops if op["type"] in ("fp8.cast_amax", "fp8.cast"))
+    grads = all(vals[g["value"]]["dtype"] == "float32" for g in plan.get("gradients", []))
+    state = all(vals[c["value"]]["dtype"] == "float32" for c in plan["constants"]
+                if c["kind"] in ("param", "state") and vals[c["value"]]["dtype"].startswith(("float", "bfloat"))
+                and not vals[c["value"]]["dtype"].startswith("float8"))
+    print(f"{os.path.basename(path)}: bf16 {sum(v['dtype'] == 'bfloat16' for v in vals)} gemm-results {gemm} "
+          f"attention {attn} cast-inputs {cast} gradients-f32 {grads} state-f32 {state} "
+          f"arena {plan['memory']['arena_bytes']}")
+
+
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
     in_place = []
@@ -69,6 +88,8 @@ def main():
             gemm_layouts(path, header(path))
         elif what == "cast-groups":
             cast_groups(path, header(path))
+        elif what == "precision":
+            precision(path, header(path))
         elif what == "op-types":
             plan = header(path)
             counts = {}

@@ -1,0 +1,220 @@
+//===- AssignPrecision.cpp - Activations stored in BF16 (the compiler's autocast) ---===//
+//
+// octet-assign-precision: a training or forward plan keeps every activation in float32
+// unless this pass gives it a narrower storage type. With `activations=bf16` a float32
+// value is stored in bfloat16 when
+//   - it is the result of an op that computes in float32 and rounds what it writes (an
+//     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm and loss
+//     gradients: "origins"), or of an elementwise op, GELU or LayerNorm whose operands
+//     are themselves stored in BF16 ("propagating" ops: ONNX's typed ops keep one
+//     element type for their operands and result, so a residual Add with a float32
+//     operand stays float32, as under PyTorch's autocast);
+//   - every op that reads it (through Reshape-like views, which share its bytes and so
+//     its type) can read BF16 at that operand: FP8 casts and amaxes, the norms, GELU,
+//     attention, the loss and its gradient, elementwise ops and Pointwise programs,
+//     ReduceSum (a bias gradient, itself float32);
+//   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
+// Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
+// gradient norm's ReduceSumSquare) stay float32. The conditions are solved together (a
+// greatest fixed point: a value leaves the set when a reader or its producer's operands
+// do, until nothing changes). Each op still computes in float32 from its widened
+// operands and rounds its BF16 results to nearest even, so the CPU reference and a GPU
+// kernel agree on what is computed. An FP8 GEMM that writes BF16 takes its bias as BF16
+// (an onnx.Cast of the float32 parameter), as cuBLASLt's epilogue reads it.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Passes/Passes.h"
+#include "octet/runtime/InPlace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace octet {
+#define GEN_PASS_DEF_ASSIGNPRECISION
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+
+namespace {
+
+/// The op's type as the plan spells it: `Add`, `octet::Pointwise`, `fp8.gemm`.
+std::string planType(Operation *op) {
+  if (auto n = dyn_cast<ox::GenericNodeOp>(op))
+    return n.getDomain().empty() ? n.getOpType().str() : (n.getDomain() + "::" + n.getOpType()).str();
+  StringRef name = op->getName().getStringRef();
+  return name.consume_front("onnx.") ? name.str() : name.str();
+}
+
+enum class Kind { None, Origin, SameType, AnyOperand };
+
+/// Which results an op may write in BF16, and on what condition.
+Kind producerKind(const std::string &t, unsigned result) {
+  if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad" ||
+       t == "octet::SoftmaxCrossEntropyLossGrad") &&
+      result == 0)
+    return Kind::Origin;
+  if (t == "octet::AttentionGrad" && result < 3)
+    return Kind::Origin;
+  if ((t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Gelu") && result == 0)
+    return Kind::SameType; // every float operand of the result's type
+  if (t == "LayerNormalization" && result == 0)
+    return Kind::SameType; // X and Y
+  if (t == "octet::Pointwise" && result == 0)
+    return Kind::AnyOperand; // a generic node: one BF16 operand of the result's shape suffices
+  return Kind::None;
+}
+
+/// Whether an op reads BF16 at operand `i`. SameType ops also need their result in BF16.
+bool readsBf16(const std::string &t, unsigned i) {
+  if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" ||
+      t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad" || t == "LayerNormalization" ||
+      t == "Gelu")
+    return i == 0;
+  if (t == "octet::LayerNormalizationGrad")
+    return i == 0 || i == 2 || i == 3; // X, dY, dX_in; not the scale
+  if (t == "octet::Attention")
+    return i < 3;
+  if (t == "octet::AttentionGrad")
+    return i != 4; // not the log-sum-exp
+  return t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "octet::Pointwise";
+}
+
+bool isF32Activation(Value v) {
+  auto t = v.getType().dyn_cast<RankedTensorType>();
+  return t && t.getElementType().isF32() && t.getRank() >= 2;
+}
+
+struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
+  using AssignPrecisionBase::AssignPrecisionBase;
+
+  void runOnOperation() override {
+    if (activations != "bf16" && activations != "f32") {
+      getOperation().emitError() << "octet-assign-precision: activations='" << activations
+                                 << "' is not bf16 or f32";
+      return signalPassFailure();
+    }
+    if (activations == "f32")
+      return;
+    getOperation().walk([&](func::FuncOp f) {
+      if (!f.getBody().empty())
+        run(f);
+    });
+  }
+
+  void run(func::FuncOp f) {
+    Block &body = f.getBody().front();
+    llvm::DenseSet<Value> results;
+    for (Value v : body.getTerminator()->getOperands())
+      results.insert(v);
+    // Classes: a value and the views of it (they share its bytes, so its type).
+    llvm::DenseMap<Value, Value> root;
+    llvm::MapVector<Value, SmallVector<Value, 2>> members;
+    llvm::DenseMap<Operation *, std::string> type;
+    for (Operation &op : body) {
+      std::string t = planType(&op);
+      type[&op] = t;
+      for (OpResult r : op.getResults()) {
+        if (!isF32Activation(r))
+          continue;
+        Value in = op.getNumOperands() ? op.getOperand(0) : Value();
+        if (octet::rt::isView(t) && in && root.count(in)) {
+          root[r] = root[in];
+          members[root[in]].push_back(r);
+        } else if (producerKind(t, r.getResultNumber()) != Kind::None) {
+          root[r] = r;
+          members[r].push_back(r);
+        }
+      }
+    }
+    llvm::SetVector<Value> bf16;
+    for (auto &[c, vs] : members)
+      bf16.insert(c);
+    auto inSet = [&](Value v) {
+      auto it = root.find(v);
+      return it != root.end() && bf16.contains(it->second);
+    };
+    auto keeps = [&](Value c) {
+      Operation *def = c.getDefiningOp();
+      const std::string &t = type[def];
+      Kind k = producerKind(t, c.cast<OpResult>().getResultNumber());
+      auto shape = c.getType().cast<RankedTensorType>().getShape();
+      if (k == Kind::SameType) {
+        unsigned n = t == "LayerNormalization" ? 1 : def->getNumOperands();
+        for (unsigned i = 0; i < n; ++i)
+          if (!inSet(def->getOperand(i)))
+            return false;
+      }
+      if (k == Kind::AnyOperand && llvm::none_of(def->getOperands(), [&](Value o) {
+            auto ot = o.getType().dyn_cast<RankedTensorType>();
+            return inSet(o) && ot && ot.getShape() == shape;
+          }))
+        return false;
+      // A Pointwise intermediate that only other programs read stays float32, as inside a fused
+      // kernel: rounding is for what is stored between layers, not inside one computation.
+      if (k == Kind::AnyOperand && llvm::all_of(members[c], [&](Value m) {
+            return llvm::all_of(m.getUsers(), [&](Operation *u) { return type[u] == "octet::Pointwise"; });
+          }))
+        return false;
+      for (Value m : members[c]) {
+        if (results.contains(m))
+          return false;
+        for (OpOperand &use : m.getUses()) {
+          Operation *u = use.getOwner();
+          if (u->getBlock() != &body)
+            return false;
+          const std::string &ut = type[u];
+          if (octet::rt::isView(ut) && use.getOperandNumber() == 0 && u->getNumResults() == 1 &&
+              inSet(u->getResult(0)))
+            continue;
+          if (!readsBf16(ut, use.getOperandNumber()))
+            return false;
+          Kind uk = producerKind(ut, 0);
+          if (uk == Kind::SameType) { // the reader's result and its other operands follow
+            unsigned n = ut == "LayerNormalization" ? 1 : u->getNumOperands();
+            if (!inSet(u->getResult(0)))
+              return false;
+            for (unsigned i = 0; i < n; ++i)
+              if (!inSet(u->getOperand(i)))
+                return false;
+          }
+        }
+      }
+      return true;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Value c : SmallVector<Value>(bf16.begin(), bf16.end()))
+        if (!keeps(c)) {
+          bf16.remove(c);
+          changed = true;
+        }
+    }
+    Type bf = BFloat16Type::get(f.getContext());
+    for (Value c : bf16)
+      for (Value m : members[c])
+        m.setType(m.getType().cast<RankedTensorType>().clone(bf));
+    // An FP8 GEMM writing BF16 reads its bias in BF16.
+    for (auto g : llvm::make_early_inc_range(body.getOps<fp8::GemmOp>())) {
+      Value bias = g.getBias();
+      auto bt = bias ? bias.getType().dyn_cast<RankedTensorType>() : RankedTensorType();
+      if (!bt || !bt.getElementType().isF32() || !getElementTypeOrSelf(g.getD().getType()).isBF16())
+        continue;
+      OpBuilder b(g);
+      auto cast = b.create<ox::CastOp>(g.getLoc(), bt.clone(bf), bias, b.getIntegerAttr(b.getIntegerType(64, true), 16),
+                                       IntegerAttr());
+      g.getBiasMutable().assign(cast.getResult());
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,83 @@
+// RUN: fp8-opt %s -split-input-file --octet-assign-precision | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --octet-assign-precision=activations=f32 | FileCheck %s --check-prefix=F32
+// RUN: not fp8-opt %s -split-input-file --octet-assign-precision=activations=fp16 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: octet-assign-precision: activations='fp16' is not bf16 or f32
+
+// FP8 GEMMs feeding attention through views: the projections, the views and attention's Y are
+// stored in BF16 (attention's log-sum-exp stays float32), each GEMM reads its bias through a cast
+// to BF16, and the cast of Y reads BF16. With activations=f32 nothing changes.
+// CHECK-LABEL: func.func @projections_attention
+// CHECK: %[[B:.+]] = onnx.Cast %arg4 {to = 16 : si64} : (tensor<64xf32>) -> tensor<64xbf16>
+// CHECK-NEXT: %[[Q:.+]] = fp8.gemm %arg0, %arg1, %arg2, %arg3 bias %[[B]] {{.+}} -> tensor<32x64xbf16>
+// CHECK: onnx.Reshape %[[Q]], %{{.+}} : (tensor<32x64xbf16>, tensor<3xi64>) -> tensor<2x16x64xbf16>
+// CHECK: fp8.gemm %arg0, %arg1, %arg2, %arg3 {{.+}} -> tensor<32x64xbf16>
+// CHECK: onnx.node "Attention"({{.+}}) {{.+}} -> (tensor<2x16x64xbf16>, tensor<2x4x16xf32>)
+// CHECK: fp8.cast_amax %{{.+}}, %arg2 : tensor<32x64xbf16>, tensor<f32>
+// F32-LABEL: func.func @projections_attention
+// F32-NOT: bf16
+func.func @projections_attention(%a: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %t: tensor<f32>, %bias: tensor<64xf32>, %shape: tensor<3xi64>, %flat: tensor<2xi64>) -> (tensor<32x64xf8E4M3FN>, tensor<f32>) {
+  %q = fp8.gemm %a, %w, %s, %t bias %bias {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<64xf32>) -> tensor<32x64xf32>
+  %q3 = onnx.Reshape %q, %shape : (tensor<32x64xf32>, tensor<3xi64>) -> tensor<2x16x64xf32>
+  %k = fp8.gemm %a, %w, %s, %t {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %k3 = onnx.Reshape %k, %shape : (tensor<32x64xf32>, tensor<3xi64>) -> tensor<2x16x64xf32>
+  %y, %lse = onnx.node "Attention"(%q3, %k3, %k3) {attrs = {is_causal = 1 : si64, q_num_heads = 4 : si64, kv_num_heads = 4 : si64}, domain = "octet"} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>) -> (tensor<2x16x64xf32>, tensor<2x4x16xf32>)
+  %y2 = onnx.Reshape %y, %flat : (tensor<2x16x64xf32>, tensor<2xi64>) -> tensor<32x64xf32>
+  %c, %m = fp8.cast_amax %y2, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E4M3FN>, tensor<f32>
+  return %c, %m : tensor<32x64xf8E4M3FN>, tensor<f32>
+}
+
+// -----
+
+// A weight gradient (its reader, the gradient norm's ReduceSumSquare, reads float32), a result of
+// the function and a GEMM output that a float32-only op (Softmax) reads stay float32.
+// CHECK-LABEL: func.func @float32_readers
+// CHECK: fp8.gemm {{.+}} -> tensor<64x64xf32>
+// CHECK: fp8.gemm {{.+}} -> tensor<32x64xf32>
+// CHECK: fp8.gemm {{.+}} -> tensor<32x64xf32>
+// CHECK-NOT: bf16
+func.func @float32_readers(%a: tensor<64x32xf8E4M3FN>, %g: tensor<64x32xf8E5M2>, %x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>) -> (tensor<f32>, tensor<32x64xf32>, tensor<32x64xf32>) {
+  %dw = fp8.gemm %a, %g, %s, %s {transpose_b = true} : (tensor<64x32xf8E4M3FN>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<f32>) -> tensor<64x64xf32>
+  %n = onnx.node "ReduceSumSquare"(%dw) {attrs = {keepdims = 0 : si64}} : (tensor<64x64xf32>) -> tensor<f32>
+  %out = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %z = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %p = onnx.Softmax %z {axis = -1 : si64} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %n, %out, %p : tensor<f32>, tensor<32x64xf32>, tensor<32x64xf32>
+}
+
+// -----
+
+// ONNX's Add keeps one element type: a residual Add of a float32 stream and a GEMM output stays
+// float32, and so does the GEMM output it reads. An Add of two BF16 GEMM outputs, read by a cast,
+// is stored in BF16.
+// CHECK-LABEL: func.func @typed_adds
+// CHECK: %[[R:.+]] = fp8.gemm {{.+}} -> tensor<32x64xf32>
+// CHECK-NEXT: onnx.Add %arg3, %[[R]] : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+// CHECK: %[[U:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: %[[V:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: onnx.Add %[[U]], %[[V]] : (tensor<32x64xbf16>, tensor<32x64xbf16>) -> tensor<32x64xbf16>
+func.func @typed_adds(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %stream: tensor<32x64xf32>) -> (tensor<32x64xf32>, tensor<32x64xf8E5M2>) {
+  %r = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %sum = onnx.Add %stream, %r : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  %u = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %v = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %uv = onnx.Add %u, %v : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  %c = fp8.cast %uv, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %sum, %c : tensor<32x64xf32>, tensor<32x64xf8E5M2>
+}
+
+// -----
+
+// A Pointwise program reading a BF16 GEMM output is stored in BF16 where a cast reads it; an
+// intermediate that only another program reads stays float32 (rounding is for what is stored
+// between layers).
+// CHECK-LABEL: func.func @pointwise
+// CHECK: %[[D:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: %[[P:.+]] = onnx.node "Pointwise"(%[[D]]) {{.+}} : (tensor<32x64xbf16>) -> tensor<32x64xf32>
+// CHECK-NEXT: onnx.node "Pointwise"(%[[D]], %[[P]]) {{.+}} : (tensor<32x64xbf16>, tensor<32x64xf32>) -> tensor<32x64xbf16>
+func.func @pointwise(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>) -> tensor<32x64xf8E5M2> {
+  %d = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %p = onnx.node "Pointwise"(%d) {attrs = {args = array<i64: 0, -1, -1>, ops = ["Exp"]}, domain = "octet"} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+  %q = onnx.node "Pointwise"(%d, %p) {attrs = {args = array<i64: 0, 1, -1>, ops = ["Mul"]}, domain = "octet"} : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  %c = fp8.cast %q, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %c : tensor<32x64xf8E5M2>
+}
