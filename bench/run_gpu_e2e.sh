@@ -4,6 +4,9 @@
 #           200-step GPU training curves (te and te-max with three batch seeds) and the GPU's
 #           continuations of CPU te checkpoints (compared with the CPU's logs by
 #           scripts/compare_curves.py here)
+#   precision  the bundled GPT's te plan trained 300 steps on the GPU with float32 and with BF16
+#           activations (fp8-opt --activation-precision), three batch seeds each; the curves are
+#           compared by scripts/compare_curves.py (moving averages within 1%) there and here
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b, d4096) at its default batch: PyTorch
 #           BF16 eager / torch.compile (SDPA) and Octet none / te / ao / msamp:O2 in one process, then a
 #           GPU profile of Octet te (by op type, and by op type and shape); the peer comparison at any
@@ -29,8 +32,19 @@ out=${OUT:-/tmp}
 for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
+precision)
+  for seed in 1234 1 2; do
+    for r in te-300 te-bf16-300; do
+      "$d/fp8-run" "$d/plans/$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 300 --labels same \
+        --seed $seed --log "$out/gpu-$r-s$seed.jsonl" --quiet
+      echo "train $r seed $seed: exit $?"
+    done
+    python3 scripts/compare_curves.py "$out/gpu-te-300-s$seed.jsonl" "$out/gpu-te-bf16-300-s$seed.jsonl" --max-ma-dev 0.01
+    echo "seed $seed: compare exit $?"
+  done
+  ;;
 check)
-  for r in none te ao msamp-O2 gpt-small-te gpt-small-rms-te; do
+  for r in none te ao msamp-O2 gpt-small-te gpt-small-te-bf16 gpt-small-rms-te; do
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done

@@ -4,15 +4,13 @@
 // unless this pass gives it a narrower storage type. With `activations=bf16` a float32
 // value is stored in bfloat16 when
 //   - it is the result of an op that computes in float32 and rounds what it writes (an
-//     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm and loss
-//     gradients: "origins"), or of an elementwise op, GELU or LayerNorm whose operands
-//     are themselves stored in BF16 ("propagating" ops: ONNX's typed ops keep one
-//     element type for their operands and result, so a residual Add with a float32
-//     operand stays float32, as under PyTorch's autocast);
+//     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm gradient's dX:
+//     "origins"), or of an elementwise op or GELU whose operands are themselves stored in
+//     BF16 (ONNX's typed ops keep one element type for their operands and result, so a
+//     residual Add with a float32 operand stays float32, as under PyTorch's autocast);
 //   - every op that reads it (through Reshape-like views, which share its bytes and so
-//     its type) can read BF16 at that operand: FP8 casts and amaxes, the norms, GELU,
-//     attention, the loss and its gradient, elementwise ops and Pointwise programs,
-//     ReduceSum (a bias gradient, itself float32);
+//     its type) reads BF16 at that operand: FP8 casts and amaxes, the LayerNorm gradient,
+//     attention, GELU, elementwise ops, ReduceSum (a bias gradient, itself float32);
 //   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
 // Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
 // gradient norm's ReduceSumSquare) stay float32. The conditions are solved together (a
@@ -55,30 +53,29 @@ std::string planType(Operation *op) {
   return name.consume_front("onnx.") ? name.str() : name.str();
 }
 
-enum class Kind { None, Origin, SameType, AnyOperand };
+enum class Kind { None, Origin, SameType };
+
+// The ops below are those both backends run with BF16 operands and results natively (the CPU
+// reference widens and rounds around every kernel; the CUDA executor's kernels load and store BF16:
+// cuBLASLt's FP8 GEMMs with their bias in the epilogue, cuDNN's attention, the FP8 cast kernels,
+// the LayerNorm gradient, broadcasting elementwise ops and reductions). An op joins these tables
+// when the CUDA executor can run it so; until then its operands and results stay float32 (the
+// LayerNorm forward, Pointwise programs, the loss and its gradient).
 
 /// Which results an op may write in BF16, and on what condition.
 Kind producerKind(const std::string &t, unsigned result) {
-  if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad" ||
-       t == "octet::SoftmaxCrossEntropyLossGrad") &&
-      result == 0)
+  if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad") && result == 0)
     return Kind::Origin;
   if (t == "octet::AttentionGrad" && result < 3)
     return Kind::Origin;
   if ((t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Gelu") && result == 0)
     return Kind::SameType; // every float operand of the result's type
-  if (t == "LayerNormalization" && result == 0)
-    return Kind::SameType; // X and Y
-  if (t == "octet::Pointwise" && result == 0)
-    return Kind::AnyOperand; // a generic node: one BF16 operand of the result's shape suffices
   return Kind::None;
 }
 
 /// Whether an op reads BF16 at operand `i`. SameType ops also need their result in BF16.
 bool readsBf16(const std::string &t, unsigned i) {
-  if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" ||
-      t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad" || t == "LayerNormalization" ||
-      t == "Gelu")
+  if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" || t == "Gelu")
     return i == 0;
   if (t == "octet::LayerNormalizationGrad")
     return i == 0 || i == 2 || i == 3; // X, dY, dX_in; not the scale
@@ -86,7 +83,7 @@ bool readsBf16(const std::string &t, unsigned i) {
     return i < 3;
   if (t == "octet::AttentionGrad")
     return i != 4; // not the log-sum-exp
-  return t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "octet::Pointwise";
+  return t == "Add" || t == "Sub" || t == "Mul" || t == "Div";
 }
 
 bool isF32Activation(Value v) {
@@ -149,22 +146,11 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
       Kind k = producerKind(t, c.cast<OpResult>().getResultNumber());
       auto shape = c.getType().cast<RankedTensorType>().getShape();
       if (k == Kind::SameType) {
-        unsigned n = t == "LayerNormalization" ? 1 : def->getNumOperands();
+        unsigned n = def->getNumOperands();
         for (unsigned i = 0; i < n; ++i)
           if (!inSet(def->getOperand(i)))
             return false;
       }
-      if (k == Kind::AnyOperand && llvm::none_of(def->getOperands(), [&](Value o) {
-            auto ot = o.getType().dyn_cast<RankedTensorType>();
-            return inSet(o) && ot && ot.getShape() == shape;
-          }))
-        return false;
-      // A Pointwise intermediate that only other programs read stays float32, as inside a fused
-      // kernel: rounding is for what is stored between layers, not inside one computation.
-      if (k == Kind::AnyOperand && llvm::all_of(members[c], [&](Value m) {
-            return llvm::all_of(m.getUsers(), [&](Operation *u) { return type[u] == "octet::Pointwise"; });
-          }))
-        return false;
       for (Value m : members[c]) {
         if (results.contains(m))
           return false;
@@ -180,7 +166,7 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
             return false;
           Kind uk = producerKind(ut, 0);
           if (uk == Kind::SameType) { // the reader's result and its other operands follow
-            unsigned n = ut == "LayerNormalization" ? 1 : u->getNumOperands();
+            unsigned n = u->getNumOperands();
             if (!inSet(u->getResult(0)))
               return false;
             for (unsigned i = 0; i < n; ++i)

@@ -8,7 +8,7 @@
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each SIZE[:BATCH] in $SIZES (default: 125m 350m 1.3b 1.3b:8 d4096:4) and
-#                    recipe, compiled with
+#                    recipe (and te with --activation-precision=bf16, `te-bf16`), compiled with
 #                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update),
 #                    and te plans of the RMSNorm variants for each size in $RMS_SIZES (default: 1.3b)
 # Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
@@ -49,6 +49,12 @@ done
 # steps, from which the GPU continues the CPU's own run (bench/run_gpu_e2e.sh check).
 "$opt" examples/bytegpt/bytegpt.onnx --recipe te --amax-compute-algo max "${train[@]}" -o "$d/plans/te-max.plan"
 gzip -f "$d/plans/te-max.plan"
+# te for 300 steps with float32 and with BF16 activations (bench/run_gpu_e2e.sh precision).
+train300=("${train[@]/200/300}")
+"$opt" examples/bytegpt/bytegpt.onnx --recipe te "${train300[@]}" -o "$d/plans/te-300.plan"
+"$opt" examples/bytegpt/bytegpt.onnx --recipe te --activation-precision=bf16 "${train300[@]}" \
+  -o "$d/plans/te-bf16-300.plan"
+gzip -f "$d/plans/te-300.plan" "$d/plans/te-bf16-300.plan"
 [ -f "$d/plans/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/plans/licenses.bin"
 gunzip -c "$d/plans/te.plan.gz" > "$build/bench/te.plan"
 for n in 10 31; do
@@ -60,6 +66,11 @@ done
   -o "$build/bench/gpt-small.onnx" >/dev/null
 "$opt" "$build/bench/gpt-small.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-te.plan"
 gzip -f "$d/plans/gpt-small-te.plan"
+# The same with BF16 activations (--activation-precision=bf16): cuDNN attention, the LayerNorm
+# gradient and the FP8 GEMMs' epilogues on BF16 tensors, compared op by op with the CPU.
+"$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 "${train[@]}" \
+  -o "$d/plans/gpt-small-te-bf16.plan"
+gzip -f "$d/plans/gpt-small-te-bf16.plan"
 # Its RMSNorm variant (HF's LlamaRMSNorm ops): the casts that compute the normalized tensor.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random --norm rms \
   -o "$build/bench/gpt-small-rms.onnx" >/dev/null
@@ -80,6 +91,10 @@ for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
       ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r").plan"
     gzip -f "$d/bench/$stem-$(name "$r").plan"
   done
+  # te with BF16 activations (run_peers.sh RECIPES="te te-bf16").
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+    --activation-precision=bf16 ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-te-bf16.plan"
+  gzip -f "$d/bench/$stem-te-bf16.plan"
 done
 # The 1.3B te plan without each compiler-side optimization of issue 5 (fourth and sixth passes), for
 # the ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).

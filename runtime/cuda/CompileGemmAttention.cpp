@@ -203,7 +203,11 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   auto align = [](size_t v) { return (v + 255) / 256 * 256; };
   size_t offA = 0, offB = align(transA ? size_t(M * K) : 0);
   size_t offAcc = offB + align(transB ? 0 : size_t(N * K));
-  bool direct = !rowA && !colB && !hasBias && !withAmax && (ot == DType::F32 || ot == DType::BF16);
+  // A BF16 result with a BF16 bias (fp8-opt --activation-precision=bf16): cuBLASLt's epilogue adds it.
+  bool epilogueBias = hasBias && ot == DType::BF16 && typeOf(op.inputs[4]) == DType::BF16 && !rowA && !colB &&
+                      !withAmax && numElements(shapeOf(op.inputs[4])) == N &&
+                      fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), true, fast, true).empty();
+  bool direct = !rowA && !colB && (!hasBias || epilogueBias) && !withAmax && (ot == DType::F32 || ot == DType::BF16);
   bool accInOut = ot == DType::F32;
   size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
   scratch(need);
@@ -232,7 +236,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
     if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
       return err;
     if (direct)
-      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s);
+      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s, epilogueBias ? bias : nullptr);
     bool perTensor = !rowA && !colB;
     float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(scratch_ + offAcc);
     if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
@@ -263,9 +267,27 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   size_t nIn = grad ? 6 : 3, nOut = grad ? 3 : 2;
   if (op.inputs.size() != nIn || op.outputs.size() != nOut)
     fail(op, "expects " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs");
-  for (size_t i = 0; i < nIn; ++i)
-    if (!has(op, i) || typeOf(op.inputs[i]) != DType::F32)
-      fail(op, "input " + std::to_string(i) + " must be a float32 tensor");
+  // Q, K, V, Y, dY and the results may be stored in BF16 (fp8-opt --activation-precision=bf16):
+  // cuDNN then reads and writes them in place. The log-sum-exp is float32.
+  dev::AttnArgs a;
+  bool anyBf16 = false;
+  for (size_t i = 0; i < nIn + nOut; ++i) {
+    int id = i < nIn ? op.inputs[i] : op.outputs[i - nIn];
+    bool lse = i == 4; // forward: output 1; backward: input 4
+    if (i < nIn && !has(op, i))
+      fail(op, "input " + std::to_string(i) + " is missing");
+    if (id < 0)
+      continue;
+    DType t = typeOf(id);
+    if (t != DType::F32 && (lse || t != DType::BF16))
+      fail(op, std::string(i < nIn ? "input " : "output ") + std::to_string(i < nIn ? i : i - nIn) + " must be " +
+                   (lse ? "float32" : "float32 or bfloat16") + ", got " + dtypeName(t));
+    // AttnArgs::bf16 order: q, k, v, y, yIn, dy, dq, dk, dv.
+    static const int fwdSlot[5] = {0, 1, 2, 3, -1}, bwdSlot[9] = {0, 1, 2, 4, -1, 5, 6, 7, 8};
+    int slot = grad ? bwdSlot[i] : fwdSlot[i];
+    if (t == DType::BF16 && slot >= 0)
+      a.bf16[slot] = anyBf16 = true;
+  }
   Shape qs = shapeOf(op.inputs[0]), ks = shapeOf(op.inputs[1]), vs = shapeOf(op.inputs[2]);
   size_t r = qs.size();
   int64_t heads = attrInt(op, "q_num_heads", 0); // > 0: ONNX Attention's 3-D form [B, T, heads * d]
@@ -276,7 +298,6 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     fail(op, "Q " + shapeString(qs) + ", K " + shapeString(ks) + " and V " + shapeString(vs) +
                  (heads ? " must be [B, T, heads * d] with " + std::to_string(heads) + " heads"
                         : std::string(" must be [..., T, d] with one batch and one head width")));
-  dev::AttnArgs a;
   a.batch = numElements(Shape(qs.begin(), qs.end() - 2)) * std::max<int64_t>(heads, 1);
   a.tq = int(qs[r - 2]);
   a.tk = int(ks[r - 2]);
@@ -301,6 +322,9 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     a.y = static_cast<float *>(devicePtr(op.outputs[0]));
     a.lse = static_cast<float *>(devicePtr(op.outputs[1]));
     std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, false);
+    if (anyBf16 && !fused)
+      fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
+               "compile with fp8-opt --activation-precision=f32");
     size_t workBytes = fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, false);
     if (workBytes)
       scratch(workBytes);
@@ -328,6 +352,9 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     }
   size_t work = need;
   std::shared_ptr<const dev::CudnnAttention> fused = cudnnAttention(a, true);
+  if (anyBf16 && !fused)
+    fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
+             "compile with fp8-opt --activation-precision=f32");
   need += fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, true);
   scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),

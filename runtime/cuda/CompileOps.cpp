@@ -194,13 +194,15 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
   a.nOut = numElements(outDims);
   a.nRed = numElements(redDims);
   a.innerContiguous = lastKept < firstRed && a.nRed >= 64;
+  bool columnLayout = false;
   if (a.innerContiguous) {
     // Few outputs over long ranges (norms, full sums): several blocks per output.
     if (a.nOut < 1024 && a.nRed >= dev::kFullReduceChunk)
       a.chunks = int(std::clamp<int64_t>(a.nRed / dev::kFullReduceChunk, 1, std::max<int64_t>(1, 4096 / a.nOut)));
   } else {
-    a.columns = a.type == int(DType::F32) && redDims.size() == 1 && outDims.size() == 1 && outStr[0] == 1 &&
-                redStr[0] == a.nOut && a.nOut % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    columnLayout = redDims.size() == 1 && outDims.size() == 1 && outStr[0] == 1 && redStr[0] == a.nOut &&
+                   a.nOut % 4 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+    a.columns = a.type == int(DType::F32) && columnLayout;
     // Up to 262144 (output, chunk) pairs, chunks of at least 64 rows. Columns: about 64K threads
     // of 8 per chunk and four outputs, each at least 8 rows (few partials per output to combine).
     int64_t chunks = a.columns ? std::min<int64_t>((a.nRed + 63) / 64, std::max<int64_t>(1, 65536 * 4 / 8 / a.nOut))
@@ -208,7 +210,10 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
                                                    std::max<int64_t>(1, 262144 / std::max<int64_t>(a.nOut, 1)));
     a.chunks = int(std::clamp<int64_t>(chunks, 1, 65535));
   }
-  if (kind == 0 && a.columns && a.outType == int(DType::F32))
+  // A float32 or BF16 tensor's column sums: an FP8 cast-transpose of it may take them
+  // (fuseCastColumnSums; the cast's tile widens BF16 as it loads it).
+  if (kind == 0 && columnLayout && (a.type == int(DType::F32) || a.type == int(DType::BF16)) &&
+      a.outType == int(DType::F32))
     columnSums_[size_t(&op - plan_.ops.data())] = {x, a.nRed, a.nOut, static_cast<float *>(a.out)};
   if (a.chunks > 1 || !a.innerContiguous)
     scratch(size_t(a.chunks) * size_t(a.nOut) * sizeof(double));
@@ -516,12 +521,23 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     for (int i = 0; i < 3; ++i)
       if (op.inputs[size_t(i)] < 0)
         fail(op, "X, Scale and dY are required");
-    for (int id : op.inputs)
-      if (id >= 0 && typeOf(id) != DType::F32)
-        fail(op, "supports float32 only");
-    for (int id : op.outputs)
-      if (id >= 0 && plan_.values[size_t(id)].dtype != DType::F32)
-        fail(op, "supports float32 only");
+    // X, dY, dX_in and dX may be stored in BF16 (fp8-opt --activation-precision=bf16).
+    auto isBf16 = [&](int id, bool allowed, const char *what) {
+      if (id < 0)
+        return false;
+      DType t = typeOf(id);
+      if (t != DType::F32 && !(allowed && t == DType::BF16))
+        fail(op, std::string(what) + " must be float32" + (allowed ? " or bfloat16" : "") + ", got " + dtypeName(t));
+      return t == DType::BF16;
+    };
+    dev::LnGradTypes bf;
+    bf.x = isBf16(op.inputs[0], true, "X");
+    isBf16(op.inputs[1], false, "Scale");
+    bf.dy = isBf16(op.inputs[2], true, "dY");
+    bf.dxIn = has(op, 3) && isBf16(op.inputs[3], true, "dX_in");
+    bf.dx = isBf16(op.outputs[0], true, "dX");
+    isBf16(op.outputs[1], false, "dScale");
+    isBf16(op.outputs[2], false, "dB");
     if (shapeOf(op.inputs[2]) != xs || numElements(shapeOf(op.inputs[1])) != n ||
         (has(op, 3) && shapeOf(op.inputs[3]) != xs))
       fail(op, "dY and dX_in must have X's shape " + shapeString(xs) + " and Scale " + std::to_string(n) +
@@ -531,19 +547,19 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
         fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
     size_t partials = (size_t(dev::layerNormGradBlocks(rows, n)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
     scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
-    const float *x = static_cast<const float *>(devicePtr(op.inputs[0]));
+    const void *x = devicePtr(op.inputs[0]);
     const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
-    const float *dy = static_cast<const float *>(devicePtr(op.inputs[2]));
-    const float *dxIn = has(op, 3) ? static_cast<const float *>(devicePtr(op.inputs[3])) : nullptr;
-    float *outs[3] = {};
+    const void *dy = devicePtr(op.inputs[2]);
+    const void *dxIn = has(op, 3) ? devicePtr(op.inputs[3]) : nullptr;
+    void *outs[3] = {};
     for (int i = 0; i < 3; ++i)
       if (op.outputs[size_t(i)] >= 0)
-        outs[i] = static_cast<float *>(outPtr(size_t(i)));
+        outs[i] = outPtr(size_t(i));
     float eps = float(attrFloat(op, "epsilon", 1e-5));
-    out.push_back([this, x, sc, dy, dxIn, outs, partials, rows, n, eps](cudaStream_t s) {
-      float *dx = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + partials);
-      return dev::layerNormGrad(x, sc, dy, dxIn, dx, outs[1], outs[2], reinterpret_cast<float *>(scratch_), rows, n,
-                                eps, s);
+    out.push_back([this, x, sc, dy, dxIn, outs, bf, partials, rows, n, eps](cudaStream_t s) {
+      void *dx = outs[0] ? outs[0] : static_cast<void *>(scratch_ + partials);
+      return dev::layerNormGrad(x, sc, dy, dxIn, dx, bf, static_cast<float *>(outs[1]), static_cast<float *>(outs[2]),
+                                reinterpret_cast<float *>(scratch_), rows, n, eps, s);
     });
     return;
   }

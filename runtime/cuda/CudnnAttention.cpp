@@ -186,49 +186,61 @@ std::string CudnnAttention::run(const AttnArgs &a) const {
   char *w = static_cast<char *>(a.work);
   auto bf16 = [&](int i) { return reinterpret_cast<uint16_t *>(w + m.off[i]); };
   const int64_t width = int64_t(a.d) * (a.heads ? a.heads : 1); // a bias's row length
+  // Operands the plan stores in BF16 are read where they are (AttnArgs::bf16, slot order q, k, v,
+  // y, yIn, dy, dq, dk, dv); float32 ones go through BF16 copies in the workspace.
   Bf16Pack in;
-  auto pack = [&](const float *src, const float *bias, int slot, int64_t n) {
+  auto pack = [&](const float *src, const float *bias, int slot, int arg, int64_t n) {
+    if (a.bf16[arg])
+      return;
     int j = in.count++;
     in.src[j] = src, in.bias[j] = bias, in.width[j] = width, in.dst[j] = bf16(slot), in.n[j] = n;
   };
-  pack(a.q, a.bias[0], 0, m.qElems);
-  pack(a.k, a.bias[1], 1, m.kElems);
-  pack(a.v, a.bias[2], 2, m.kElems);
+  pack(a.q, a.bias[0], 0, 0, m.qElems);
+  pack(a.k, a.bias[1], 1, 1, m.kElems);
+  pack(a.v, a.bias[2], 2, 2, m.kElems);
   if (m.backward) {
-    pack(a.yIn, nullptr, 3, m.qElems);
-    pack(a.dy, nullptr, 4, m.qElems);
+    pack(a.yIn, nullptr, 3, 4, m.qElems);
+    pack(a.dy, nullptr, 4, 5, m.qElems);
   }
-  if (std::string e = toBf16(in, a.stream); !e.empty())
-    return "cuDNN attention: " + e;
+  if (in.count)
+    if (std::string e = toBf16(in, a.stream); !e.empty())
+      return "cuDNN attention: " + e;
   if (std::string e = execute(a); !e.empty())
     return e;
   Bf16Unpack out;
-  auto unpack = [&](int slot, float *dst, int64_t n) {
+  auto unpack = [&](int slot, int arg, float *dst, int64_t n) {
+    if (a.bf16[arg])
+      return;
     int j = out.count++;
     out.src[j] = bf16(slot), out.dst[j] = dst, out.n[j] = n;
   };
   if (!m.backward) {
-    unpack(3, a.y, m.qElems);
+    unpack(3, 3, a.y, m.qElems);
   } else {
-    unpack(5, a.dq, m.qElems);
-    unpack(6, a.dk, m.kElems);
-    unpack(7, a.dv, m.kElems);
+    unpack(5, 6, a.dq, m.qElems);
+    unpack(6, 7, a.dk, m.kElems);
+    unpack(7, 8, a.dv, m.kElems);
   }
-  if (std::string e = fromBf16(out, a.stream); !e.empty())
-    return "cuDNN attention: " + e;
+  if (out.count)
+    if (std::string e = fromBf16(out, a.stream); !e.empty())
+      return "cuDNN attention: " + e;
   return "";
 }
 
 std::string CudnnAttention::execute(const AttnArgs &a) const {
   const Impl &m = *impl_;
   char *w = static_cast<char *>(a.work);
-  auto bf16 = [&](int i) { return static_cast<void *>(w + m.off[i]); };
-  std::unordered_map<int64_t, void *> vars = {{kQ, bf16(0)}, {kK, bf16(1)}, {kV, bf16(2)}, {kO, bf16(3)}};
+  // The workspace copy of operand `slot`, or the plan's BF16 tensor itself (argument `arg`).
+  auto at = [&](int slot, int arg, const void *own) {
+    return a.bf16[arg] ? const_cast<void *>(own) : static_cast<void *>(w + m.off[slot]);
+  };
+  std::unordered_map<int64_t, void *> vars = {
+      {kQ, at(0, 0, a.q)}, {kK, at(1, 1, a.k)}, {kV, at(2, 2, a.v)}, {kO, m.backward ? at(3, 4, a.yIn) : at(3, 3, a.y)}};
   if (!m.backward) {
     vars[kStats] = a.lse ? static_cast<void *>(a.lse) : static_cast<void *>(w + m.statsOff);
   } else {
     vars[kStats] = const_cast<float *>(a.lseIn);
-    vars[kDO] = bf16(4), vars[kDQ] = bf16(5), vars[kDK] = bf16(6), vars[kDV] = bf16(7);
+    vars[kDO] = at(4, 5, a.dy), vars[kDQ] = at(5, 6, a.dq), vars[kDK] = at(6, 7, a.dk), vars[kDV] = at(7, 8, a.dv);
   }
   const Library &lib = library();
   if (fe::detail::set_stream(lib.handle, a.stream) != CUDNN_STATUS_SUCCESS)

@@ -224,12 +224,17 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
                       cudaStream_t s, double *stats = nullptr);
 bool layerNormStatsFit(int64_t n);
-/// octet::LayerNormalizationGrad over float32 rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
+/// octet::LayerNormalizationGrad over rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
 /// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.
+/// x, dy, dxIn and dx are float32 or, where `bf` says so, bfloat16 (computed in float32, dx rounded
+/// to nearest even); scale, dScale and dB are float32.
 int layerNormGradBlocks(int64_t rows, int64_t n);
-std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
-                          float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
-                          cudaStream_t s);
+struct LnGradTypes {
+  bool x = false, dy = false, dxIn = false, dx = false;
+};
+std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
+                          LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
+                          float eps, cudaStream_t s);
 /// y[i] += bias[i % N] (in place), then g[i] = GELU(y[i]) (tanh approximation or erf), float32,
 /// n and N multiples of 4: a GEMM's bias added by the GELU that reads the result first.
 std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s);
@@ -350,6 +355,9 @@ struct AttnArgs {
   /// BF16 only: per-column float32 biases added to Q, K, V as they are converted (the rows' last
   /// dimension long, heads * d in the 3-D form; null: none), so a projection's bias costs no pass.
   const float *bias[3] = {nullptr, nullptr, nullptr};
+  /// cuDNN only: which of q, k, v, y, yIn, dy, dq, dk, dv point at BF16 tensors of the plan
+  /// (fp8-opt --activation-precision=bf16), read or written in place without a conversion.
+  bool bf16[9] = {};
   cudaStream_t stream = nullptr;
   const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr, *dyb = nullptr; // set by the launchers
 };

@@ -35,7 +35,7 @@ struct Gemm::Impl {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool, bool>; // ..., bias
   std::map<Key, Plan> plans;
   std::string error;
 
@@ -53,7 +53,7 @@ struct Gemm::Impl {
   }
 
   std::string plan(const Key &key, Plan &out) {
-    auto [M, N, K, fa, fb, dBf16, fast] = key;
+    auto [M, N, K, fa, fb, dBf16, fast, bias] = key;
     Plan p;
     cublasOperation_t T = CUBLAS_OP_T, Nop = CUBLAS_OP_N;
     std::string e = status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
@@ -63,6 +63,12 @@ struct Gemm::Impl {
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &Nop, sizeof Nop);
     int8_t fastAccum = fast ? 1 : 0;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fastAccum, sizeof fastAccum);
+    if (bias) { // a BF16 bias, added in float32 before D is rounded to BF16
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      cudaDataType_t bt = CUDA_R_16BF;
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+    }
     cudaDataType_t dt = dBf16 ? CUDA_R_16BF : CUDA_R_32F;
     // cuBLASLt's A is our B ([N,K] row-major = K x N column-major, used transposed).
     e = status(cublasLtMatrixLayoutCreate(&p.a, fp8Type(Format(fb)), K, N, K), "layout A");
@@ -98,9 +104,25 @@ Gemm::Gemm() : impl(std::make_unique<Impl>()) {
 
 Gemm::~Gemm() = default;
 
+std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
+                           bool biasBf16) {
+  if (!impl->error.empty())
+    return impl->error;
+  if (biasBf16 && !dBf16)
+    return "a BF16 bias needs a BF16 result";
+  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, biasBf16};
+  if (impl->plans.count(key))
+    return "";
+  Impl::Plan p;
+  std::string e = impl->plan(key, p);
+  if (e.empty())
+    impl->plans.emplace(key, p);
+  return e;
+}
+
 std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                       const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const void *biasBf16) {
   if (!impl->error.empty())
     return impl->error;
   auto misaligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
@@ -108,7 +130,9 @@ std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format 
     return "FP8 GEMM operands and scale pointers must be 16-byte aligned (cuBLASLt)";
   if (fa == Format::E5M2 && fb == Format::E5M2)
     return "E5M2 x E5M2 is not supported by FP8 tensor cores; one operand must be E4M3";
-  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum};
+  if (biasBf16 && (!dBf16 || misaligned(biasBf16)))
+    return "a BF16 bias needs a BF16 result and a 16-byte aligned pointer";
+  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, biasBf16 != nullptr};
   auto it = impl->plans.find(key);
   if (it == impl->plans.end()) {
     Impl::Plan p;
@@ -121,6 +145,8 @@ std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format 
   // Scale pointers are per call (they live in the FP8 state).
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv, sizeof bScaleInv);
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv, sizeof aScaleInv);
+  if (biasBf16)
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasBf16, sizeof biasBf16);
   float alpha = 1.0f, beta = 0.0f;
   return status(cublasLtMatmul(impl->handle, p.desc, &alpha, B, p.a, A, p.b, &beta, D, p.d, D, p.d, &p.algo,
                                impl->workspace, kWorkspaceBytes, stream),

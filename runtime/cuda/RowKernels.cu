@@ -460,6 +460,35 @@ template <int Threads> __device__ float2 blockSum2(float2 v) {
   return r;
 }
 
+/// Four consecutive values of a float32 or (bf) bfloat16 tensor as floats (16- or 8-byte loads),
+/// and the store that rounds to nearest even for a bfloat16 tensor.
+__device__ __forceinline__ float4 load4(const void *p, bool bf, int64_t i) {
+  if (!bf)
+    return *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+  uint2 u = *reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i);
+  return {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+          __uint_as_float(u.y & 0xffff0000u)};
+}
+__device__ __forceinline__ void store4(void *p, bool bf, int64_t i, float4 v) {
+  if (!bf) {
+    *reinterpret_cast<float4 *>(static_cast<float *>(p) + i) = v;
+    return;
+  }
+  __nv_bfloat16 *q = static_cast<__nv_bfloat16 *>(p) + i;
+  __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 u = {*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi)};
+  *reinterpret_cast<uint2 *>(q) = u;
+}
+__device__ __forceinline__ float load1(const void *p, bool bf, int64_t i) {
+  return bf ? __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]) : static_cast<const float *>(p)[i];
+}
+__device__ __forceinline__ void store1(void *p, bool bf, int64_t i, float v) {
+  if (bf)
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+  else
+    static_cast<float *>(p)[i] = v;
+}
+
 /// octet::LayerNormalizationGrad, rows of n = 4 * kRowThreads * Vecs or fewer (n % 4 == 0): each
 /// thread holds float4 chunks 4 (t + kRowThreads k) of X, dY and Scale in registers, so every
 /// element is read once. Per row: mean and 1/std as LayerNormalization computes them, then
@@ -467,10 +496,10 @@ template <int Threads> __device__ float2 blockSum2(float2 v) {
 /// ... and writes its column sums of dY x^ and dY to partials[blockIdx.x][2n] (summed by
 /// normGradColumnsKernel in a fixed order).
 template <int Vecs>
-__global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const float *x, const float *scale,
-                                                                      const float *dy, const float *dxIn, float *dx,
-                                                                      float *partials, int64_t rows, int n,
-                                                                      float eps) {
+__global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const void *x, const float *scale,
+                                                                      const void *dy, const void *dxIn, void *dx,
+                                                                      LnGradTypes bf, float *partials, int64_t rows,
+                                                                      int n, float eps) {
   float4 sc[Vecs], ds[Vecs], db[Vecs];
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -482,15 +511,14 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
   }
   float inv = 1.0f / float(n);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *xr = x + r * n, *gr = dy + r * n;
     float4 xv[Vecs], gv[Vecs], av[Vecs]; // av: dX_in, loaded with the rest so its latency hides too
     float2 acc = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
-      xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
-      gv[k] = i < n ? *reinterpret_cast<const float4 *>(gr + i) : zero;
-      av[k] = i < n && dxIn ? *reinterpret_cast<const float4 *>(dxIn + r * n + i) : zero;
+      xv[k] = i < n ? load4(x, bf.x, r * n + i) : zero;
+      gv[k] = i < n ? load4(dy, bf.dy, r * n + i) : zero;
+      av[k] = i < n && dxIn ? load4(dxIn, bf.dxIn, r * n + i) : zero;
       acc.x += (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
     }
     float m = blockSum2<kRowThreads>(acc).x * inv;
@@ -532,7 +560,7 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
                   (gv[k].z * sc[k].z - m1 - xv[k].z * m2) * is, (gv[k].w * sc[k].w - m1 - xv[k].w * m2) * is};
       if (dxIn)
         o = {o.x + av[k].x, o.y + av[k].y, o.z + av[k].z, o.w + av[k].w};
-      *reinterpret_cast<float4 *>(dx + r * n + i) = o;
+      store4(dx, bf.dx, r * n + i, o);
     }
   }
   float *p = partials + int64_t(blockIdx.x) * 2 * n;
@@ -548,36 +576,37 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const floa
 
 /// The same for any n: three passes over the row (L1/L2 hits after the first), the block's
 /// column sums kept in its own row of partials.
-__global__ void layerNormGradRowKernel(const float *x, const float *scale, const float *dy, const float *dxIn,
-                                       float *dx, float *partials, int64_t rows, int64_t n, float eps) {
+__global__ void layerNormGradRowKernel(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
+                                       LnGradTypes bf, float *partials, int64_t rows, int64_t n, float eps) {
   float *p = partials + int64_t(blockIdx.x) * 2 * n;
   for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x)
     p[i] = 0.0f;
   __syncthreads(); // p[n + i] is zeroed by another thread than the one that sums into it
   float inv = 1.0f / float(n);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *xr = x + r * n, *gr = dy + r * n;
+    auto xr = [&](int64_t i) { return load1(x, bf.x, r * n + i); };
+    auto gr = [&](int64_t i) { return load1(dy, bf.dy, r * n + i); };
     float2 acc = {0.0f, 0.0f};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-      acc.x += xr[i];
+      acc.x += xr(i);
     float m = blockSum2<kRowThreads>(acc).x * inv;
     acc = {0.0f, 0.0f};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-      acc.x += (xr[i] - m) * (xr[i] - m);
+      acc.x += (xr(i) - m) * (xr(i) - m);
     float is = 1.0f / sqrtf(blockSum2<kRowThreads>(acc).x * inv + eps);
     acc = {0.0f, 0.0f};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      float h = (xr[i] - m) * is, g = gr[i] * scale[i];
+      float h = (xr(i) - m) * is, g = gr(i) * scale[i];
       acc.x += g;
       acc.y += g * h;
-      p[i] += gr[i] * h;
-      p[n + i] += gr[i];
+      p[i] += gr(i) * h;
+      p[n + i] += gr(i);
     }
     acc = blockSum2<kRowThreads>(acc);
     float m1 = acc.x * inv, m2 = acc.y * inv;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      float o = (gr[i] * scale[i] - m1 - (xr[i] - m) * is * m2) * is;
-      dx[r * n + i] = dxIn ? o + dxIn[r * n + i] : o;
+      float o = (gr(i) * scale[i] - m1 - (xr(i) - m) * is * m2) * is;
+      store1(dx, bf.dx, r * n + i, dxIn ? o + load1(dxIn, bf.dxIn, r * n + i) : o);
     }
   }
 }
@@ -832,18 +861,18 @@ int layerNormGradBlocks(int64_t rows, int64_t n) {
   return int(std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(perSm) * sms)));
 }
 
-std::string layerNormGrad(const float *x, const float *scale, const float *dy, const float *dxIn, float *dx,
-                          float *dScale, float *dB, float *partials, int64_t rows, int64_t n, float eps,
-                          cudaStream_t s) {
+std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
+                          LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
+                          float eps, cudaStream_t s) {
   int blocks = layerNormGradBlocks(rows, n);
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
                             reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
                             reinterpret_cast<uintptr_t>(dxIn)) % 16 == 0;
   if (!(vec && byRowVecs(n, [&](auto v) {
           layerNormGradRegKernel<v()>
-              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, int(n), eps);
+              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, int(n), eps);
         })))
-    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, partials, rows, n, eps);
+    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, n, eps);
   if (dScale)
     launchColumnTotals(partials, blocks, 2 * n, n, dScale, s);
   if (dB)

@@ -67,17 +67,20 @@ func.func @typed_adds(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s
 
 // -----
 
-// A Pointwise program reading a BF16 GEMM output is stored in BF16 where a cast reads it; an
-// intermediate that only another program reads stays float32 (rounding is for what is stored
-// between layers).
-// CHECK-LABEL: func.func @pointwise
-// CHECK: %[[D:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
-// CHECK-NEXT: %[[P:.+]] = onnx.node "Pointwise"(%[[D]]) {{.+}} : (tensor<32x64xbf16>) -> tensor<32x64xf32>
-// CHECK-NEXT: onnx.node "Pointwise"(%[[D]], %[[P]]) {{.+}} : (tensor<32x64xbf16>, tensor<32x64xf32>) -> tensor<32x64xbf16>
-func.func @pointwise(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>) -> tensor<32x64xf8E5M2> {
+// Pointwise programs (and so the GEMM output they read) stay float32: the CUDA executor's
+// generated kernels read and write float32 only. A LayerNorm gradient reads a BF16 dY and writes
+// a BF16 dX where a cast reads it; its X, a float32 argument, stays so.
+// CHECK-LABEL: func.func @pointwise_and_norm_gradient
+// CHECK: %[[D:.+]] = fp8.gemm {{.+}} -> tensor<32x64xf32>
+// CHECK-NEXT: onnx.node "Pointwise"(%[[D]]) {{.+}} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+// CHECK: %[[G:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: onnx.node "LayerNormalizationGrad"(%arg3, %arg4, %[[G]]) {{.+}} : (tensor<32x64xf32>, tensor<64xf32>, tensor<32x64xbf16>) -> (tensor<32x64xbf16>, tensor<64xf32>, tensor<64xf32>)
+func.func @pointwise_and_norm_gradient(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %xin: tensor<32x64xf32>, %scale: tensor<64xf32>) -> (tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>) {
   %d = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
   %p = onnx.node "Pointwise"(%d) {attrs = {args = array<i64: 0, -1, -1>, ops = ["Exp"]}, domain = "octet"} : (tensor<32x64xf32>) -> tensor<32x64xf32>
-  %q = onnx.node "Pointwise"(%d, %p) {attrs = {args = array<i64: 0, 1, -1>, ops = ["Mul"]}, domain = "octet"} : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
-  %c = fp8.cast %q, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
-  return %c : tensor<32x64xf8E5M2>
+  %c = fp8.cast %p, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  %g = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %dx, %ds, %db = onnx.node "LayerNormalizationGrad"(%xin, %scale, %g) {attrs = {axis = -1 : si64, epsilon = 9.99999974E-6 : f32}, domain = "octet"} : (tensor<32x64xf32>, tensor<64xf32>, tensor<32x64xf32>) -> (tensor<32x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  %c2 = fp8.cast %dx, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %c, %c2, %ds, %db : tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>
 }

@@ -352,15 +352,17 @@ def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
   let description = [{
     With `activations=bf16`, a float32 value of rank >= 2 is stored in bfloat16
     when its producer computes in float32 and rounds what it writes (FP8 GEMMs,
-    fused attention and its gradient, the LayerNorm and loss gradients), or is
-    an elementwise op, GELU or LayerNorm whose operands are BF16 (ONNX's typed
-    ops keep one element type, so a residual Add with a float32 operand stays
-    float32, as under PyTorch's autocast), and every reader (through Reshape
-    views) reads BF16 at that operand: FP8 casts, norms, GELU, attention, the
-    loss, elementwise ops, Pointwise programs, ReduceSum. Function results,
-    parameters, optimizer state, scales and parameter gradients stay float32.
-    An FP8 GEMM writing BF16 takes its bias through an onnx.Cast to BF16.
-    Every op computes in float32 and rounds its BF16 results to nearest even.
+    fused attention and its gradient, the LayerNorm gradient), or is an
+    elementwise op or GELU whose operands are BF16 (ONNX's typed ops keep one
+    element type, so a residual Add with a float32 operand stays float32, as
+    under PyTorch's autocast), and every reader (through Reshape views) reads
+    BF16 at that operand: FP8 casts, the LayerNorm gradient, attention, GELU,
+    elementwise ops, ReduceSum. These are the ops both backends run on BF16
+    natively; the others (LayerNorm, Pointwise programs, the loss) keep float32
+    operands. Function results, parameters, optimizer state, scales and
+    parameter gradients stay float32. An FP8 GEMM writing BF16 takes its bias
+    through an onnx.Cast to BF16. Every op computes in float32 and rounds its
+    BF16 results to nearest even.
     fp8-opt runs it last when writing a plan (`--activation-precision`).
   }];
   let options = [

@@ -118,9 +118,14 @@ class Gemm {
 public:
   Gemm();
   ~Gemm();
+  /// `biasBf16` (with dBf16 only): N bfloat16 values added to every row of D in cuBLASLt's
+  /// epilogue, in float32 before D is rounded.
   std::string run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                   const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                  cudaStream_t stream = nullptr);
+                  cudaStream_t stream = nullptr, const void *biasBf16 = nullptr);
+  /// Whether cuBLASLt has an algorithm for this GEMM (what run() would use; "" or why not).
+  std::string supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
+                       bool biasBf16);
 
 private:
   struct Impl;
