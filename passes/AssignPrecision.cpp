@@ -21,6 +21,7 @@
 // (an onnx.Cast of the float32 parameter), as cuBLASLt's epilogue reads it.
 //
 //===----------------------------------------------------------------------===//
+#include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
@@ -44,14 +45,6 @@ namespace ox = octet::onnx_dialect;
 namespace fp8 = octet::fp8;
 
 namespace {
-
-/// The op's type as the plan spells it: `Add`, `octet::Pointwise`, `fp8.gemm`.
-std::string planType(Operation *op) {
-  if (auto n = dyn_cast<ox::GenericNodeOp>(op))
-    return n.getDomain().empty() ? n.getOpType().str() : (n.getDomain() + "::" + n.getOpType()).str();
-  StringRef name = op->getName().getStringRef();
-  return name.consume_front("onnx.") ? name.str() : name.str();
-}
 
 enum class Kind { None, Origin, SameType };
 
@@ -118,7 +111,7 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
     llvm::MapVector<Value, SmallVector<Value, 2>> members;
     llvm::DenseMap<Operation *, std::string> type;
     for (Operation &op : body) {
-      std::string t = planType(&op);
+      std::string t = octet::planOpType(&op);
       type[&op] = t;
       for (OpResult r : op.getResults()) {
         if (!isF32Activation(r))

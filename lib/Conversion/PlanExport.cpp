@@ -374,16 +374,13 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   if (auto node = dyn_cast<ox::GenericNodeOp>(op)) {
     if (op.getNumRegions())
       return op.emitError("ops with subgraphs (") << node.getOpType() << ") cannot be run by the CPU runtime";
-    type = node.getOpType().str();
-    if (!node.getDomain().empty() && node.getDomain() != "ai.onnx")
-      type = node.getDomain().str() + "::" + type;
+    type = octet::planOpType(&op);
     if (auto dict = node.getAttrsAttr())
       for (NamedAttribute a : dict)
         if (failed(convertAttr(a.getName(), a.getValue(), attrs, op.getLoc())))
           return failure();
   } else if (isa<ox::ONNXDialect>(op.getDialect()) || isa<fp8::FP8Dialect>(op.getDialect())) {
-    type = isa<ox::ONNXDialect>(op.getDialect()) ? ox::ONNXDialect::getOnnxOpType(&op).str()
-                                                  : op.getName().getStringRef().str();
+    type = octet::planOpType(&op);
     for (NamedAttribute a : op.getAttrs()) {
       StringRef n = a.getName().getValue();
       if (n.startswith("onnx.") || n.startswith("octet.") || n == "operand_segment_sizes")
@@ -517,6 +514,20 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
 }
 
 } // namespace
+
+std::string octet::planOpType(Operation *op) {
+  if (auto node = dyn_cast<ox::GenericNodeOp>(op)) {
+    std::string type = node.getOpType().str();
+    if (!node.getDomain().empty() && node.getDomain() != "ai.onnx")
+      type = node.getDomain().str() + "::" + type;
+    return type;
+  }
+  if (isa<ox::ONNXDialect>(op->getDialect()))
+    return ox::ONNXDialect::getOnnxOpType(op).str();
+  if (isa<fp8::FP8Dialect>(op->getDialect()))
+    return op->getName().getStringRef().str();
+  return "";
+}
 
 LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
                                        int64_t *arenaBytes, bool inPlaceUpdates) {

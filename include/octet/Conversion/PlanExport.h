@@ -41,6 +41,10 @@ constexpr llvm::StringLiteral kTrainingAttr = "octet.training";
 /// Alignment of buffers in the plan's activation arena (bytes).
 constexpr int64_t kPlanArenaAlignment = 256;
 
+/// The op's type as a plan spells it (docs/PLAN.md): the ONNX op type (`Add`), `domain::Type` for
+/// another domain (`octet::Pointwise`), or the fp8 op's name (`fp8.gemm`); "" for other ops.
+std::string planOpType(mlir::Operation *op);
+
 /// Writes the module's function as a plan. `arenaBytes`, when given, receives
 /// the peak activation memory the plan's memory plan needs. With `inPlaceUpdates`,
 /// a state's new value is written over the state itself (no arena buffer, no copy
