@@ -461,7 +461,7 @@ template <int Threads> __device__ float2 blockSum2(float2 v) {
 }
 
 /// Four consecutive values of a float32 or (bf) bfloat16 tensor as floats (16- or 8-byte loads),
-/// and the store that rounds to nearest even for a bfloat16 tensor.
+/// and the store that rounds to nearest even for a bfloat16 tensor (one value: ldf / stf).
 __device__ __forceinline__ float4 load4(const void *p, bool bf, int64_t i) {
   if (!bf)
     return *reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
@@ -479,16 +479,6 @@ __device__ __forceinline__ void store4(void *p, bool bf, int64_t i, float4 v) {
   uint2 u = {*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi)};
   *reinterpret_cast<uint2 *>(q) = u;
 }
-__device__ __forceinline__ float load1(const void *p, bool bf, int64_t i) {
-  return bf ? __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]) : static_cast<const float *>(p)[i];
-}
-__device__ __forceinline__ void store1(void *p, bool bf, int64_t i, float v) {
-  if (bf)
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-  else
-    static_cast<float *>(p)[i] = v;
-}
-
 /// octet::LayerNormalizationGrad, rows of n = 4 * kRowThreads * Vecs or fewer (n % 4 == 0): each
 /// thread holds float4 chunks 4 (t + kRowThreads k) of X, dY and Scale in registers, so every
 /// element is read once. Per row: mean and 1/std as LayerNormalization computes them, then
@@ -584,8 +574,8 @@ __global__ void layerNormGradRowKernel(const void *x, const float *scale, const 
   __syncthreads(); // p[n + i] is zeroed by another thread than the one that sums into it
   float inv = 1.0f / float(n);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    auto xr = [&](int64_t i) { return load1(x, bf.x, r * n + i); };
-    auto gr = [&](int64_t i) { return load1(dy, bf.dy, r * n + i); };
+    auto xr = [&](int64_t i) { return ldf(x, bf.x ? BF16 : F32, r * n + i); };
+    auto gr = [&](int64_t i) { return ldf(dy, bf.dy ? BF16 : F32, r * n + i); };
     float2 acc = {0.0f, 0.0f};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
       acc.x += xr(i);
@@ -606,7 +596,7 @@ __global__ void layerNormGradRowKernel(const void *x, const float *scale, const 
     float m1 = acc.x * inv, m2 = acc.y * inv;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       float o = (gr(i) * scale[i] - m1 - (xr(i) - m) * is * m2) * is;
-      store1(dx, bf.dx, r * n + i, dxIn ? o + load1(dxIn, bf.dxIn, r * n + i) : o);
+      stf(dx, bf.dx ? BF16 : F32, r * n + i, dxIn ? o + ldf(dxIn, bf.dxIn ? BF16 : F32, r * n + i) : o, false);
     }
   }
 }
