@@ -4,13 +4,16 @@
 // unless this pass gives it a narrower storage type. With `activations=bf16` a float32
 // value is stored in bfloat16 when
 //   - it is the result of an op that computes in float32 and rounds what it writes (an
-//     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm gradient's dX:
-//     "origins"), or of an elementwise op or GELU whose operands are themselves stored in
+//     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm gradient's dX,
+//     the loss gradient's dLogits: "origins"), or of an elementwise op or GELU whose operands are themselves stored in
 //     BF16 (ONNX's typed ops keep one element type for their operands and result, so a
-//     residual Add with a float32 operand stays float32, as under PyTorch's autocast);
+//     residual Add with a float32 operand stays float32, as under PyTorch's autocast), or
+//     of a fused Pointwise program whose activation operands (rank >= 2) are all BF16
+//     (its scalars and broadcast vectors stay float32: each operand has its own type);
 //   - every op that reads it (through Reshape-like views, which share its bytes and so
 //     its type) reads BF16 at that operand: FP8 casts and amaxes, the LayerNorm gradient,
-//     attention, GELU, elementwise ops, ReduceSum (a bias gradient, itself float32);
+//     attention, GELU, elementwise ops, Pointwise programs, the loss and its gradient
+//     (logits), ReduceSum (a bias gradient, itself float32);
 //   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
 // Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
 // gradient norm's ReduceSumSquare) stay float32. The conditions are solved together (a
@@ -46,37 +49,43 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
-enum class Kind { None, Origin, SameType };
+enum class Kind { None, Origin, SameType, Follows };
 
 // The ops below are those both backends run with BF16 operands and results natively (the CPU
 // reference widens and rounds around every kernel; the CUDA executor's kernels load and store BF16:
 // cuBLASLt's FP8 GEMMs with their bias in the epilogue, cuDNN's attention, the FP8 cast kernels,
-// the LayerNorm gradient, broadcasting elementwise ops and reductions). An op joins these tables
-// when the CUDA executor can run it so; until then its operands and results stay float32 (the
-// LayerNorm forward, Pointwise programs, the loss and its gradient).
+// the LayerNorm gradient, broadcasting elementwise ops, reductions, and Pointwise programs, whose
+// generated kernels load and store each operand in its own type, the loss and its gradient, which
+// read BF16 logits and compute in float32). An op joins these tables when the CUDA executor can
+// run it so; until then its operands and results stay float32 (the LayerNorm forward).
 
 /// Which results an op may write in BF16, and on what condition.
 Kind producerKind(const std::string &t, unsigned result) {
-  if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad") && result == 0)
+  if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad" ||
+       t == "octet::SoftmaxCrossEntropyLossGrad") &&
+      result == 0)
     return Kind::Origin;
   if (t == "octet::AttentionGrad" && result < 3)
     return Kind::Origin;
   if ((t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Gelu") && result == 0)
     return Kind::SameType; // every float operand of the result's type
+  if (t == "octet::Pointwise" && result == 0)
+    return Kind::Follows; // BF16 where its activation operands are (scalars and vectors aside)
   return Kind::None;
 }
 
 /// Whether an op reads BF16 at operand `i`. SameType ops also need their result in BF16.
 bool readsBf16(const std::string &t, unsigned i) {
-  if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" || t == "Gelu")
-    return i == 0;
+  if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" || t == "Gelu" ||
+      t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad")
+    return i == 0; // the loss reads BF16 logits and computes its softmax in float32
   if (t == "octet::LayerNormalizationGrad")
     return i == 0 || i == 2 || i == 3; // X, dY, dX_in; not the scale
   if (t == "octet::Attention")
     return i < 3;
   if (t == "octet::AttentionGrad")
     return i != 4; // not the log-sum-exp
-  return t == "Add" || t == "Sub" || t == "Mul" || t == "Div";
+  return t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "octet::Pointwise"; // each operand its type
 }
 
 bool isF32Activation(Value v) {
@@ -137,11 +146,9 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
       Operation *def = c.getDefiningOp();
       const std::string &t = type[def];
       Kind k = producerKind(t, c.cast<OpResult>().getResultNumber());
-      auto shape = c.getType().cast<RankedTensorType>().getShape();
-      if (k == Kind::SameType) {
-        unsigned n = def->getNumOperands();
-        for (unsigned i = 0; i < n; ++i)
-          if (!inSet(def->getOperand(i)))
+      if (k == Kind::SameType || k == Kind::Follows) {
+        for (Value in : def->getOperands())
+          if (!inSet(in) && (k == Kind::SameType || isF32Activation(in)))
             return false;
       }
       for (Value m : members[c]) {

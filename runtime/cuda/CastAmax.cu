@@ -80,6 +80,18 @@ template <bool Tanh> struct GeluSrc {
   }
 };
 
+/// GELU of BF16 x, rounded to BF16 as an elementwise Gelu storing BF16 writes it.
+template <bool Tanh> struct GeluBf16Src {
+  const __nv_bfloat16 *x;
+  __device__ __forceinline__ void load8(int64_t r, int64_t c, int64_t cols, float (&v)[8]) const {
+    unsigned short in[8];
+    *reinterpret_cast<uint4 *>(in) = *reinterpret_cast<const uint4 *>(x + r * cols + c);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = dev::bf16Round(dev::geluF(dev::bf16Float(in[k]), Tanh));
+  }
+};
+
 /// LayerNormalization's output over rows of length cols, from the row statistics layerNormStats
 /// wrote ((mean, 1/std) in double): the per-element arithmetic of layerNormRegKernel.
 struct LayerNormSrc {
@@ -232,10 +244,15 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
   Targets tg{};
   if (std::string e = dev::tileTargets(targets, n, tg); !e.empty())
     return "castTransposeMany: " + e;
+  bool geluBf16 = src.kind == CastSource::Gelu && src.type == InType::BF16;
+  if (geluBf16 && (src.bias || src.writeSum))
+    return "castTransposeMany: a bfloat16 GELU source takes no bias";
   if (src.kind != CastSource::Plain &&
-      (src.type != InType::F32 || colPartials || (src.bias && !aligned(src.bias)) || (src.gamma && !aligned(src.gamma)) ||
-       (src.beta && !aligned(src.beta)) || (src.kind == CastSource::LayerNorm && (!src.stats || !src.gamma))))
-    return "castTransposeMany: GELU and LayerNorm sources take float32 rows, 16-byte aligned vectors, no sums";
+      ((src.type != InType::F32 && !geluBf16) || colPartials || (src.bias && !aligned(src.bias)) ||
+       (src.gamma && !aligned(src.gamma)) || (src.beta && !aligned(src.beta)) ||
+       (src.kind == CastSource::LayerNorm && (!src.stats || !src.gamma))))
+    return "castTransposeMany: GELU and LayerNorm sources take float32 rows (GELU also bfloat16), 16-byte aligned "
+           "vectors, no sums";
   if (rows == 0 || cols == 0)
     return "";
   dim3 grid(unsigned((cols + kCtTile - 1) / kCtTile), unsigned((rows + kCtTile - 1) / kCtTile));
@@ -261,7 +278,10 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
     break;
   case CastSource::Gelu: {
     auto *x = static_cast<float *>(const_cast<void *>(src.x));
-    if (src.tanhApprox)
+    if (geluBf16) {
+      auto *xb = static_cast<const __nv_bfloat16 *>(src.x);
+      src.tanhApprox ? launch(GeluBf16Src<true>{xb}, NoSums()) : launch(GeluBf16Src<false>{xb}, NoSums());
+    } else if (src.tanhApprox)
       launch(GeluSrc<true>{x, src.bias, src.writeSum}, NoSums());
     else
       launch(GeluSrc<false>{x, src.bias, src.writeSum}, NoSums());

@@ -65,11 +65,13 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   if (kind == Ew::Add && op.inputs.size() == 2 && ot == DType::F32 && typeOf(a) == DType::F32 &&
       typeOf(b) == DType::F32)
     adds_[size_t(&op - plan_.ops.data())] = first;
-  if ((kind == Ew::Gelu || kind == Ew::GeluTanh) && ot == DType::F32 && typeOf(a) == DType::F32 &&
+  if ((kind == Ew::Gelu || kind == Ew::GeluTanh) && ot == typeOf(a) && (ot == DType::F32 || ot == DType::BF16) &&
       shapeOf(a) == os) {
-    gelus_[size_t(&op - plan_.ops.data())] = first;
+    bool bf16 = ot == DType::BF16;
+    if (!bf16) // a GEMM's bias folds into float32 GELUs only (foldGemmBias())
+      gelus_[size_t(&op - plan_.ops.data())] = first;
     geluSources_[size_t(&op - plan_.ops.data())] = {static_cast<float *>(const_cast<void *>(first.in[0])), nullptr,
-                                                    0, first.n, kind == Ew::GeluTanh, o};
+                                                    0, first.n, kind == Ew::GeluTanh, o, bf16};
   }
   out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
   // Variadic Max / Min: fold the rest into the output.
@@ -79,7 +81,7 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   }
 }
 
-/// A float32 ONNX elementwise op that a Pointwise instruction computes with the same arithmetic
+/// A float ONNX elementwise op that a Pointwise instruction computes with the same arithmetic
 /// (runtime/include/octet/runtime/Pointwise.h), as a program of that one instruction: it then
 /// runs as a generated kernel and joins the Pointwise fusions (fusePointwiseChains(),
 /// fuseCastPointwise(): the RMSNorm's gamma * normalized, a Mul the compiler leaves alone because
@@ -87,13 +89,15 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
 /// Adds a GEMM's bias.
 bool CudaExecutor::singleOpProgram(const PlanOp &op, PwProgram &p) {
   const PwOpInfo *info = lookupPointwiseOp(op.type);
+  auto isFloat = [](DType t) { return t == DType::F32 || t == DType::BF16; };
   if (!info || info->op == PwOp::Add || int(op.inputs.size()) != info->arity || op.outputs.size() != 1 ||
-      op.outputs[0] < 0 || plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
+      op.outputs[0] < 0 || !isFloat(plan_.values[size_t(op.outputs[0])].dtype))
     return false;
   for (int j = 0; j < info->arity; ++j) {
     int id = op.inputs[size_t(j)];
-    DType want = info->op == PwOp::Where && j == 0 ? DType::Bool : DType::F32;
-    if (id < 0 || typeOf(id) != want || shapeOf(id).size() > shapeOf(op.outputs[0]).size())
+    bool cond = info->op == PwOp::Where && j == 0;
+    if (id < 0 || (cond ? typeOf(id) != DType::Bool : !isFloat(typeOf(id))) ||
+        shapeOf(id).size() > shapeOf(op.outputs[0]).size())
       return false;
   }
   p.numInputs = info->arity;
@@ -112,24 +116,26 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, co
   }
   int o = op.outputs[0];
   Shape os = shapeOf(o);
-  if (plan_.values[size_t(o)].dtype != DType::F32)
-    fail(op, "the output must be float32");
+  DType ot = plan_.values[size_t(o)].dtype;
+  if (ot != DType::F32 && ot != DType::BF16)
+    fail(op, std::string("the output is ") + dtypeName(ot) + "; Pointwise writes float32 or bfloat16");
   dev::PwArgs a;
   a.nIn = p.numInputs;
   a.nCode = int(p.code.size());
-  a.out = static_cast<float *>(devicePtr(o));
+  a.out = devicePtr(o);
+  a.outType = ot == DType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
   a.shape = dimsOf(os);
   a.n = numElements(os);
   for (int j = 0; j < a.nIn; ++j) {
     int id = op.inputs[size_t(j)];
     DType t = typeOf(id);
-    if (t != DType::F32 && t != DType::Bool)
-      fail(op, "input " + std::to_string(j) + " is " + dtypeName(t) + "; Pointwise reads float32 and bool");
+    if (t != DType::F32 && t != DType::BF16 && t != DType::Bool)
+      fail(op, "input " + std::to_string(j) + " is " + dtypeName(t) + "; Pointwise reads float32, bfloat16 and bool");
     Shape s = shapeOf(id);
     if (s.size() > os.size())
       fail(op, "input shape " + shapeString(s) + " does not broadcast to " + shapeString(os));
     a.in[j] = devicePtr(id);
-    a.inBool[j] = t == DType::Bool;
+    a.inType[j] = t == DType::Bool ? dev::PwType::Bool : t == DType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
     a.inStr[j] = stridesOf(broadcastStrides(s, os));
   }
   for (size_t k = 0; k < p.code.size(); ++k) {
@@ -590,13 +596,15 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     if (grad) { // (scores, labels, dY) -> dScores (docs/PLAN.md)
       if (r != "none" && r != "sum" && r != "mean")
         fail(op, "reduction '" + r + "' is not mean, sum or none");
-      if (!has(op, 2) || typeOf(sc) != DType::F32 || typeOf(op.inputs[2]) != DType::F32 ||
-          plan_.values[size_t(op.outputs[0])].dtype != DType::F32)
-        fail(op, "expects float32 scores and dY and gives float32 dScores");
+      DType gt = plan_.values[size_t(op.outputs[0])].dtype;
+      if (!has(op, 2) || (typeOf(sc) != DType::F32 && typeOf(sc) != DType::BF16) ||
+          typeOf(op.inputs[2]) != DType::F32 || (gt != DType::F32 && gt != DType::BF16))
+        fail(op, "expects float32 or bfloat16 scores, float32 dY, and gives float32 or bfloat16 dScores");
       if (numElements(shapeOf(op.inputs[2])) != (a.reduction == 0 ? a.N * a.D : 1))
         fail(op, "dY has shape " + shapeString(shapeOf(op.inputs[2])) + " for reduction " + r);
       a.dy = static_cast<const float *>(devicePtr(op.inputs[2]));
-      a.grad = static_cast<float *>(outPtr(0));
+      a.grad = outPtr(0);
+      a.gradBf16 = gt == DType::BF16;
       scratch(sizeof(double));
       int slot = flagSlot(op, "a label is outside [0, C)");
       out.push_back([this, a, slot](cudaStream_t s) mutable {

@@ -208,6 +208,7 @@ private:
     int64_t N, n;
     bool tanhApprox;
     int y;
+    bool bf16 = false; // x and y bfloat16 (no bias)
   };
   std::map<size_t, GeluOp> geluSources_;
   void fuseCastSources();

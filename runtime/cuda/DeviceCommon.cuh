@@ -213,6 +213,39 @@ inline std::string check(const char *what) {
 /// Threads of the row kernels (softmax, norms, loss, row amaxes).
 constexpr int kRowThreads = 256;
 
+/// The sum (in double) and the max of one value per thread over a block of `Threads`; every
+/// thread of the block calls and gets the result.
+template <int Threads> __device__ double blockSum(double v) {
+  __shared__ double sh[Threads / 32];
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads(); // sh may still be read from a previous call
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  double r = 0;
+  for (int w = 0; w < Threads / 32; ++w)
+    r += sh[w];
+  return r;
+}
+
+template <int Threads> __device__ float blockMax(float v) {
+  __shared__ float sh[Threads / 32];
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0)
+    sh[warp] = v;
+  __syncthreads();
+  float r = -INFINITY;
+  for (int w = 0; w < Threads / 32; ++w)
+    r = fmaxf(r, sh[w]);
+  return r;
+}
+
+
 } // namespace
 } // namespace octet::rt::cuda::dev
 

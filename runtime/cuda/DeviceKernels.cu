@@ -154,12 +154,17 @@ template <bool Small> __global__ void __launch_bounds__(kPwThreads) pointwiseKer
 #pragma unroll
     for (int j = 0; j < kPwMaxInputs; ++j)
       if (j < nIn)
-        r[(1 + j) * T] = a.inBool[j] ? (static_cast<const uint8_t *>(a.in[j])[off[j]] ? 1.0f : 0.0f)
-                                     : static_cast<const float *>(a.in[j])[off[j]];
+        r[(1 + j) * T] = a.inType[j] == PwType::F32    ? static_cast<const float *>(a.in[j])[off[j]]
+                         : a.inType[j] == PwType::BF16 ? bf16Float(static_cast<const uint16_t *>(a.in[j])[off[j]])
+                         : (static_cast<const uint8_t *>(a.in[j])[off[j]] ? 1.0f : 0.0f);
     for (int k = 0; k < nCode; ++k)
       r[(1 + nIn + k) * T] =
           ewFloat(a.op[k], r[a.arg[k][0] * T], r[a.arg[k][1] * T], r[a.arg[k][2] * T], false, false);
-    a.out[i] = r[(nIn + nCode) * T];
+    const float y = r[(nIn + nCode) * T];
+    if (a.outType == PwType::BF16)
+      static_cast<uint16_t *>(a.out)[i] = bf16Bits(y);
+    else
+      static_cast<float *>(a.out)[i] = y;
   }
 }
 

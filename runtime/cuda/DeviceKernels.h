@@ -64,10 +64,11 @@ struct EwArgs {
 };
 std::string elementwise(const EwArgs &a, cudaStream_t s);
 
-/// octet::Pointwise (octet/runtime/Pointwise.h): per output element, the inputs (float32, or
-/// bool read as 0/1) through broadcast strides, then `nCode` instructions of ewFloat's
-/// arithmetic on registers (slot 0: zero, 1..nIn: the inputs, then one per instruction);
-/// the last instruction's result is stored. Registers live in shared memory.
+/// octet::Pointwise (octet/runtime/Pointwise.h): per output element, the inputs (float32,
+/// bfloat16 widened exactly, or bool read as 0/1) through broadcast strides, then `nCode`
+/// instructions of ewFloat's arithmetic on registers (slot 0: zero, 1..nIn: the inputs, then
+/// one per instruction); the last instruction's result is stored (float32, or bfloat16 rounded
+/// to nearest even as the CPU reference rounds). Registers live in shared memory.
 constexpr int kPwMaxInputs = kPointwiseMaxInputs, kPwMaxOps = kPointwiseMaxOps;
 /// The elementwise kernels' code for a program instruction.
 inline Ew ewOf(PwOp op) {
@@ -77,14 +78,18 @@ inline Ew ewOf(PwOp op) {
   static_assert(sizeof(ew) / sizeof(ew[0]) == size_t(PwOp::Where) + 1, "one Ew per PwOp");
   return ew[size_t(op)];
 }
+/// How a Pointwise operand is stored.
+enum class PwType : uint8_t { F32, Bool, BF16 };
+inline size_t pwSize(PwType t) { return t == PwType::F32 ? 4 : t == PwType::BF16 ? 2 : 1; }
 struct PwArgs {
   int nIn = 0, nCode = 0;
   const void *in[kPwMaxInputs] = {};
-  bool inBool[kPwMaxInputs] = {};
+  PwType inType[kPwMaxInputs] = {};
   Strides inStr[kPwMaxInputs];
   Ew op[kPwMaxOps] = {};
   int8_t arg[kPwMaxOps][3] = {}; // register slots
-  float *out = nullptr;
+  void *out = nullptr;
+  PwType outType = PwType::F32; // F32 or BF16
   Dims shape;
   int64_t n = 0;
 };
@@ -241,7 +246,7 @@ std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n
 /// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
 /// summed in double): the second half of a column sum taken in per-block partials.
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);
-/// SoftmaxCrossEntropyLoss for scores [N, C, D] (D = 1 for [N, C]): logp
+/// SoftmaxCrossEntropyLoss for scores [N, C, D] (D = 1 for [N, C]; float32, bfloat16 or any float): logp
 /// (float32, N*C*D; scratch when the plan does not want it), per-sample loss
 /// (reduction none) or the sum/mean into out[0] (summed in a fixed order from
 /// `work`: 2*N*D floats). Labels outside [0, C) (not ignored) set *badLabel.
@@ -262,7 +267,8 @@ struct XentArgs {
   float *work = nullptr;
   int *badLabel = nullptr;
   const float *dy = nullptr; // the gradient: dY (one value, or N*D for reduction none) and
-  float *grad = nullptr;     // d(scores), scores' shape, float32
+  void *grad = nullptr;      // d(scores), scores' shape, float32 or (gradBf16) bfloat16
+  bool gradBf16 = false;
 };
 std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s);
 /// octet::SoftmaxCrossEntropyLossGrad into a.grad from a.dy (no class weights; logp unused; work:

@@ -26,6 +26,17 @@ enum class Ew : int {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 __device__ __forceinline__ float ewNan() { return __int_as_float(0x7fc00000); }
 
+/// BF16 storage, bit for bit as the CPU reference (floatToBf16 in runtime/src/Fp8.cpp): round to
+/// nearest even, a NaN kept quiet; widening is exact.
+__device__ __forceinline__ unsigned short bf16Bits(float f) {
+  const unsigned b = __float_as_uint(f);
+  if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu))
+    return (unsigned short)((b >> 16) | 0x40u);
+  return (unsigned short)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float bf16Float(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }
+__device__ __forceinline__ float bf16Round(float f) { return bf16Float(bf16Bits(f)); }
+
 __device__ __forceinline__ float geluF(float x, bool tanhApprox) {
   if (tanhApprox)
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));

@@ -159,7 +159,7 @@ void CudaExecutor::fuseCastPointwise() {
   for (size_t k = 0; k < program_.size(); ++k) {
     size_t op = program_[k].op;
     auto ct = castTransposes_.find(op);
-    if (ct == castTransposes_.end() || ct->second.it != cuda::InType::F32)
+    if (ct == castTransposes_.end())
       continue;
     const CastTransposeOp c = ct->second;
     auto sum = castSums_.find(op);
@@ -192,7 +192,8 @@ void CudaExecutor::fuseCastPointwise() {
     for (size_t q = 1; q < chain.args.size(); ++q)
       lastOp = program_[p].parts[q].op;
     int y = plan_.ops[lastOp].outputs[0];
-    if (last.out != c.xp || devicePtr(y) != c.xp || !onlyReadBy(y, readers))
+    bool sameType = (last.outType == dev::PwType::BF16) == (c.it == cuda::InType::BF16);
+    if (last.out != c.xp || devicePtr(y) != c.xp || !sameType || !onlyReadBy(y, readers))
       continue;
     // The pass reads the programs' inputs while it writes the codes: no target may share their
     // bytes (the arena may give a target the bytes of an input that dies here), nor a result
@@ -211,10 +212,10 @@ void CudaExecutor::fuseCastPointwise() {
           int64_t reach = 0;
           for (int d = 0; d < a.shape.rank; ++d)
             reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
-          clash = clash || overlaps(w, wn, a.in[j], size_t(reach + 1) * (a.inBool[j] ? 1 : sizeof(float)));
+          clash = clash || overlaps(w, wn, a.in[j], size_t(reach + 1) * dev::pwSize(a.inType[j]));
         }
         if (q + 1 < chain.args.size() && chain.store[q])
-          clash = clash || overlaps(w, wn, a.out, size_t(a.n) * sizeof(float));
+          clash = clash || overlaps(w, wn, a.out, size_t(a.n) * dev::pwSize(a.outType));
       }
     }
     cuda::tile::Targets tg;
@@ -521,7 +522,8 @@ void CudaExecutor::fuseCastSources() {
         const GeluOp g = ge->second;
         bool folded = !program_[p].parts.empty(); // foldGemmBias() gave it the GEMM's bias
         if (folded == (g.bias != nullptr) && devicePtr(g.y) == c0.xp && g.n == c0.rows * c0.cols &&
-            (!g.bias || g.N == c0.cols) && c0.it == cuda::InType::F32 && onlyReadBy(g.y, castOps)) {
+            (!g.bias || g.N == c0.cols) && c0.it == (g.bf16 ? cuda::InType::BF16 : cuda::InType::F32) &&
+            onlyReadBy(g.y, castOps)) {
           src.kind = cuda::CastSource::Gelu;
           src.x = g.x;
           src.bias = g.bias;

@@ -7,8 +7,12 @@
 // codes, folded by the compiler), the merged shape and every input's strides
 // (division by constants), and the layout of each input relative to the
 // output. A thread produces four consecutive outputs with one 16-byte store;
-// an input that walks them contiguously is read with one 16-byte load (4 bytes
-// for a bool), one broadcast along them with one load.
+// an input that walks them contiguously is read with one vector load (16 bytes
+// of float32, 8 of bfloat16, 4 of bool), one broadcast along them with one load.
+// BF16 operands widen exactly and a BF16 result is rounded to nearest even
+// (EwMath.h's bf16Bits), where the CPU reference rounds: also a result an
+// earlier program of a chain passes on in registers, and the result a cast
+// chain casts.
 //
 // All kernels of a plan go into one translation unit compiled once by NVRTC
 // for the device's architecture with --fmad=false (ewFloat's arithmetic
@@ -96,17 +100,18 @@ struct Spec {
   int nIn = 0, nCode = 0, rank = 0, vec = 1;
   bool wide = false; // 64-bit offsets
   int64_t n = 0, dims[kMaxRank] = {}, str[kPwMaxInputs][kMaxRank] = {};
-  bool isBool[kPwMaxInputs] = {};
+  PwType type[kPwMaxInputs] = {};
+  PwType outType = PwType::F32;
   Load load[kPwMaxInputs] = {};
   int op[kPwMaxOps] = {}, arg[kPwMaxOps][3] = {};
 
   std::string key() const {
     std::ostringstream k;
-    k << nIn << ' ' << nCode << ' ' << rank << ' ' << vec << ' ' << wide << ' ' << n << '|';
+    k << nIn << ' ' << nCode << ' ' << rank << ' ' << vec << ' ' << wide << ' ' << n << ' ' << int(outType) << '|';
     for (int d = 0; d < rank; ++d)
       k << dims[d] << ',';
     for (int j = 0; j < nIn; ++j) {
-      k << '|' << isBool[j] << int(load[j]);
+      k << '|' << int(type[j]) << int(load[j]);
       for (int d = 0; d < rank; ++d)
         k << ',' << str[j][d];
     }
@@ -118,6 +123,14 @@ struct Spec {
 
 bool aligned(const void *p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+/// The C type of an operand stored as `t`, and an expression `e` of it as a float.
+const char *cType(PwType t) { return t == PwType::F32 ? "float" : t == PwType::BF16 ? "unsigned short" : "unsigned char"; }
+/// `e` as a BF16 store rounds it (round), or as it is.
+std::string rounded(bool round, const std::string &e) { return round ? "bf16Round(" + e + ")" : e; }
+std::string widen(PwType t, const std::string &e) {
+  return t == PwType::Bool ? "(" + e + " ? 1.0f : 0.0f)" : t == PwType::BF16 ? "bf16Float(" + e + ")" : e;
+}
+
 Spec specOf(const PwArgs &a) {
   Spec s;
   s.nIn = a.nIn;
@@ -127,10 +140,11 @@ Spec specOf(const PwArgs &a) {
   for (int d = 0; d < s.rank; ++d)
     s.dims[d] = a.shape.d[d];
   int64_t inner = s.rank ? s.dims[s.rank - 1] : 1;
-  s.vec = a.n % kVec == 0 && inner % kVec == 0 && aligned(a.out, kVec * sizeof(float)) ? kVec : 1;
+  s.outType = a.outType;
+  s.vec = a.n % kVec == 0 && inner % kVec == 0 && aligned(a.out, kVec * pwSize(a.outType)) ? kVec : 1;
   s.wide = a.n >= (int64_t(1) << 31);
   for (int j = 0; j < a.nIn; ++j) {
-    s.isBool[j] = a.inBool[j];
+    s.type[j] = a.inType[j];
     bool allZero = true, outerAligned = true;
     int64_t reach = 0;
     for (int d = 0; d < s.rank; ++d) {
@@ -142,7 +156,7 @@ Spec specOf(const PwArgs &a) {
     }
     s.wide = s.wide || reach >= (int64_t(1) << 31);
     int64_t innerStr = s.rank ? s.str[j][s.rank - 1] : 0;
-    size_t elem = a.inBool[j] ? 1 : sizeof(float);
+    size_t elem = pwSize(a.inType[j]);
     if (allZero)
       s.load[j] = Load::Scalar;
     else if (s.vec == kVec && innerStr == 1 && outerAligned && aligned(a.in[j], kVec * elem))
@@ -204,11 +218,12 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
   for (int j = 0; j < s.nIn; ++j) {
     std::string J = P + "_" + std::to_string(j);
     std::string x = "x" + J, in = "in" + J, oj = "o" + J;
-    auto conv = [&](const std::string &e) { return s.isBool[j] ? "(" + e + " ? 1.0f : 0.0f)" : e; };
+    auto conv = [&](const std::string &e) { return widen(s.type[j], e); };
     o << "    float " << x << "[" << V << "];\n";
-    if (from[size_t(j)] >= 0) {
+    if (int q = from[size_t(j)]; q >= 0) { // rounded as program q stores it
+      bool round = parts[size_t(q)].outType == PwType::BF16;
       for (int l = 0; l < V; ++l)
-        o << "    " << x << "[" << l << "] = " << last(from[size_t(j)]) << "[" << l << "];\n";
+        o << "    " << x << "[" << l << "] = " << rounded(round, last(q) + "[" + std::to_string(l) + "]") << ";\n";
       continue;
     }
     switch (s.load[j]) {
@@ -217,8 +232,9 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
         o << "    " << x << "[" << l << "] = " << x << "s;\n";
       break;
     case Load::Vector:
-      if (s.isBool[j]) {
-        o << "    { const uchar4 v = *reinterpret_cast<const uchar4 *>(" << in << " + " << oj << ");\n";
+      if (s.type[j] != PwType::F32) {
+        const char *vt = s.type[j] == PwType::Bool ? "uchar4" : "ushort4";
+        o << "    { const " << vt << " v = *reinterpret_cast<const " << vt << " *>(" << in << " + " << oj << ");\n";
         for (int l = 0; l < V; ++l)
           o << "      " << x << "[" << l << "] = " << conv("v." + std::string(1, "xyzw"[l])) << ";\n";
       } else {
@@ -260,11 +276,14 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
   std::string r = "r" + P + "_" + std::to_string(s.nCode - 1);
   if (!store)
     return;
+  bool bf = s.outType == PwType::BF16;
+  auto val = [&](int l) { return bf ? "bf16Bits(" + r + "[" + std::to_string(l) + "])" : r + "[" + std::to_string(l) + "]"; };
   if (V == kVec)
-    o << "    *reinterpret_cast<float4 *>(out" << P << " + i) = make_float4(" << r << "[0], " << r << "[1], " << r
-      << "[2], " << r << "[3]);\n";
+    o << "    *reinterpret_cast<" << (bf ? "ushort4" : "float4") << " *>(out" << P << " + i) = "
+      << (bf ? "make_ushort4(" : "make_float4(") << val(0) << ", " << val(1) << ", " << val(2) << ", " << val(3)
+      << ");\n";
   else
-    o << "    out" << P << "[i] = " << r << "[0];\n";
+    o << "    out" << P << "[i] = " << val(0) << ";\n";
 }
 
 /// The scalar inputs (one value for every element), loaded once.
@@ -273,8 +292,7 @@ void generateScalars(std::ostringstream &o, const Chain &c, const char *indent) 
     for (int j = 0; j < c.parts[p].nIn; ++j)
       if (c.parts[p].load[j] == Load::Scalar && c.from[p][size_t(j)] < 0) {
         std::string in = "in" + std::to_string(p) + "_" + std::to_string(j);
-        o << indent << "const float x" << p << "_" << j << "s = "
-          << (c.parts[p].isBool[j] ? "(" + in + "[0] ? 1.0f : 0.0f)" : in + "[0]") << ";\n";
+        o << indent << "const float x" << p << "_" << j << "s = " << widen(c.parts[p].type[j], in + "[0]") << ";\n";
       }
 }
 
@@ -307,9 +325,10 @@ void generatePointers(std::ostringstream &o, const Chain &c, bool members, bool 
   std::vector<std::string> decls;
   for (size_t p = 0; p < c.parts.size(); ++p) {
     for (int j = 0; j < c.parts[p].nIn; ++j)
-      decls.push_back(std::string("const ") + (c.parts[p].isBool[j] ? "unsigned char" : "float") + " *__restrict__ in" +
-                      std::to_string(p) + "_" + std::to_string(j));
-    decls.push_back(std::string("float *") + (restrictOut ? "__restrict__ " : "") + "out" + std::to_string(p));
+      decls.push_back(std::string("const ") + cType(c.parts[p].type[j]) + " *__restrict__ in" + std::to_string(p) +
+                      "_" + std::to_string(j));
+    decls.push_back(std::string(cType(c.parts[p].outType)) + " *" + (restrictOut ? "__restrict__ " : "") + "out" +
+                    std::to_string(p));
   }
   for (size_t k = 0; k < decls.size(); ++k)
     o << indent << decls[k] << (members ? ";\n" : k + 1 < decls.size() ? ", " : "");
@@ -335,8 +354,9 @@ std::string generate(const Chain &c, const std::string &name) {
     o << "    const " << IT << " i = " << IT << "(r * cols + cc) + " << IT << "(h * " << V << ");\n";
     generateBody(o, c, IT, OT, V);
     std::string last = "r" + std::to_string(c.parts.size() - 1) + "_" + std::to_string(c.parts.back().nCode - 1);
+    bool round = c.parts.back().outType == PwType::BF16; // the cast reads what the plan stores
     for (int l = 0; l < V; ++l)
-      o << "    vals[h * " << V << " + " << l << "] = " << last << "[" << l << "];\n";
+      o << "    vals[h * " << V << " + " << l << "] = " << rounded(round, last + "[" + std::to_string(l) + "]") << ";\n";
     o << "  }\n  }\n};\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << tile::kThreads << ") " << name << "(" << name
       << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
@@ -447,7 +467,7 @@ bool makeChain(const std::vector<PwArgs> &programs, Chain &c) {
       for (size_t q = 0; q + 1 < c.parts.size(); ++q)
         if (a.in[j] == programs[q].out) {
           // An earlier program's result, read element for element: taken from its registers.
-          bool same = !s.isBool[j];
+          bool same = s.type[j] == programs[q].outType;
           int64_t want = 1;
           for (int d = s.rank - 1; d >= 0; --d) {
             same = same && s.str[j][d] == want;

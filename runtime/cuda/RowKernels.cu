@@ -2,7 +2,7 @@
 //
 // ReduceSum/Mean/Max/SumSquare (FP64 accumulation, fixed summation orders: the same bits on every
 // run), a step's sums of squares in two launches, softmax, LayerNormalization and its fused
-// gradient, GELU with a folded bias, column totals, and SoftmaxCrossEntropyLoss with its gradient.
+// gradient, GELU with a folded bias and column totals (the loss: XentKernels.cu).
 // Launch entry points are declared in DeviceKernels.h.
 //
 //===----------------------------------------------------------------------===//
@@ -15,36 +15,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Reductions, softmax, normalization, loss
 //===----------------------------------------------------------------------===//
-
-template <int Threads> __device__ double blockSum(double v) {
-  __shared__ double sh[Threads / 32];
-  for (int o = 16; o > 0; o /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads(); // sh may still be read from a previous call
-  if (lane == 0)
-    sh[warp] = v;
-  __syncthreads();
-  double r = 0;
-  for (int w = 0; w < Threads / 32; ++w)
-    r += sh[w];
-  return r;
-}
-
-template <int Threads> __device__ float blockMax(float v) {
-  __shared__ float sh[Threads / 32];
-  for (int o = 16; o > 0; o /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
-  if (lane == 0)
-    sh[warp] = v;
-  __syncthreads();
-  float r = -INFINITY;
-  for (int w = 0; w < Threads / 32; ++w)
-    r = fmaxf(r, sh[w]);
-  return r;
-}
 
 /// kind: 0 sum, 1 mean, 2 max, 3 min, 4 sum of squares.
 __device__ __forceinline__ double combine(int kind, double a, double v) {
@@ -636,127 +606,6 @@ void launchColumnTotals(const float *partials, int rows, int64_t stride, int64_t
   columnTotalsKernel<<<unsigned((n + 31) / 32), dim3(32, 8), 0, s>>>(partials, rows, stride, n, out);
 }
 
-/// One block per (n, d): log-softmax over C, then the sample's loss and weight.
-__global__ void xentRowKernel(XentArgs a) {
-  int64_t rows = a.N * a.D;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t n = r / a.D, d = r % a.D;
-    auto at = [&](int64_t k) { return (n * a.C + k) * a.D + d; };
-    float mx = -INFINITY;
-    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
-      mx = fmaxf(mx, ldf(a.scores, a.type, at(k)));
-    mx = blockMax<kRowThreads>(mx);
-    double sum = 0;
-    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
-      sum += exp(double(ldf(a.scores, a.type, at(k))) - mx);
-    sum = blockSum<kRowThreads>(sum);
-    double lse = log(sum) + mx;
-    if (a.logp) // the loss itself needs only the label's score
-      for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x)
-        a.logp[at(k)] = float(double(ldf(a.scores, a.type, at(k))) - lse);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t l = ldi(a.labels, a.labelType, r);
-      float val = 0.0f, wt = 0.0f;
-      if (!(a.hasIgnore && l == a.ignore)) {
-        if (l < 0 || l >= a.C) {
-          *a.badLabel = 1;
-        } else {
-          wt = a.weight ? ldf(a.weight, a.weightType, l) : 1.0f;
-          val = -float(double(ldf(a.scores, a.type, at(l))) - lse) * wt;
-        }
-      }
-      if (a.reduction == 0)
-        stf(a.out, a.outType, r, val, true);
-      a.work[r] = val;
-      a.work[rows + r] = wt;
-    }
-  }
-}
-
-/// octet::SoftmaxCrossEntropyLossGrad: one block per (n, d). Each thread keeps a running max and
-/// sum of exp over its classes (one read of the row), the block combines them in double; then
-/// grad = (exp(score - lse) - [k == label]) * scale, scale = dY / count (mean; count: the labels
-/// not ignored, counted first into a.work as a double), dY (sum) or dY[n, d] (none), 0 when ignored.
-__global__ void xentCountKernel(XentArgs a) {
-  int64_t rows = a.N * a.D;
-  double c = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    c += ldi(a.labels, a.labelType, r) != a.ignore;
-  c = blockSum<kRowThreads>(c);
-  if (threadIdx.x == 0)
-    *reinterpret_cast<double *>(a.work) = c;
-}
-
-__global__ void xentGradKernel(XentArgs a) {
-  int64_t rows = a.N * a.D;
-  double count = a.reduction == 2 && a.hasIgnore ? *reinterpret_cast<const double *>(a.work) : double(rows);
-  __shared__ double shS[kRowThreads / 32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t n = r / a.D, d = r % a.D;
-    auto at = [&](int64_t k) { return (n * a.C + k) * a.D + d; };
-    float m = -INFINITY, sum = 0.0f;
-    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x) {
-      float v = ldf(a.scores, a.type, at(k));
-      if (v > m) {
-        sum = sum * expf(m - v) + 1.0f;
-        m = v;
-      } else if (m != -INFINITY) { // exp(-inf - -inf) would be NaN; the term is 0
-        sum += expf(v - m);
-      }
-    }
-    // The block's max, then its sum rescaled to it, in double.
-    float mx = blockMax<kRowThreads>(m);
-    double part = m == -INFINITY ? 0.0 : double(sum) * exp(double(m) - double(mx));
-    for (int o = 16; o > 0; o /= 2)
-      part += __shfl_xor_sync(0xffffffffu, part, o);
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    __syncthreads();
-    if (lane == 0)
-      shS[warp] = part;
-    __syncthreads();
-    double total = 0;
-    for (int w = 0; w < kRowThreads / 32; ++w)
-      total += shS[w];
-    double lse = log(total) + double(mx);
-    int64_t l = ldi(a.labels, a.labelType, r);
-    bool ignored = a.hasIgnore && l == a.ignore;
-    if (!ignored && (l < 0 || l >= a.C)) {
-      if (threadIdx.x == 0)
-        *a.badLabel = 1;
-      ignored = true;
-    }
-    float scale = ignored            ? 0.0f
-                  : a.reduction == 0 ? a.dy[r]
-                  : a.reduction == 1 ? a.dy[0]
-                                     : float(double(a.dy[0]) / count);
-    for (int64_t k = threadIdx.x; k < a.C; k += blockDim.x) {
-      float p = expf(float(double(ldf(a.scores, a.type, at(k))) - lse));
-      a.grad[at(k)] = (p - (k == l ? 1.0f : 0.0f)) * scale;
-    }
-  }
-}
-
-__global__ void xentFinishKernel(XentArgs a) {
-  int64_t rows = a.N * a.D;
-  double total = 0, wsum = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    total += a.work[r];
-    wsum += a.work[rows + r];
-  }
-  __shared__ double st[kRowThreads], sw[kRowThreads];
-  st[threadIdx.x] = total;
-  sw[threadIdx.x] = wsum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0, w = 0;
-    for (int k = 0; k < kRowThreads; ++k) {
-      t += st[k];
-      w += sw[k];
-    }
-    stf(a.out, a.outType, 0, float(a.reduction == 1 ? t : t / w), true);
-  }
-}
 } // namespace
 
 std::string sumSquaresList(const SumSquaresBlock *blocks, int nBlocks, const SumSquaresOut *outs, int nOuts,
@@ -886,20 +735,6 @@ std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {
   launchColumnTotals(partials, rows, stride, n, out, s);
   return check("columnTotals");
-}
-
-std::string softmaxCrossEntropy(const XentArgs &a, cudaStream_t s) {
-  xentRowKernel<<<int(std::min<int64_t>(a.N * a.D, 65535 * 8)), kRowThreads, 0, s>>>(a);
-  if (a.reduction != 0)
-    xentFinishKernel<<<1, kRowThreads, 0, s>>>(a);
-  return check("softmaxCrossEntropy");
-}
-
-std::string softmaxCrossEntropyGrad(const XentArgs &a, cudaStream_t s) {
-  if (a.reduction == 2 && a.hasIgnore)
-    xentCountKernel<<<1, kRowThreads, 0, s>>>(a);
-  xentGradKernel<<<int(std::min<int64_t>(a.N * a.D, 65535 * 8)), kRowThreads, 0, s>>>(a);
-  return check("softmaxCrossEntropyGrad");
 }
 
 } // namespace octet::rt::cuda::dev

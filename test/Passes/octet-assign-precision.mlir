@@ -67,20 +67,46 @@ func.func @typed_adds(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s
 
 // -----
 
-// Pointwise programs (and so the GEMM output they read) stay float32: the CUDA executor's
-// generated kernels read and write float32 only. A LayerNorm gradient reads a BF16 dY and writes
-// a BF16 dX where a cast reads it; its X, a float32 argument, stays so.
+// A Pointwise program (a GELU gradient: two GEMM outputs and a float32 scalar) is stored in BF16
+// when its activation operands are, and reads its scalar as float32. One that also reads a
+// float32 activation (%xin, an argument) stays float32, while reading a BF16 GEMM output: each
+// operand of a program has its own type. A LayerNorm gradient reads a BF16 dY and writes a BF16
+// dX where a cast reads it; its X, a float32 argument, stays so.
 // CHECK-LABEL: func.func @pointwise_and_norm_gradient
-// CHECK: %[[D:.+]] = fp8.gemm {{.+}} -> tensor<32x64xf32>
-// CHECK-NEXT: onnx.node "Pointwise"(%[[D]]) {{.+}} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+// CHECK: %[[D:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: %[[DY:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK-NEXT: %[[P:.+]] = onnx.node "Pointwise"(%[[D]], %[[DY]], %arg2) {{.+}} : (tensor<32x64xbf16>, tensor<32x64xbf16>, tensor<f32>) -> tensor<32x64xbf16>
+// CHECK-NEXT: fp8.cast %[[P]], %arg2 : tensor<32x64xbf16>, tensor<f32>
+// CHECK-NEXT: onnx.node "Pointwise"(%[[D]], %arg3) {{.+}} : (tensor<32x64xbf16>, tensor<32x64xf32>) -> tensor<32x64xf32>
 // CHECK: %[[G:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
 // CHECK-NEXT: onnx.node "LayerNormalizationGrad"(%arg3, %arg4, %[[G]]) {{.+}} : (tensor<32x64xf32>, tensor<64xf32>, tensor<32x64xbf16>) -> (tensor<32x64xbf16>, tensor<64xf32>, tensor<64xf32>)
-func.func @pointwise_and_norm_gradient(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %xin: tensor<32x64xf32>, %scale: tensor<64xf32>) -> (tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>) {
+func.func @pointwise_and_norm_gradient(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %xin: tensor<32x64xf32>, %scale: tensor<64xf32>) -> (tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>) {
   %d = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
-  %p = onnx.node "Pointwise"(%d) {attrs = {args = array<i64: 0, -1, -1>, ops = ["Exp"]}, domain = "octet"} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+  %dy = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %p = onnx.node "Pointwise"(%d, %dy, %s) {attrs = {args = array<i64: 0, 2, -1, 3, 1, -1>, ops = ["Mul", "Mul"]}, domain = "octet"} : (tensor<32x64xf32>, tensor<32x64xf32>, tensor<f32>) -> tensor<32x64xf32>
   %c = fp8.cast %p, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  %q = onnx.node "Pointwise"(%d, %xin) {attrs = {args = array<i64: 0, 1, -1>, ops = ["Add"]}, domain = "octet"} : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  %c3 = fp8.cast %q, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
   %g = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
   %dx, %ds, %db = onnx.node "LayerNormalizationGrad"(%xin, %scale, %g) {attrs = {axis = -1 : si64, epsilon = 9.99999974E-6 : f32}, domain = "octet"} : (tensor<32x64xf32>, tensor<64xf32>, tensor<32x64xf32>) -> (tensor<32x64xf32>, tensor<64xf32>, tensor<64xf32>)
   %c2 = fp8.cast %dx, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
-  return %c, %c2, %ds, %db : tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>
+  return %c, %c3, %c2, %ds, %db : tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// The loss reads the output layer's BF16 logits (its softmax computes in float32) and its gradient
+// writes BF16 dLogits for the E5M2 cast; the loss itself, a scalar result, stays float32.
+// CHECK-LABEL: func.func @loss_on_gemm_logits
+// CHECK: %[[Z:.+]] = fp8.gemm {{.+}} -> tensor<32x64xbf16>
+// CHECK: onnx.SoftmaxCrossEntropyLoss %[[Z]], %arg3, %{{.+}} : (tensor<32x64xbf16>, tensor<32xi64>, none) -> (tensor<f32>, none)
+// CHECK-NEXT: %[[G:.+]] = onnx.node "SoftmaxCrossEntropyLossGrad"(%[[Z]], %arg3, %arg2) {{.+}} : (tensor<32x64xbf16>, tensor<32xi64>, tensor<f32>) -> tensor<32x64xbf16>
+// CHECK-NEXT: fp8.cast %[[G]], %arg2 : tensor<32x64xbf16>, tensor<f32>
+func.func @loss_on_gemm_logits(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %s: tensor<f32>, %labels: tensor<32xi64>) -> (tensor<f32>, tensor<32x64xf8E5M2>) {
+  %z = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %n = onnx.none
+  %l, %lp = onnx.SoftmaxCrossEntropyLoss %z, %labels, %n {ignore_index = -100 : si64, reduction = "mean"} : (tensor<32x64xf32>, tensor<32xi64>, none) -> (tensor<f32>, none)
+  %g = onnx.node "SoftmaxCrossEntropyLossGrad"(%z, %labels, %s) {attrs = {ignore_index = -100 : si64, reduction = "mean"}, domain = "octet"} : (tensor<32x64xf32>, tensor<32xi64>, tensor<f32>) -> tensor<32x64xf32>
+  %c = fp8.cast %g, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %l, %c : tensor<f32>, tensor<32x64xf8E5M2>
 }

@@ -74,6 +74,8 @@ expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &
 ///              and the cast adds it, writes the sum back (the GEMM's result is a plan output, as the
 ///              GELU's gradient reads it) and takes GELU of it;
 ///   gelu       Gelu (erf) of an input -> cast;
+///   gelu-bf16  the same in BF16 (fp8-opt --activation-precision=bf16): the pass widens x, and
+///              rounds GELU(x) to BF16 before the cast, as the plan stores it;
 ///   shared     two casts of one input in a row (no producer);
 ///   kept       the LayerNorm's output is also a plan output: the casts share a read but the
 ///              LayerNorm still writes it.
@@ -84,7 +86,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
   REQUIRE_GPU();
   std::mt19937 rng(31);
   const int64_t M = 256, N = 384;
-  for (std::string what : {"layernorm", "gelu-bias", "gelu", "shared", "kept"}) {
+  for (std::string what : {"layernorm", "gelu-bias", "gelu", "gelu-bf16", "shared", "kept"}) {
     SCOPED_TRACE(what);
     Plan plan;
     std::map<std::string, TensorPtr> feed;
@@ -138,10 +140,14 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       gelu.attrs["approximate"].s = "tanh";
       plan.outputs.push_back(gm.y);
       expect = "cast computes GELU";
-    } else if (what == "gelu") {
+    } else if (what == "gelu" || what == "gelu-bf16") {
       int f = input("f", {M, N}, 2.0f);
       source = addValue(plan, "g", {M, N});
       op("Gelu", {f}, {source});
+      if (what == "gelu-bf16") {
+        plan.values[size_t(f)].dtype = plan.values[size_t(source)].dtype = DType::BF16;
+        feed["f"] = std::make_shared<Tensor>(feed["f"]->castTo(DType::BF16));
+      }
       expect = "cast computes GELU";
     } else {
       source = input("x", {M, N}, 3.0f);
@@ -280,15 +286,18 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
 /// the first case, the column sum of y (a bias gradient) in the same pass. Cases: the chain with the
 /// sum; y alone (one program) without it; the chain with y also a plan output (not fused). Codes,
 /// amax and sums are the unfused runner's bits (OCTET_CUDA_CAST_SOURCES=0) on every run, eager and
-/// as graphs, and within one FP8 step of the CPU (the device's tanhf is not glibc's).
+/// as graphs, and within one FP8 step of the CPU (the device's tanhf is not glibc's). "chain-sum-bf16":
+/// the first case with x, dy, t and y stored in BF16 (t kept in registers, rounded as stored; y
+/// rounded before the cast and the sum).
 TEST(CudaExecutor, CastComputesThePointwiseProgram) {
   REQUIRE_GPU();
   std::mt19937 rng(37);
   const int64_t M = 256, N = 512;
-  for (std::string what : {"chain-sum", "single", "kept"}) {
+  for (std::string what : {"chain-sum", "chain-sum-bf16", "single", "kept"}) {
     SCOPED_TRACE(what);
     Plan plan;
     int x = addValue(plan, "x", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addScalar(plan, "half", 0.5f);
+    const bool bf16 = what == "chain-sum-bf16";
     int t = addValue(plan, "t", {M, N}), y = addValue(plan, "y", {M, N}), si = addScalar(plan, "si", 0.002f);
     int q = addValue(plan, "q", {M, N}), amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {N, M});
     int sum = addValue(plan, "sum", {N});
@@ -303,7 +312,7 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
     }
     addOp(plan, "fp8.cast_amax", "cast", {y, si}, {q, amax, qt});
     plan.outputs = {q, amax, qt};
-    if (what == "chain-sum") {
+    if (what == "chain-sum" || bf16) {
       addReduceSum(plan, y, sum, {0}); // a bias gradient
       plan.outputs.push_back(sum);
     }
@@ -311,7 +320,14 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
       plan.outputs.push_back(y);
     std::map<std::string, TensorPtr> feed = {{"dy", std::make_shared<Tensor>(randomTensor({M, N}, rng, 1.0f))}};
     feed[what == "single" ? "t" : "x"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, 2.0f));
-    auto [fused, apart] = expectCastFusionExact(plan, feed);
+    if (bf16) { // every activation stored in BF16: x, dy, the chain's t (kept in registers, rounded) and y
+      for (int id : {x, dy, t, y})
+        plan.values[size_t(id)].dtype = DType::BF16;
+      for (const char *n : {"x", "dy"})
+        feed[n] = std::make_shared<Tensor>(feed[n]->castTo(DType::BF16));
+    }
+    // In BF16 an ulp of tanhf may cross a BF16 rounding of y: one BF16 step of an element in the sum.
+    auto [fused, apart] = expectCastFusionExact(plan, feed, bf16 ? 1e-2 : 1e-5);
     EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), what == "kept" ? 0 : 1);
     EXPECT_EQ(fusionCount(*apart, "cast computes Pointwise"), 0);
   }

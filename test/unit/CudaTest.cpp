@@ -533,7 +533,7 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
   std::vector<std::vector<int64_t>> strides = {{7, 0, 1}, {0, 1, 0}, {0, 0, 0}, {0, 0, 0}, {35, 7, 1}, {0, 0, 0}};
   for (int j = 0; j < 6; ++j) {
     a.in[j] = ins[j];
-    a.inBool[j] = j == 4;
+    a.inType[j] = j == 4 ? dev::PwType::Bool : dev::PwType::F32;
     for (int d = 0; d < 3; ++d)
       a.inStr[j].s[d] = strides[size_t(j)][size_t(d)];
   }
@@ -565,18 +565,20 @@ TEST(CudaKernels, PointwiseProgramMatchesTheCpu) {
 
 namespace {
 /// A Pointwise program over one output shape: each input has its own data, broadcast strides
-/// over the output and (bool inputs) 0/1 bytes; `misalign` shifts an input by one element.
+/// over the output and its storage (bool inputs: 0/1 bytes; bfloat16: the values rounded to it);
+/// `misalign` shifts an input by one element. A bfloat16 result is rounded to nearest even.
 struct PwCase {
   std::string what;
   std::vector<int64_t> out;
   struct In {
     std::vector<int64_t> strides;
     size_t count;
-    bool isBool = false;
+    dev::PwType type = dev::PwType::F32;
     bool misalign = false;
   };
   std::vector<In> ins;
   std::vector<std::pair<PwOp, std::array<int, 3>>> code;
+  dev::PwType outType = dev::PwType::F32;
 };
 
 /// Arithmetic only (IEEE-rounded in both backends), then every transcendental op of the program
@@ -593,11 +595,12 @@ std::vector<PwCase> pointwiseCases() {
       {P::Mul, {0, 1, -1}}, {P::Add, {5, 2, -1}}, {P::Tanh, {6, -1, -1}}, {P::Sigmoid, {0, -1, -1}},
       {P::Erf, {8, -1, -1}}, {P::Max, {7, 9, -1}}, {P::Exp, {10, -1, -1}}, {P::Log, {11, -1, -1}},
       {P::Pow, {12, 4, -1}}, {P::Where, {3, 13, 6}}};
-  auto layout = [](std::vector<int64_t> out, bool transposeX, bool misalign) {
+  using T = dev::PwType;
+  auto layout = [](std::vector<int64_t> out, bool transposeX, bool misalign, T x = T::F32, T col = T::F32) {
     int64_t R = out[0], C = out[1];
     std::vector<PwCase::In> in = {
-        {transposeX ? std::vector<int64_t>{1, R} : std::vector<int64_t>{C, 1}, size_t(R * C), false, misalign},
-        {{0, 1}, size_t(C)}, {{1, 0}, size_t(R)}, {{C, 1}, size_t(R * C), true}, {{0, 0}, 1}};
+        {transposeX ? std::vector<int64_t>{1, R} : std::vector<int64_t>{C, 1}, size_t(R * C), x, misalign},
+        {{0, 1}, size_t(C)}, {{1, 0}, size_t(R), col}, {{C, 1}, size_t(R * C), T::Bool}, {{0, 0}, 1}};
     return in;
   };
   std::vector<PwCase> cases;
@@ -607,6 +610,18 @@ std::vector<PwCase> pointwiseCases() {
     cases.push_back({std::string(name) + " [64, 256] x misaligned", {64, 256}, layout({64, 256}, false, true), code});
     cases.push_back({std::string(name) + " [33, 7]", {33, 7}, layout({33, 7}, false, false), code});
     cases.push_back({std::string(name) + " [5, 1003]", {5, 1003}, layout({5, 1003}, false, false), code});
+    // BF16 storage (fp8-opt --activation-precision=bf16): x and the column in bfloat16, the
+    // result rounded to it; mixed with float32 operands, vectors of 4 and single elements.
+    for (auto [shape, transposeX, misalign] : {std::tuple{std::vector<int64_t>{64, 256}, false, false},
+                                               std::tuple{std::vector<int64_t>{64, 256}, true, false},
+                                               std::tuple{std::vector<int64_t>{64, 256}, false, true},
+                                               std::tuple{std::vector<int64_t>{33, 7}, false, false}}) {
+      std::string what = std::string(name) + " bf16 [" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
+                         "]" + (transposeX ? " x transposed" : misalign ? " x misaligned" : "");
+      cases.push_back({what, shape, layout(shape, transposeX, misalign, T::BF16, T::BF16), code, T::BF16});
+    }
+    cases.push_back({std::string(name) + " bf16 in, f32 out [64, 256]", {64, 256},
+                     layout({64, 256}, false, false, T::BF16, T::F32), code, T::F32});
   }
   return cases;
 }
@@ -627,21 +642,29 @@ PwRun runPointwiseCase(const PwCase &c, uint32_t seed) {
   for (size_t j = 0; j < c.ins.size(); ++j) {
     const auto &in = c.ins[j];
     host[j].resize(in.count);
+    bool isBool = in.type == dev::PwType::Bool;
     for (size_t i = 0; i < in.count; ++i)
-      host[j][i] = in.isBool ? float(rng() % 3 != 0) : g(rng);
+      host[j][i] = isBool ? float(rng() % 3 != 0) : g(rng);
     if (j == 0 && in.count > 8)
       host[j][3] = NAN, host[j][5] = INFINITY, host[j][6] = -0.0f;
-    if (in.count == 1 && !in.isBool)
+    if (in.count == 1 && !isBool)
       host[j][0] = 1.5f; // the scalar: Pow's exponent (a random one amplifies libm's ulps past 1e-4)
     void *p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, in.count * 4 + 64), cudaSuccess);
     allocs.push_back(p);
-    char *base = static_cast<char *>(p) + (in.misalign ? (in.isBool ? 1 : 4) : 0);
-    if (in.isBool) {
+    char *base = static_cast<char *>(p) + (in.misalign ? dev::pwSize(in.type) : 0);
+    if (isBool) {
       std::vector<uint8_t> b(in.count);
       for (size_t i = 0; i < in.count; ++i)
         b[i] = uint8_t(host[j][i] != 0.0f);
       cudaMemcpy(base, b.data(), b.size(), cudaMemcpyHostToDevice);
+    } else if (in.type == dev::PwType::BF16) {
+      std::vector<uint16_t> b(in.count);
+      for (size_t i = 0; i < in.count; ++i) {
+        b[i] = floatToBf16(host[j][i]);
+        host[j][i] = bf16ToFloat(b[i]); // what the kernel reads, exactly
+      }
+      cudaMemcpy(base, b.data(), b.size() * 2, cudaMemcpyHostToDevice);
     } else {
       cudaMemcpy(base, host[j].data(), in.count * 4, cudaMemcpyHostToDevice);
     }
@@ -649,12 +672,14 @@ PwRun runPointwiseCase(const PwCase &c, uint32_t seed) {
   }
   float *dout = nullptr;
   EXPECT_EQ(cudaMalloc(&dout, size_t(n) * 4), cudaSuccess);
+  const bool bfOut = c.outType == dev::PwType::BF16;
   dev::PwArgs a;
   a.nIn = int(c.ins.size());
   a.nCode = int(c.code.size());
+  a.outType = c.outType;
   for (int j = 0; j < a.nIn; ++j) {
     a.in[j] = dptr[size_t(j)];
-    a.inBool[j] = c.ins[size_t(j)].isBool;
+    a.inType[j] = c.ins[size_t(j)].type;
     for (size_t d = 0; d < c.out.size(); ++d)
       a.inStr[j].s[d] = c.ins[size_t(j)].strides[d];
   }
@@ -671,7 +696,14 @@ PwRun runPointwiseCase(const PwCase &c, uint32_t seed) {
   auto download = [&] {
     std::vector<float> y(static_cast<size_t>(n));
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaMemcpy(y.data(), dout, size_t(n) * 4, cudaMemcpyDeviceToHost);
+    if (bfOut) {
+      std::vector<uint16_t> b(static_cast<size_t>(n));
+      cudaMemcpy(b.data(), dout, size_t(n) * 2, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < b.size(); ++i)
+        y[i] = bf16ToFloat(b[i]);
+    } else {
+      cudaMemcpy(y.data(), dout, size_t(n) * 4, cudaMemcpyDeviceToHost);
+    }
     cudaMemset(dout, 0xff, size_t(n) * 4);
     return y;
   };
@@ -693,7 +725,7 @@ PwRun runPointwiseCase(const PwCase &c, uint32_t seed) {
       auto at = [&](int q) { return c.code[k].second[size_t(q)] < 0 ? 0.0f : r[size_t(c.code[k].second[size_t(q)])]; };
       r[nIn + k] = octet::rt::applyPointwise(c.code[k].first, at(0), at(1), at(2));
     }
-    out.cpu[size_t(i)] = r.back();
+    out.cpu[size_t(i)] = bfOut ? bf16ToFloat(floatToBf16(r.back())) : r.back();
   }
   for (void *p : allocs)
     cudaFree(p);
@@ -722,6 +754,8 @@ TEST(CudaKernels, GeneratedPointwiseMatchesTheInterpreterAndTheCpu) {
                          : (sameFloat(r.jit[i], want) || std::fabs(r.jit[i] - want) <= 1e-4f * scale);
       bool okInterp = exact ? sameFloat(r.interp[i], r.jit[i])
                             : (sameFloat(r.interp[i], r.jit[i]) || std::fabs(r.interp[i] - r.jit[i]) <= 1e-6f * scale);
+      if (!okJit && !exact && c.outType == dev::PwType::BF16) // libm's ulps may cross a BF16 rounding boundary: one BF16 ulp
+        okJit = std::fabs(r.jit[i] - want) <= 0x1p-7f * scale;
       if (!okJit || !okInterp)
         ++bad;
       EXPECT_TRUE(okJit) << c.what << " element " << i << ": generated " << r.jit[i] << ", CPU " << want;
@@ -745,8 +779,9 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     a.nIn = int(c.ins.size());
     a.nCode = int(c.code.size());
     for (int j = 0; j < a.nIn; ++j) {
-      a.in[j] = reinterpret_cast<const void *>(uintptr_t(0x10000) + (c.ins[size_t(j)].misalign ? 4 : 0));
-      a.inBool[j] = c.ins[size_t(j)].isBool;
+      a.in[j] = reinterpret_cast<const void *>(uintptr_t(0x10000) +
+                                               (c.ins[size_t(j)].misalign ? dev::pwSize(c.ins[size_t(j)].type) : 0));
+      a.inType[j] = c.ins[size_t(j)].type;
       for (size_t d = 0; d < 2; ++d)
         a.inStr[j].s[d] = c.ins[size_t(j)].strides[d];
     }
@@ -756,6 +791,7 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
         a.arg[i][j] = int8_t(c.code[i].second[size_t(j)] + 1);
     }
     a.out = reinterpret_cast<float *>(uintptr_t(0x20000));
+    a.outType = c.outType;
     a.shape.rank = 2;
     a.shape.d[0] = c.out[0], a.shape.d[1] = c.out[1];
     a.n = c.out[0] * c.out[1];
@@ -780,6 +816,16 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_EQ(src.find("reinterpret_cast<const float4 *>(in0_0"), std::string::npos) << gathered;
     EXPECT_NE(src.find("x0_0[3] = in0_0[o0_0 + "), std::string::npos) << gathered;
   }
+  // BF16: 8-byte loads of 4 values widened exactly, a rounded 8-byte store; per element where
+  // misaligned by one value.
+  const std::string &bf = sources["arithmetic bf16 [64, 256]"];
+  EXPECT_NE(bf.find("const ushort4 v = *reinterpret_cast<const ushort4 *>(in0_0"), std::string::npos) << bf;
+  EXPECT_NE(bf.find("x0_0[3] = bf16Float(v.w)"), std::string::npos) << bf;
+  EXPECT_NE(bf.find("const float v = bf16Float(in0_2[o0_2])"), std::string::npos) << bf;
+  EXPECT_NE(bf.find("*reinterpret_cast<ushort4 *>(out0 + i) = make_ushort4(bf16Bits("), std::string::npos) << bf;
+  EXPECT_NE(sources["arithmetic bf16 [64, 256] x misaligned"].find("x0_0[3] = bf16Float(in0_0[o0_0 + "),
+            std::string::npos);
+  EXPECT_NE(sources["arithmetic bf16 [33, 7]"].find("out0[i] = bf16Bits("), std::string::npos);
   {
     // A chain: m' = 0.9 m + g, then p' = p - m' (m' from the first program's registers, not
     // reloaded); one kernel with both stores. A chain whose later program reads the earlier
@@ -833,6 +879,17 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
     EXPECT_EQ(src.find("(out1 + i)"), std::string::npos) << src;
     EXPECT_NE(src.find("vals[h * 4 + 3] = r1_0[3];"), std::string::npos) << src;
+    // With m' stored in BF16, p' reads it rounded as stored; with p' in BF16 the cast takes it rounded.
+    {
+      dev::PwArgs mb = m, pb = p;
+      mb.outType = pb.inType[1] = pb.outType = dev::PwType::BF16;
+      dev::PwJit bfc;
+      EXPECT_EQ(bfc.addCastChain({mb, pb}, {true, true}, 16, 256, false), 0);
+      std::string b = bfc.source();
+      EXPECT_NE(b.find("x1_1[3] = bf16Round(r0_1[3]);"), std::string::npos) << b;
+      EXPECT_NE(b.find("vals[h * 4 + 3] = bf16Round(r1_0[3]);"), std::string::npos) << b;
+      EXPECT_EQ(dev::PwJit::compile(b, 90, cubin), "");
+    }
     // The same chain for the three casts of one pass (an RMSNorm's Q, K and V casts): its own kernel.
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 3), 1);
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 4), -1) << "more targets than a pass takes";

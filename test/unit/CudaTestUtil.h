@@ -153,7 +153,10 @@ inline double normwiseError(const std::vector<float> &gpu, const Tensor &cpu) {
 
 /// max|gpu - cpu| / max|cpu| over float32 tensors of one shape (--check-against-cpu's measure for
 /// everything but tensor-core products); infinity when the reference is all zeros.
-inline double maxRelError(const Tensor &gpu, const Tensor &cpu) {
+inline double maxRelError(const Tensor &gpuIn, const Tensor &cpuIn) {
+  if (gpuIn.dtype != DType::F32 || cpuIn.dtype != DType::F32) // BF16 results: compared widened
+    return maxRelError(gpuIn.castTo(DType::F32), cpuIn.castTo(DType::F32));
+  const Tensor &gpu = gpuIn, &cpu = cpuIn;
   double err = 0, ref = 0;
   for (int64_t i = 0; i < cpu.numel(); ++i) {
     err = std::max(err, double(std::fabs(gpu.data<float>()[i] - cpu.data<float>()[i])));

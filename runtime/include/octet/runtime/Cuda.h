@@ -49,7 +49,8 @@ inline int64_t castTransposeTileRows(int64_t rows) { return (rows + 63) / 64; }
 ///   Plain      x (float32 or bfloat16);
 ///   Gelu       GELU(x + bias[c]) (tanh approximation with tanhApprox; no bias: GELU(x)), as the
 ///              CUDA backend's Gelu computes it; with writeSum, x + bias is written back over x
-///              (float32);
+///              (float32); with a bfloat16 x (no bias), GELU(x) rounded to bfloat16, as a Gelu
+///              that stores BF16 writes it;
 ///   LayerNorm  LayerNormalization of x's row r (float32, length cols) by gamma and beta (beta may
 ///              be null) from `stats`, the rows' (mean, 1/std) in double that dev::layerNorm wrote:
 ///              the same bits as its output.
