@@ -5,8 +5,10 @@
 #           continuations of CPU te checkpoints (compared with the CPU's logs by
 #           scripts/compare_curves.py here)
 #   precision  the bundled GPT's te plan trained 300 steps on the GPU with float32 and with BF16
-#           activations (fp8-opt --activation-precision), three batch seeds each; the curves are
-#           compared by scripts/compare_curves.py (moving averages within 1%) there and here
+#           activations (fp8-opt --activation-precision), three batch seeds each, and the float32
+#           plan on the CPU reference (the same arithmetic summed in other orders: how far two
+#           float32 runs drift apart, the floor under any comparison); the curves are compared by
+#           scripts/compare_curves.py (moving averages within 1%) there and here
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b, d4096) at its default batch: PyTorch
 #           BF16 eager / torch.compile (SDPA) and Octet none / te / ao / msamp:O2 in one process, then a
 #           GPU profile of Octet te (by op type, and by op type and shape); the peer comparison at any
@@ -39,7 +41,14 @@ precision)
         --seed $seed --log "$out/gpu-$r-s$seed.jsonl" --quiet
       echo "train $r seed $seed: exit $?"
     done
+    "$d/fp8-run" "$d/plans/te-300.plan" --device cpu --data "$d/plans/licenses.bin" --steps 300 --labels same \
+      --seed $seed --log "$out/cpu-te-300-s$seed.jsonl" --quiet
+    echo "train te-300 on the CPU, seed $seed: exit $?"
+    echo "seed $seed: BF16 against float32 (GPU)"
     python3 scripts/compare_curves.py "$out/gpu-te-300-s$seed.jsonl" "$out/gpu-te-bf16-300-s$seed.jsonl" --max-ma-dev 0.01
+    echo "seed $seed: compare exit $?"
+    echo "seed $seed: float32 on the CPU against float32 on the GPU (reordering only)"
+    python3 scripts/compare_curves.py "$out/gpu-te-300-s$seed.jsonl" "$out/cpu-te-300-s$seed.jsonl" --max-ma-dev 0.01
     echo "seed $seed: compare exit $?"
   done
   ;;

@@ -255,9 +255,10 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
            "vectors, no sums";
   if (rows == 0 || cols == 0)
     return "";
-  dim3 grid(unsigned((cols + kCtTile - 1) / kCtTile), unsigned((rows + kCtTile - 1) / kCtTile));
-  if (grid.y > 65535)
-    return "castTransposeMany: more than 65535 row tiles";
+  // Row tiles past 65535 are taken by the same blocks in turn (castTransposeTile's loop); columns
+  // are a grid's x (2^31 - 1 tiles).
+  dim3 grid(unsigned((cols + kCtTile - 1) / kCtTile),
+            unsigned(std::min<int64_t>((rows + kCtTile - 1) / kCtTile, 65535)));
   auto launch = [&](auto source, auto sums) {
     using S = decltype(source);
     constexpr bool Su = decltype(sums)::value;

@@ -432,7 +432,7 @@ int PwJit::addCastChain(const std::vector<PwArgs> &programs, const std::vector<b
   Chain c;
   if (targets < 1 || targets > tile::kMaxTargets || !makeChain(programs, c) || store.size() != programs.size() ||
       rows % 16 || cols % 16 || rows < 1 ||
-      rows * cols != c.parts[0].n || c.parts[0].vec != kVec || (rows + tile::kTile - 1) / tile::kTile > 65535)
+      rows * cols != c.parts[0].n || c.parts[0].vec != kVec)
     return -1; // 8 results per load8 from two groups of 4; the tile's shape rules
   c.store = store;
   c.store.back() = false; // the cast takes the last result
@@ -570,7 +570,8 @@ std::string PwJit::launchCastChain(int h, const std::vector<const PwArgs *> &pro
   long long rows = c.rows, cols = c.cols;
   tile::Targets targets = tg;
   void *args[] = {src.data(), &rows, &cols, &targets, &colPartials, &slot};
-  dim3 grid(unsigned((cols + tile::kTile - 1) / tile::kTile), unsigned((rows + tile::kTile - 1) / tile::kTile));
+  dim3 grid(unsigned((cols + tile::kTile - 1) / tile::kTile),
+            unsigned(std::min<int64_t>((rows + tile::kTile - 1) / tile::kTile, 65535))); // more: the tile loops
   cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void *>(impl_->kernels[size_t(h)]), grid,
                                    dim3(tile::kThreads), args, 0, s);
   return e == cudaSuccess ? std::string() : std::string("generated pointwise cast: ") + cudaGetErrorString(e);

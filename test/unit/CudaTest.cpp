@@ -119,6 +119,14 @@ TEST(CudaCastAmax, TransposedCopyIsBitExact) {
   expectCastMatches(cuda::InType::BF16, cuda::Format::E4M3, 48 * 1040, 48);
 }
 
+/// More row tiles than a grid's y dimension takes (65535 x 64 rows): the blocks take the tiles past
+/// it in turn. [65535 * 64 + 80, 32] of BF16 (134M values); its codes, transposed codes and amax.
+TEST(CudaCastAmax, TransposedCopyPastTheGridsRowTiles) {
+  REQUIRE_GPU();
+  const int64_t rows = 65535 * 64 + 80;
+  expectCastMatches(cuda::InType::BF16, cuda::Format::E5M2, size_t(rows * 32), rows);
+}
+
 TEST(CudaCastAmax, TransposedCopyRefusesUnalignedShapes) {
   REQUIRE_GPU();
   DeviceBuffer<float> dx(24 * 40), dsi(1), damax(1);
