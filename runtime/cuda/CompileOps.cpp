@@ -107,6 +107,13 @@ bool CudaExecutor::singleOpProgram(const PlanOp &op, PwProgram &p) {
   return true;
 }
 
+namespace {
+/// A Pointwise operand's storage (float32, bfloat16 or bool; the callers refuse other types).
+dev::PwType pwTypeOf(DType t) {
+  return t == DType::Bool ? dev::PwType::Bool : t == DType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
+}
+} // namespace
+
 void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, const PwProgram *program) {
   PwProgram p;
   try {
@@ -123,7 +130,7 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, co
   a.nIn = p.numInputs;
   a.nCode = int(p.code.size());
   a.out = devicePtr(o);
-  a.outType = ot == DType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
+  a.outType = pwTypeOf(ot);
   a.shape = dimsOf(os);
   a.n = numElements(os);
   for (int j = 0; j < a.nIn; ++j) {
@@ -135,7 +142,7 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, co
     if (s.size() > os.size())
       fail(op, "input shape " + shapeString(s) + " does not broadcast to " + shapeString(os));
     a.in[j] = devicePtr(id);
-    a.inType[j] = t == DType::Bool ? dev::PwType::Bool : t == DType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
+    a.inType[j] = pwTypeOf(t);
     a.inStr[j] = stridesOf(broadcastStrides(s, os));
   }
   for (size_t k = 0; k < p.code.size(); ++k) {

@@ -41,7 +41,7 @@ __device__ __forceinline__ float ldf(const void *p, int t, int64_t i) {
   case F32: return static_cast<const float *>(p)[i];
   case F64: return float(static_cast<const double *>(p)[i]);
   case F16: return __half2float(static_cast<const __half *>(p)[i]);
-  case BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  case BF16: return bf16Float(static_cast<const uint16_t *>(p)[i]);
   case I64: return float(static_cast<const int64_t *>(p)[i]);
   case I32: return float(static_cast<const int32_t *>(p)[i]);
   case I16: return float(static_cast<const int16_t *>(p)[i]);
@@ -71,7 +71,7 @@ __device__ __forceinline__ void stf(void *p, int t, int64_t i, float v, bool sat
   case F32: static_cast<float *>(p)[i] = v; return;
   case F64: static_cast<double *>(p)[i] = v; return;
   case F16: static_cast<__half *>(p)[i] = __float2half_rn(v); return;
-  case BF16: static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v); return;
+  case BF16: static_cast<uint16_t *>(p)[i] = bf16Bits(v); return; // EwMath.h: the CPU's rounding, NaN included
   case I64: static_cast<int64_t *>(p)[i] = int64_t(v); return;
   case I32: static_cast<int32_t *>(p)[i] = int32_t(int64_t(v)); return;
   case I16: static_cast<int16_t *>(p)[i] = int16_t(int64_t(v)); return;
