@@ -37,7 +37,11 @@ struct Linear {
 
   /// Results are named as fp8-expand names them ("<layer>.<role>_fp8", ...), so
   /// the backward's casts of X and W are the forward's casts once CSE runs.
-  std::string roleName(StringRef role) { return (op.getLayer() + "." + role).str(); }
+  /// The input's codes are named after the layer whose quantization this one shares, if any.
+  std::string roleName(StringRef role) {
+    auto shared = op->getAttrOfType<StringAttr>(octet::kFp8InputSharedAttr);
+    return ((role == "input" && shared ? shared.getValue() : op.getLayer()) + "." + role).str();
+  }
 
   /// Per-tensor quantization with an existing scale_inv.
   Value castWith(Value v, Value scaleInv, Type format, StringRef role) {

@@ -129,6 +129,12 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
       SmallVector<nn::LinearOp> linears;
       func.walk([&](nn::LinearOp l) { linears.push_back(l); });
       Value step;
+      // Linears that read one tensor (the Q, K and V projections of a norm's output) quantize it
+      // alike: the first one's input scaling serves them all (one cast, one set of codes kept
+      // for the backward), as one fused QKV Linear would. Under delayed scaling their separate
+      // states would hold the same amaxes and scales every step (the same tensor, the same
+      // initial state), so sharing one changes no bits.
+      llvm::DenseMap<Value, std::pair<StringAttr, SmallVector<Value, 3>>> inputScaling;
       for (auto [i, lin] : llvm::enumerate(linears)) {
         std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr);
         if (!reason.empty()) {
@@ -137,6 +143,14 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         }
         OpBuilder ob(lin);
         SmallVector<Value> state;
+        StringAttr sharedWith;
+        if (shareInputScaling && !rowwise) {
+          auto [it, inserted] = inputScaling.try_emplace(lin.getX());
+          if (inserted)
+            it->second.first = lin.getLayerAttr();
+          else
+            sharedWith = it->second.first;
+        }
         if (delayed) {
           auto makeState = [&](const std::string &name, DenseElementsAttr value) {
             return octet::getOrCreateState(func, lin.getLoc(), name, value);
@@ -147,10 +161,16 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
           auto hist = RankedTensorType::get({amaxHistoryLen}, b.getF32Type());
           auto scalar = RankedTensorType::get({}, b.getF32Type());
           for (const char *role : {"input", "weight"}) {
+            if (sharedWith && role == StringRef("input")) {
+              state.append(inputScaling[lin.getX()].second);
+              continue;
+            }
             std::string base = (lin.getLayer() + ".fp8." + role + ".").str();
             addState(base + "amax_history", DenseElementsAttr::get(hist, 0.0f));
             addState(base + "scale", DenseElementsAttr::get(scalar, 1.0f));
             addState(base + "scale_inv", DenseElementsAttr::get(scalar, 1.0f));
+            if (role == StringRef("input") && shareInputScaling && !rowwise)
+              inputScaling[lin.getX()].second.assign(state.end() - 3, state.end());
           }
           if (interval > 1) {
             if (!step) // one step counter for the whole function
@@ -187,6 +207,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         st.addAttribute("wgrad_high_precision", b.getBoolAttr(overrides[2] || aoRecipe == "rowwise_with_gw_hp"));
         if (padInnerDim)
           st.addAttribute("octet.pad_inner_dim", b.getUnitAttr());
+        if (sharedWith)
+          st.addAttribute(octet::kFp8InputSharedAttr, sharedWith);
         Operation *f = ob.create(st);
         lin.getOutput().replaceAllUsesWith(f->getResult(0));
         lin->erase();
@@ -274,6 +296,14 @@ private:
     n2->getRegion(0).takeBody(norm->getRegion(0));
     for (auto [o, n] : llvm::zip(norm->getResults(), n2->getResults()))
       o.replaceAllUsesWith(n);
+    // Shared quantizations of the old norm's output, or that the old norm produced.
+    auto remap = [&](Value v) {
+      return v && v.getDefiningOp() == norm ? n2->getResult(v.cast<OpResult>().getResultNumber()) : v;
+    };
+    llvm::DenseMap<Value, Quantized> remapped;
+    for (auto &[x, q] : quantizedInputs)
+      remapped[remap(x)] = {remap(q.q), remap(q.scaleInv), remap(q.amax)};
+    quantizedInputs = std::move(remapped);
     norm->erase();
     return n2;
   }
@@ -381,10 +411,18 @@ private:
         y = ox.reshape(y, shape);
       }
     } else {
-      Quantized qx = quantize(lin, x, fx, sx, layer + ".input");
+      // A Linear sharing its input's quantization (octet.fp8_input_shared_with) takes the
+      // codes, scale and amax of the first Linear that read the tensor; that one updates the
+      // shared state.
+      auto known = quantizedInputs.find(x);
+      bool shared = lin->hasAttr(octet::kFp8InputSharedAttr) && known != quantizedInputs.end();
+      Quantized qx = shared ? known->second : quantize(lin, x, fx, sx, layer + ".input");
+      if (!shared) // lin.getInput(), not x: quantizing may have rebuilt the norm that defines x
+        quantizedInputs[lin.getInput()] = qx;
       Quantized qw = quantize(lin, w, fw, sw, layer + ".weight");
       if (delayed) {
-        updateState(ob, lin, sx, qx.amax, fx, layer + ".input");
+        if (!shared)
+          updateState(ob, lin, sx, qx.amax, fx, layer + ".input");
         updateState(ob, lin, sw, qw.amax, fw, layer + ".weight");
       }
       if (lin.getFpropHighPrecision()) {
@@ -411,6 +449,7 @@ private:
   bool fuseNorms;
   OpBuilder b;
   SmallVector<std::pair<std::string, Value>> updates;
+  llvm::DenseMap<Value, Quantized> quantizedInputs; ///< per-tensor quantization of each Linear input
 };
 
 struct ExpandPass : octet::impl::Fp8ExpandBase<ExpandPass> {

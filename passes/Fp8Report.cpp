@@ -67,6 +67,8 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
         else
           r.scaling = std::string("dynamic ") + (l.getRowwise() ? "rowwise" : "per-tensor") +
                       (l.getPowerOfTwo() ? " pow2" : "");
+        if (auto shared = l->getAttrOfType<StringAttr>(octet::kFp8InputSharedAttr))
+          r.scaling += ", input as " + shared.str();
         bool hp[3] = {l.getFpropHighPrecision(), l.getDgradHighPrecision(), l.getWgradHighPrecision()};
         const char *names[3] = {"fprop", "dgrad", "wgrad"};
         for (int i = 0; i < 3; ++i) {

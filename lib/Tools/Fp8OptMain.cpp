@@ -204,6 +204,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "leaves the transposes to the backend)"),
       cl::init(true), cl::cat(recipeCat));
 
+  static cl::opt<bool> shareInputScaling(
+      "share-input-scaling",
+      cl::desc("FP8 Linears that read one tensor (Q, K and V of a LayerNorm's output) share its quantization: one "
+               "scaling state (the first layer's), one cast, one set of codes kept for the backward, as a fused QKV "
+               "Linear would; the same bits as separate states (default on; --share-input-scaling=false gives each "
+               "Linear its own)"),
+      cl::init(true), cl::cat(category));
   static cl::opt<bool> groupCasts(
       "group-casts",
       cl::desc("Plans: the FP8 casts of one tensor (the Q, K and V projections' casts of a LayerNorm's output) "
@@ -537,7 +544,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     applyPassManagerCLOptions(pm);
     applyDefaultTimingPassManagerCLOptions(pm);
     if (recipeInfo && recipeInfo->name != "none") {
-      if (failed(buildRecipePipeline(pm, rc.toPassOptions(), reportOptions, trainingPipeline)))
+      if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (shareInputScaling ? "" : " share-input-scaling=false"),
+                                     reportOptions, trainingPipeline)))
         return failure();
     } else {
       if (recipeInfo)

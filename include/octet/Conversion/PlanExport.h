@@ -27,6 +27,9 @@ constexpr llvm::StringLiteral kStateUpdateAttr = "octet.state_update";
 constexpr llvm::StringLiteral kResultNamesAttr = "octet.result_names";
 /// On an nn.linear a recipe left in high precision: why (first, last, dims, filter, eval).
 constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
+/// On an fp8.linear: the layer whose input quantization (scaling state, cast, codes) it uses,
+/// both reading the same tensor (octet-fp8-substitute share-input-scaling).
+constexpr llvm::StringLiteral kFp8InputSharedAttr = "octet.fp8_input_shared_with";
 /// On the module: the recipe the graph was rewritten for.
 constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
 /// On a function result: the trainable parameter (initializer name) it is the gradient of.

@@ -99,6 +99,8 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
     Option<"padInnerDim", "pad-inner-dim", "bool", "false",
            "Convert layers whose dims are not multiples of 16 (padded by the backend)">,
     Option<"evalGraph", "eval", "bool", "false", "The graph is an eval graph">,
+    Option<"shareInputScaling", "share-input-scaling", "bool", "true",
+           "Linears reading one tensor share its input quantization (state, cast and codes)">,
   ];
   let dependentDialects = ["octet::fp8::FP8Dialect", "octet::nn::NNDialect",
                            "octet::onnx_dialect::ONNXDialect"];
