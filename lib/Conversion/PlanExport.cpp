@@ -109,6 +109,28 @@ llvm::json::Object PlanWriter::planArena() {
     root[size_t(y)] = root[size_t(x)];
     views.push_back(llvm::json::Array{y, x});
   }
+  // In-place results: an op that may write its result over an operand (InPlace.h), the last
+  // reader of that operand's whole buffer (its views included), gives the result that buffer.
+  std::vector<int> rootLast(valueBytes.size(), -1);
+  for (size_t id = 0; id < valueBytes.size(); ++id)
+    rootLast[size_t(root[id])] = std::max(rootLast[size_t(root[id])], std::max(lastUse[id], firstDef[id]));
+  llvm::json::Array inPlace;
+  for (int k = 0; k < int(ops.size()); ++k) {
+    const llvm::json::Object &op = *ops[size_t(k)].getAsObject();
+    int at = octet::rt::resultTakesOperand(op.getString("type")->str());
+    const llvm::json::Array &in = *op.getArray("in"), &out = *op.getArray("out");
+    if (at < 0 || size_t(at) >= in.size() || out.empty())
+      continue;
+    int64_t x = *in[size_t(at)].getAsInteger(), y = *out[0].getAsInteger();
+    if (x < 0 || y < 0 || valueBytes[size_t(x)] <= 0 || valueBytes[size_t(y)] != valueBytes[size_t(x)] ||
+        root[size_t(y)] != int(y) || rootLast[size_t(root[size_t(x)])] != k)
+      continue;
+    int r = root[size_t(x)];
+    for (size_t id = 0; id < root.size(); ++id) // y and its views join x's buffer
+      if (root[id] == int(y))
+        root[id] = r;
+    inPlace.push_back(llvm::json::Array{y, x});
+  }
   std::vector<octet::BufferRequest> requests;
   std::vector<int> at(valueBytes.size(), -1); // a root's request
   for (size_t id = 0; id < valueBytes.size(); ++id) {
@@ -136,7 +158,8 @@ llvm::json::Object PlanWriter::planArena() {
   return llvm::json::Object{{"alignment", octet::kPlanArenaAlignment},
                             {"arena_bytes", plan.arenaBytes},
                             {"buffers", std::move(buffers)},
-                            {"views", std::move(views)}};
+                            {"views", std::move(views)},
+                            {"in_place", std::move(inPlace)}};
 }
 
 /// The CUDA runtime may compute the octet::Pointwise programs right before an fp8.cast_amax (views

@@ -138,6 +138,26 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
              plan.values[size_t(of)].name + "' (a Reshape-like op's result in its operand's buffer)");
     root[size_t(view)] = root[size_t(of)];
   }
+  // In-place results: the op defining the result may take that operand's buffer (InPlace.h) and
+  // reads it there; no op after it reads the operand's buffer (its views included).
+  for (auto [res, of] : plan.inPlaceResults) {
+    int k = definedBy[size_t(res)];
+    const Plan::Buffer *bv = bufferOf[size_t(res)], *bo = bufferOf[size_t(of)];
+    int at = k < 0 ? -1 : resultTakesOperand(plan.ops[size_t(k)].type);
+    bool ok = at >= 0 && size_t(at) < plan.ops[size_t(k)].inputs.size() && plan.ops[size_t(k)].inputs[size_t(at)] == of &&
+              plan.ops[size_t(k)].outputs[0] == res && bv && bo && bv->offset == bo->offset && bv->bytes == bo->bytes;
+    for (size_t id = 0; ok && id < root.size(); ++id)
+      if (root[id] == root[size_t(of)] && std::max(last[id], first[id]) > k)
+        ok = false;
+    if (!ok)
+      r.fail("memory plan: '" + plan.values[size_t(res)].name + "' cannot take the buffer of '" +
+             plan.values[size_t(of)].name + "' (only an op that may write its result over that operand, as its "
+             "last reader)");
+    int g = root[size_t(of)];
+    for (size_t id = 0; id < root.size(); ++id)
+      if (root[id] == res)
+        root[id] = g;
+  }
   std::vector<int> from(first), to(plan.values.size());
   for (size_t id = 0; id < to.size(); ++id)
     to[id] = std::max(last[id], first[id]);
@@ -294,6 +314,10 @@ Plan loadPlan(const std::string &path) {
       if (m["views"])
         for (const YAML::Node &v : m["views"])
           plan.views.emplace_back(checkId(v[0].as<int>(), "memory views"), checkId(v[1].as<int>(), "memory views"));
+      if (m["in_place"])
+        for (const YAML::Node &v : m["in_place"])
+          plan.inPlaceResults.emplace_back(checkId(v[0].as<int>(), "memory in_place"),
+                                           checkId(v[1].as<int>(), "memory in_place"));
     }
     for (const YAML::Node &o : root["ops"]) {
       PlanOp op;

@@ -5,6 +5,8 @@
                                          of one another) at offset 0
   tamper_plan.py IN OUT false-view       declare a Reshape's result a view of another value, at
                                          that value's offset
+  tamper_plan.py IN OUT false-in-place   declare the result of the plan's first Add written over its
+                                         first operand (an op that may not take its operand's buffer)
   tamper_plan.py IN OUT unsafe-in-place  mark an amax-history update in place (its op reads the old
                                          history while writing the new one) and drop its buffer
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
@@ -49,6 +51,12 @@ def main():
         other = next(v for v, b in bufs.items() if v not in (view, of) and b[2] == bufs[view][2])
         views[0] = [view, other]
         bufs[view][1] = bufs[other][1]
+    if what == "false-in-place":
+        bufs = {b[0]: b for b in header["memory"]["buffers"]}
+        op = next(o for o in header["ops"] if o["type"] == "Add" and o["in"][0] in bufs and o["out"][0] in bufs
+                  and bufs[o["in"][0]][2] == bufs[o["out"][0]][2])
+        header["memory"].setdefault("in_place", []).append([op["out"][0], op["in"][0]])
+        bufs[op["out"][0]][1] = bufs[op["in"][0]][1]
     if what == "unsafe-in-place":
         vals = header["values"]
         u = next(u for u in header["state_updates"] if vals[u["state"]]["name"].endswith("amax_history"))

@@ -31,6 +31,15 @@ inline bool isView(std::string_view opType) {
          opType == "Identity";
 }
 
+/// The operand whose buffer an op's result may take when the op is that buffer's last reader
+/// (`memory.in_place`, docs/PLAN.md), or -1. Every backend's kernel for the op reads all of the
+/// operand's elements that a result element depends on before it writes that element: the loss
+/// gradient finds a row's log-sum-exp before it writes the row, then reads and writes each
+/// element in the same thread.
+inline int resultTakesOperand(std::string_view opType) {
+  return opType == "octet::SoftmaxCrossEntropyLossGrad" ? 0 : -1;
+}
+
 } // namespace octet::rt
 
 #endif

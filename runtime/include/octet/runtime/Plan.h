@@ -84,6 +84,9 @@ struct Plan {
   std::vector<Buffer> buffers;
   /// (view, operand): a Reshape-like op's result that shares its operand's buffer.
   std::vector<std::pair<int, int>> views;
+  /// (result, operand): the op defining `result` writes it over `operand`'s buffer, being the last
+  /// reader of that buffer (memory.in_place, InPlace.h resultTakesOperand).
+  std::vector<std::pair<int, int>> inPlaceResults;
 
   int findValue(const std::string &name) const; // -1 when absent
 };
