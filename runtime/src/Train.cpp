@@ -189,10 +189,18 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
     throw bad("checksum mismatch (the file is corrupt)");
   std::map<std::string, TensorPtr> state = ex.state();
   std::set<std::string> seen;
+  // FP8 input scaling that Linears reading one tensor share (fp8-opt --share-input-scaling, on by
+  // default) is one state, named after the first Linear: plans compiled with and without it differ.
+  auto hint = [](const std::string &name) {
+    return name.find(".fp8.input.") != std::string::npos
+               ? " (a checkpoint of a plan compiled with another --share-input-scaling? compile with the other "
+                 "setting to resume it)"
+               : " (a checkpoint of another model or recipe?)";
+  };
   for (auto &[name, t] : tensors) {
     auto it = state.find(name);
     if (it == state.end())
-      throw Error(path + ": tensor '" + name + "' is not state of this plan (a checkpoint of another model or recipe?)");
+      throw Error(path + ": tensor '" + name + "' is not state of this plan" + hint(name));
     if (it->second->dtype != t->dtype || it->second->shape != t->shape)
       throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + " " + shapeString(t->shape) +
                   ", the plan expects " + dtypeName(it->second->dtype) + " " + shapeString(it->second->shape));
@@ -200,7 +208,7 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
   }
   for (auto &[name, t] : state)
     if (!seen.count(name))
-      throw Error(path + ": no tensor '" + name + "' (a checkpoint of another model or recipe?)");
+      throw Error(path + ": no tensor '" + name + "'" + hint(name));
   for (auto &[name, t] : tensors)
     ex.setState(name, t);
   CheckpointMeta m;
