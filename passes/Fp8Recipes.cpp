@@ -15,6 +15,7 @@
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Regex.h"
 
 namespace octet {
@@ -144,12 +145,14 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         OpBuilder ob(lin);
         SmallVector<Value> state;
         StringAttr sharedWith;
+        std::pair<StringAttr, SmallVector<Value, 3>> *group = nullptr; // this input's entry
         if (shareInputScaling && !rowwise) {
           auto [it, inserted] = inputScaling.try_emplace(lin.getX());
           if (inserted)
             it->second.first = lin.getLayerAttr();
           else
             sharedWith = it->second.first;
+          group = &it->second;
         }
         if (delayed) {
           auto makeState = [&](const std::string &name, DenseElementsAttr value) {
@@ -162,15 +165,15 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
           auto scalar = RankedTensorType::get({}, b.getF32Type());
           for (const char *role : {"input", "weight"}) {
             if (sharedWith && role == StringRef("input")) {
-              state.append(inputScaling[lin.getX()].second);
+              state.append(group->second);
               continue;
             }
             std::string base = (lin.getLayer() + ".fp8." + role + ".").str();
             addState(base + "amax_history", DenseElementsAttr::get(hist, 0.0f));
             addState(base + "scale", DenseElementsAttr::get(scalar, 1.0f));
             addState(base + "scale_inv", DenseElementsAttr::get(scalar, 1.0f));
-            if (role == StringRef("input") && shareInputScaling && !rowwise)
-              inputScaling[lin.getX()].second.assign(state.end() - 3, state.end());
+            if (group && role == StringRef("input"))
+              group->second.assign(state.end() - 3, state.end());
           }
           if (interval > 1) {
             if (!step) // one step counter for the whole function
@@ -345,8 +348,12 @@ private:
     return r;
   }
 
+  /// Updates a delayed-scaling state once: a state Linears share (their input's) is updated by
+  /// the first of them, from the tensor's one amax.
   void updateState(OpBuilder &ob, fp8::LinearOp lin, ArrayRef<Value> st, Value amax, Type format,
                    const std::string &base) {
+    if (!updatedStates.insert(st[0]).second)
+      return;
     auto scalar = RankedTensorType::get({}, ob.getF32Type());
     Value step = st.size() > 3 ? st[3] : Value();
     auto ds = ob.create<fp8::DelayedScaleOp>(
@@ -412,8 +419,7 @@ private:
       }
     } else {
       // A Linear sharing its input's quantization (octet.fp8_input_shared_with) takes the
-      // codes, scale and amax of the first Linear that read the tensor; that one updates the
-      // shared state.
+      // codes, scale and amax of the first Linear that read the tensor.
       auto known = quantizedInputs.find(x);
       bool shared = lin->hasAttr(octet::kFp8InputSharedAttr) && known != quantizedInputs.end();
       Quantized qx = shared ? known->second : quantize(lin, x, fx, sx, layer + ".input");
@@ -421,8 +427,7 @@ private:
         quantizedInputs[lin.getInput()] = qx;
       Quantized qw = quantize(lin, w, fw, sw, layer + ".weight");
       if (delayed) {
-        if (!shared)
-          updateState(ob, lin, sx, qx.amax, fx, layer + ".input");
+        updateState(ob, lin, sx, qx.amax, fx, layer + ".input");
         updateState(ob, lin, sw, qw.amax, fw, layer + ".weight");
       }
       if (lin.getFpropHighPrecision()) {
@@ -450,6 +455,7 @@ private:
   OpBuilder b;
   SmallVector<std::pair<std::string, Value>> updates;
   llvm::DenseMap<Value, Quantized> quantizedInputs; ///< per-tensor quantization of each Linear input
+  llvm::DenseSet<Value> updatedStates;             ///< amax histories given their update
 };
 
 struct ExpandPass : octet::impl::Fp8ExpandBase<ExpandPass> {
