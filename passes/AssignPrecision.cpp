@@ -127,8 +127,9 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
           continue;
         Value in = op.getNumOperands() ? op.getOperand(0) : Value();
         if (octet::rt::isView(t) && in && root.count(in)) {
-          root[r] = root[in];
-          members[root[in]].push_back(r);
+          Value c = root.lookup(in); // a copy: root[r] may grow the map
+          root[r] = c;
+          members[c].push_back(r);
         } else if (producerKind(t, r.getResultNumber()) != Kind::None) {
           root[r] = r;
           members[r].push_back(r);
