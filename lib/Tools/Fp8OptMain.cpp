@@ -217,6 +217,21 @@ int octet::fp8OptMain(int argc, char **argv) {
                "run one after another, so a backend reads the tensor once for all of them and can compute it in "
                "the same pass (default on; --group-casts=false leaves each cast before its GEMM)"),
       cl::init(true), cl::cat(recipeCat));
+  static cl::opt<bool> rematerializeFp8Casts(
+      "rematerialize-fp8-casts",
+      cl::desc("Plans: the backward's GEMMs read FP8 codes cast again just before them (a weight's, the "
+               "transposed codes of the attention output, and of the GELU and LayerNorm outputs recomputed from "
+               "their inputs: --rematerialize-fp8-sources says which) instead of "
+               "codes kept from the forward: the same bits, less memory across the step (default on; "
+               "--rematerialize-fp8-casts=false keeps them)"),
+      cl::init(true), cl::cat(recipeCat));
+  static cl::list<std::string> rematerializeSources(
+      "rematerialize-fp8-sources",
+      cl::desc("Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
+               "parameter's cast), activation (a cast of a tensor still live: the attention output's), gelu "
+               "(the GELU runs again), layernorm (the LayerNorm forward runs again). Default activation, the "
+               "copies that cost no time; each other kind trades step time for memory (docs/BENCHMARKS.md)"),
+      cl::CommaSeparated, cl::cat(recipeCat));
 
   static cl::opt<bool> sinkScaleUpdates(
       "sink-scale-updates",
@@ -407,6 +422,10 @@ int octet::fp8OptMain(int argc, char **argv) {
       rc.te.overrideLinearPrecision[i] = true;
     }
   }
+  for (const std::string &k : rematerializeSources)
+    if (k != "weight" && k != "activation" && k != "gelu" && k != "layernorm")
+      return error("--rematerialize-fp8-sources: '" + k +
+                   "' is not valid; use any of: weight, activation, gelu, layernorm");
   if (autocastEval.getNumOccurrences())
     rc.te.useAutocastDuringEval = autocastEval;
   if (moduleFilter.getNumOccurrences())
@@ -577,6 +596,9 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createCastTranspose());
       if (out == Emit::Plan && fuseCastAmax && groupCasts)
         pm.addPass(createGroupCasts());
+      if (out == Emit::Plan && rematerializeFp8Casts)
+        pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{
+            16, rematerializeSources.empty() ? std::vector<std::string>{"activation"} : rematerializeSources}));
       if (out == Emit::Plan && sinkScaleUpdates)
         pm.addPass(createSinkScaleUpdates());
       if (out == Emit::Plan && activationPrecision == "bf16") {

@@ -299,6 +299,34 @@ def RematerializeCasts : Pass<"octet-rematerialize-casts", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def RematerializeFp8Casts : Pass<"octet-rematerialize-fp8-casts", "mlir::ModuleOp"> {
+  let summary = "Recompute FP8 codes for the backward instead of keeping them from the forward";
+  let description = [{
+    An FP8 cast in the forward writes codes that a backward GEMM reads again
+    much later: a weight's codes (the dgrad reads the other layout than the
+    forward), and the transposed codes of an activation (the wgrad). Kept, they
+    are live across the step's peak. Where a reader comes more than `distance`
+    ops after the previous reader of the codes, and the cast's input can be had
+    there without keeping anything more alive (a parameter or state; a value
+    still read at or after that point, such as the attention output that the
+    attention gradient reads; or a Reshape, Cast, Gelu or LayerNormalization of
+    such a value, as the GELU output recomputed from the FC1 output its
+    gradient keeps, or a LayerNorm's output from the residual its gradient
+    keeps: the LayerNorm forward runs again), the
+    readers from there on get a copy of the cast placed before the first of
+    them: an fp8.cast where they read the codes as cast, an fp8.cast_amax with
+    its `transposed` result where they read that. The copy reads the same input
+    bits with the same scale, so the codes are the same bits. fp8-opt runs it
+    when writing a plan (`--rematerialize-fp8-casts`), after octet-group-casts.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", "16", "Readers further than this many ops after the previous reader get a recomputed copy">,
+    ListOption<"sources", "sources", "std::string",
+               "Which copies to make, by what they recompute: weight (a parameter's or state's cast), activation (a cast of a tensor still live), gelu (the GELU runs again), layernorm (the LayerNorm forward runs again); default all four">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
+}
+
 def FuseCastAmax : Pass<"octet-fuse-cast-amax", "mlir::ModuleOp"> {
   let summary = "Pair each fp8.cast with the per-tensor fp8.amax of the same input";
   let description = [{

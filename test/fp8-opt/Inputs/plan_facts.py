@@ -15,6 +15,10 @@
   plan_facts.py precision PLAN...  how many values a plan stores in bfloat16, how many fp8.gemm
       results, attention results and FP8-cast inputs among them, whether every parameter
       gradient and every parameter or state tensor is float32, and the arena's size in bytes
+  plan_facts.py recomputed PLAN...  the ops octet-rematerialize-fp8-casts added (results named
+      '.recomputed'), as "cast-type<-source count", the source being the op type that makes the
+      cast's input behind any Reshape (param: a parameter or state), and the ops it runs again to
+      make those inputs, by type; then the arena's size in bytes
 """
 import json
 import os
@@ -80,6 +84,30 @@ def precision(path, plan):
           f"arena {plan['memory']['arena_bytes']}")
 
 
+def recomputed(path, plan):
+    vals, ops = plan["values"], plan["ops"]
+    maker = {o: op for op in ops for o in op["out"] if o >= 0}
+    casts = {}
+    for op in ops:
+        if not any(o >= 0 and vals[o]["name"].endswith(".recomputed") for o in op["out"]):
+            continue
+        x = op["in"][0]
+        while x in maker and maker[x]["type"] == "Reshape":
+            x = maker[x]["in"][0]
+        key = f"{op['type']}<-{maker[x]['type'] if x in maker else 'param'}"
+        casts[key] = casts.get(key, 0) + 1
+    again, seen = {}, set()  # a Gelu or LayerNormalization of operands one already read
+    for op in ops:
+        if op["type"] in ("Gelu", "LayerNormalization"):
+            key = tuple(op["in"])
+            if key in seen:
+                again[op["type"]] = again.get(op["type"], 0) + 1
+            seen.add(key)
+    print(f"{os.path.basename(path)}: " + " ".join(f"{k} {n}" for k, n in sorted(casts.items())) +
+          " | again " + " ".join(f"{k} {n}" for k, n in sorted(again.items())) +
+          f" | arena {plan['memory']['arena_bytes']}")
+
+
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
     in_place = []
@@ -88,6 +116,8 @@ def main():
             gemm_layouts(path, header(path))
         elif what == "cast-groups":
             cast_groups(path, header(path))
+        elif what == "recomputed":
+            recomputed(path, header(path))
         elif what == "precision":
             precision(path, header(path))
         elif what == "op-types":
