@@ -145,7 +145,10 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     if (!why.empty()) {
       std::cerr << "note: Pointwise ops run on the interpreter kernel (slower): " << why << "\n";
       jit_.reset();
-    } else if (std::getenv("OCTET_CUDA_VERBOSE")) {
+    } else if (jit_->kernels() > 0) {
+      fusions_["generated Pointwise kernels"] = jit_->kernels();
+    }
+    if (jit_ && std::getenv("OCTET_CUDA_VERBOSE")) {
       std::cerr << "generated " << jit_->kernels() << " Pointwise kernels in " << jit_->buildSeconds() << " s\n";
     }
   }

@@ -212,7 +212,7 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
     o << "    const " << OT << " o" << P << "_" << j << " = 0";
     for (int d = 0; d < s.rank; ++d)
       if (s.str[j][d])
-        o << " + " << OT << "(c" << d << ") * " << s.str[j][d];
+        o << " + (" << OT << ")(c" << d << ") * " << s.str[j][d];
     o << ";\n";
   }
   for (int j = 0; j < s.nIn; ++j) {
@@ -341,7 +341,8 @@ void generatePointers(std::ostringstream &o, const Chain &c, bool members, bool 
 std::string generate(const Chain &c, const std::string &name) {
   const Spec &s = c.parts[0]; // the index space all parts share
   std::ostringstream o;
-  // Unsigned coordinates (division by constants is cheapest), signed offsets.
+  // Unsigned coordinates (division by constants is cheapest), signed offsets; casts are C-style,
+  // as a functional cast cannot name a type of two words (unsigned long long).
   const char *IT = s.wide ? "unsigned long long" : "unsigned", *OT = s.wide ? "long long" : "int";
   const int V = s.vec;
   if (c.cast) {
@@ -351,7 +352,7 @@ std::string generate(const Chain &c, const std::string &name) {
     o << "  using namespace octet::rt::cuda::dev;\n";
     generateScalars(o, c, "  ");
     o << "#pragma unroll\n  for (int h = 0; h < " << 8 / V << "; ++h) {\n";
-    o << "    const " << IT << " i = " << IT << "(r * cols + cc) + " << IT << "(h * " << V << ");\n";
+    o << "    const " << IT << " i = (" << IT << ")(r * cols + cc) + (" << IT << ")(h * " << V << ");\n";
     generateBody(o, c, IT, OT, V);
     std::string last = "r" + std::to_string(c.parts.size() - 1) + "_" + std::to_string(c.parts.back().nCode - 1);
     bool round = c.parts.back().outType == PwType::BF16; // the cast reads what the plan stores
@@ -370,8 +371,8 @@ std::string generate(const Chain &c, const std::string &name) {
   o << ") {\n";
   o << "  using namespace octet::rt::cuda::dev;\n";
   generateScalars(o, c, "  ");
-  o << "  for (" << IT << " g = " << IT << "(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
-    << "u; g += " << IT << "(gridDim.x) * " << kJitThreads << "u) {\n";
+  o << "  for (" << IT << " g = (" << IT << ")(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
+    << "u; g += (" << IT << ")(gridDim.x) * " << kJitThreads << "u) {\n";
   o << "    const " << IT << " i = g * " << V << ";\n";
   generateBody(o, c, IT, OT, V);
   o << "  }\n}\n\n";

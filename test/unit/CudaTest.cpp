@@ -908,6 +908,31 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
       EXPECT_EQ(dev::PwJit::compile(src, cc, cubin), "") << "sm_" << cc;
   }
   EXPECT_EQ(sources["arithmetic [33, 7]"].find("float4"), std::string::npos) << "7 columns: one element per thread";
+  {
+    // Past 2^31 elements the coordinates are 64-bit (unsigned long long, cast C-style: a
+    // functional cast cannot name a two-word type), for a plain program and for a cast chain:
+    // y = x + row over [2^21 + 64, 1024].
+    dev::PwArgs a;
+    a.shape.rank = 2, a.shape.d[0] = (int64_t(1) << 21) + 64, a.shape.d[1] = 1024;
+    a.n = a.shape.d[0] * a.shape.d[1];
+    a.nIn = 2;
+    a.in[0] = reinterpret_cast<const void *>(uintptr_t(0x10000));
+    a.in[1] = reinterpret_cast<const void *>(uintptr_t(0x20000));
+    a.inStr[0].s[0] = 1024, a.inStr[0].s[1] = 1;
+    a.inStr[1].s[0] = 0, a.inStr[1].s[1] = 1;
+    a.nCode = 1;
+    a.op[0] = dev::ewOf(PwOp::Add), a.arg[0][0] = 1, a.arg[0][1] = 2;
+    a.out = reinterpret_cast<float *>(uintptr_t(0x30000));
+    dev::PwJit wide, wideCast;
+    EXPECT_EQ(wide.add(a), 0);
+    EXPECT_EQ(wideCast.addCastChain({a}, {false}, a.shape.d[0], 1024, false), 0);
+    for (const dev::PwJit *j : {&wide, &wideCast}) {
+      std::string src = j->source(), bin;
+      EXPECT_NE(src.find("(unsigned long long)("), std::string::npos) << src;
+      EXPECT_EQ(src.find("unsigned long long("), std::string::npos) << src;
+      EXPECT_EQ(dev::PwJit::compile(src, 90, bin), "") << src;
+    }
+  }
   // Broken source reports NVRTC's log instead of failing silently.
   std::string cubin;
   std::string why = dev::PwJit::compile("extern \"C\" __global__ void k() { undefined_name; }", 90, cubin);

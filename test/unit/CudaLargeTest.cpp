@@ -1,0 +1,185 @@
+//===- CudaLargeTest.cpp - GPU kernels past 32-bit sizes against the CPU --===//
+//
+// Every reduction, cast, norm and elementwise kernel the CUDA executor runs takes any size that
+// fits in memory: past 2^31 elements (64-bit offsets) and past 65535 blocks in a grid dimension
+// (grid-stride loops). Each test runs a small plan through the CUDA runner and the CPU executor on
+// a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
+// of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
+// cast with its amax and transposed copy (bit for bit); LayerNorm over 2^21 rows; the GELU and a
+// generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
+// memory for the largest).
+//
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+
+#include <thread>
+
+using namespace octet::rt;
+using namespace octet::rt::cudatest;
+
+namespace {
+
+constexpr int64_t kPast32 = (int64_t(1) << 31) + 65536; // elements: past 2^31
+
+#define REQUIRE_GPU_MEMORY(bytes)                                                                                      \
+  do {                                                                                                                 \
+    REQUIRE_GPU();                                                                                                     \
+    size_t freeBytes = 0, total = 0;                                                                                   \
+    if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess || freeBytes < size_t(bytes))                                \
+      GTEST_SKIP() << "needs " << (size_t(bytes) >> 30) << " GiB of free GPU memory, has " << (freeBytes >> 30);       \
+  } while (0)
+
+/// A float32 tensor of shape `s` whose values (multiples of 1/512 in [-4, 4), exact in float32 and
+/// BF16) follow a hash of the index, filled by all cores; element `bigAt` (if >= 0) is 100, the
+/// maximum, so a kernel that misses the last elements gets the amax or max wrong.
+TensorPtr patterned(const Shape &s, int64_t bigAt) {
+  auto t = std::make_shared<Tensor>(DType::F32, s);
+  float *p = t->data<float>();
+  const int64_t n = t->numel();
+  unsigned k = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < k; ++w)
+    pool.emplace_back([=] {
+      for (int64_t i = n * w / k; i < n * (w + 1) / k; ++i)
+        p[i] = float(int((uint64_t(i) * 2654435761ull >> 11) & 4095) - 2048) / 512.0f;
+    });
+  for (std::thread &th : pool)
+    th.join();
+  if (bigAt >= 0)
+    p[bigAt] = 100.0f;
+  return t;
+}
+
+/// Every output of `plan`, run once on the CPU and once on the GPU: the same shape and dtype, and
+/// the same bytes (`exact`) or within `tol` (max|err| / max|ref|).
+/// Returns the runner, for checks of its own.
+std::unique_ptr<Runner> expectLargeOutputsMatch(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
+                                                bool exact, double tol) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  gpu->run(feed, false);
+  for (int id : plan.outputs) {
+    const std::string &name = plan.values[size_t(id)].name;
+    TensorPtr want = cpu.value(id), got = gpu->value(id);
+    EXPECT_TRUE(want && got) << name;
+    if (!want || !got || got->shape != want->shape || got->dtype != want->dtype) {
+      ADD_FAILURE() << name << ": no output, or another shape or dtype than the CPU's";
+      continue;
+    }
+    if (exact) {
+      EXPECT_TRUE(got->bytes == want->bytes) << name << ": the GPU's bytes differ from the CPU's";
+    } else {
+      EXPECT_LE(maxRelError(*got, *want), tol) << name;
+    }
+  }
+  return gpu;
+}
+
+/// Sums, maxima and sums of squares of [2, 2^30 + 32768] float32 values: over everything (2^31 +
+/// 65536 values), over each row (2^30 values a row) and over the columns (2^30 + 32768 of them,
+/// 16 thousand times 65535 x 128 ... past any one-block-per-column grid).
+TEST(CudaLarge, ReductionsPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  const Shape xs{2, kPast32 / 2};
+  Plan plan;
+  int x = addValue(plan, "x", xs);
+  plan.inputs = {x};
+  struct R {
+    const char *type;
+    std::vector<int64_t> axes;
+    Shape out;
+  };
+  const std::vector<R> reds = {{"ReduceSum", {}, {}},
+                               {"ReduceMax", {}, {}},
+                               {"ReduceSumSquare", {1}, {2}},
+                               {"ReduceSum", {0}, {xs[1]}},
+                               {"ReduceMax", {0}, {xs[1]}}};
+  for (size_t k = 0; k < reds.size(); ++k) {
+    PlanOp &op = addOp(plan, reds[k].type, "r" + std::to_string(k), {x},
+                       {addValue(plan, "y" + std::to_string(k), reds[k].out)});
+    op.attrs["keepdims"].i = 0;
+    if (!reds[k].axes.empty()) {
+      op.attrs["axes"].kind = Attr::Ints;
+      op.attrs["axes"].ints = reds[k].axes;
+    }
+    plan.outputs.push_back(op.outputs[0]);
+  }
+  expectLargeOutputsMatch(plan, {{"x", patterned(xs, kPast32 - 1)}}, false, 1e-6);
+}
+
+/// fp8.cast_amax with its transposed copy of [2^21 + 64, 1024] float32 values: codes, transposed
+/// codes (both 2 GiB) and the amax, bit for bit; the maximum is the last value.
+TEST(CudaLarge, CastAmaxTransposedPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(16) << 30);
+  const int64_t cols = 1024, rows = kPast32 / cols;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, cols}), si = addScalar(plan, "si", 0.05f);
+  int q = addValue(plan, "q", {rows, cols}), amax = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {cols, rows});
+  plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+  plan.inputs = {x};
+  plan.outputs = {q, amax, qt};
+  addOp(plan, "fp8.cast_amax", "cast", {x, si}, {q, amax, qt});
+  expectLargeOutputsMatch(plan, {{"x", patterned({rows, cols}, kPast32 - 1)}}, true, 0);
+}
+
+/// The plain cast and amax (no transposed copy) of 2^31 + 65536 values in one row: one grid-stride
+/// pass over a 1-D index space past 32 bits.
+TEST(CudaLarge, CastAmaxPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(12) << 30);
+  Plan plan;
+  int x = addValue(plan, "x", {kPast32}), si = addScalar(plan, "si", 0.05f);
+  int q = addValue(plan, "q", {kPast32}), amax = addValue(plan, "amax", {});
+  plan.values[size_t(q)].dtype = DType::F8E5M2;
+  plan.inputs = {x};
+  plan.outputs = {q, amax};
+  addOp(plan, "fp8.cast_amax", "cast", {x, si}, {q, amax});
+  expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}
+
+/// LayerNormalization over 2^21 + 64 rows of 1024 (more rows than a grid's y takes, 2^31 + 65536
+/// values), with its mean and inverse standard deviation.
+TEST(CudaLarge, LayerNormPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  const int64_t n = 1024, rows = kPast32 / n;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), b = addValue(plan, "b", {n});
+  int y = addValue(plan, "y", {rows, n}), mean = addValue(plan, "mean", {rows, 1}), inv = addValue(plan, "inv", {rows, 1});
+  PlanOp &op = addOp(plan, "LayerNormalization", "ln", {x, sc, b}, {y, mean, inv});
+  op.attrs["axis"].i = -1;
+  op.attrs["epsilon"].kind = Attr::Float;
+  op.attrs["epsilon"].f = 1e-5f;
+  plan.inputs = {x, sc, b};
+  plan.outputs = {y, mean, inv};
+  std::mt19937 rng(3);
+  expectLargeOutputsMatch(plan,
+                          {{"x", patterned({rows, n}, kPast32 - 1)},
+                           {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                           {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
+                          false, 1e-6);
+}
+
+/// The GELU (tanh form) and a generated Pointwise kernel (x * 0.5 + a broadcast row) over 2^31 +
+/// 65536 values: 64-bit element offsets in both; within 1e-6 of the CPU (libm against CUDA's tanh).
+/// The program runs as a generated kernel (NVRTC compiled its 64-bit index code), not the interpreter.
+TEST(CudaLarge, ElementwisePast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(30) << 30);
+  const int64_t n = 1024, rows = kPast32 / n;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, n}), row = addValue(plan, "row", {n}), half = addScalar(plan, "half", 0.5f);
+  int g = addValue(plan, "g", {rows, n}), y = addValue(plan, "y", {rows, n});
+  PlanOp &gelu = addOp(plan, "Gelu", "gelu", {x}, {g});
+  gelu.attrs["approximate"].kind = Attr::String;
+  gelu.attrs["approximate"].s = "tanh";
+  addPointwise(plan, {x, half, row}, y, {"Mul", "Add"}, {0, 1, -1, 3, 2, -1});
+  plan.inputs = {x, row};
+  plan.outputs = {g, y};
+  std::mt19937 rng(4);
+  auto gpu = expectLargeOutputsMatch(plan,
+                                     {{"x", patterned({rows, n}, kPast32 - 1)},
+                                      {"row", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
+                                     false, 1e-6);
+  EXPECT_GE(fusionCount(*gpu, "generated Pointwise kernels"), 1);
+}
+
+} // namespace
