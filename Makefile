@@ -1,11 +1,12 @@
 # Octet: the two commands.
 #   make demo   install what is missing, build, run the bundled example end to end
 #   make test   install what is missing, build, run every test (lit + GoogleTest via ctest)
+#   make sanitize  the same suite on an ASan + UBSan build of Octet's code (build-asan/)
 BUILD ?= build
 JOBS ?= 2
 PY := .venv/bin/python
 
-.PHONY: all deps configure build demo test fuzz clean
+.PHONY: all deps configure build demo test sanitize fuzz clean
 
 all: build
 
@@ -24,8 +25,11 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+sanitize: deps
+	@bash scripts/sanitize.sh
+
 fuzz: deps
 	@bash scripts/fuzz.sh $(or $(SECONDS),600)
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-asan

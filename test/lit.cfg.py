@@ -11,9 +11,11 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "models", 
                    "package", "fuzz", "Inputs"]
 config.environment["PATH"] = os.pathsep.join(
     [config.octet_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
-for var in ("HOME", "TMPDIR"):
+for var in ("HOME", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+if config.python_preload:  # a sanitizer build (scripts/sanitize.sh): Python loads our libraries
+    config.python = "env LD_PRELOAD=" + config.python_preload + " " + config.python
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%models", config.models_dir))
 config.substitutions.append(("%exported", os.path.join(config.test_source_root, "models", "exported")))

@@ -248,7 +248,8 @@ int run(const Options &o) {
   if (o.checkCpu) {
     const DeviceBackend *b = findDeviceBackend(o.device == "auto" ? "cuda" : o.device);
     if (!b || !b->check)
-      throw Error("--check-against-cpu needs a device backend (--device cuda); this build has none");
+      throw Error("--check-against-cpu: this build has no device backend (it was built without CUDA) to compare; "
+                  "rebuild with nvcc, or use --device cpu to train on the CPU");
     std::string why;
     if (!b->available(&why))
       throw Error("--check-against-cpu: " + why);

@@ -39,7 +39,7 @@ Attr parseAttr(const YAML::Node &n, const Reader &r, const std::string &where) {
   if (!n.IsMap() || n.size() != 1)
     r.fail("attribute " + where + " is not a one-key map");
   std::string k = n.begin()->first.as<std::string>();
-  const YAML::Node &v = n.begin()->second;
+  YAML::Node v = n.begin()->second; // a handle of its own: the iterator's proxy dies with this line
   if (k == "i") {
     a.kind = Attr::Int;
     a.i = v.as<int64_t>();
@@ -277,7 +277,7 @@ Plan loadPlan(const std::string &path) {
       if (splat)
         for (size_t i = 0; i < t->bytes.size(); i += es)
           std::memcpy(t->bytes.data() + i, p + dataOffset + off, es);
-      else
+      else if (size) // an empty tensor's bytes may have no storage to copy into
         std::memcpy(t->bytes.data(), p + dataOffset + off, size);
       plan.constants[id] = t;
       std::string kind = c["kind"] ? c["kind"].as<std::string>() : "const";

@@ -8,8 +8,13 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${OCTET_BINARY_DIR} --prefix 
 if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
+# A sanitizer build's libraries need the sanitizers' runtimes: the consumer is built with them too.
+set(sanitize)
+if(OCTET_SANITIZE)
+  set(sanitize -DCMAKE_CXX_FLAGS=-fsanitize=${OCTET_SANITIZE} -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${OCTET_SANITIZE})
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${OCTET_SOURCE_DIR}/test/package/consumer -B ${build}
-                        -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+                        -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix} ${sanitize}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed:\n${out}")
