@@ -1,4 +1,9 @@
-//===- RematerializeCasts.cpp - Recompute casts of parameters and state ----===//
+//===- RematerializeCasts.cpp - Recompute casts instead of keeping them ----===//
+//
+// Two passes that trade a little recomputation for memory across the step, sharing the grouping
+// of a value's readers into clusters (readerClusters): octet-rematerialize-casts (below) and
+// octet-rematerialize-fp8-casts (RematerializeFp8Casts: the FP8 codes a backward GEMM reads,
+// cast again before it from what the backward keeps anyway; see Passes.td).
 //
 // octet-rematerialize-casts: an onnx.Cast of an initializer (a parameter or a state tensor,
 // available all step) is cheap to recompute but costly to keep: MS-AMP O2's FP16 weights
