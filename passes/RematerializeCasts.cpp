@@ -25,6 +25,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace octet {
 #define GEN_PASS_DEF_REMATERIALIZECASTS
@@ -37,6 +38,13 @@ namespace fp8 = octet::fp8;
 namespace ox = octet::onnx_dialect;
 
 namespace {
+
+/// Both passes' `distance` must be at least 1 (an error on `f` otherwise).
+LogicalResult checkDistance(func::FuncOp f, StringRef pass, int64_t distance) {
+  if (distance >= 1)
+    return success();
+  return f.emitError() << pass << ": distance=" << distance << " must be at least 1";
+}
 
 /// Position of every top-level op of `body`.
 llvm::DenseMap<Operation *, int64_t> blockIndex(Block &body) {
@@ -94,10 +102,8 @@ struct RematerializeCasts : octet::impl::RematerializeCastsBase<RematerializeCas
 
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp f) {
-      if (distance < 1) {
-        f.emitError() << "octet-rematerialize-casts: distance=" << int64_t(distance) << " must be at least 1";
+      if (failed(checkDistance(f, "octet-rematerialize-casts", distance)))
         return signalPassFailure();
-      }
       if (!f.getBody().empty())
         runOnFunction(f);
     });
@@ -182,7 +188,6 @@ struct Recompute {
 
 struct RematerializeFp8Casts : octet::impl::RematerializeFp8CastsBase<RematerializeFp8Casts> {
   using RematerializeFp8CastsBase::RematerializeFp8CastsBase;
-  static constexpr StringRef kKinds[] = {"weight", "activation", "gelu", "layernorm"};
 
   /// The names of the copy's results: the cast's, marked as recomputed.
   static ArrayAttr copyNames(Operation *cast, ArrayRef<int> results, Builder &b) {
@@ -236,14 +241,12 @@ struct RematerializeFp8Casts : octet::impl::RematerializeFp8CastsBase<Rematerial
 
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp f) {
-      if (distance < 1) {
-        f.emitError() << "octet-rematerialize-fp8-casts: distance=" << int64_t(distance) << " must be at least 1";
+      if (failed(checkDistance(f, "octet-rematerialize-fp8-casts", distance)))
         return signalPassFailure();
-      }
       for (const std::string &k : sources)
-        if (!llvm::is_contained(kKinds, StringRef(k))) {
-          f.emitError() << "octet-rematerialize-fp8-casts: sources='" << k
-                        << "' is not one of weight, activation, gelu, layernorm";
+        if (!llvm::is_contained(octet::rematerializeFp8Sources(), StringRef(k))) {
+          f.emitError() << "octet-rematerialize-fp8-casts: sources='" << k << "' is not one of "
+                        << llvm::join(octet::rematerializeFp8Sources(), ", ");
           return signalPassFailure();
         }
       if (!f.getBody().empty())
@@ -253,3 +256,8 @@ struct RematerializeFp8Casts : octet::impl::RematerializeFp8CastsBase<Rematerial
 };
 
 } // namespace
+
+llvm::ArrayRef<llvm::StringRef> octet::rematerializeFp8Sources() {
+  static constexpr llvm::StringRef kinds[] = {"weight", "activation", "gelu", "layernorm"};
+  return kinds;
+}

@@ -21,6 +21,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Support/ToolUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -423,9 +424,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
   }
   for (const std::string &k : rematerializeSources)
-    if (k != "weight" && k != "activation" && k != "gelu" && k != "layernorm")
-      return error("--rematerialize-fp8-sources: '" + k +
-                   "' is not valid; use any of: weight, activation, gelu, layernorm");
+    if (!llvm::is_contained(rematerializeFp8Sources(), llvm::StringRef(k)))
+      return error("--rematerialize-fp8-sources: '" + k + "' is not valid; use any of: " +
+                   llvm::join(rematerializeFp8Sources(), ", "));
   if (autocastEval.getNumOccurrences())
     rc.te.useAutocastDuringEval = autocastEval;
   if (moduleFilter.getNumOccurrences())

@@ -46,6 +46,10 @@ inline void unquoteOption(std::string &v) {
 /// Registers the recipe pipelines with MLIR's pass pipeline registry.
 void registerRecipePipelines();
 
+/// The kinds of copy octet-rematerialize-fp8-casts makes (its `sources` option, fp8-opt's
+/// --rematerialize-fp8-sources): weight, activation, gelu, layernorm.
+llvm::ArrayRef<llvm::StringRef> rematerializeFp8Sources();
+
 } // namespace octet
 
 #endif // OCTET_PASSES_PASSES_H
