@@ -224,6 +224,7 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value lossValue = ret.getOperand(lossIndex);
+    func.setResultAttr(lossIndex, octet::kLossAttr, UnitAttr::get(func.getContext()));
 
     SmallVector<ox::InitializerOp> params;
     llvm::DenseSet<Value> active;

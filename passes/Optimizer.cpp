@@ -70,6 +70,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     ox::InitializerOp init;
     Value grad;
     bool fp8Weight = false; // the weight of an FP8 Linear (MS-AMP storage applies)
+    bool gradInFp8 = false; // octet-data-parallel all-reduced it as FP8 codes already
   };
 
   /// Learning rate at `s` (f32 scalar: the 0-based step).
@@ -155,7 +156,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       auto it = inits.find(of.getValue());
       if (it == inits.end())
         return func.emitError() << "octet-optimizer: gradient of unknown parameter '" << of.getValue() << "'";
-      params.push_back({it->second, ret.getOperand(r)});
+      params.push_back({it->second, ret.getOperand(r), false, bool(func.getResultAttr(r, octet::kGradStorageAttr))});
     }
     if (params.empty())
       return func.emitError() << "octet-optimizer: the function has no gradients; run octet-autodiff first";
@@ -224,7 +225,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         if (p.fp8Weight && func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) == p.init.getNameAttr())
           func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(b.getFloat8E5M2Type()));
     for (Param &p : params)
-      if (p.fp8Weight)
+      if (p.fp8Weight && !p.gradInFp8)
         p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, b.getFloat8E5M2Type()));
 
     // Global gradient norm and clipping. Every gradient's sum of squares first, then their sum
@@ -349,10 +350,13 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       ret->eraseOperands(drop);
       func.eraseResults(drop);
     }
-    func->getParentOfType<ModuleOp>()->setAttr(
-        octet::kTrainingAttr,
-        b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
-                             b.getNamedAttr("msamp_level", b.getStringAttr(msampLevel))}));
+    ModuleOp module = func->getParentOfType<ModuleOp>();
+    NamedAttrList training; // what an earlier pass recorded (octet-data-parallel), plus the optimizer
+    if (auto d = module->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
+      training.append(d.getValue());
+    training.set("optimizer", b.getStringAttr(optimizer));
+    training.set("msamp_level", b.getStringAttr(msampLevel));
+    module->setAttr(octet::kTrainingAttr, training.getDictionary(b.getContext()));
     return success();
   }
 

@@ -1,4 +1,5 @@
 //===- fp8-run.cpp - Runs a plan on the GPU or the CPU reference backend --===//
+#include "octet/runtime/Distributed.h"
 #include "octet/runtime/Fp8RunMain.h"
 
 #ifdef OCTET_HAVE_CUDA
@@ -6,6 +7,7 @@
 #endif
 
 int main(int argc, char **argv) {
+  octet::rt::registerCollectives();
 #ifdef OCTET_HAVE_CUDA
   octet::rt::cuda::registerBackend();
 #endif

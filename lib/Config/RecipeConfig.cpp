@@ -34,8 +34,9 @@ std::string lower(std::string s) {
 struct Reader {
   const std::string &path;
   std::string &error;
+  std::string block = "fp8_config."; // where the keys live ("" for Accelerate's top-level keys)
   bool fail(const std::string &key, const std::string &msg) {
-    error = path + ": fp8_config." + key + ": " + msg;
+    error = path + ": " + block + key + ": " + msg;
     return false;
   }
   bool getBool(const YAML::Node &n, const std::string &key, bool &out) {
@@ -96,6 +97,20 @@ bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::st
   }
   Reader r{path, error};
   try {
+    // How Accelerate launches: one process, or data parallelism over several (the plan runs on any
+    // number of ranks; fp8-run --nproc-per-node or torchrun picks it). Sharded or model-parallel
+    // schemes are refused here rather than trained on one device.
+    Reader top{path, error, ""};
+    if (root["distributed_type"] && !root["distributed_type"].IsNull() &&
+        !top.getChoice(root["distributed_type"], "distributed_type", config.distributedType,
+                       {"NO", "MULTI_GPU", "MULTI_CPU"}, true)) {
+      error += " (Octet trains data-parallel only; FSDP, DeepSpeed, Megatron-LM and XLA are not supported)";
+      return false;
+    }
+    if (root["num_processes"] && !root["num_processes"].IsNull() &&
+        !top.getInt(root["num_processes"], "num_processes", config.numProcesses, 1))
+      return false;
+    config.dataParallel = config.distributedType != "NO" || config.numProcesses > 1;
     if (root["mixed_precision"]) {
       std::string mp = lower(root["mixed_precision"].as<std::string>());
       if (mp != "fp8") {

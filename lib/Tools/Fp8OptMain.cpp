@@ -286,6 +286,23 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::init(true), cl::cat(trainCat));
   static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
                              cl::cat(trainCat));
+  static cl::opt<bool> dataParallel(
+      "data-parallel",
+      cl::desc("Training plans: train on several ranks (fp8-run --nproc-per-node N, or torchrun): gradients "
+               "averaged across ranks before the optimizer (MS-AMP O1/O2: as FP8 codes), the loss the mean over "
+               "ranks, delayed-scaling amaxes reduced with max; the world size is chosen when the plan runs. "
+               "An Accelerate config with distributed_type MULTI_GPU or MULTI_CPU turns it on"),
+      cl::cat(trainCat));
+  static cl::opt<bool> fp8AllReduce(
+      "fp8-all-reduce",
+      cl::desc("Data-parallel MS-AMP O1/O2 plans: FP8 Linear weight gradients travel as FP8 E5M2 codes with "
+               "a scale all ranks share (default on; --fp8-all-reduce=false all-reduces them in float32)"),
+      cl::init(true), cl::cat(trainCat));
+  static cl::opt<std::string> fp8AllReduceFormat(
+      "fp8-all-reduce-format",
+      cl::desc("The FP8 format of the gradients --fp8-all-reduce sends: e4m3 (default: 3 mantissa bits, the "
+               "precision a sum of ranks needs) or e5m2 (range)"),
+      cl::init("e4m3"), cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
                                 cl::cat(trainCat));
@@ -397,7 +414,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       !choice(aoRecipe, rc.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) ||
       !choice(reportFormat, reportFormat.getValue(), {"text", "json"}) ||
       !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}) ||
-      !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}))
+      !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}) ||
+      !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}))
     return 1;
   auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min) {
     if (o.getNumOccurrences() == 0)
@@ -445,6 +463,17 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
+  // Data parallelism: the flag, or an Accelerate config's distributed_type (refused there when it is
+  // not data parallelism).
+  bool dataParallelOn = dataParallel || rc.dataParallel;
+  if (dataParallelOn) {
+    std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
+    if (!train || gradOnly)
+      return error(why + " trains across ranks; add --train (without --gradients-only)");
+    if (storageLevel == "O3")
+      return error(why + ": MS-AMP O3 shards weights and optimizer state across ranks, which Octet does not do "
+                         "yet; use msamp:O2 (FP8 gradients all-reduced, state replicated)");
+  }
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
@@ -499,6 +528,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         o += " msamp-level=" + storageLevel;
       if (!keepGradients)
         o += " keep-gradients=false";
+      if (dataParallelOn)
+        p += std::string(",octet-data-parallel{fp8-gradients=") +
+             ((storageLevel == "O1" || storageLevel == "O2") && fp8AllReduce ? "true" : "false") +
+             " fp8-format=" + fp8AllReduceFormat.getValue() +
+             (rc.numProcesses > 1 ? " num-processes=" + std::to_string(rc.numProcesses) : "") + "}";
       p += ",octet-optimizer{" + o + "}";
     }
     return p;
@@ -602,6 +636,8 @@ int octet::fp8OptMain(int argc, char **argv) {
             16, rematerializeSources.empty() ? std::vector<std::string>{"activation"} : rematerializeSources}));
       if (out == Emit::Plan && sinkScaleUpdates)
         pm.addPass(createSinkScaleUpdates());
+      if (out == Emit::Plan && dataParallelOn)
+        pm.addPass(createReduceAmaxes());
       if (out == Emit::Plan && activationPrecision == "bf16") {
         AssignPrecisionOptions ap;
         ap.activations = activationPrecision;
@@ -613,7 +649,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFp8ToQdq(qo));
       }
     }
-    return pm.run(module);
+    if (failed(pm.run(module)))
+      return failure();
+    if (report && dataParallelOn)
+      reportCollectives(module, outputFilename == "-" ? llvm::errs() : llvm::outs());
+    return success();
   };
   auto emitModule = [&](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
     if (out == Emit::MLIR) {

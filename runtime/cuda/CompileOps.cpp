@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaExecutorImpl.h"
+#include "octet/runtime/Collective.h"
 
 namespace octet::rt::cuda::detail {
 
@@ -779,6 +780,47 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       return delayedScaleAll(1, L, h, am, prev, fmt, margin, mostRecent, pow2, nh, sc, si, s);
     });
     delayedScales_[k] = {{h, am, prev, nh, sc, si, fv != 0}, L, margin, mostRecent, pow2};
+    return;
+  }
+  if (t == "fp8.all_reduce") {
+    // Data parallelism: the process's communicator (NCCL) reduces the result buffer in place on the
+    // step's stream; with none (one rank) the op is a copy, with NaN as +Inf for max.
+    Communicator *comm = communicator();
+    if (comm && !comm->deviceMemory())
+      fail(op, "this process's communicator (" + comm->backend() + ") reduces host memory; start the ranks "
+               "with --device cuda for NCCL, or run them all with --device cpu");
+    std::string red = attrStr(op, "reduction", "sum");
+    DType dt = typeOf(op.inputs[0]);
+    if (red != "sum" && red != "max" && red != "avg")
+      fail(op, "reduction must be sum, max or avg, got '" + red + "'");
+    if (isFp8(dt) && red == "avg")
+      fail(op, "an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+    const void *in = devicePtr(op.inputs[0]);
+    void *o = outPtr(0);
+    size_t n = size_t(numElements(shapeOf(op.inputs[0]))), bytes = outBytes(0);
+    bool nanAsInf = red == "max" && dt == DType::F32;
+    ReduceOp r = red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum;
+    if (comm && comm->size() > 1)
+      allReduces_.push_back({dt, n});
+    out.push_back([=](cudaStream_t s) -> std::string {
+      if (o != in) {
+        cudaError_t e = cudaMemcpyAsync(o, in, bytes, cudaMemcpyDeviceToDevice, s);
+        if (e != cudaSuccess)
+          return std::string("all-reduce copy: ") + cudaGetErrorString(e);
+      }
+      if (nanAsInf)
+        if (std::string err = dev::nanToInf(static_cast<float *>(o), int64_t(n), s); !err.empty())
+          return err;
+      if (comm && comm->size() > 1)
+        comm->allReduce(o, n, dt, r, s);
+      return "";
+    });
+    return;
+  }
+  if (t == "fp8.world_size") {
+    auto *o = static_cast<float *>(outPtr(0));
+    float n = float(worldSize());
+    cudaCheck(cudaMemcpy(o, &n, sizeof n, cudaMemcpyHostToDevice), "world size"); // constant for the run
     return;
   }
   if (t == "Shape" || t == "ConstantOfShape" || t == "Range" || t == "Trilu")

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaExecutorImpl.h"
+#include "octet/runtime/Collective.h"
 
 namespace octet::rt::cuda {
 namespace detail {
@@ -457,6 +458,11 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
   if (!flags.empty())
     cudaCheck(cudaMemcpyAsync(flags.data(), flags_, sizeof(int) * flags.size(), cudaMemcpyDeviceToHost, stream_),
               "flags");
+  if (Communicator *comm = communicator(); comm && comm->deviceMemory() && comm->size() > 1) {
+    for (auto &[dt, n] : allReduces_)
+      comm->record(dt, n);
+    comm->waitFor(stream_); // fails, rather than hangs, when a peer is gone
+  }
   cudaCheck(cudaStreamSynchronize(stream_), "step");
   for (size_t i = 0; i < flags.size(); ++i)
     if (flags[i])

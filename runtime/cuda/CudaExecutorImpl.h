@@ -309,6 +309,9 @@ private:
   char *scratch_ = nullptr;
   float *one_ = nullptr;
   cudaGraphExec_t graphs_[2] = {nullptr, nullptr};
+  /// fp8.all_reduce payloads of a step (type, elements): counted with the communicator per run,
+  /// since a CUDA graph replays the collectives without calling it.
+  std::vector<std::pair<DType, size_t>> allReduces_;
   int eagerRuns_[2] = {0, 0};
   std::set<int> liveAtEnd_;
   // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the

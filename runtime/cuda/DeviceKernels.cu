@@ -753,6 +753,20 @@ std::string fill(void *dst, int elemSize, uint64_t v, int64_t n, cudaStream_t s)
   return check("fill");
 }
 
+__global__ void nanToInfKernel(float *x, int64_t n) {
+  GRID_LOOP(i, n) {
+    if (isnan(x[i]))
+      x[i] = INFINITY;
+  }
+}
+
+std::string nanToInf(float *x, int64_t n, cudaStream_t s) {
+  if (n == 0)
+    return "";
+  nanToInfKernel<<<blocksFor(n), 256, 0, s>>>(x, n);
+  return check("nanToInf");
+}
+
 std::string gather(const void *x, int elemSize, const void *idx, int idxType, int64_t outer, int64_t d, int64_t inner,
                    int64_t n, void *out, int *bad, cudaStream_t s) {
   int64_t total = outer * n * inner;

@@ -177,6 +177,8 @@ struct SmallCopy {
 std::string smallCopies(const SmallCopy *copies, int n, cudaStream_t s);
 /// dst[0..n) = the `elemSize`-byte pattern `value`.
 std::string fill(void *dst, int elemSize, uint64_t value, int64_t n, cudaStream_t s);
+/// NaN becomes +Inf in place (fp8.all_reduce max: NaN counts as +Inf).
+std::string nanToInf(float *x, int64_t n, cudaStream_t s);
 
 /// Reduce `x` (type `type`) over the axes whose `outStr` is 0: out has the
 /// kept index space `outShape`, `redShape` is the reduced one; strides are

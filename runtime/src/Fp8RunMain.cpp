@@ -1,6 +1,7 @@
 //===- Fp8RunMain.cpp - fp8-run: execute a plan on the CPU -----------------===//
 #include "octet/runtime/Fp8RunMain.h"
 
+#include "octet/runtime/Collective.h"
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/Train.h"
@@ -32,7 +33,8 @@ const char *kUsage =
     "  --iterations N          run N times, carrying the FP8 state between runs (default 1)\n"
     "  --load-state FILE.npz   start from this FP8 state (amax histories, scales)\n"
     "  --save-state FILE.npz   write the FP8 state after the last run\n"
-    "  --dump-gradients F.npz  training plans: run one step, write d(loss)/d(param) by initializer name\n"
+    "  --dump-gradients F.npz  training plans: run one step (with --data: the last step), write d(loss)/d(param)\n"
+    "                          by initializer name\n"
     "  --info                  describe the plan and exit\n"
     "  --init-params normal:STD[:SEED]  replace every weight matrix (parameters and trained weights of rank >= 2)\n"
     "                          by N(0, STD) draws before running (graphs compiled with fp8-opt --absent-weights)\n"
@@ -57,12 +59,18 @@ const char *kUsage =
     "  --loss-png F            write the loss curve as a PNG\n"
     "  --report-memory         bytes per parameter: weights, gradients, optimizer state, FP8 state\n"
     "  --quiet                 no progress output\n"
+    "\nData parallelism (plans from fp8-opt --data-parallel):\n"
+    "  --nproc-per-node N      start N ranks on this host (Gloo on --device cpu, NCCL on cuda); each reads its\n"
+    "                          own rows of the combined batch and rank 0 logs and checkpoints. torchrun works\n"
+    "                          too: `torchrun --nproc-per-node N fp8-run ...` (RANK, WORLD_SIZE, MASTER_ADDR, ...)\n"
+    "  --comm-timeout S        a collective waiting S seconds for a peer fails the rank (default 50)\n"
     "  --gpu-available         exit 0 when the CUDA backend can run here\n"
     "  --version, --help\n";
 
 struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
-  int64_t iterations = 1, benchmark = 0, warmup = 3;
+  int64_t iterations = 1, benchmark = 0, warmup = 3, nproc = 0, commTimeout = 50;
+  std::vector<std::string> selfArgs; // this command line without the launcher's flags (to start ranks)
   bool info = false, reportMemory = false, checkCpu = false;
   TrainOptions train;
 };
@@ -213,6 +221,19 @@ void initParams(Runner &ex, const std::string &spec) {
 
 const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.device()); }
 
+/// --dump-gradients: d(loss)/d(param) of the last run by initializer name (data-parallel plans: the
+/// average over ranks, as the optimizer saw it).
+void writeGradients(const Runner &ex, const std::string &path) {
+  NamedTensors grads;
+  for (auto &[param, id] : ex.plan().gradients) {
+    grads.emplace_back(param, ex.value(id));
+    if (!grads.back().second)
+      throw Error("--dump-gradients: the gradient of '" + param + "' is not kept by the " + ex.device() +
+                  " backend; use --device cpu");
+  }
+  writeNpz(path, grads);
+}
+
 int benchmark(Runner &ex, const Options &o) {
   auto inputs = o.inputs.empty() ? syntheticInputs(ex.plan(), o.train.seed) : readInputs(ex.plan(), o.inputs);
   int64_t tokens = 0;
@@ -240,7 +261,8 @@ int benchmark(Runner &ex, const Options &o) {
             << (ex.plan().recipe.empty() ? "none" : ex.plan().recipe) << "\", \"runs\": " << o.benchmark
             << ", \"warmup\": " << o.warmup << ", \"median_ms\": " << med << ", \"min_ms\": " << sorted.front()
             << ", \"tokens_per_run\": " << tokens << ", \"tokens_per_s\": " << (tokens ? double(tokens) / med * 1e3 : 0)
-            << ", \"device_bytes\": " << (b && b->bytes ? b->bytes(ex) : 0) << "}\n";
+            << ", \"device_bytes\": " << (b && b->bytes ? b->bytes(ex) : 0) << ", \"rank\": "
+            << (communicator() ? communicator()->rank() : 0) << ", \"world_size\": " << worldSize() << "}\n";
   return 0;
 }
 
@@ -260,7 +282,38 @@ int run(const Options &o) {
                       : "every op matches the CPU reference\n");
     return bad ? 1 : 0;
   }
-  std::unique_ptr<Runner> runner = makeRunner(loadPlan(o.plan), o.device);
+  Plan plan = loadPlan(o.plan);
+  auto dp = plan.training.find("data_parallel");
+  bool dataParallel = dp != plan.training.end() && dp->second == "true";
+  const char *ws = std::getenv("WORLD_SIZE");
+  bool isRank = ws && *ws;
+  const CollectiveSupport *cs = collectiveSupport();
+  if (!isRank && dataParallel && cs) { // an Accelerate config's num_processes, written by fp8-opt
+    auto np = plan.training.find("num_processes");
+    int n = np == plan.training.end() ? 0 : std::atoi(np->second.c_str());
+    if (n > 1) {
+      std::cerr << "fp8-run: the plan asks for " << n << " processes (num_processes); starting them "
+                << "(--nproc-per-node 1 runs one)\n";
+      plan = Plan(); // each rank loads its own
+      return cs->launch(n, o.selfArgs);
+    }
+  }
+  std::string device = o.device;
+  if (isRank) {
+    if (!cs)
+      throw Error("WORLD_SIZE is set, but this program was built without Octet's collectives; run fp8-run");
+    if (device == "auto") {
+      const DeviceBackend *b = findDeviceBackend("cuda");
+      device = b && b->available(nullptr) ? "cuda" : "cpu";
+    }
+    std::shared_ptr<Communicator> comm = cs->connect(device, std::chrono::milliseconds(o.commTimeout * 1000));
+    if (comm && comm->size() > 1 && !dataParallel)
+      throw Error(o.plan + ": this plan trains one process (its gradients are not averaged across ranks); "
+                           "compile it with fp8-opt --data-parallel to run " + std::to_string(comm->size()) +
+                  " ranks");
+    setCommunicator(comm);
+  }
+  std::unique_ptr<Runner> runner = makeRunner(std::move(plan), device);
   Runner &ex = *runner;
   if (!o.initParams.empty())
     initParams(ex, o.initParams);
@@ -275,8 +328,15 @@ int run(const Options &o) {
   }
   if (o.benchmark)
     return benchmark(ex, o);
-  if (!o.train.data.empty())
-    return trainMain(ex, o.train);
+  if (!o.dumpGradients.empty() && ex.plan().gradients.empty()) // before running: fail fast
+    throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train (without "
+                "--keep-gradients=false)");
+  if (!o.train.data.empty()) { // --dump-gradients: those of the last step
+    int rc = trainMain(ex, o.train);
+    if (rc == 0 && !o.dumpGradients.empty() && (!communicator() || communicator()->rank() == 0))
+      writeGradients(ex, o.dumpGradients);
+    return rc;
+  }
   std::map<std::string, TensorPtr> inputs;
   if (!o.inputs.empty())
     inputs = readInputs(ex.plan(), o.inputs);
@@ -290,11 +350,10 @@ int run(const Options &o) {
   } catch (const std::regex_error &e) {
     throw Error("--dump: '" + o.dump + "' is not a valid regular expression");
   }
-  if (!o.dumpGradients.empty() && ex.plan().gradients.empty()) // before running: fail fast
-    throw Error("--dump-gradients: the plan has no gradients; compile it with fp8-opt --train (without "
-                "--keep-gradients=false)");
   for (int64_t i = 0; i < o.iterations; ++i)
     ex.run(inputs);
+  if (communicator() && communicator()->rank() != 0)
+    return 0; // the ranks computed the same results: rank 0 writes them
   NamedTensors outs;
   for (int id : ex.plan().outputs) {
     const std::string &name = ex.plan().values[size_t(id)].name;
@@ -317,16 +376,8 @@ int run(const Options &o) {
     }
   if (!o.outputs.empty())
     writeNpz(o.outputs, outs);
-  if (!o.dumpGradients.empty()) {
-    NamedTensors grads;
-    for (auto &[param, id] : ex.plan().gradients) {
-      grads.emplace_back(param, ex.value(id));
-      if (!grads.back().second)
-        throw Error("--dump-gradients: the gradient of '" + param + "' is not kept by the " + ex.device() +
-                    " backend; use --device cpu");
-    }
-    writeNpz(o.dumpGradients, grads);
-  }
+  if (!o.dumpGradients.empty())
+    writeGradients(ex, o.dumpGradients);
   if (!o.saveState.empty()) {
     NamedTensors st;
     for (auto &[name, t] : ex.state())
@@ -352,11 +403,20 @@ int fp8RunMain(int argc, char **argv) {
       {"--iterations", &o.iterations}, {"--steps", &o.train.steps}, {"--batch", &o.train.batch},
       {"--seq", &o.train.seq}, {"--eval-every", &o.train.evalEvery}, {"--eval-batches", &o.train.evalBatches},
       {"--checkpoint-every", &o.train.checkpointEvery}, {"--log-every", &o.train.logEvery}, {"--seed", &seed},
-      {"--benchmark", &o.benchmark}, {"--warmup", &o.warmup}};
+      {"--benchmark", &o.benchmark}, {"--warmup", &o.warmup}, {"--nproc-per-node", &o.nproc},
+      {"--comm-timeout", &o.commTimeout}};
   auto fail = [](const std::string &msg) {
     std::cerr << "fp8-run: error: " << msg << "\n";
     return 1;
   };
+  o.selfArgs.push_back(argv[0]);
+  for (int i = 1; i < argc; ++i) { // the ranks' command line: the launcher's flag stays with it
+    std::string a = argv[i];
+    if (a == "--nproc-per-node")
+      ++i; // and its value
+    else if (a.rfind("--nproc-per-node=", 0) != 0)
+      o.selfArgs.push_back(a);
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &dst) {
@@ -417,6 +477,17 @@ int fp8RunMain(int argc, char **argv) {
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");
   o.train.seed = uint64_t(seed);
+  const char *ws = std::getenv("WORLD_SIZE");
+  if (o.nproc && !(ws && *ws)) {
+    const CollectiveSupport *cs = collectiveSupport();
+    if (!cs)
+      return fail("--nproc-per-node: this program was built without Octet's collectives; run fp8-run");
+    try {
+      return cs->launch(int(o.nproc), o.selfArgs);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+  }
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     return fail("--device: '" + o.device + "' is not a device; use cuda, cpu or auto");
   if (!o.train.data.empty() && o.train.steps < 1)

@@ -1354,6 +1354,7 @@ const Kernel *lookupKernel(const std::string &type) {
     registerOnnxKernels(k);
     registerFp8Kernels(k);
     registerAttentionKernels(k);
+    registerCollectiveKernels(k);
     return k;
   }();
   auto it = table.find(type);

@@ -11,6 +11,7 @@ namespace octet::rt {
 void registerOnnxKernels(std::map<std::string, Kernel> &k);
 void registerFp8Kernels(std::map<std::string, Kernel> &k);
 void registerAttentionKernels(std::map<std::string, Kernel> &k);
+void registerCollectiveKernels(std::map<std::string, Kernel> &k);
 
 int64_t normAxis(const KernelContext &c, int64_t axis, int64_t rank);
 Shape broadcastShapes(const KernelContext &c, const std::vector<Shape> &shapes);

@@ -1,6 +1,8 @@
 //===- Train.cpp - fp8-run's training loop ---------------------------------===//
 #include "octet/runtime/Train.h"
 
+#include "octet/runtime/Collective.h"
+
 #include <yaml-cpp/yaml.h>
 #include <zlib.h>
 
@@ -83,6 +85,9 @@ struct Batcher {
   size_t begin = 0, end = 0; // the range batches come from
   int64_t B = 0, T = 0;
   std::string labels;
+  /// Data-parallel ranks read rows [firstRow, firstRow + B) of the combined batch of step `step`
+  /// (firstRow = rank * B): together they read what one process over the combined batch would.
+  int64_t firstRow = 0;
 
   /// Inputs (x) and labels (y) for one step.
   std::pair<TensorPtr, TensorPtr> get(uint64_t seed, int64_t step) const {
@@ -90,7 +95,8 @@ struct Batcher {
     auto y = std::make_shared<Tensor>(DType::I64, Shape{B, T});
     size_t span = end - begin - size_t(T) - 1;
     for (int64_t b = 0; b < B; ++b) {
-      size_t start = begin + size_t(mix(seed ^ mix(uint64_t(step) * 65536 + uint64_t(b))) % (span + 1));
+      uint64_t row = uint64_t(firstRow + b);
+      size_t start = begin + size_t(mix(seed ^ mix(uint64_t(step) * 65536 + row)) % (span + 1));
       for (int64_t t = 0; t < T; ++t) {
         x->data<int64_t>()[b * T + t] = (*tokens)[start + size_t(t)];
         y->data<int64_t>()[b * T + t] = (*tokens)[start + size_t(t) + (labels == "same" ? 0 : 1)];
@@ -147,8 +153,8 @@ static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count)
   e << YAML::Flow << YAML::BeginMap << YAML::Key << "format" << YAML::Value << "octet-checkpoint" << YAML::Key
     << "version" << YAML::Value << 1 << YAML::Key << "step" << YAML::Value << m.step << YAML::Key << "seed"
     << YAML::Value << m.seed << YAML::Key << "data" << YAML::Value << m.data << YAML::Key << "recipe" << YAML::Value
-    << m.recipe << YAML::Key << "tensors" << YAML::Value << count << YAML::Key << "crc32" << YAML::Value << crc
-    << YAML::EndMap;
+    << m.recipe << YAML::Key << "world_size" << YAML::Value << m.worldSize << YAML::Key << "tensors" << YAML::Value
+    << count << YAML::Key << "crc32" << YAML::Value << crc << YAML::EndMap;
   return e.c_str();
 }
 
@@ -216,6 +222,7 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
   m.seed = json["seed"].as<uint64_t>(0);
   m.data = json["data"].as<std::string>("");
   m.recipe = json["recipe"].as<std::string>("");
+  m.worldSize = json["world_size"].as<int64_t>(1);
   return m;
 }
 
@@ -413,10 +420,15 @@ int trainMain(Runner &ex, const TrainOptions &o) {
 
   TokenData data = readTokens(o.data, o.dataDtype);
   TokenData evalData;
-  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, o.labels}, eval = train;
+  // Data parallelism: this rank's rows of the combined batch; rank 0 alone logs, evaluates and writes.
+  Communicator *comm = communicator();
+  int rank = comm ? comm->rank() : 0, ranks = worldSize();
+  bool lead = rank == 0;
+  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, o.labels, int64_t(rank) * B}, eval = train;
+  eval.firstRow = 0;
   if (!o.evalData.empty()) {
     evalData = readTokens(o.evalData, o.dataDtype);
-    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, o.labels};
+    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, o.labels, 0};
   } else { // hold out the last 10% of the data (always, so batches do not depend on --eval-every)
     size_t cut = data.tokens.size() - data.tokens.size() / 10;
     train.end = cut;
@@ -427,32 +439,36 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     throw Error(o.data + ": " + std::to_string(data.tokens.size()) + " tokens are too few for sequences of " +
                 std::to_string(T));
   std::unique_ptr<Runner> evalEx;
-  if (o.evalEvery) {
+  if (o.evalEvery && lead) {
     if (o.evalPlan.empty())
       throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
                   "eval.plan)");
     evalEx = makeRunner(loadPlan(o.evalPlan), ex.device()); // the training plan's device
   }
 
-  CheckpointMeta meta{0, o.seed, o.data, p.recipe};
+  CheckpointMeta meta{0, o.seed, o.data, p.recipe, ranks};
   if (!o.resume.empty()) {
     CheckpointMeta m = loadCheckpoint(o.resume, ex);
+    if (m.worldSize != ranks) // another world size reads other batches: the run would not continue
+      throw Error(o.resume + ": written by " + std::to_string(m.worldSize) + " rank(s), this run has " +
+                  std::to_string(ranks) + "; resume with --nproc-per-node " + std::to_string(m.worldSize) +
+                  " (resharding to another world size is not supported)");
     if (m.seed != o.seed)
       throw Error(o.resume + ": written with --seed " + std::to_string(m.seed) + ", not " + std::to_string(o.seed) +
                   "; pass --seed " + std::to_string(m.seed) + " to continue that run");
     meta.step = m.step;
-    if (!o.quiet)
+    if (!o.quiet && lead)
       std::cerr << "resumed from " << o.resume << " at step " << m.step << "\n";
   }
 
   std::ofstream log;
   bool csv = endsWith(o.log, ".csv");
-  if (!o.log.empty()) {
+  if (!o.log.empty() && lead) {
     log.open(o.log, meta.step ? std::ios::app : std::ios::trunc);
     if (!log)
       throw Error(o.log + ": cannot write (" + std::strerror(errno) + ")");
     if (csv && !meta.step)
-      log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss\n";
+      log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss,comm_bytes\n";
   }
   std::vector<std::string> fp8Scales;
   for (auto &[name, t] : ex.state())
@@ -485,7 +501,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
 
   std::vector<double> losses;
   std::vector<std::pair<int64_t, double>> evals;
-  bool tty = !o.quiet && ::isatty(2);
+  bool quiet = o.quiet || !lead;
+  bool tty = !quiet && ::isatty(2);
   auto t0 = std::chrono::steady_clock::now();
   int64_t first = meta.step;
   for (int64_t step = meta.step; step < o.steps; ++step) {
@@ -493,7 +510,16 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     std::map<std::string, TensorPtr> in{{in0.name, x}};
     if (tokenInputs.size() > 1)
       in[p.values[size_t(tokenInputs[1])].name] = y;
+    if (comm)
+      comm->resetCounters();
     ex.run(in, true);
+    uint64_t commBytes = 0; // payload this rank all-reduced in the step, counted by the communicator
+    std::string commByType;
+    if (comm)
+      for (auto &[type, n] : comm->bytesReduced()) {
+        commBytes += n;
+        commByType += std::string(commByType.empty() ? "" : ", ") + "\"" + type + "\": " + std::to_string(n);
+      }
     double loss = scalarOf(ex, "loss");
     if (std::isnan(loss))
       loss = ex.value(p.outputs[0])->getDouble(0);
@@ -503,22 +529,25 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                   "; lower --lr or clip gradients (fp8-opt --clip-grad-norm)");
     losses.push_back(loss);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double tps = double((step + 1 - first) * B * T) / std::max(elapsed, 1e-9);
+    double tps = double((step + 1 - first) * B * T * ranks) / std::max(elapsed, 1e-9);
     double eta = elapsed / double(step + 1 - first) * double(o.steps - step - 1);
     double evalLoss = NAN;
-    if (o.evalEvery && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
+    if (evalEx && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
       evalLoss = evaluate();
       evals.push_back({step, evalLoss});
     }
     if (log) {
       if (csv) {
         log << step + 1 << "," << jsonNumber(loss) << "," << jsonNumber(lr) << "," << jsonNumber(gnorm) << ","
-            << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << "\n";
+            << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << ","
+            << (comm ? std::to_string(commBytes) : "") << "\n";
       } else {
         log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss) << ", \"lr\": " << jsonNumber(lr)
             << ", \"grad_norm\": " << jsonNumber(gnorm) << ", \"tokens_per_s\": " << jsonNumber(tps);
         if (!std::isnan(evalLoss))
           log << ", \"eval_loss\": " << jsonNumber(evalLoss);
+        if (comm)
+          log << ", \"world_size\": " << ranks << ", \"comm_bytes\": {" << commByType << "}";
         if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
           log << ", \"fp8\": {";
           auto st = ex.state();
@@ -538,7 +567,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       }
       log.flush();
     }
-    if (!o.quiet && (tty || (step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
+    if (!quiet && (tty || (step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
       int width = 24, filled = int(double(step + 1) / double(o.steps) * width);
       char buf[256];
       std::snprintf(buf, sizeof buf, "step %lld/%lld [%s%s] loss %.4f%s | %.0f tok/s | ETA %s", (long long)(step + 1),
@@ -548,12 +577,13 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                     hms(eta).c_str());
       std::cerr << (tty ? "\r" : "") << buf << (tty && step + 1 < o.steps ? "" : "\n") << std::flush;
     }
-    if (!o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
+    if (lead && !o.checkpoint.empty() &&
+        ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
       meta.step = step + 1;
       writeCheckpoint(o.checkpoint, ex, meta);
     }
   }
-  if (!o.lossPng.empty())
+  if (!o.lossPng.empty() && lead)
     writeLossPng(o.lossPng, losses, evals);
   return 0;
 }

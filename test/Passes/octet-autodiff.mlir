@@ -29,7 +29,7 @@ func.func @linear(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.n
 // torch.export's lifted constants (a mask's 0.0 from `torch.tensor(0.0)`) are not parameters:
 // no gradient for them, whichever of the three spellings; a parameter of a similar name is one.
 // CHECK-LABEL: func.func @lifted
-// CHECK-SAME: -> (tensor<f32> {onnx.name = "loss"}, tensor<f32> {octet.grad_of = "m.lifted_tensor_scale", onnx.name = "m.lifted_tensor_scale.grad"}) {
+// CHECK-SAME: -> (tensor<f32> {octet.loss, onnx.name = "loss"}, tensor<f32> {octet.grad_of = "m.lifted_tensor_scale", onnx.name = "m.lifted_tensor_scale.grad"}) {
 func.func @lifted(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
   %c0 = onnx.initializer "m.lifted_tensor_0" = dense<0.0> : tensor<f32>
   %c1 = onnx.initializer "c_lifted_tensor_1" = dense<1.0> : tensor<f32>

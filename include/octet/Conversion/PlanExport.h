@@ -32,6 +32,10 @@ constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
 constexpr llvm::StringLiteral kFp8InputSharedAttr = "octet.fp8_input_shared_with";
 /// On the module: the recipe the graph was rewritten for.
 constexpr llvm::StringLiteral kRecipeAttr = "octet.recipe";
+/// On a function result: the loss octet-autodiff differentiated.
+constexpr llvm::StringLiteral kLossAttr = "octet.loss";
+/// On a module: the plan trains data-parallel (octet-data-parallel ran).
+constexpr llvm::StringLiteral kDataParallelAttr = "octet.data_parallel";
 /// On a function result: the trainable parameter (initializer name) it is the gradient of.
 constexpr llvm::StringLiteral kGradOfAttr = "octet.grad_of";
 /// On a gradient result: the element type the gradient is held in (MS-AMP: FP8).

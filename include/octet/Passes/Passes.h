@@ -50,6 +50,10 @@ void registerRecipePipelines();
 /// --rematerialize-fp8-sources): weight, activation, gelu, layernorm.
 llvm::ArrayRef<llvm::StringRef> rematerializeFp8Sources();
 
+/// fp8-opt --report for data-parallel plans: the all-reduces of a step and the payload bytes each
+/// rank hands them, by element type, with what the FP8 gradients would take in float32.
+void reportCollectives(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 } // namespace octet
 
 #endif // OCTET_PASSES_PASSES_H

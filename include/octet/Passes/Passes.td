@@ -219,6 +219,51 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
 
+def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Average the gradients (and the loss) across data-parallel ranks before the optimizer";
+  let description = [{
+    Runs between octet-autodiff and octet-optimizer. Every gradient result
+    becomes its average over the run's ranks (`fp8.all_reduce` avg), so
+    clipping and the update see the global gradient and every rank takes the
+    same step; the loss result (marked `octet.loss` by octet-autodiff)
+    becomes the mean over ranks, the loss of the combined batch. With
+    `fp8-gradients` (MS-AMP O1/O2) the gradient of an FP8 Linear's weight
+    travels in FP8 (`fp8-format`): its amax is all-reduced (max) first (NaN
+    counting as Inf, MS-AMP's rule), every rank casts
+    with the power-of-2 scale of that global amax after dividing by
+    `fp8.world_size` (so the FP8 sum cannot overflow), the codes are summed
+    by the collective and dequantized; the result is marked
+    `octet.grad_storage` so the optimizer does not quantize it again. The
+    world size is a runtime value: the plan runs on any number of ranks,
+    one included. The module gets `octet.data_parallel`.
+  }];
+  let options = [
+    Option<"fp8Gradients", "fp8-gradients", "bool", "false",
+           "FP8 Linear weight gradients travel as FP8 codes (MS-AMP O1/O2)">,
+    Option<"fp8Format", "fp8-format", "std::string", "\"e4m3\"",
+           "The FP8 format of those gradients on the wire: e4m3 or e5m2">,
+    Option<"numProcesses", "num-processes", "int64_t", "0",
+           "The number of processes the plan is meant for (an Accelerate config's num_processes), written "
+           "to the plan as fp8-run's default --nproc-per-node; 0: none">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
+def ReduceAmaxes : Pass<"octet-reduce-amaxes", "mlir::ModuleOp"> {
+  let summary = "All-reduce (max) the amaxes delayed scaling records, in one collective per step";
+  let description = [{
+    TransformerEngine's amax reduction for data parallelism: the amax an
+    fp8.delayed_scale records is first replaced by its maximum over the run's
+    ranks, so every rank computes the same scales and the replicated FP8
+    state stays replicated. The delayed-scaling updates that sit together
+    before the return (octet-sink-scale-updates) share one all-reduce of
+    their amaxes, concatenated; any other update gets its own. A non-finite
+    amax stays non-finite (the reduction propagates NaN). fp8-opt runs it
+    for plans written with `--data-parallel`.
+  }];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
 def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of float32 elementwise ops into one octet Pointwise node";
   let description = [{

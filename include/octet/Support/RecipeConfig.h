@@ -42,6 +42,11 @@ struct RecipeConfig {
   MSAMPRecipe msamp;
   AORecipe ao;
   bool evalGraph = false;
+  /// Accelerate's distributed_type (NO, MULTI_GPU, MULTI_CPU; others are refused) and
+  /// num_processes: data parallelism when either asks for more than one process.
+  std::string distributedType = "NO";
+  int64_t numProcesses = 1;
+  bool dataParallel = false;
 
   /// The option string of octet-fp8-substitute ("recipe=te fp8-format=HYBRID ...").
   std::string toPassOptions() const;

@@ -216,6 +216,30 @@ func.func @all_reduce_scale(%q: tensor<64xf8E5M2>, %s: tensor<4xf32>) -> tensor<
 
 // -----
 
+func.func @all_reduce_fp8_needs_scale(%q: tensor<64xf8E5M2>) -> tensor<64xf8E5M2> {
+  // expected-error @+1 {{an FP8 input needs its scale_inv}}
+  %r = fp8.all_reduce %q : tensor<64xf8E5M2> -> tensor<64xf8E5M2>
+  return %r : tensor<64xf8E5M2>
+}
+
+// -----
+
+func.func @all_reduce_high_no_scale(%x: tensor<64xf32>, %s: tensor<f32>) -> tensor<64xf32> {
+  // expected-error @+1 {{a high-precision input takes no scale_inv}}
+  %r = fp8.all_reduce %x, %s : tensor<64xf32>, tensor<f32> -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+
+// -----
+
+func.func @all_reduce_fp8_avg(%q: tensor<64xf8E5M2>, %s: tensor<f32>) -> tensor<64xf8E5M2> {
+  // expected-error @+1 {{an FP8 payload cannot be averaged by the collective}}
+  %r = fp8.all_reduce %q, %s {reduction = #fp8.reduction<avg>} : tensor<64xf8E5M2>, tensor<f32> -> tensor<64xf8E5M2>
+  return %r : tensor<64xf8E5M2>
+}
+
+// -----
+
 func.func @cast_amax_rowwise(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<16x1xf32> {
   // expected-error @+1 {{amax must be 0-d (per tensor), got 'tensor<16x1xf32>'}}
   %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<16x1xf32>

@@ -45,6 +45,19 @@ func.func @gemms(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %g: ten
 
 // -----
 
+// CHECK-LABEL: func.func @collectives
+// CHECK: %[[N:.+]] = fp8.world_size : tensor<f32>
+// CHECK: fp8.all_reduce %{{.+}} {reduction = #fp8.reduction<avg>} : tensor<32x64xf32> -> tensor<32x64xf32>
+// CHECK: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
+func.func @collectives(%x: tensor<32x64xf32>, %g: tensor<32x64xf8E5M2>, %s: tensor<f32>) -> (tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>) {
+  %n = fp8.world_size : tensor<f32>
+  %a = fp8.all_reduce %x {reduction = #fp8.reduction<avg>} : tensor<32x64xf32> -> tensor<32x64xf32>
+  %q = fp8.all_reduce %g, %s : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
+  return %n, %a, %q : tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @rowwise_gemm_and_step
 // CHECK: fp8.gemm {{.*}} {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<16x1xf32>, tensor<32x1xf32>)
 // CHECK: fp8.delayed_scale %{{.+}}, %{{.+}}, %{{.+}} step %{{.+}} : tensor<i64> {format = f8E5M2, interval = 4 : si64}

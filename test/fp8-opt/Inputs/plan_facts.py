@@ -19,6 +19,7 @@
       '.recomputed'), as "cast-type<-source count", the source being the op type that makes the
       cast's input behind any Reshape (param: a parameter or state), and the ops it runs again to
       make those inputs, by type; then the arena's size in bytes
+  plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
 """
 import json
 import os
@@ -120,6 +121,8 @@ def main():
             recomputed(path, header(path))
         elif what == "precision":
             precision(path, header(path))
+        elif what == "training":
+            print(f"{os.path.basename(path)}: " + json.dumps(header(path)["training"], sort_keys=True))
         elif what == "op-types":
             plan = header(path)
             counts = {}

@@ -221,8 +221,16 @@ LogicalResult LinearOp::verify() {
 LogicalResult AllReduceOp::verify() {
   if (getInput().getType() != getOutput().getType())
     return emitOpError("input and result types must match");
-  if (!isScalarLike(getScaleInv().getType()))
+  bool fp8 = getInput().getType().cast<ShapedType>().getElementType().isa<Float8E4M3FNType, Float8E5M2Type>();
+  if (fp8 && !getScaleInv())
+    return emitOpError("an FP8 input needs its scale_inv (the scale every rank cast with)");
+  if (!fp8 && getScaleInv())
+    return emitOpError("a high-precision input takes no scale_inv");
+  if (getScaleInv() && !isScalarLike(getScaleInv().getType()))
     return emitOpError("scale_inv must be per-tensor (0-d)");
+  if (fp8 && getReduction() == Reduction::avg)
+    return emitOpError("an FP8 payload cannot be averaged by the collective: pre-divide it by fp8.world_size "
+                       "before its cast and sum it");
   return success();
 }
 

@@ -47,6 +47,7 @@ struct CheckpointMeta {
   int64_t step = 0;
   uint64_t seed = 0;
   std::string data, recipe;
+  int64_t worldSize = 1; // ranks that trained it (a data-parallel run resumes on as many)
 };
 void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta);
 CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex);

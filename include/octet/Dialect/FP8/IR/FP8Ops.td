@@ -56,7 +56,7 @@ def FP8_ScalingAttr : EnumAttr<FP8_Dialect, FP8_Scaling, "scaling"> {
 }
 
 def FP8_Reduction : I32EnumAttr<"Reduction", "collective reduction", [
-    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>]> {
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>, I32EnumAttrCase<"avg", 2>]> {
   let cppNamespace = "::octet::fp8";
   let genSpecializedAttr = 0;
 }
@@ -258,18 +258,39 @@ def FP8_LinearOp : FP8_Op<"linear", [AttrSizedOperandSegments]> {
 }
 
 def FP8_AllReduceOp : FP8_Op<"all_reduce"> {
-  let summary = "All-reduce of an FP8 tensor across data-parallel ranks (MS-AMP style)";
+  let summary = "All-reduce of a tensor across data-parallel ranks (FP8 payloads MS-AMP style)";
   let description = [{
-    Every rank casts with the same scale (agreed by an all-reduce(max) of the
-    amaxes, then a 1/world_size pre-scale) and the FP8 payload is summed in
-    FP8 by the collective. `scale_inv` dequantizes the result.
+    Every rank gets the elementwise `sum`, `max` or `avg` (sum / world size)
+    of `input` over all ranks of the run; with one rank it is the identity
+    (but for `max`, where NaN counts as +Inf, MS-AMP's rule for amaxes: a
+    non-finite amax keeps a scale from being used either way, and every rank
+    gets the same result whichever engine reduces).
+    The world size is a runtime value (fp8-run's ranks), not part of the op.
+    An FP8 input travels as its codes and is summed in FP8 by the collective
+    (NCCL's float8 reduction, or its Gloo equivalent: decode, add, round to
+    nearest even, saturate); it needs `scale_inv`, the per-tensor scale every
+    rank cast with (agreed by an all-reduce(max) of the amaxes first, and
+    pre-divided by the world size so the sum cannot overflow), which
+    dequantizes the result. High-precision inputs take no scale.
     Example: `%r = fp8.all_reduce %q, %si {reduction = #fp8.reduction<sum>} : tensor<64xf8E5M2>, tensor<f32> -> tensor<64xf8E5M2>`
+    and `%g = fp8.all_reduce %x {reduction = #fp8.reduction<avg>} : tensor<64xf32> -> tensor<64xf32>`
   }];
-  let arguments = (ins FP8_Tensor:$input, FP8_ScaleTensor:$scale_inv,
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, Optional<FP8_ScaleTensor>:$scale_inv,
                    DefaultValuedAttr<FP8_ReductionAttr, "::octet::fp8::Reduction::sum">:$reduction);
-  let results = (outs FP8_Tensor:$output);
-  let assemblyFormat = "$input `,` $scale_inv attr-dict `:` type($input) `,` type($scale_inv) `->` type($output)";
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input (`,` $scale_inv^)? attr-dict `:` type($input) (`,` type($scale_inv)^)? `->` type($output)";
   let hasVerifier = 1;
+}
+
+def FP8_WorldSizeOp : FP8_Op<"world_size"> {
+  let summary = "The number of data-parallel ranks of the run, as a float32 scalar";
+  let description = [{
+    1 in a single process. What a data-parallel plan divides by where the
+    collective itself cannot (FP8 gradients are pre-divided before their cast).
+    Example: `%n = fp8.world_size : tensor<f32>`
+  }];
+  let results = (outs 0DTensorOf<[F32]>:$size);
+  let assemblyFormat = "attr-dict `:` type($size)";
 }
 
 #endif // OCTET_DIALECT_FP8_IR_FP8OPS_TD

@@ -1,0 +1,213 @@
+//===- DataParallel.cpp - Training across data-parallel ranks -------------===//
+//
+// octet-data-parallel: between octet-autodiff and octet-optimizer, every
+// gradient becomes its average over the run's ranks and the loss the mean
+// over ranks (the loss of the combined batch). Under MS-AMP O1/O2 an FP8
+// Linear's weight gradient travels as FP8 E5M2 codes with one scale all ranks
+// agree on (MS-AMP's rule: amax all-reduced with max, pre-divided by the world
+// size so the FP8 sum cannot overflow).
+//
+// octet-reduce-amaxes: TransformerEngine's amax reduction. Every amax a
+// delayed-scaling update records is all-reduced (max) first, so the scales,
+// and with them every rank's FP8 state, stay equal across ranks; the updates
+// sunk to the end of the step share one collective.
+//
+// The world size is not in the plan: fp8.all_reduce and fp8.world_size read
+// it at run time, and one rank runs the plan as a single process would.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Passes/Passes.h"
+
+#include "GradientBuilder.h"
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+
+namespace octet {
+#define GEN_PASS_DEF_DATAPARALLEL
+#define GEN_PASS_DEF_REDUCEAMAXES
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+
+namespace {
+
+RankedTensorType scalarF32(MLIRContext *ctx) { return RankedTensorType::get({}, Float32Type::get(ctx)); }
+
+Value allReduce(OpBuilder &b, Location loc, Value v, fp8::Reduction r, Value scaleInv = {}) {
+  return b.create<fp8::AllReduceOp>(loc, v.getType(), v, scaleInv,
+                                    fp8::ReductionAttr::get(b.getContext(), r));
+}
+
+struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
+  using DataParallelBase::DataParallelBase;
+
+  /// MS-AMP's FP8 gradient all-reduce: the mean of `g` over ranks, having travelled as FP8 codes.
+  Value fp8Average(OpBuilder &b, Location loc, Value g, Type format) {
+    auto t = g.getType().cast<RankedTensorType>();
+    auto scalar = scalarF32(b.getContext());
+    Value amax = b.create<fp8::AmaxOp>(loc, scalar, g, b.getBoolAttr(false));
+    amax = allReduce(b, loc, amax, fp8::Reduction::max);
+    // The optimizer's own FP8 round trip (octet-optimizer) uses this rule: power-of-2 scale, eps 1e-12.
+    auto ds = b.create<fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format), b.getBoolAttr(true),
+                                            b.getF32FloatAttr(1e-12f));
+    octet::GradientBuilder gb(b, loc);
+    Value n = b.create<fp8::WorldSizeOp>(loc, scalar);
+    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(t.getShape(), format), g,
+                                    gb.mul(ds.getScaleInv(), n), b.getBoolAttr(true));
+    Value sum = allReduce(b, loc, q, fp8::Reduction::sum, ds.getScaleInv());
+    return b.create<fp8::DequantizeOp>(loc, t, sum, ds.getScaleInv());
+  }
+
+  LogicalResult run(func::FuncOp func, Type format) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    llvm::DenseSet<Value> fp8Weights;
+    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(l.getWeight()); });
+    llvm::StringMap<Value> params;
+    for (auto i : body.getOps<ox::InitializerOp>())
+      params[i.getName()] = i.getResult();
+    OpBuilder b(ret);
+    bool any = false;
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      Value v = ret.getOperand(r);
+      auto t = v.getType().dyn_cast<RankedTensorType>();
+      if (func.getResultAttr(r, octet::kLossAttr)) {
+        if (!t || !t.getElementType().isa<FloatType>())
+          return func.emitError() << "octet-data-parallel: the loss (result " << r << ") is not a float tensor";
+        ret.setOperand(r, allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
+        continue;
+      }
+      auto of = func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr);
+      if (!of)
+        continue;
+      if (!t || !t.getElementType().isa<Float32Type, Float16Type, BFloat16Type>())
+        return func.emitError() << "octet-data-parallel: the gradient of '" << of.getValue() << "' has type "
+                                << v.getType() << "; only float16/bfloat16/float32 gradients can be all-reduced";
+      any = true;
+      Value param = params.lookup(of.getValue());
+      if (fp8Gradients && param && fp8Weights.contains(param) && t.getElementType().isF32()) {
+        ret.setOperand(r, fp8Average(b, v.getLoc(), v, format));
+        func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
+      } else {
+        ret.setOperand(r, allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
+      }
+    }
+    if (!any)
+      return func.emitError() << "octet-data-parallel: the function has no gradients; run octet-autodiff first";
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp m = getOperation();
+    if (fp8Format != "e4m3" && fp8Format != "e5m2") {
+      m.emitError() << "octet-data-parallel: fp8-format='" << fp8Format << "' is not valid; use e4m3 or e5m2";
+      return signalPassFailure();
+    }
+    Builder fb(m.getContext());
+    Type format = fp8Format == "e4m3" ? Type(fb.getFloat8E4M3FNType()) : Type(fb.getFloat8E5M2Type());
+    for (auto f : m.getOps<func::FuncOp>())
+      if (!f.isExternal() && failed(run(f, format)))
+        return signalPassFailure();
+    m->setAttr(octet::kDataParallelAttr, UnitAttr::get(m.getContext()));
+    // The plan says so (fp8-run refuses to run it as one of several ranks otherwise), with the number
+    // of processes an Accelerate config asked for (fp8-run's default --nproc-per-node).
+    Builder b(m.getContext());
+    NamedAttrList training;
+    if (auto d = m->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
+      training.append(d.getValue());
+    training.set("data_parallel", b.getStringAttr("true"));
+    if (numProcesses > 0)
+      training.set("num_processes", b.getStringAttr(std::to_string(numProcesses)));
+    m->setAttr(octet::kTrainingAttr, training.getDictionary(b.getContext()));
+  }
+};
+
+struct ReduceAmaxes : octet::impl::ReduceAmaxesBase<ReduceAmaxes> {
+  void run(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    Operation *end = body.getTerminator();
+    // The updates sunk to the end of the step: the run of delayed_scale ops before the return.
+    SmallVector<fp8::DelayedScaleOp> tail;
+    for (Operation *op = end->getPrevNode(); op && isa<fp8::DelayedScaleOp>(op); op = op->getPrevNode())
+      tail.insert(tail.begin(), cast<fp8::DelayedScaleOp>(op));
+    llvm::DenseSet<Operation *> grouped;
+    auto scalar = scalarF32(func.getContext());
+    auto isScalar = [&](fp8::DelayedScaleOp d) { return d.getNewAmax().getType() == scalar; };
+    SmallVector<fp8::DelayedScaleOp> group;
+    for (fp8::DelayedScaleOp d : tail)
+      if (isScalar(d))
+        group.push_back(d);
+    if (group.size() > 1) {
+      OpBuilder b(group.front());
+      Location loc = group.front().getLoc();
+      octet::OnnxBuilder ox(b, loc);
+      auto one = RankedTensorType::get({1}, b.getF32Type());
+      Value shape1 = ox.i64s({1});
+      SmallVector<Value> parts;
+      for (fp8::DelayedScaleOp d : group)
+        parts.push_back(ox.op("Reshape", one, {d.getNewAmax(), shape1}));
+      auto all = RankedTensorType::get({int64_t(parts.size())}, b.getF32Type());
+      Value cat = ox.op("Concat", all, parts, {ox.si64("axis", 0)});
+      Value reduced = allReduce(b, loc, cat, fp8::Reduction::max);
+      for (auto [i, d] : llvm::enumerate(group)) {
+        Value idx = ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(i)));
+        d.getNewAmaxMutable().assign(ox.op("Gather", scalar, {reduced, idx}, {ox.si64("axis", 0)}));
+        grouped.insert(d);
+      }
+    }
+    func.walk([&](fp8::DelayedScaleOp d) {
+      if (grouped.contains(d))
+        return;
+      OpBuilder b(d);
+      d.getNewAmaxMutable().assign(allReduce(b, d.getLoc(), d.getNewAmax(), fp8::Reduction::max));
+    });
+  }
+
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (!f.isExternal())
+        run(f);
+  }
+};
+
+} // namespace
+
+void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
+  // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
+  std::map<std::string, int64_t> bytes;
+  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0;
+  module.walk([&](fp8::AllReduceOp ar) {
+    auto t = ar.getInput().getType().cast<RankedTensorType>();
+    Type e = t.getElementType();
+    int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);
+    std::string name;
+    llvm::raw_string_ostream(name) << e;
+    bytes[name] += b;
+    ++count;
+    if (e.isa<Float8E4M3FNType, Float8E5M2Type>()) {
+      fp8Grads += b;
+      fp8GradsAsF32 += 4 * t.getNumElements();
+    }
+  });
+  os << "data parallel: " << count << " all-reduces per step; each rank all-reduces";
+  bool first = true;
+  for (auto &[type, b] : bytes) {
+    os << (first ? " " : " + ") << b << " bytes " << type;
+    first = false;
+  }
+  if (bytes.empty())
+    os << " nothing";
+  if (fp8Grads)
+    os << " (FP8 gradients: " << fp8Grads << " bytes, " << fp8GradsAsF32 << " as float32: "
+       << llvm::format("%.2f", double(fp8GradsAsF32) / double(fp8Grads)) << "x less)";
+  os << "\n";
+}

@@ -1,0 +1,82 @@
+//===- Collective.h - What a data-parallel plan's collectives run on -*- C++ -*-===//
+//
+// The one interface fp8.all_reduce and fp8.world_size execute through. The
+// engines behind it (Gloo over TCP for the CPU executor, NCCL for the CUDA
+// executor) live in liboctet_collective (runtime/collective/); fp8-run makes
+// one per process from torchrun's environment and installs it here. Without
+// one a plan runs as a single rank: all-reduces are the identity.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_COLLECTIVE_H
+#define OCTET_RUNTIME_COLLECTIVE_H
+
+#include "octet/runtime/Tensor.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace octet::rt {
+
+/// Avg: the sum divided by the number of ranks (not for FP8 payloads).
+enum class ReduceOp { Sum, Max, Avg };
+
+/// A process group of `size()` ranks. Every rank calls the same collectives in the same order.
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "gloo", "nccl".
+  virtual std::string backend() const = 0;
+  /// Where the buffers of allReduce live: false host memory, true CUDA device memory.
+  virtual bool deviceMemory() const = 0;
+  /// In place over `count` elements of `dtype` (F32, F16, BF16, F8E4M3FN, F8E5M2). FP8 sums
+  /// decode, add in float and round to nearest even with saturation (NCCL's float8 rule); max
+  /// propagates NaN (fp8.all_reduce maps NaN to +Inf first). `stream` is the CUDA stream for device
+  /// buffers (nullptr: the default one).
+  /// Throws Error naming the peer when a rank is gone or the timeout passes.
+  virtual void allReduce(void *data, size_t count, DType dtype, ReduceOp op, void *stream = nullptr) = 0;
+  /// `bytes` of rank `root`'s buffer to every rank (host or device memory, as allReduce).
+  virtual void broadcast(void *data, size_t bytes, int root, void *stream = nullptr) = 0;
+  virtual void barrier() = 0;
+
+  /// Device engines: blocks until `stream`'s work is done, failing (and aborting the communicator)
+  /// when a collective errs or the step outlasts the timeout: a dead peer never hangs the rank.
+  /// Host engines return at once (their collectives are synchronous).
+  virtual void waitFor(void *stream) {}
+
+  /// Payload bytes this rank handed to all-reduces, by element type name ("float32",
+  /// "float8e4m3fn"), since the last reset. The callers count (the CPU kernel per call, the CUDA
+  /// executor per step, whose collectives a CUDA graph may replay without calling it).
+  const std::map<std::string, uint64_t> &bytesReduced() const { return bytes_; }
+  void resetCounters() { bytes_.clear(); }
+  void record(DType dtype, size_t elements) { bytes_[dtypeName(dtype)] += uint64_t(elements) * dtypeSize(dtype); }
+
+private:
+  std::map<std::string, uint64_t> bytes_;
+};
+
+/// What fp8-run needs from liboctet_collective, registered by the program that links it (as device
+/// backends are): start ranks on this host, and connect this process to its peers from torchrun's
+/// environment (nullptr when the environment names no ranks).
+struct CollectiveSupport {
+  std::function<int(int nproc, const std::vector<std::string> &argv)> launch;
+  std::function<std::shared_ptr<Communicator>(const std::string &device, std::chrono::milliseconds timeout)> connect;
+};
+void registerCollectiveSupport(CollectiveSupport s);
+const CollectiveSupport *collectiveSupport();
+
+/// The process's communicator (nullptr: one rank). fp8-run sets it before making its runner.
+void setCommunicator(std::shared_ptr<Communicator> c);
+Communicator *communicator();
+/// The world size a plan sees: the communicator's, or 1.
+int worldSize();
+
+} // namespace octet::rt
+
+#endif

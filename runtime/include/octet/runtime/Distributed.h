@@ -1,0 +1,53 @@
+//===- Distributed.h - Ranks from torchrun's environment --------*- C++ -*-===//
+//
+// liboctet_collective: the engines behind Collective.h's Communicator (Gloo
+// over TCP for host memory, NCCL for CUDA device memory) and how a process
+// finds its peers: torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT), a small TCP key-value store on rank 0 for the
+// rendezvous, and fp8-run's own launcher (--nproc-per-node).
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_RUNTIME_DISTRIBUTED_H
+#define OCTET_RUNTIME_DISTRIBUTED_H
+
+#include "octet/runtime/Collective.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace octet::rt {
+
+struct DistEnv {
+  int rank = 0, size = 1, localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  /// Where rank 0's rendezvous store listens: MASTER_PORT, or MASTER_PORT + 1 under torchrun
+  /// (whose agent already serves its own store on MASTER_PORT).
+  int storePort = 29500;
+  bool present = false; // WORLD_SIZE was set
+};
+
+/// Reads torchrun's variables; throws Error naming a malformed one.
+DistEnv distEnvFromEnvironment();
+
+/// Connects this rank to the others: "gloo" (host memory) or "nccl" (device memory, this process's
+/// current CUDA device). Collectives that wait longer than `timeout` for a peer throw Error.
+std::shared_ptr<Communicator> connectRanks(const DistEnv &env, const std::string &backend,
+                                           std::chrono::milliseconds timeout);
+/// Whether this build has the NCCL engine.
+bool haveNccl();
+
+/// fp8-run --nproc-per-node N: runs `argv` (this program, its flags minus the launcher's) N times
+/// with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set. When a rank fails, the others are
+/// stopped and one line names it. Returns the exit status for the launcher.
+int launchRanks(int nproc, const std::vector<std::string> &argv);
+
+/// Registers launchRanks and a connect that reads the environment (gloo for --device cpu, nccl for
+/// cuda) with fp8-run (Collective.h's CollectiveSupport).
+void registerCollectives();
+
+} // namespace octet::rt
+
+#endif

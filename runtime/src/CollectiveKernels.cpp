@@ -1,0 +1,79 @@
+//===- CollectiveKernels.cpp - fp8.all_reduce and fp8.world_size on the CPU ===//
+//
+// The CPU reference of a data-parallel plan's collectives: the process's
+// communicator (Collective.h; Gloo in fp8-run) reduces host buffers in place.
+// Without one, or with one rank, an all-reduce is the identity and the world
+// size is 1, so the plan runs as a single process would.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+#include "octet/runtime/Collective.h"
+
+#include <cmath>
+
+
+namespace octet::rt {
+
+namespace {
+std::shared_ptr<Communicator> &current() {
+  static std::shared_ptr<Communicator> c;
+  return c;
+}
+} // namespace
+
+void setCommunicator(std::shared_ptr<Communicator> c) { current() = std::move(c); }
+
+namespace {
+std::unique_ptr<CollectiveSupport> &support() {
+  static std::unique_ptr<CollectiveSupport> s;
+  return s;
+}
+} // namespace
+
+void registerCollectiveSupport(CollectiveSupport s) { support() = std::make_unique<CollectiveSupport>(std::move(s)); }
+const CollectiveSupport *collectiveSupport() { return support().get(); }
+Communicator *communicator() { return current().get(); }
+int worldSize() { return current() ? current()->size() : 1; }
+
+namespace {
+
+void allReduceKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  std::string red = c.attrString("reduction", "sum");
+  if (red != "sum" && red != "max" && red != "avg")
+    c.fail("reduction must be sum, max or avg, got '" + red + "'");
+  if (isFp8(x.dtype) && red == "avg")
+    c.fail("an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+  // BF16/F16 values arrive widened to float32 (the executor rounds the result to the plan's type).
+  Tensor out = x;
+  if (red == "max" && out.dtype == DType::F32) // NaN counts as +Inf (the op's rule, MS-AMP's for amaxes)
+    for (int64_t i = 0; i < out.numel(); ++i)
+      if (std::isnan(out.data<float>()[i]))
+        out.data<float>()[i] = INFINITY;
+  Communicator *comm = communicator();
+  if (comm && comm->size() > 1) {
+    if (comm->deviceMemory())
+      c.fail("this process's communicator (" + comm->backend() +
+             ") reduces device memory; run the plan with --device cuda");
+    comm->record(out.dtype, size_t(out.numel()));
+    comm->allReduce(out.bytes.data(), size_t(out.numel()), out.dtype,
+                    red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum);
+  }
+  DType want = c.outputDType(0);
+  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+}
+
+void worldSizeKernel(KernelContext &c) {
+  Tensor t(DType::F32, {});
+  t.data<float>()[0] = float(worldSize());
+  c.setOutput(0, std::move(t));
+}
+
+} // namespace
+
+void registerCollectiveKernels(std::map<std::string, Kernel> &k) {
+  k["fp8.all_reduce"] = allReduceKernel;
+  k["fp8.world_size"] = worldSizeKernel;
+}
+
+} // namespace octet::rt
