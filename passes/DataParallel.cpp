@@ -31,6 +31,7 @@
 namespace octet {
 #define GEN_PASS_DEF_DATAPARALLEL
 #define GEN_PASS_DEF_REDUCEAMAXES
+#define GEN_PASS_DEF_OVERLAPCOLLECTIVES
 #include "octet/Passes/Passes.h.inc"
 } // namespace octet
 
@@ -45,6 +46,14 @@ RankedTensorType scalarF32(MLIRContext *ctx) { return RankedTensorType::get({}, 
 Value allReduce(OpBuilder &b, Location loc, Value v, fp8::Reduction r, Value scaleInv = {}) {
   return b.create<fp8::AllReduceOp>(loc, v.getType(), v, scaleInv,
                                     fp8::ReductionAttr::get(b.getContext(), r));
+}
+
+/// Right after `v`'s defining op; a function argument's at the end, before `ret`.
+void afterDefinition(OpBuilder &b, Value v, Operation *ret) {
+  if (Operation *d = v.getDefiningOp())
+    b.setInsertionPointAfter(d);
+  else
+    b.setInsertionPoint(ret);
 }
 
 struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
@@ -83,6 +92,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       if (func.getResultAttr(r, octet::kLossAttr)) {
         if (!t || !t.getElementType().isa<FloatType>())
           return func.emitError() << "octet-data-parallel: the loss (result " << r << ") is not a float tensor";
+        afterDefinition(b, v, ret);
         ret.setOperand(r, allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
         continue;
       }
@@ -95,9 +105,13 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       any = true;
       Value param = params.lookup(of.getValue());
       if (fp8Gradients && param && fp8Weights.contains(param) && t.getElementType().isF32()) {
+        // At the end of the backward pass: its amax all-reduce is waited for right away, and
+        // would wait behind every collective started before it.
+        b.setInsertionPoint(ret);
         ret.setOperand(r, fp8Average(b, v.getLoc(), v, format));
         func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
-      } else {
+      } else { // right after the gradient is complete (octet-overlap-collectives starts it there)
+        afterDefinition(b, v, ret);
         ret.setOperand(r, allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
       }
     }
@@ -179,14 +193,70 @@ struct ReduceAmaxes : octet::impl::ReduceAmaxesBase<ReduceAmaxes> {
   }
 };
 
+struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectives> {
+  /// The first reader of `v` in `block` order (users are in the same block here), or nullptr.
+  static Operation *firstReader(Value v) {
+    Operation *first = nullptr;
+    for (Operation *u : v.getUsers())
+      if (!first || u->isBeforeInBlock(first))
+        first = u;
+    return first;
+  }
+
+  void run(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    SmallVector<fp8::AllReduceOp> all(body.getOps<fp8::AllReduceOp>());
+    for (fp8::AllReduceOp ar : all) {
+      Operation *reader = firstReader(ar.getOutput());
+      if (!reader)
+        continue;
+      // A dequantize of the reduced codes waits with them: it moves down to its own first reader.
+      if (auto dq = dyn_cast<fp8::DequantizeOp>(reader); dq && dq.getInput() == ar.getOutput()) {
+        if (Operation *next = firstReader(dq.getOutput()); next && next != dq->getNextNode())
+          dq->moveBefore(next);
+        reader = firstReader(ar.getOutput());
+      }
+      // The start: right after the last of its operands' definitions.
+      Operation *after = nullptr;
+      for (Value o : ar->getOperands())
+        if (Operation *d = o.getDefiningOp(); d && (!after || after->isBeforeInBlock(d)))
+          after = d;
+      OpBuilder b(func.getContext());
+      if (after)
+        b.setInsertionPointAfter(after);
+      else
+        b.setInsertionPointToStart(&body);
+      if (b.getInsertionPoint() == Block::iterator(reader) ||
+          (b.getInsertionPoint() == Block::iterator(ar) && ar->getNextNode() == reader))
+        continue; // nothing would run beside it
+      auto start = b.create<fp8::AllReduceStartOp>(ar.getLoc(), ar.getType(), ar.getInput(), ar.getScaleInv(),
+                                                   ar.getReductionAttr());
+      b.setInsertionPoint(reader);
+      auto done = b.create<fp8::AllReduceDoneOp>(ar.getLoc(), ar.getType(), start.getOutput());
+      if (auto names = ar->getAttr(octet::kResultNamesAttr))
+        done->setAttr(octet::kResultNamesAttr, names);
+      ar.getOutput().replaceAllUsesWith(done.getOutput());
+      ar->erase();
+    }
+  }
+
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (!f.isExternal())
+        run(f);
+  }
+};
+
 } // namespace
 
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
   std::map<std::string, int64_t> bytes;
   int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0;
-  module.walk([&](fp8::AllReduceOp ar) {
-    auto t = ar.getInput().getType().cast<RankedTensorType>();
+  module.walk([&](Operation *op) {
+    if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp>(op))
+      return;
+    auto t = op->getOperand(0).getType().cast<RankedTensorType>();
     Type e = t.getElementType();
     int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);
     std::string name;
@@ -198,7 +268,10 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
   });
-  os << "data parallel: " << count << " all-reduces per step; each rank all-reduces";
+  int64_t overlapped = 0;
+  module.walk([&](fp8::AllReduceStartOp) { ++overlapped; });
+  os << "data parallel: " << count << " all-reduces per step (" << overlapped
+     << " overlapping the computation); each rank all-reduces";
   bool first = true;
   for (auto &[type, b] : bytes) {
     os << (first ? " " : " + ") << b << " bytes " << type;

@@ -19,9 +19,13 @@ cd "$here"
 . bench/gpt_sizes.sh
 d=.devlib
 mkdir -p "$d/plans" "$d/bench" "$build/bench"
-ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet-cuda-tests octet-cuda-bench >/dev/null
+ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet_collective octet-cuda-tests octet-cuda-bench >/dev/null
 cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
-cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$d/"
+cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build/lib/liboctet_collective.so.0.1" "$d/"
+# Gloo (the CPU ranks' collectives) and what Debian's build of it links.
+for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
+  cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"
+done
 for l in libyaml-cpp.so.0.7 libquadmath.so.0 libzip.so.4; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
 done
@@ -119,5 +123,34 @@ for s in ${RMS_SIZES-1.3b}; do
   "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
     ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/gpt-$s-rms-te.plan"
   gzip -f "$d/bench/gpt-$s-rms-te.plan"
+done
+# Data parallelism (bench/run_data_parallel.sh): the tiny GPT over 8 rows in one process and over
+# 4 rows a rank compiled with --data-parallel, te and msamp:O2; and for each SIZE:BATCH in $DP_SIZES
+# (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole) and msamp:O2 plans
+# compiled with --data-parallel.
+mkdir -p "$d/dp"
+for b in 8 4; do
+  "$py" bench/make_gpt_onnx.py --config tiny --batch $b --seq 128 --vocab 256 --weights random \
+    -o "$build/bench/gpt-tiny-b$b.onnx" >/dev/null
+done
+for r in te msamp:O2; do
+  "$opt" "$build/bench/gpt-tiny-b8.onnx" --recipe "$r" "${train[@]}" -o "$d/dp/tiny-$(name "$r")-1.plan"
+  "$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe "$r" "${train[@]}" --data-parallel -o "$d/dp/tiny-$(name "$r")-dp.plan"
+done
+gzip -f "$d"/dp/tiny-*.plan
+for spec in ${DP_SIZES-1.3b:8}; do
+  s=${spec%%:*}
+  gpt_size "$s" || exit 2
+  b=${spec#*:}
+  g="$build/bench/gpt-$s-b$b.onnx"
+  [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+    --activation-precision=bf16 --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-te-bf16-dp.plan"
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+    --activation-precision=bf16 --keep-gradients=false --data-parallel --overlap-collectives=false \
+    -o "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan"
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe msamp:O2 \
+    --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
+  gzip -f "$d/dp/gpt-$s-b$b-te-bf16-dp.plan" "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan" "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
 done
 du -sh "$d"

@@ -100,7 +100,7 @@ llvm::json::Object PlanWriter::planArena() {
   llvm::json::Array views;
   for (const llvm::json::Value &o : ops) {
     const llvm::json::Object &op = *o.getAsObject();
-    if (!octet::rt::isView(op.getString("type")->str()))
+    if (!octet::rt::sharesOperandBuffer(op.getString("type")->str()))
       continue;
     const llvm::json::Array &in = *op.getArray("in"), &out = *op.getArray("out");
     int64_t x = in.empty() ? -1 : *in[0].getAsInteger(), y = out.empty() ? -1 : *out[0].getAsInteger();

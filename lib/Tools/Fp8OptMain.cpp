@@ -303,6 +303,12 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("The FP8 format of the gradients --fp8-all-reduce sends: e4m3 (default: 3 mantissa bits, the "
                "precision a sum of ranks needs) or e5m2 (range)"),
       cl::init("e4m3"), cl::cat(trainCat));
+  static cl::opt<bool> overlapCollectives(
+      "overlap-collectives",
+      cl::desc("Data-parallel plans: each gradient's all-reduce starts when the gradient is complete and is "
+               "waited for where the optimizer reads it, running beside the rest of the backward pass "
+               "(octet-overlap-collectives; default on)"),
+      cl::init(true), cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
                                 cl::cat(trainCat));
@@ -638,6 +644,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createSinkScaleUpdates());
       if (out == Emit::Plan && dataParallelOn)
         pm.addPass(createReduceAmaxes());
+      if (out == Emit::Plan && dataParallelOn && overlapCollectives)
+        pm.addPass(createOverlapCollectives());
       if (out == Emit::Plan && activationPrecision == "bf16") {
         AssignPrecisionOptions ap;
         ap.activations = activationPrecision;

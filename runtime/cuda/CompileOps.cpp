@@ -240,6 +240,17 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
 }
 
 
+int CudaExecutor::newCollective() {
+  if (!commStream_)
+    cudaCheck(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking), "collectives' stream");
+  cudaEvent_t a, b;
+  cudaCheck(cudaEventCreateWithFlags(&a, cudaEventDisableTiming), "collective event");
+  cudaCheck(cudaEventCreateWithFlags(&b, cudaEventDisableTiming), "collective event");
+  collReady_.push_back(a);
+  collDone_.push_back(b);
+  return int(collDone_.size() - 1);
+}
+
 void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
   const PlanOp &op = plan_.ops[k];
   const std::string &t = op.type;
@@ -782,9 +793,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     delayedScales_[k] = {{h, am, prev, nh, sc, si, fv != 0}, L, margin, mostRecent, pow2};
     return;
   }
-  if (t == "fp8.all_reduce") {
+  if (t == "fp8.all_reduce" || t == "fp8.all_reduce_start") {
     // Data parallelism: the process's communicator (NCCL) reduces the result buffer in place on the
-    // step's stream; with none (one rank) the op is a copy, with NaN as +Inf for max.
+    // collectives' stream; with none (one rank) the op is a copy, with NaN as +Inf for max. A plain
+    // all-reduce makes the step's stream wait at once; a start, at its fp8.all_reduce_done.
     Communicator *comm = communicator();
     if (comm && !comm->deviceMemory())
       fail(op, "this process's communicator (" + comm->backend() + ") reduces host memory; start the ranks "
@@ -798,10 +810,15 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     const void *in = devicePtr(op.inputs[0]);
     void *o = outPtr(0);
     size_t n = size_t(numElements(shapeOf(op.inputs[0]))), bytes = outBytes(0);
-    bool nanAsInf = red == "max" && dt == DType::F32;
+    bool nanAsInf = red == "max" && dt == DType::F32, wait = t == "fp8.all_reduce";
     ReduceOp r = red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum;
-    if (comm && comm->size() > 1)
+    int ev = -1;
+    if (comm && comm->size() > 1) {
+      ev = newCollective();
       allReduces_.push_back({dt, n});
+    }
+    if (!wait)
+      collectiveOf_[op.outputs[0]] = ev;
     out.push_back([=](cudaStream_t s) -> std::string {
       if (o != in) {
         cudaError_t e = cudaMemcpyAsync(o, in, bytes, cudaMemcpyDeviceToDevice, s);
@@ -811,8 +828,33 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       if (nanAsInf)
         if (std::string err = dev::nanToInf(static_cast<float *>(o), int64_t(n), s); !err.empty())
           return err;
-      if (comm && comm->size() > 1)
-        comm->allReduce(o, n, dt, r, s);
+      if (ev < 0)
+        return "";
+      cudaEventRecord(collReady_[size_t(ev)], s);
+      cudaStreamWaitEvent(commStream_, collReady_[size_t(ev)], 0);
+      comm->allReduce(o, n, dt, r, commStream_);
+      cudaEventRecord(collDone_[size_t(ev)], commStream_);
+      if (wait)
+        cudaStreamWaitEvent(s, collDone_[size_t(ev)], 0);
+      cudaError_t e = cudaGetLastError();
+      return e == cudaSuccess ? "" : std::string("all-reduce: ") + cudaGetErrorString(e);
+    });
+    return;
+  }
+  if (t == "fp8.all_reduce_done") {
+    auto it = collectiveOf_.find(op.inputs[0]);
+    if (it == collectiveOf_.end())
+      fail(op, "its operand is not an fp8.all_reduce_start's result");
+    int ev = it->second;
+    const void *in = devicePtr(op.inputs[0]);
+    void *o = outPtr(0);
+    size_t bytes = outBytes(0);
+    out.push_back([=](cudaStream_t s) -> std::string {
+      if (ev >= 0)
+        cudaStreamWaitEvent(s, collDone_[size_t(ev)], 0);
+      if (o != in) // the plan gives the done its start's buffer; a copy only if it did not
+        if (cudaError_t e = cudaMemcpyAsync(o, in, bytes, cudaMemcpyDeviceToDevice, s); e != cudaSuccess)
+          return std::string("all-reduce done copy: ") + cudaGetErrorString(e);
       return "";
     });
     return;

@@ -192,6 +192,12 @@ CudaExecutor::~CudaExecutor() {
   for (cudaGraphExec_t g : graphs_)
     if (g)
       cudaGraphExecDestroy(g);
+  for (cudaEvent_t e : collReady_)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : collDone_)
+    cudaEventDestroy(e);
+  if (commStream_)
+    cudaStreamDestroy(commStream_);
   fp8_.reset();
   if (blas_)
     cublasDestroy(blas_);

@@ -312,6 +312,13 @@ private:
   /// fp8.all_reduce payloads of a step (type, elements): counted with the communicator per run,
   /// since a CUDA graph replays the collectives without calling it.
   std::vector<std::pair<DType, size_t>> allReduces_;
+  /// Collectives run on their own stream, in plan order (NCCL's order on every rank): a start
+  /// waits for `ready` of its operands on the step's stream and records `done`, which its done op
+  /// (or a plain all-reduce right away) makes the step's stream wait for.
+  cudaStream_t commStream_ = nullptr;
+  std::vector<cudaEvent_t> collReady_, collDone_;
+  std::map<int, int> collectiveOf_; // value in flight (a start's result) -> its events
+  int newCollective();
   int eagerRuns_[2] = {0, 0};
   std::set<int> liveAtEnd_;
   // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the

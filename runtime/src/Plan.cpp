@@ -131,7 +131,7 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
   for (auto [view, of] : plan.views) {
     int k = definedBy[size_t(view)];
     const Plan::Buffer *bv = bufferOf[size_t(view)], *bo = bufferOf[size_t(of)];
-    if (k < 0 || !isView(plan.ops[size_t(k)].type) || plan.ops[size_t(k)].inputs.empty() ||
+    if (k < 0 || !sharesOperandBuffer(plan.ops[size_t(k)].type) || plan.ops[size_t(k)].inputs.empty() ||
         plan.ops[size_t(k)].inputs[0] != of || plan.ops[size_t(k)].outputs[0] != view || !bv || !bo ||
         bv->offset != bo->offset || bv->bytes != bo->bytes)
       r.fail("memory plan: '" + plan.values[size_t(view)].name + "' is not a view of '" +

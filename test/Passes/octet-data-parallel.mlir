@@ -75,3 +75,18 @@ func.func @no_gradients(%x: tensor<4xf32>) -> (tensor<4xf32> {onnx.name = "y"}) 
 func.func @integer_gradient(%g: tensor<4xi64>) -> (tensor<4xi64> {octet.grad_of = "n"}) {
   return %g : tensor<4xi64>
 }
+
+// -----
+
+// A computed gradient is all-reduced right after its definition (where octet-overlap-collectives
+// can start it), not at the return.
+// CHECK-LABEL: func.func @computed
+// CHECK: %[[G:.+]] = onnx.Mul %arg0, %arg0
+// CHECK-NEXT: fp8.all_reduce %[[G]] {reduction = #fp8.reduction<avg>}
+// CHECK-NEXT: onnx.Exp
+func.func @computed(%x: tensor<4xf32>) -> (tensor<4xf32> {octet.grad_of = "w"}, tensor<4xf32> {onnx.name = "e"}) {
+  %w = onnx.initializer "w" = dense<1.0> : tensor<4xf32>
+  %g = onnx.Mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %e = onnx.Exp %x : (tensor<4xf32>) -> tensor<4xf32>
+  return %g, %e : tensor<4xf32>, tensor<4xf32>
+}

@@ -264,6 +264,22 @@ def ReduceAmaxes : Pass<"octet-reduce-amaxes", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
 
+def OverlapCollectives : Pass<"octet-overlap-collectives", "mlir::ModuleOp"> {
+  let summary = "Split each fp8.all_reduce into a start after its operands and a done before its first reader";
+  let description = [{
+    Data-parallel plans: a gradient's all-reduce starts as soon as the
+    gradient is complete and is waited for only where the optimizer reads it,
+    so the collective runs beside the rest of the backward pass (a backend
+    puts it on its own stream; DDP's overlap, decided by the compiler). The
+    start goes right after the last definition among its operands, the done
+    right before the first reader of the result; an fp8.dequantize reading
+    only the done moves down to its own first reader first. An all-reduce
+    with nothing between the two points stays as it is. fp8-opt runs it for
+    plans written with `--data-parallel` (`--overlap-collectives`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of float32 elementwise ops into one octet Pointwise node";
   let description = [{

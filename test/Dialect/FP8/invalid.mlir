@@ -240,6 +240,32 @@ func.func @all_reduce_fp8_avg(%q: tensor<64xf8E5M2>, %s: tensor<f32>) -> tensor<
 
 // -----
 
+func.func @all_reduce_start_readers(%x: tensor<64xf32>) -> tensor<64xf32> {
+  // expected-error @+1 {{its result is in flight: only fp8.all_reduce_done may read it}}
+  %f = fp8.all_reduce_start %x : tensor<64xf32> -> tensor<64xf32>
+  %y = onnx.Neg %f : (tensor<64xf32>) -> tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
+// -----
+
+func.func @all_reduce_done_of_nothing(%x: tensor<64xf32>) -> tensor<64xf32> {
+  // expected-error @+1 {{waits for an fp8.all_reduce_start's result}}
+  %r = fp8.all_reduce_done %x : tensor<64xf32> -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+
+// -----
+
+func.func @all_reduce_start_fp8_avg(%q: tensor<64xf8E4M3FN>, %s: tensor<f32>) -> tensor<64xf8E4M3FN> {
+  // expected-error @+1 {{an FP8 payload cannot be averaged by the collective}}
+  %f = fp8.all_reduce_start %q, %s {reduction = #fp8.reduction<avg>} : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<64xf8E4M3FN>
+  %r = fp8.all_reduce_done %f : tensor<64xf8E4M3FN> -> tensor<64xf8E4M3FN>
+  return %r : tensor<64xf8E4M3FN>
+}
+
+// -----
+
 func.func @cast_amax_rowwise(%x: tensor<16x64xf32>, %s: tensor<f32>) -> tensor<16x1xf32> {
   // expected-error @+1 {{amax must be 0-d (per tensor), got 'tensor<16x1xf32>'}}
   %q, %a = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<16x1xf32>

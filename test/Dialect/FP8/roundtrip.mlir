@@ -49,11 +49,15 @@ func.func @gemms(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %g: ten
 // CHECK: %[[N:.+]] = fp8.world_size : tensor<f32>
 // CHECK: fp8.all_reduce %{{.+}} {reduction = #fp8.reduction<avg>} : tensor<32x64xf32> -> tensor<32x64xf32>
 // CHECK: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
-func.func @collectives(%x: tensor<32x64xf32>, %g: tensor<32x64xf8E5M2>, %s: tensor<f32>) -> (tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>) {
+// CHECK: %[[F:.+]] = fp8.all_reduce_start %{{.+}} {reduction = #fp8.reduction<max>} : tensor<32x64xf32> -> tensor<32x64xf32>
+// CHECK-NEXT: fp8.all_reduce_done %[[F]] : tensor<32x64xf32> -> tensor<32x64xf32>
+func.func @collectives(%x: tensor<32x64xf32>, %g: tensor<32x64xf8E5M2>, %s: tensor<f32>) -> (tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>, tensor<32x64xf32>) {
   %n = fp8.world_size : tensor<f32>
   %a = fp8.all_reduce %x {reduction = #fp8.reduction<avg>} : tensor<32x64xf32> -> tensor<32x64xf32>
   %q = fp8.all_reduce %g, %s : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
-  return %n, %a, %q : tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>
+  %f = fp8.all_reduce_start %x {reduction = #fp8.reduction<max>} : tensor<32x64xf32> -> tensor<32x64xf32>
+  %m = fp8.all_reduce_done %f : tensor<32x64xf32> -> tensor<32x64xf32>
+  return %n, %a, %q, %m : tensor<f32>, tensor<32x64xf32>, tensor<32x64xf8E5M2>, tensor<32x64xf32>
 }
 
 // -----

@@ -218,19 +218,41 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
+/// The rules of fp8.all_reduce and fp8.all_reduce_start.
+static LogicalResult verifyAllReduce(Operation *op, Value input, Value scaleInv, Reduction reduction, Type result) {
+  if (input.getType() != result)
+    return op->emitOpError("input and result types must match");
+  bool fp8 = input.getType().cast<ShapedType>().getElementType().isa<Float8E4M3FNType, Float8E5M2Type>();
+  if (fp8 && !scaleInv)
+    return op->emitOpError("an FP8 input needs its scale_inv (the scale every rank cast with)");
+  if (!fp8 && scaleInv)
+    return op->emitOpError("a high-precision input takes no scale_inv");
+  if (scaleInv && !isScalarLike(scaleInv.getType()))
+    return op->emitOpError("scale_inv must be per-tensor (0-d)");
+  if (fp8 && reduction == Reduction::avg)
+    return op->emitOpError("an FP8 payload cannot be averaged by the collective: pre-divide it by fp8.world_size "
+                           "before its cast and sum it");
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() {
+  return verifyAllReduce(*this, getInput(), getScaleInv(), getReduction(), getOutput().getType());
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  if (failed(verifyAllReduce(*this, getInput(), getScaleInv(), getReduction(), getOutput().getType())))
+    return failure();
+  for (Operation *u : getOutput().getUsers())
+    if (!isa<AllReduceDoneOp>(u))
+      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
+  return success();
+}
+
+LogicalResult AllReduceDoneOp::verify() {
   if (getInput().getType() != getOutput().getType())
     return emitOpError("input and result types must match");
-  bool fp8 = getInput().getType().cast<ShapedType>().getElementType().isa<Float8E4M3FNType, Float8E5M2Type>();
-  if (fp8 && !getScaleInv())
-    return emitOpError("an FP8 input needs its scale_inv (the scale every rank cast with)");
-  if (!fp8 && getScaleInv())
-    return emitOpError("a high-precision input takes no scale_inv");
-  if (getScaleInv() && !isScalarLike(getScaleInv().getType()))
-    return emitOpError("scale_inv must be per-tensor (0-d)");
-  if (fp8 && getReduction() == Reduction::avg)
-    return emitOpError("an FP8 payload cannot be averaged by the collective: pre-divide it by fp8.world_size "
-                       "before its cast and sum it");
+  if (!getInput().getDefiningOp<AllReduceStartOp>())
+    return emitOpError("waits for an fp8.all_reduce_start's result");
   return success();
 }
 

@@ -31,13 +31,20 @@ inline bool isView(std::string_view opType) {
          opType == "Identity";
 }
 
+/// Ops whose result is their operand's buffer without being a view a reader may look through: the
+/// done of an all-reduce in flight (its start reduced the buffer; the done only waits for it).
+inline bool sharesOperandBuffer(std::string_view opType) {
+  return isView(opType) || opType == "fp8.all_reduce_done";
+}
+
 /// The operand whose buffer an op's result may take when the op is that buffer's last reader
 /// (`memory.in_place`, docs/PLAN.md), or -1. Every backend's kernel for the op reads all of the
 /// operand's elements that a result element depends on before it writes that element: the loss
 /// gradient finds a row's log-sum-exp before it writes the row, then reads and writes each
 /// element in the same thread.
+/// An all-reduce's start reduces in place over the gradient it reads last.
 inline int resultTakesOperand(std::string_view opType) {
-  return opType == "octet::SoftmaxCrossEntropyLossGrad" ? 0 : -1;
+  return opType == "octet::SoftmaxCrossEntropyLossGrad" || opType == "fp8.all_reduce_start" ? 0 : -1;
 }
 
 } // namespace octet::rt

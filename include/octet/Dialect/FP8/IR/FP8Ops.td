@@ -282,6 +282,34 @@ def FP8_AllReduceOp : FP8_Op<"all_reduce"> {
   let hasVerifier = 1;
 }
 
+def FP8_AllReduceStartOp : FP8_Op<"all_reduce_start"> {
+  let summary = "Starts an fp8.all_reduce that runs beside the ops up to its fp8.all_reduce_done";
+  let description = [{
+    The same reduction as `fp8.all_reduce` (operands, attributes, rules), split
+    in two so that the collective overlaps the computation between the two
+    ops (octet-overlap-collectives places them). The result is the tensor in
+    flight: only `fp8.all_reduce_done` may read it, and its buffer is the
+    reduced tensor's (the plan keeps it live until the done's readers).
+    Example: `%f = fp8.all_reduce_start %g {reduction = #fp8.reduction<avg>} : tensor<64xf32> -> tensor<64xf32>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, Optional<FP8_ScaleTensor>:$scale_inv,
+                   DefaultValuedAttr<FP8_ReductionAttr, "::octet::fp8::Reduction::sum">:$reduction);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input (`,` $scale_inv^)? attr-dict `:` type($input) (`,` type($scale_inv)^)? `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_AllReduceDoneOp : FP8_Op<"all_reduce_done"> {
+  let summary = "Waits for an fp8.all_reduce_start: its result is the reduced tensor";
+  let description = [{
+    Example: `%r = fp8.all_reduce_done %f : tensor<64xf32> -> tensor<64xf32>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
 def FP8_WorldSizeOp : FP8_Op<"world_size"> {
   let summary = "The number of data-parallel ranks of the run, as a float32 scalar";
   let description = [{

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Data parallelism on a machine with 2 GPUs (device kind nvidia-h100-x2 / nvidia-h200-x2), one call:
+#   correctness  the tiny GPT, te and msamp:O2: 2 NCCL ranks of 4 rows each against one process over
+#                the 8 rows (200 steps, 50-step moving average within 1%), launched by fp8-run
+#                --nproc-per-node and by torchrun; bytes each rank all-reduced per step
+#   faults       a rank killed mid-run (the launcher names it, the other exits within 60 s), and the
+#                last checkpoint resumed on 2 ranks
+#   scaling      SIZE at BATCH per GPU (default 1.3b 8): te-bf16 (gradient all-reduces overlapping the
+#                backward pass, and whole before the optimizer: te-bf16-whole) and msamp:O2 plans
+#                compiled with --data-parallel, 1 rank against 2 ranks, tokens/s of both GPUs over one
+# Usage (on the device, from the repository root, .devlib carried): bench/run_data_parallel.sh [SIZE BATCH]
+# Writes $OUT/dp.tar.gz (logs, JSON lines, summary.txt).
+set -uo pipefail
+d=.devlib
+. bench/gpu_env.sh
+size=${1:-1.3b} batch=${2:-8}
+w=$(mktemp -d)
+run=$d/fp8-run
+sum=$w/summary.txt
+say() { echo "$*" | tee -a "$sum"; }
+for f in "$d"/dp/*.plan.gz "$d"/plans/licenses.bin; do
+  case $f in *.gz) gunzip -c "$f" > "$w/$(basename "${f%.gz}")" ;; *) cp "$f" "$w/" ;; esac
+done
+data=$w/licenses.bin
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$sum"
+
+# Correctness: one process over 8 rows against 2 ranks of 4.
+for r in te msamp-O2; do
+  $run "$w/tiny-$r-1.plan" --device cuda --data "$data" --steps 200 --quiet --log "$w/tiny-$r-1.jsonl"
+  $run "$w/tiny-$r-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet \
+    --log "$w/tiny-$r-2.jsonl"
+  say "tiny $r: 2 NCCL ranks (fp8-run --nproc-per-node 2) against 1 process over the combined batch:"
+  python3 scripts/compare_curves.py "$w/tiny-$r-1.jsonl" "$w/tiny-$r-2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
+  python3 -c "import json; r=json.loads(open('$w/tiny-$r-2.jsonl').readlines()[-1]); print('  comm bytes per step per rank:', r['comm_bytes'])" | tee -a "$sum"
+done
+if command -v torchrun > /dev/null; then
+  torchrun --nproc-per-node 2 --master-port 29533 --no-python -- "$run" "$w/tiny-te-dp.plan" --device cuda --data "$data" \
+    --steps 200 --quiet --log "$w/tiny-te-torchrun.jsonl" > "$w/torchrun.out" 2>&1
+  say "tiny te under torchrun --nproc-per-node 2 (exit $?) against fp8-run --nproc-per-node 2:"
+  python3 scripts/compare_curves.py "$w/tiny-te-2.jsonl" "$w/tiny-te-torchrun.jsonl" --max-step-dev 0 2>&1 | tee -a "$sum"
+fi
+
+# Faults: kill rank 1 once a checkpoint exists; resume the checkpoint on 2 ranks.
+python3 test/fp8-run/Inputs/kill_rank.py 1 "$w/ckpt.npz" "$run" "$w/tiny-te-dp.plan" --device cuda \
+  --nproc-per-node 2 --data "$data" --steps 100000 --quiet --checkpoint "$w/ckpt.npz" --checkpoint-every 20 \
+  2>&1 | sed 's/^/kill: /' | tee -a "$sum"
+$run "$w/tiny-te-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 60 --resume "$w/ckpt.npz" \
+  --quiet --log "$w/resumed.jsonl"
+say "resumed on 2 ranks (exit $?): $(wc -l < "$w/resumed.jsonl") steps logged"
+
+# Scaling: the same per-GPU batch on 1 and 2 GPUs.
+for r in te-bf16 te-bf16-whole msamp-O2; do
+  p=$w/gpt-$size-b$batch-$r-dp.plan
+  [ -f "$p" ] || continue
+  $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 > "$w/scale-$r-1.json" 2> "$w/scale-$r-1.err"
+  $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 \
+    > "$w/scale-$r-2.json" 2> "$w/scale-$r-2.err"
+  python3 - "$w/scale-$r-1.json" "$w/scale-$r-2.json" "$size" "$batch" "$r" <<'EOF' | tee -a "$sum"
+import json, sys
+one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+two = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+if not one or len(two) != 2:
+    print(f"{sys.argv[5]}: missing results ({len(one)} and {len(two)} lines)")
+    sys.exit()
+t1 = one[0]["tokens_per_s"]
+t2 = sum(r["tokens_per_s"] for r in two)
+slow = max(r["median_ms"] for r in two)
+print(f"{sys.argv[3]} b{sys.argv[4]} {sys.argv[5]}: 1 GPU {one[0]['median_ms']:.1f} ms {t1:.0f} tok/s "
+      f"{one[0]['device_bytes'] / 2**30:.2f} GiB; 2 GPUs {slow:.1f} ms (slowest rank) {t2:.0f} tok/s; "
+      f"scaling {t2 / t1:.3f}x ({one[0]['device_name']})")
+EOF
+done
+tar -czf "$OUT/dp.tar.gz" -C "$w" .
+cat "$sum"

@@ -1,0 +1,55 @@
+// RUN: fp8-opt %s -split-input-file --octet-overlap-collectives | FileCheck %s
+
+// A gradient's all-reduce starts right after the gradient and is waited for right before the
+// optimizer's first read; the work in between runs beside it.
+// CHECK-LABEL: func.func @gradient
+// CHECK: %[[G:.+]] = onnx.Mul %arg0, %arg0
+// CHECK-NEXT: %[[F:.+]] = fp8.all_reduce_start %[[G]] {reduction = #fp8.reduction<avg>} : tensor<64xf32> -> tensor<64xf32>
+// CHECK-NEXT: %[[B:.+]] = onnx.Exp %arg1
+// CHECK-NEXT: %[[C:.+]] = onnx.Exp %[[B]]
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce_done %[[F]] : tensor<64xf32> -> tensor<64xf32>
+// CHECK-NEXT: onnx.Sub %arg0, %[[R]]
+// CHECK-NOT: fp8.all_reduce {
+func.func @gradient(%w: tensor<64xf32>, %x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %g = onnx.Mul %w, %w : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  %b = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %c = onnx.Exp %b : (tensor<64xf32>) -> tensor<64xf32>
+  %r = fp8.all_reduce %g {reduction = #fp8.reduction<avg>} : tensor<64xf32> -> tensor<64xf32>
+  %n = onnx.Sub %w, %r : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %n, %c : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// An FP8 payload starts after the later of its codes and its scale; the dequantize of the sum
+// moves down to its own first reader, and the done with it.
+// CHECK-LABEL: func.func @fp8_payload
+// CHECK: %[[Q:.+]] = fp8.cast %arg0, %arg1
+// CHECK-NEXT: %[[F:.+]] = fp8.all_reduce_start %[[Q]], %arg1 : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<64xf8E4M3FN>
+// CHECK-NEXT: onnx.Exp
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce_done %[[F]]
+// CHECK-NEXT: %[[D:.+]] = fp8.dequantize %[[R]], %arg1
+// CHECK-NEXT: onnx.Sub %arg0, %[[D]]
+func.func @fp8_payload(%g: tensor<64xf32>, %si: tensor<f32>, %x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %q = fp8.cast %g, %si : tensor<64xf32>, tensor<f32> -> tensor<64xf8E4M3FN>
+  %s = fp8.all_reduce %q, %si : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<64xf8E4M3FN>
+  %d = fp8.dequantize %s, %si : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<64xf32>
+  %e = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %n = onnx.Sub %g, %d : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  return %n, %e : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// Nothing between the operand and the reader: the all-reduce stays whole.
+// CHECK-LABEL: func.func @adjacent
+// CHECK: %[[A:.+]] = fp8.amax %arg0
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce %[[A]] {reduction = #fp8.reduction<max>}
+// CHECK-NEXT: fp8.dynamic_scale %[[R]]
+// CHECK-NOT: fp8.all_reduce_start
+func.func @adjacent(%g: tensor<64xf32>) -> tensor<f32> {
+  %a = fp8.amax %g : tensor<64xf32> -> tensor<f32>
+  %r = fp8.all_reduce %a {reduction = #fp8.reduction<max>} : tensor<f32> -> tensor<f32>
+  %s, %si = fp8.dynamic_scale %r {format = f8E4M3FN} : tensor<f32>
+  return %si : tensor<f32>
+}
