@@ -8,8 +8,11 @@
 #   scaling      SIZE at BATCH per GPU (default 1.3b 8): te-bf16 (gradient all-reduces overlapping the
 #                backward pass, and whole before the optimizer: te-bf16-whole) and msamp:O2 plans
 #                compiled with --data-parallel, 1 rank against 2 ranks, tokens/s of both GPUs over one
+#   peer         PyTorch DDP (bench/ddp_gpt.py: BF16 autocast, SDPA, torch.compile) on 1 and 2 GPUs,
+#                same model and per-GPU batch, in the same call
 # Usage (on the device, from the repository root, .devlib carried): bench/run_data_parallel.sh [SIZE BATCH]
-# Writes $OUT/dp.tar.gz (logs, JSON lines, summary.txt).
+# PARTS picks the parts (default "correctness faults scaling peer"); RECIPES the scaling plans
+# (default "te-bf16 te-bf16-whole msamp-O2"). Writes $OUT/dp.tar.gz (logs, JSON lines, summary.txt).
 set -uo pipefail
 d=.devlib
 . bench/gpu_env.sh
@@ -24,8 +27,9 @@ done
 data=$w/licenses.bin
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$sum"
 
+parts=" ${PARTS:-correctness faults scaling peer} "
 # Correctness: one process over 8 rows against 2 ranks of 4.
-for r in te msamp-O2; do
+[[ $parts == *" correctness "* ]] && for r in te msamp-O2; do
   $run "$w/tiny-$r-1.plan" --device cuda --data "$data" --steps 200 --quiet --log "$w/tiny-$r-1.jsonl"
   $run "$w/tiny-$r-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet \
     --log "$w/tiny-$r-2.jsonl"
@@ -33,7 +37,7 @@ for r in te msamp-O2; do
   python3 scripts/compare_curves.py "$w/tiny-$r-1.jsonl" "$w/tiny-$r-2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
   python3 -c "import json; r=json.loads(open('$w/tiny-$r-2.jsonl').readlines()[-1]); print('  comm bytes per step per rank:', r['comm_bytes'])" | tee -a "$sum"
 done
-if command -v torchrun > /dev/null; then
+if [[ $parts == *" correctness "* ]] && command -v torchrun > /dev/null; then
   torchrun --nproc-per-node 2 --master-port 29533 --no-python -- "$run" "$w/tiny-te-dp.plan" --device cuda --data "$data" \
     --steps 200 --quiet --log "$w/tiny-te-torchrun.jsonl" > "$w/torchrun.out" 2>&1
   say "tiny te under torchrun --nproc-per-node 2 (exit $?) against fp8-run --nproc-per-node 2:"
@@ -41,15 +45,17 @@ if command -v torchrun > /dev/null; then
 fi
 
 # Faults: kill rank 1 once a checkpoint exists; resume the checkpoint on 2 ranks.
+if [[ $parts == *" faults "* ]]; then
 python3 test/fp8-run/Inputs/kill_rank.py 1 "$w/ckpt.npz" "$run" "$w/tiny-te-dp.plan" --device cuda \
   --nproc-per-node 2 --data "$data" --steps 100000 --quiet --checkpoint "$w/ckpt.npz" --checkpoint-every 20 \
   2>&1 | sed 's/^/kill: /' | tee -a "$sum"
 $run "$w/tiny-te-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 60 --resume "$w/ckpt.npz" \
   --quiet --log "$w/resumed.jsonl"
 say "resumed on 2 ranks (exit $?): $(wc -l < "$w/resumed.jsonl") steps logged"
+fi
 
 # Scaling: the same per-GPU batch on 1 and 2 GPUs.
-for r in te-bf16 te-bf16-whole msamp-O2; do
+[[ $parts == *" scaling "* ]] && for r in ${RECIPES:-te-bf16 te-bf16-whole msamp-O2}; do
   p=$w/gpt-$size-b$batch-$r-dp.plan
   [ -f "$p" ] || continue
   $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 > "$w/scale-$r-1.json" 2> "$w/scale-$r-1.err"
@@ -70,5 +76,22 @@ print(f"{sys.argv[3]} b{sys.argv[4]} {sys.argv[5]}: 1 GPU {one[0]['median_ms']:.
       f"scaling {t2 / t1:.3f}x ({one[0]['device_name']})")
 EOF
 done
+# The peer: PyTorch DDP, BF16 + torch.compile, on 1 and 2 GPUs.
+if [[ $parts == *" peer "* ]]; then
+  for n in 1 2; do
+    torchrun --nproc-per-node $n --master-port 29544 bench/ddp_gpt.py --config "$size" --batch "$batch" \
+      --seq 2048 > "$w/ddp-$n.json" 2> "$w/ddp-$n.err"
+  done
+  python3 - "$w/ddp-1.json" "$w/ddp-2.json" "$size" "$batch" <<'EOF' | tee -a "$sum"
+import json, sys
+r = [next((json.loads(l) for l in open(p) if l.startswith("{")), None) for p in sys.argv[1:3]]
+if None in r:
+    print("pytorch ddp: missing results (see ddp-*.err)")
+    sys.exit()
+print(f"{sys.argv[3]} b{sys.argv[4]} pytorch DDP bf16+compile: 1 GPU {r[0]['median_ms']:.1f} ms "
+      f"{r[0]['tokens_per_s']:.0f} tok/s {r[0]['peak_bytes'] / 2**30:.2f} GiB; 2 GPUs {r[1]['median_ms']:.1f} ms "
+      f"{r[1]['tokens_per_s']:.0f} tok/s; scaling {r[1]['tokens_per_s'] / r[0]['tokens_per_s']:.3f}x ({r[0]['device_name']})")
+EOF
+fi
 tar -czf "$OUT/dp.tar.gz" -C "$w" .
 cat "$sum"

@@ -241,8 +241,11 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
 
 
 int CudaExecutor::newCollective() {
-  if (!commStream_)
-    cudaCheck(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking), "collectives' stream");
+  if (!commStream_) { // the highest priority: a collective's kernels start as soon as the SMs allow
+    int least = 0, greatest = 0;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    cudaCheck(cudaStreamCreateWithPriority(&commStream_, cudaStreamNonBlocking, greatest), "collectives' stream");
+  }
   cudaEvent_t a, b;
   cudaCheck(cudaEventCreateWithFlags(&a, cudaEventDisableTiming), "collective event");
   cudaCheck(cudaEventCreateWithFlags(&b, cudaEventDisableTiming), "collective event");
