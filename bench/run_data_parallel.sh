@@ -17,6 +17,8 @@ set -uo pipefail
 d=.devlib
 . bench/gpu_env.sh
 size=${1:-1.3b} batch=${2:-8}
+. bench/gpt_sizes.sh
+gpt_size "$size" || exit 2 # t: the size's sequence length (the plans' and the peer's)
 w=$(mktemp -d)
 run=$d/fp8-run
 sum=$w/summary.txt
@@ -80,7 +82,7 @@ done
 if [[ $parts == *" peer "* ]]; then
   for n in 1 2; do
     torchrun --nproc-per-node $n --master-port 29544 bench/ddp_gpt.py --config "$size" --batch "$batch" \
-      --seq 2048 > "$w/ddp-$n.json" 2> "$w/ddp-$n.err"
+      --seq "$t" > "$w/ddp-$n.json" 2> "$w/ddp-$n.err"
   done
   python3 - "$w/ddp-1.json" "$w/ddp-2.json" "$size" "$batch" <<'EOF' | tee -a "$sum"
 import json, sys

@@ -309,6 +309,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "waited for where the optimizer reads it, running beside the rest of the backward pass "
                "(octet-overlap-collectives; default on)"),
       cl::init(true), cl::cat(trainCat));
+  static cl::opt<int64_t> gradientBucketBytes(
+      "gradient-bucket-bytes",
+      cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
+               "to this many bytes (default 4 MiB; 0: each gradient its own all-reduce)"),
+      cl::init(4 << 20), cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
                                 cl::cat(trainCat));
@@ -472,6 +477,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   // Data parallelism: the flag, or an Accelerate config's distributed_type (refused there when it is
   // not data parallelism).
   bool dataParallelOn = dataParallel || rc.dataParallel;
+  if (gradientBucketBytes < 0)
+    return error("--gradient-bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
+                 " is not valid; use an integer >= 0");
   if (dataParallelOn) {
     std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
     if (!train || gradOnly)
@@ -538,6 +546,7 @@ int octet::fp8OptMain(int argc, char **argv) {
         p += std::string(",octet-data-parallel{fp8-gradients=") +
              ((storageLevel == "O1" || storageLevel == "O2") && fp8AllReduce ? "true" : "false") +
              " fp8-format=" + fp8AllReduceFormat.getValue() +
+             " bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
              (rc.numProcesses > 1 ? " num-processes=" + std::to_string(rc.numProcesses) : "") + "}";
       p += ",octet-optimizer{" + o + "}";
     }

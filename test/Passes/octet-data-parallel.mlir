@@ -1,6 +1,7 @@
 // RUN: fp8-opt %s -split-input-file -verify-diagnostics --octet-data-parallel | FileCheck %s
 // RUN: fp8-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(octet-data-parallel{fp8-gradients=true num-processes=4})' | FileCheck %s --check-prefix=FP8
 // RUN: fp8-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(octet-data-parallel{fp8-gradients=true fp8-format=e5m2})' | FileCheck %s --check-prefix=E5M2
+// RUN: fp8-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(octet-data-parallel{bucket-bytes=64})' | FileCheck %s --check-prefix=BUCKET
 // RUN: not fp8-opt %s -o /dev/null --pass-pipeline='builtin.module(octet-data-parallel{fp8-format=e3m4})' 2>&1 | FileCheck %s --check-prefix=BADFORMAT
 // BADFORMAT: octet-data-parallel: fp8-format='e3m4' is not valid; use e4m3 or e5m2
 
@@ -8,9 +9,9 @@
 // module says the plan trains data-parallel.
 // CHECK-LABEL: module attributes {octet.data_parallel, octet.training = {data_parallel = "true"}}
 // CHECK-LABEL: func.func @gradients
-// CHECK: %[[L:.+]] = fp8.all_reduce %arg0 {reduction = #fp8.reduction<avg>} : tensor<f32> -> tensor<f32>
-// CHECK: %[[GW:.+]] = fp8.all_reduce %arg1 {reduction = #fp8.reduction<avg>} : tensor<8x4xf32> -> tensor<8x4xf32>
-// CHECK: %[[GB:.+]] = fp8.all_reduce %arg2 {reduction = #fp8.reduction<avg>} : tensor<4xbf16> -> tensor<4xbf16>
+// CHECK-DAG: %[[L:.+]] = fp8.all_reduce %arg0 {reduction = #fp8.reduction<avg>} : tensor<f32> -> tensor<f32>
+// CHECK-DAG: %[[GW:.+]] = fp8.all_reduce %arg1 {reduction = #fp8.reduction<avg>} : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-DAG: %[[GB:.+]] = fp8.all_reduce %arg2 {reduction = #fp8.reduction<avg>} : tensor<4xbf16> -> tensor<4xbf16>
 // CHECK: return %[[L]], %[[GW]], %[[GB]], %arg3
 // With fp8-gradients, a gradient of a weight no FP8 Linear reads still travels in float32.
 // FP8-LABEL: module attributes {octet.data_parallel, octet.training = {data_parallel = "true", num_processes = "4"}}
@@ -89,4 +90,30 @@ func.func @computed(%x: tensor<4xf32>) -> (tensor<4xf32> {octet.grad_of = "w"}, 
   %g = onnx.Mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %e = onnx.Exp %x : (tensor<4xf32>) -> tensor<4xf32>
   return %g, %e : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Gradients below bucket-bytes share an all-reduce, in the order they are complete: flattened and
+// concatenated after the last of them, reduced, and sliced back before the return; one at or above
+// it goes alone (bucket-bytes=64: 4 + 8 floats share, the 16-float one is alone).
+// BUCKET-LABEL: func.func @buckets
+// BUCKET: %[[A:.+]] = onnx.Mul %arg0, %arg0
+// BUCKET: %[[BIG:.+]] = onnx.Neg %arg2
+// BUCKET-NEXT: %[[RBIG:.+]] = fp8.all_reduce %[[BIG]] {reduction = #fp8.reduction<avg>} : tensor<16xf32>
+// BUCKET: %[[B:.+]] = onnx.Exp %arg1
+// BUCKET: %[[FA:.+]] = onnx.Reshape %[[A]]
+// BUCKET: %[[FB:.+]] = onnx.Reshape %[[B]]
+// BUCKET-NEXT: %[[CAT:.+]] = onnx.Concat %[[FA]], %[[FB]] {axis = 0 : si64} : (tensor<4xf32>, tensor<8xf32>) -> tensor<12xf32>
+// BUCKET-NEXT: %[[R:.+]] = fp8.all_reduce %[[CAT]] {reduction = #fp8.reduction<avg>} : tensor<12xf32> -> tensor<12xf32>
+// BUCKET: onnx.Slice %[[R]]
+// BUCKET: onnx.Slice %[[R]]
+// BUCKET: return
+// BUCKET-NOT: fp8.all_reduce
+func.func @buckets(%x: tensor<4xf32>, %y: tensor<2x4xf32>, %z: tensor<16xf32>)
+    -> (tensor<4xf32> {octet.grad_of = "a"}, tensor<2x4xf32> {octet.grad_of = "b"}, tensor<16xf32> {octet.grad_of = "c"}) {
+  %a = onnx.Mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = onnx.Neg %z : (tensor<16xf32>) -> tensor<16xf32>
+  %b = onnx.Exp %y : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %a, %b, %c : tensor<4xf32>, tensor<2x4xf32>, tensor<16xf32>
 }

@@ -225,7 +225,8 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     Runs between octet-autodiff and octet-optimizer. Every gradient result
     becomes its average over the run's ranks (`fp8.all_reduce` avg), so
     clipping and the update see the global gradient and every rank takes the
-    same step; the loss result (marked `octet.loss` by octet-autodiff)
+    same step (gradients below `bucket-bytes` share all-reduces: flattened,
+    concatenated, reduced and sliced back); the loss result (marked `octet.loss` by octet-autodiff)
     becomes the mean over ranks, the loss of the combined batch. With
     `fp8-gradients` (MS-AMP O1/O2) the gradient of an FP8 Linear's weight
     travels in FP8 (`fp8-format`): its amax is all-reduced (max) first (NaN
@@ -242,6 +243,9 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
            "FP8 Linear weight gradients travel as FP8 codes (MS-AMP O1/O2)">,
     Option<"fp8Format", "fp8-format", "std::string", "\"e4m3\"",
            "The FP8 format of those gradients on the wire: e4m3 or e5m2">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
+           "Float32 gradients smaller than this share all-reduces, in buckets of up to this many bytes "
+           "(one collective costs tens of microseconds whatever its size); 0: each its own">,
     Option<"numProcesses", "num-processes", "int64_t", "0",
            "The number of processes the plan is meant for (an Accelerate config's num_processes), written "
            "to the plan as fp8-run's default --nproc-per-node; 0: none">,
