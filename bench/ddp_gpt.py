@@ -9,7 +9,7 @@ tokens/s of all ranks, peak memory). Run with 1 and with N processes for the sca
 import argparse, json, os, statistics, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_gpt import CONFIGS, torch_model  # noqa: E402
+from e2e_gpt import CONFIGS, torch_model, train_step  # noqa: E402
 
 
 def main():
@@ -37,12 +37,7 @@ def main():
     fn = torch.compile(model)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = fn(ids, ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(fn, model, opt, ids)
 
     for _ in range(a.warmup):
         step()

@@ -73,6 +73,18 @@ def torch_model(d, L, H, V, T, norm="layer", attention="sdpa"):
     return GPT()
 
 
+def train_step(fn, model, opt, ids):
+    """One PyTorch training step as its users write it: BF16 autocast, clipping at 1.0, AdamW."""
+    import torch
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = fn(ids, ids)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def bench_torch(args, compiled, torchao=None):
     import torch
     d, L, H = CONFIGS[args.config]
@@ -89,13 +101,7 @@ def bench_torch(args, compiled, torchao=None):
     ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
 
     def step(m):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = m(ids, ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
+        return train_step(m, model, opt, ids)
 
     fn = torch.compile(model) if compiled else model
     t0 = time.time()
