@@ -2,10 +2,14 @@
 //
 // octet-data-parallel: between octet-autodiff and octet-optimizer, every
 // gradient becomes its average over the run's ranks and the loss the mean
-// over ranks (the loss of the combined batch). Under MS-AMP O1/O2 an FP8
-// Linear's weight gradient travels as FP8 E5M2 codes with one scale all ranks
-// agree on (MS-AMP's rule: amax all-reduced with max, pre-divided by the world
-// size so the FP8 sum cannot overflow).
+// over ranks (the loss of the combined batch); small gradients share buckets.
+// Under MS-AMP O1/O2 an FP8 Linear's weight gradient travels as FP8 codes
+// (E4M3 by default) with one scale all ranks agree on (MS-AMP's rule: amax
+// all-reduced with max, pre-divided by the world size so the FP8 sum cannot
+// overflow).
+//
+// octet-overlap-collectives: each all-reduce becomes a start after its
+// operands and a done before its first reader, so it runs beside the backward.
 //
 // octet-reduce-amaxes: TransformerEngine's amax reduction. Every amax a
 // delayed-scaling update records is all-reduced (max) first, so the scales,
@@ -19,6 +23,7 @@
 #include "octet/Passes/Passes.h"
 
 #include "GradientBuilder.h"
+#include "StateUtils.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -66,15 +71,13 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     auto scalar = scalarF32(b.getContext());
     Value amax = b.create<fp8::AmaxOp>(loc, scalar, g, b.getBoolAttr(false));
     amax = allReduce(b, loc, amax, fp8::Reduction::max);
-    // The optimizer's own FP8 round trip (octet-optimizer) uses this rule: power-of-2 scale, eps 1e-12.
-    auto ds = b.create<fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format), b.getBoolAttr(true),
-                                            b.getF32FloatAttr(1e-12f));
+    Value scaleInv = octet::msampScale(b, loc, amax, format).second;
     octet::GradientBuilder gb(b, loc);
     Value n = b.create<fp8::WorldSizeOp>(loc, scalar);
-    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(t.getShape(), format), g,
-                                    gb.mul(ds.getScaleInv(), n), b.getBoolAttr(true));
-    Value sum = allReduce(b, loc, q, fp8::Reduction::sum, ds.getScaleInv());
-    return b.create<fp8::DequantizeOp>(loc, t, sum, ds.getScaleInv());
+    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(t.getShape(), format), g, gb.mul(scaleInv, n),
+                                    b.getBoolAttr(true));
+    Value sum = allReduce(b, loc, q, fp8::Reduction::sum, scaleInv);
+    return b.create<fp8::DequantizeOp>(loc, t, sum, scaleInv);
   }
 
   LogicalResult run(func::FuncOp func, Type format) {
@@ -143,33 +146,35 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       return x && (!y || (x != y && x->isBeforeInBlock(y)));
     });
     OpBuilder b(ret);
+    auto alone = [&](unsigned r) {
+      Value v = ret.getOperand(r);
+      afterDefinition(b, v, ret);
+      ret.setOperand(r, allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
+    };
     SmallVector<unsigned> bucket;
     int64_t bucketBytesNow = 0;
     auto flush = [&]() {
-      if (bucket.size() == 1) {
-        Value v = ret.getOperand(bucket[0]);
-        afterDefinition(b, v, ret);
-        ret.setOperand(bucket[0], allReduce(b, v.getLoc(), v, fp8::Reduction::avg));
-      } else if (!bucket.empty()) {
+      if (bucket.size() == 1)
+        alone(bucket[0]);
+      if (bucket.size() > 1) {
         Value last = ret.getOperand(bucket.back());
         afterDefinition(b, last, ret);
         Location loc = last.getLoc();
         octet::OnnxBuilder ox(b, loc);
         SmallVector<Value> flat;
-        SmallVector<int64_t> sizes;
         int64_t total = 0;
         for (unsigned r : bucket) {
-          auto t = ret.getOperand(r).getType().cast<RankedTensorType>();
-          flat.push_back(ox.reshape(ret.getOperand(r), {t.getNumElements()}));
-          sizes.push_back(t.getNumElements());
-          total += t.getNumElements();
+          int64_t n = ret.getOperand(r).getType().cast<RankedTensorType>().getNumElements();
+          flat.push_back(ox.reshape(ret.getOperand(r), {n}));
+          total += n;
         }
         auto all = RankedTensorType::get({total}, b.getF32Type());
         Value reduced = allReduce(b, loc, ox.op("Concat", all, flat, {ox.si64("axis", 0)}), fp8::Reduction::avg);
         b.setInsertionPoint(ret);
         int64_t at = 0;
-        for (auto [r, n] : llvm::zip(bucket, sizes)) {
+        for (unsigned r : bucket) {
           auto t = ret.getOperand(r).getType().cast<RankedTensorType>();
+          int64_t n = t.getNumElements();
           Value piece = ox.op("Slice", RankedTensorType::get({n}, b.getF32Type()),
                               {reduced, ox.i64s({at}), ox.i64s({at + n}), ox.i64s({0}), ox.none()});
           ret.setOperand(r, ox.reshape(piece, t.getShape()));
@@ -183,12 +188,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       Value v = ret.getOperand(r);
       int64_t n = bytesOf(v);
       if (n >= bucketBytes || !v.getType().cast<RankedTensorType>().getElementType().isF32()) {
-        SmallVector<unsigned> pending = bucket; // a large gradient goes alone
-        int64_t pendingBytes = bucketBytesNow;
-        bucket = {r};
-        flush();
-        bucket = pending;
-        bucketBytesNow = pendingBytes;
+        alone(r); // a large gradient goes alone; the bucket keeps filling
         continue;
       }
       if (bucketBytesNow + n > bucketBytes)
@@ -331,10 +331,11 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
   std::map<std::string, int64_t> bytes;
-  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0;
+  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0;
   module.walk([&](Operation *op) {
     if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp>(op))
       return;
+    overlapped += isa<fp8::AllReduceStartOp>(op);
     auto t = op->getOperand(0).getType().cast<RankedTensorType>();
     Type e = t.getElementType();
     int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);
@@ -347,8 +348,6 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
   });
-  int64_t overlapped = 0;
-  module.walk([&](fp8::AllReduceStartOp) { ++overlapped; });
   os << "data parallel: " << count << " all-reduces per step (" << overlapped
      << " overlapping the computation); each rank all-reduces";
   bool first = true;

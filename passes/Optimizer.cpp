@@ -101,12 +101,11 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     auto vt = v.getType().cast<RankedTensorType>();
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     Value amax = b.create<fp8::AmaxOp>(loc, scalar, v, b.getBoolAttr(false));
-    auto ds = b.create<fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format), b.getBoolAttr(true),
-                                            b.getF32FloatAttr(1e-12f));
-    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, ds.getScaleInv(),
+    Value scaleInv = octet::msampScale(b, loc, amax, format).second;
+    Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(vt.getShape(), format), v, scaleInv,
                                     b.getBoolAttr(true));
-    Value d = b.create<fp8::DequantizeOp>(loc, vt, q, ds.getScaleInv());
-    return {q, ds.getScaleInv(), d};
+    Value d = b.create<fp8::DequantizeOp>(loc, vt, q, scaleInv);
+    return {q, scaleInv, d};
   }
 
   DenseElementsAttr zerosOf(RankedTensorType t) {

@@ -2,6 +2,7 @@
 #include "StateUtils.h"
 
 #include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 
 using namespace mlir;
@@ -40,4 +41,11 @@ void octet::appendStateUpdates(func::FuncOp func, ArrayRef<std::pair<std::string
   Builder b(func.getContext());
   for (auto &[name, v] : updates)
     appendResult(func, v, name + ".next", {b.getNamedAttr(kStateUpdateAttr, b.getStringAttr(name))});
+}
+
+std::pair<Value, Value> octet::msampScale(OpBuilder &b, Location loc, Value amax, Type format) {
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  auto ds = b.create<octet::fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format),
+                                                 b.getBoolAttr(true), b.getF32FloatAttr(1e-12f));
+  return {ds.getScale(), ds.getScaleInv()};
 }

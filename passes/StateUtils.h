@@ -31,6 +31,12 @@ void appendStateUpdates(mlir::func::FuncOp func, llvm::ArrayRef<std::pair<std::s
 void appendResult(mlir::func::FuncOp func, mlir::Value v, llvm::StringRef name,
                   llvm::ArrayRef<mlir::NamedAttribute> attrs = {});
 
+/// MS-AMP's per-tensor scale of an amax for an FP8 format: the power of two at or below
+/// fp8_max / max(amax, 1e-12); returns (scale, scale_inv). octet-optimizer's FP8 storage and
+/// octet-data-parallel's FP8 gradient all-reduce both scale with it.
+std::pair<mlir::Value, mlir::Value> msampScale(mlir::OpBuilder &b, mlir::Location loc, mlir::Value amax,
+                                               mlir::Type format);
+
 } // namespace octet
 
 #endif

@@ -94,9 +94,7 @@ std::shared_ptr<Communicator> connectRanks(const DistEnv &env, const std::string
   return comm;
 }
 
-namespace {
-
-int freePort() {
+int freeLocalPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -115,6 +113,8 @@ int freePort() {
   return port;
 }
 
+namespace {
+
 std::string describeExit(int status) {
   if (WIFSIGNALED(status))
     return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
@@ -129,7 +129,7 @@ int launchRanks(int nproc, const std::vector<std::string> &argv) {
     throw Error("--nproc-per-node: " + std::to_string(nproc) + " is not valid; use an integer >= 1");
   int port = int(envInt("MASTER_PORT", 0, 0, 65535));
   if (!port)
-    port = freePort();
+    port = freeLocalPort();
   std::vector<char *> args;
   for (const std::string &a : argv)
     args.push_back(const_cast<char *>(a.c_str()));

@@ -26,43 +26,38 @@ namespace octet::rt {
 
 namespace {
 
-template <typename Load, typename Store>
-gloo::AllreduceOptions::Func elementwise(ReduceOp op, Load load, Store store) {
-  return [op, load, store](void *out, const void *a, const void *b, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      float x = load(a, i), y = load(b, i);
-      float r = op == ReduceOp::Sum ? x + y : (std::isnan(x) || std::isnan(y)) ? NAN : std::max(x, y);
-      store(out, i, r);
-    }
-  };
+/// Element i of a buffer of type `t`, widened to float (exact), and a float rounded back to nearest
+/// even (FP8 saturating).
+float load(DType t, const void *p, size_t i) {
+  switch (t) {
+  case DType::F32: return static_cast<const float *>(p)[i];
+  case DType::F16: return halfToFloat(static_cast<const uint16_t *>(p)[i]);
+  case DType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  default: return fp8DecodeTable(fp8FormatOf(t))[static_cast<const uint8_t *>(p)[i]];
+  }
 }
 
-gloo::AllreduceOptions::Func reduction(DType t, ReduceOp op) {
-  auto u16 = [](const void *p, size_t i) { return static_cast<const uint16_t *>(p)[i]; };
+void store(DType t, void *p, size_t i, float v) {
   switch (t) {
-  case DType::F32:
-    return elementwise(
-        op, [](const void *p, size_t i) { return static_cast<const float *>(p)[i]; },
-        [](void *p, size_t i, float v) { static_cast<float *>(p)[i] = v; });
-  case DType::F16:
-    return elementwise(
-        op, [u16](const void *p, size_t i) { return halfToFloat(u16(p, i)); },
-        [](void *p, size_t i, float v) { static_cast<uint16_t *>(p)[i] = floatToHalf(v); });
-  case DType::BF16:
-    return elementwise(
-        op, [u16](const void *p, size_t i) { return bf16ToFloat(u16(p, i)); },
-        [](void *p, size_t i, float v) { static_cast<uint16_t *>(p)[i] = floatToBf16(v); });
-  case DType::F8E4M3FN:
-  case DType::F8E5M2: {
-    Fp8Format f = fp8FormatOf(t);
-    const float *table = fp8DecodeTable(f);
-    return elementwise(
-        op, [table](const void *p, size_t i) { return table[static_cast<const uint8_t *>(p)[i]]; },
-        [f](void *p, size_t i, float v) { static_cast<uint8_t *>(p)[i] = fp8Encode(v, f, true); });
+  case DType::F32: static_cast<float *>(p)[i] = v; break;
+  case DType::F16: static_cast<uint16_t *>(p)[i] = floatToHalf(v); break;
+  case DType::BF16: static_cast<uint16_t *>(p)[i] = floatToBf16(v); break;
+  default: static_cast<uint8_t *>(p)[i] = fp8Encode(v, fp8FormatOf(t), true);
   }
-  default:
-    throw Error(std::string("all-reduce: element type ") + dtypeName(t) + " is not reducible");
-  }
+}
+
+bool reducible(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || isFp8(t);
+}
+
+/// Gloo's elementwise reduction for `t`: a sum (rounded once per addition) or a max that keeps NaN.
+gloo::AllreduceOptions::Func reduction(DType t, ReduceOp op) {
+  return [t, op](void *out, const void *a, const void *b, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      float x = load(t, a, i), y = load(t, b, i);
+      store(t, out, i, op == ReduceOp::Max ? (std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y)) : x + y);
+    }
+  };
 }
 
 std::string localHostName() {
@@ -111,17 +106,17 @@ void GlooCommunicator::allReduce(void *data, size_t count, DType dtype, ReduceOp
     return;
   if (op == ReduceOp::Avg && isFp8(dtype))
     throw Error("all-reduce: an FP8 payload cannot be averaged (pre-divide it and sum)");
+  if (!reducible(dtype))
+    throw Error(std::string("all-reduce: element type ") + dtypeName(dtype) + " is not reducible");
   gloo::AllreduceOptions opts(ctx_);
+  // Gloo sizes its buffers from the pointer's type: hand it elements of the right width.
   size_t w = dtypeSize(dtype);
-  // Gloo sizes its buffers from the pointer's type: hand it bytes-wide elements of the right width.
   if (w == 4)
     opts.setOutput(static_cast<float *>(data), count);
   else if (w == 2)
     opts.setOutput(static_cast<uint16_t *>(data), count);
-  else if (w == 1)
-    opts.setOutput(static_cast<uint8_t *>(data), count);
   else
-    throw Error(std::string("all-reduce: element type ") + dtypeName(dtype) + " is not reducible");
+    opts.setOutput(static_cast<uint8_t *>(data), count);
   opts.setReduceFunction(reduction(dtype, op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum));
   opts.setTag(tag_++);
   opts.setTimeout(timeout_);
@@ -130,21 +125,9 @@ void GlooCommunicator::allReduce(void *data, size_t count, DType dtype, ReduceOp
   } catch (const gloo::Exception &e) {
     lost("all-reduce", e);
   }
-  if (op == ReduceOp::Avg) { // the sum, divided in float and rounded once to the element type
-    float n = float(size());
-    for (size_t i = 0; i < count; ++i) {
-      float v = dtype == DType::F32    ? static_cast<float *>(data)[i]
-                : dtype == DType::F16  ? halfToFloat(static_cast<uint16_t *>(data)[i])
-                                       : bf16ToFloat(static_cast<uint16_t *>(data)[i]);
-      v /= n;
-      if (dtype == DType::F32)
-        static_cast<float *>(data)[i] = v;
-      else if (dtype == DType::F16)
-        static_cast<uint16_t *>(data)[i] = floatToHalf(v);
-      else
-        static_cast<uint16_t *>(data)[i] = floatToBf16(v);
-    }
-  }
+  if (op == ReduceOp::Avg) // the sum, divided in float and rounded once to the element type
+    for (size_t i = 0; i < count; ++i)
+      store(dtype, data, i, load(dtype, data, i) / float(size()));
 }
 
 void GlooCommunicator::broadcast(void *data, size_t bytes, int root, void *) {

@@ -221,6 +221,12 @@ void initParams(Runner &ex, const std::string &spec) {
 
 const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.device()); }
 
+/// Whether a launcher (torchrun, --nproc-per-node) started this process as one of its ranks.
+bool launchedAsRank() {
+  const char *ws = std::getenv("WORLD_SIZE");
+  return ws && *ws;
+}
+
 /// --dump-gradients: d(loss)/d(param) of the last run by initializer name (data-parallel plans: the
 /// average over ranks, as the optimizer saw it).
 void writeGradients(const Runner &ex, const std::string &path) {
@@ -285,8 +291,7 @@ int run(const Options &o) {
   Plan plan = loadPlan(o.plan);
   auto dp = plan.training.find("data_parallel");
   bool dataParallel = dp != plan.training.end() && dp->second == "true";
-  const char *ws = std::getenv("WORLD_SIZE");
-  bool isRank = ws && *ws;
+  bool isRank = launchedAsRank();
   const CollectiveSupport *cs = collectiveSupport();
   if (!isRank && dataParallel && cs) { // an Accelerate config's num_processes, written by fp8-opt
     auto np = plan.training.find("num_processes");
@@ -477,8 +482,7 @@ int fp8RunMain(int argc, char **argv) {
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");
   o.train.seed = uint64_t(seed);
-  const char *ws = std::getenv("WORLD_SIZE");
-  if (o.nproc && !(ws && *ws)) {
+  if (o.nproc && !launchedAsRank()) {
     const CollectiveSupport *cs = collectiveSupport();
     if (!cs)
       return fail("--nproc-per-node: this program was built without Octet's collectives; run fp8-run");

@@ -15,30 +15,15 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <thread>
-#include <unistd.h>
 
 using namespace octet::rt;
 
 namespace {
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 /// Runs body(rank, communicator) on `n` ranks (threads); rethrows nothing, records failures.
 void onRanks(int n, std::chrono::milliseconds timeout, const std::function<void(int, Communicator &)> &body) {
-  int port = freePort();
+  int port = freeLocalPort();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r)
@@ -145,7 +130,7 @@ TEST(Collective, BroadcastAndBarrier) {
 
 TEST(Collective, APeerThatNeverComesIsATimeoutNamingIt) {
   std::string message;
-  int port = freePort();
+  int port = freeLocalPort();
   std::thread late([&] {
     // Rank 1 connects, then never joins the all-reduce; rank 0's fails after the timeout.
     DistEnv env;
@@ -172,7 +157,7 @@ TEST(Collective, APeerThatNeverComesIsATimeoutNamingIt) {
 
 TEST(Collective, NoStoreIsAOneLineError) {
   DistEnv env;
-  env.rank = 1, env.size = 2, env.present = true, env.masterPort = env.storePort = freePort();
+  env.rank = 1, env.size = 2, env.present = true, env.masterPort = env.storePort = freeLocalPort();
   try {
     connectRanks(env, "gloo", std::chrono::milliseconds(500));
     FAIL() << "connected to nothing";

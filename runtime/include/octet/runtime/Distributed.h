@@ -36,6 +36,9 @@ DistEnv distEnvFromEnvironment();
 /// current CUDA device). Collectives that wait longer than `timeout` for a peer throw Error.
 std::shared_ptr<Communicator> connectRanks(const DistEnv &env, const std::string &backend,
                                            std::chrono::milliseconds timeout);
+/// A TCP port free on the loopback interface now (the launcher's MASTER_PORT); throws Error.
+int freeLocalPort();
+
 /// Whether this build has the NCCL engine.
 bool haveNccl();
 
