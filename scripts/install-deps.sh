@@ -9,7 +9,7 @@ pkgs=(
   cmake ninja-build g++ clang-14 libclang-rt-14-dev pkg-config
   llvm-16-dev libmlir-16-dev mlir-16-tools llvm-16-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libyaml-cpp-dev libopenblas-dev libgloo-dev libgtest-dev libzip-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libgloo-dev libgtest-dev libzip-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

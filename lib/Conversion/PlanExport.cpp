@@ -56,6 +56,14 @@ std::string formatFloat(double v) {
   return buf;
 }
 
+/// A float as the plan's JSON holds it: a number, or "nan" / "inf" / "-inf" (JSON has no literal
+/// for them; the runtime's reader takes both forms).
+llvm::json::Value floatValue(double v) {
+  if (std::isfinite(v))
+    return v;
+  return formatFloat(v);
+}
+
 class PlanWriter {
 public:
   PlanWriter(func::FuncOp func, bool inPlaceUpdates) : func(func), inPlaceUpdates(inPlaceUpdates) {}
@@ -300,7 +308,7 @@ LogicalResult PlanWriter::convertAttr(StringRef name, Attribute a, llvm::json::O
   if (auto arr = a.dyn_cast<DenseF32ArrayAttr>()) {
     llvm::json::Array fs;
     for (float f : arr.asArrayRef())
-      fs.push_back(double(f));
+      fs.push_back(floatValue(f));
     return put("floats", std::move(fs));
   }
   if (auto arr = a.dyn_cast<ArrayAttr>()) {
@@ -314,7 +322,7 @@ LogicalResult PlanWriter::convertAttr(StringRef name, Attribute a, llvm::json::O
         xs.push_back(i.getValue().getSExtValue());
       } else if (auto f = e.dyn_cast<FloatAttr>()) {
         kind = "floats";
-        xs.push_back(f.getValueAsDouble());
+        xs.push_back(floatValue(f.getValueAsDouble()));
       } else {
         return emitError(loc) << "attribute '" << name << "' has an element with no plan form";
       }
@@ -330,7 +338,7 @@ LogicalResult PlanWriter::convertAttr(StringRef name, Attribute a, llvm::json::O
     llvm::json::Array vals;
     if (st.getElementType().isa<FloatType>())
       for (APFloat f : dense.getValues<APFloat>())
-        vals.push_back(f.convertToDouble());
+        vals.push_back(floatValue(f.convertToDouble()));
     else
       for (APInt i : dense.getValues<APInt>())
         vals.push_back(st.getElementType().isInteger(1) ? int64_t(i.getBoolValue()) : i.getSExtValue());

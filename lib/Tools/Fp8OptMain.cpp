@@ -27,6 +27,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -569,6 +570,20 @@ int octet::fp8OptMain(int argc, char **argv) {
         known += (known.empty() ? "" : ", ") + r.name;
       return error("unknown recipe '" + recipe + "' (--recipe); known recipes: " + known);
     }
+  }
+
+  // Paths before any work: no model read from a terminal, no result over its own input or into
+  // a directory that does not exist (the error would otherwise come after the whole compile).
+  if (inputFilename == "-" && llvm::sys::Process::StandardInIsUserInput())
+    return error("no input model; usage: fp8-opt MODEL.onnx [--recipe te] [--train] -o OUT.plan (--help lists "
+                 "the options)");
+  if (outputFilename != "-") {
+    if (inputFilename != "-" && llvm::sys::fs::equivalent(inputFilename, outputFilename))
+      return error("-o '" + outputFilename + "' is the input model; write the result to another file");
+    llvm::SmallString<256> dir(outputFilename.getValue());
+    llvm::sys::path::remove_filename(dir);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return error("-o '" + outputFilename + "': the directory '" + dir + "' does not exist; create it first");
   }
 
   std::string errorMessage;

@@ -6,15 +6,22 @@
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/Train.h"
 
+#include "Json.h"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <regex>
 #include <thread>
+#include <unistd.h>
 
 #ifndef OCTET_VERSION
 #define OCTET_VERSION "0.0.0"
@@ -22,50 +29,6 @@
 
 namespace octet::rt {
 namespace {
-
-const char *kUsage =
-    "usage: fp8-run MODEL.plan [options]\n"
-    "Runs a plan written by `fp8-opt --emit=plan` on the GPU (CUDA backend) or the CPU reference backend.\n\n"
-    "  --device cuda|cpu|auto  where to run (default auto: the GPU when one is present, else the CPU)\n"
-    "  --inputs FILE.npz       graph inputs by name (NumPy archive)\n"
-    "  --outputs FILE.npz      write the graph outputs (and --dump values) here\n"
-    "  --dump REGEX            also write every value whose name matches REGEX\n"
-    "  --iterations N          run N times, carrying the FP8 state between runs (default 1)\n"
-    "  --load-state FILE.npz   start from this FP8 state (amax histories, scales)\n"
-    "  --save-state FILE.npz   write the FP8 state after the last run\n"
-    "  --dump-gradients F.npz  training plans: run one step (with --data: the last step), write d(loss)/d(param)\n"
-    "                          by initializer name\n"
-    "  --info                  describe the plan and exit\n"
-    "  --init-params normal:STD[:SEED]  replace every weight matrix (parameters and trained weights of rank >= 2)\n"
-    "                          by N(0, STD) draws before running (graphs compiled with fp8-opt --absent-weights)\n"
-    "  --check-against-cpu     run every op on the device from the CPU reference's inputs and compare (FP8,\n"
-    "                          integers bit for bit; floats 1e-3 GEMMs, 1e-5 otherwise); exit 1 on a mismatch\n"
-    "  --benchmark N [--warmup W]  time N runs after W (default 3) warm-up runs on synthetic inputs (token ids\n"
-    "                          in [0, 256), floats N(0, 1)); prints one JSON line: median ms, tokens/s, device bytes\n"
-    "\nTraining (plans from fp8-opt --train):\n"
-    "  --data FILE             token ids: nanoGPT .bin (little-endian, --data-dtype uint16|uint32) or 1-D .npy;\n"
-    "                          without --eval-data its last 10% is held out for eval\n"
-    "  --steps N               train N steps (the plan's inputs fix batch and sequence)\n"
-    "  --batch B --seq T       check the plan's [batch, seq] against these\n"
-    "  --labels shifted|same   labels are the next tokens (default) or the inputs (models that shift, HF style)\n"
-    "  --seed S                batch sampling seed (default 1234)\n"
-    "  --eval-plan F --eval-every K [--eval-data F] [--eval-batches N]\n"
-    "                          eval loss every K steps on a forward plan sharing the parameters (default data:\n"
-    "                          the last 10% of --data)\n"
-    "  --log FILE.jsonl|.csv   per-step loss, lr, grad norm, tokens/s (JSONL adds sampled FP8 amax and scales)\n"
-    "  --log-every K           progress and FP8 samples every K steps (default 10)\n"
-    "  --checkpoint F [--checkpoint-every K]   atomic checkpoints (and one at the end)\n"
-    "  --resume F              continue from a checkpoint (bit-exact on the CPU)\n"
-    "  --loss-png F            write the loss curve as a PNG\n"
-    "  --report-memory         bytes per parameter: weights, gradients, optimizer state, FP8 state\n"
-    "  --quiet                 no progress output\n"
-    "\nData parallelism (plans from fp8-opt --data-parallel):\n"
-    "  --nproc-per-node N      start N ranks on this host (Gloo on --device cpu, NCCL on cuda); each reads its\n"
-    "                          own rows of the combined batch and rank 0 logs and checkpoints. torchrun works\n"
-    "                          too: `torchrun --nproc-per-node N fp8-run ...` (RANK, WORLD_SIZE, MASTER_ADDR, ...)\n"
-    "  --comm-timeout S        a collective waiting S seconds for a peer fails the rank (default 50)\n"
-    "  --gpu-available         exit 0 when the CUDA backend can run here\n"
-    "  --version, --help\n";
 
 struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
@@ -262,13 +225,20 @@ int benchmark(Runner &ex, const Options &o) {
   std::sort(sorted.begin(), sorted.end());
   double med = sorted[sorted.size() / 2];
   const DeviceBackend *b = backendFor(ex);
-  std::cout << "{\"plan\": \"" << o.plan << "\", \"device\": \"" << ex.device() << "\", \"device_name\": \""
-            << (b && b->describe ? b->describe() : std::string("host CPU")) << "\", \"recipe\": \""
-            << (ex.plan().recipe.empty() ? "none" : ex.plan().recipe) << "\", \"runs\": " << o.benchmark
-            << ", \"warmup\": " << o.warmup << ", \"median_ms\": " << med << ", \"min_ms\": " << sorted.front()
-            << ", \"tokens_per_run\": " << tokens << ", \"tokens_per_s\": " << (tokens ? double(tokens) / med * 1e3 : 0)
-            << ", \"device_bytes\": " << (b && b->bytes ? b->bytes(ex) : 0) << ", \"rank\": "
-            << (communicator() ? communicator()->rank() : 0) << ", \"world_size\": " << worldSize() << "}\n";
+  JsonOut j = {{"plan", o.plan},
+               {"device", ex.device()},
+               {"device_name", b && b->describe ? b->describe() : std::string("host CPU")},
+               {"recipe", ex.plan().recipe.empty() ? "none" : ex.plan().recipe},
+               {"runs", o.benchmark},
+               {"warmup", o.warmup},
+               {"median_ms", med},
+               {"min_ms", sorted.front()},
+               {"tokens_per_run", tokens},
+               {"tokens_per_s", tokens ? double(tokens) / med * 1e3 : 0.0},
+               {"device_bytes", b && b->bytes ? b->bytes(ex) : 0},
+               {"rank", communicator() ? communicator()->rank() : 0},
+               {"world_size", worldSize()}};
+  std::cout << dumpJson(j) << "\n";
   return 0;
 }
 
@@ -392,28 +362,164 @@ int run(const Options &o) {
   return 0;
 }
 
+/// fp8-run's command line, through CLI11: `--flag value`, `--flag=value`, `--no-flag` for switches,
+/// and a one-line error for anything else.
+void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
+  auto atLeast = [](int64_t lo) {
+    return CLI::Validator(
+        [lo](std::string &v) -> std::string {
+          char *end = nullptr;
+          errno = 0;
+          long long n = std::strtoll(v.c_str(), &end, 10);
+          if (v.empty() || *end || errno || n < lo)
+            return "'" + v + "' is not a " + (lo ? "positive" : "non-negative") + " integer";
+          return "";
+        },
+        "");
+  };
+  auto path = [&](const char *flag, std::string &dst, const char *what, const char *group) {
+    app.add_option(flag, dst, what)->group(group)->type_name("FILE");
+  };
+  auto count = [&](const char *flag, int64_t &dst, int64_t lo, const char *what, const char *group) {
+    app.add_option(flag, dst, what)->group(group)->check(atLeast(lo))->type_name(lo ? "N" : "N>=0");
+  };
+  const char *run = "Running", *train = "Training (plans from fp8-opt --train)",
+             *dp = "Data parallelism (plans from fp8-opt --data-parallel)";
+  app.add_option("plan", o.plan, "the plan fp8-opt --emit=plan wrote")->type_name("MODEL.plan");
+  app.add_option("--device", o.device, "where to run: cuda, cpu or auto (the GPU when one is present)")
+      ->group(run)->type_name("DEVICE");
+  path("--inputs", o.inputs, "graph inputs by name (NumPy archive)", run);
+  path("--outputs", o.outputs, "write the graph outputs (and --dump values) here (.npz)", run);
+  app.add_option("--dump", o.dump, "also write every value whose name matches REGEX")->group(run)->type_name("REGEX");
+  count("--iterations", o.iterations, 1, "run N times, carrying the FP8 state between runs (default 1)", run);
+  path("--load-state", o.loadState, "start from this FP8 state (amax histories, scales; .npz)", run);
+  path("--save-state", o.saveState, "write the FP8 state after the last run (.npz)", run);
+  path("--dump-gradients", o.dumpGradients,
+       "training plans: run one step (with --data: the last), write d(loss)/d(param) by initializer name", run);
+  app.add_flag("--info", o.info, "describe the plan and exit")->group(run);
+  app.add_option("--init-params", o.initParams,
+                 "replace every weight matrix by N(0, STD) draws before running (plans of fp8-opt --absent-weights)")
+      ->group(run)->type_name("normal:STD[:SEED]");
+  app.add_flag("--check-against-cpu", o.checkCpu,
+               "run every op on the device from the CPU reference's inputs and compare (FP8 and integers bit "
+               "for bit; floats 1e-3 GEMMs, 1e-5 otherwise); exit 1 on a mismatch")->group(run);
+  count("--benchmark", o.benchmark, 1,
+        "time N runs on synthetic inputs (token ids in [0, 256), floats N(0, 1)); prints one JSON line: median "
+        "ms, tokens/s, device bytes", run);
+  count("--warmup", o.warmup, 0, "warm-up runs before --benchmark's (default 3)", run);
+  app.add_flag("--gpu-available", gpuAvailable, "exit 0 when the CUDA backend can run here")->group(run);
+
+  path("--data", o.train.data,
+       "token ids: nanoGPT .bin (little-endian, --data-dtype) or 1-D .npy; without --eval-data its last 10% is "
+       "held out for eval", train);
+  app.add_option("--data-dtype", o.train.dataDtype, "the .bin's token type: uint16 (default) or uint32")
+      ->group(train)->type_name("TYPE");
+  count("--steps", o.train.steps, 1, "train N steps (the plan's inputs fix batch and sequence)", train);
+  count("--batch", o.train.batch, 0, "check the plan's batch against this", train);
+  count("--seq", o.train.seq, 0, "check the plan's sequence length against this", train);
+  app.add_option("--labels", o.train.labels,
+                 "labels are the next tokens (shifted, default) or the inputs (same: models that shift, HF style)")
+      ->group(train)->type_name("shifted|same");
+  count("--seed", seed, 0, "batch sampling seed (default 1234)", train);
+  path("--eval-plan", o.train.evalPlan, "a forward plan sharing the parameters, for the eval loss", train);
+  count("--eval-every", o.train.evalEvery, 1, "eval loss every N steps", train);
+  path("--eval-data", o.train.evalData, "eval tokens (default: the last 10% of --data)", train);
+  count("--eval-batches", o.train.evalBatches, 1, "batches per eval (default 4)", train);
+  path("--log", o.train.log, "per-step loss, lr, grad norm, tokens/s (.jsonl adds sampled FP8 amax and scales; "
+       "or .csv)", train);
+  count("--log-every", o.train.logEvery, 1, "progress and FP8 samples every N steps (default 10)", train);
+  path("--checkpoint", o.train.checkpoint, "atomic checkpoints here (and one at the end)", train);
+  count("--checkpoint-every", o.train.checkpointEvery, 1, "a checkpoint every N steps", train);
+  path("--resume", o.train.resume, "continue from a checkpoint (bit-exact on the CPU)", train);
+  path("--loss-png", o.train.lossPng, "write the loss curve as a PNG", train);
+  app.add_flag("--report-memory", o.reportMemory,
+               "bytes per parameter: weights, gradients, optimizer state, FP8 state")->group(train);
+  app.add_flag("--quiet,!--no-quiet", o.train.quiet, "no progress output")->group(train);
+
+  count("--nproc-per-node", o.nproc, 1,
+        "start N ranks here (Gloo on the CPU, NCCL on cuda); `torchrun --nproc-per-node N fp8-run ...` works too",
+        dp);
+  count("--comm-timeout", o.commTimeout, 1, "a collective waiting S seconds for a peer fails the rank (default 50)",
+        dp);
+}
+
+/// Every file fp8-run will write can be written, and is none of the files it reads: checked
+/// before any work, so a long run never fails at its first checkpoint or overwrites its plan.
+/// `--resume F --checkpoint F` (continue in place) is the one overlap allowed.
+std::string checkPaths(const Options &o) {
+  namespace fs = std::filesystem;
+  const std::vector<std::pair<const char *, const std::string *>> reads = {
+      {"the plan", &o.plan},          {"--inputs", &o.inputs},       {"--load-state", &o.loadState},
+      {"--data", &o.train.data},      {"--eval-data", &o.train.evalData}, {"--eval-plan", &o.train.evalPlan},
+      {"--resume", &o.train.resume}};
+  const std::vector<std::pair<const char *, const std::string *>> writes = {
+      {"--outputs", &o.outputs},        {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients},
+      {"--log", &o.train.log},          {"--checkpoint", &o.train.checkpoint}, {"--loss-png", &o.train.lossPng}};
+  auto same = [](const std::string &a, const std::string &b) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) || fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  for (size_t i = 0; i < writes.size(); ++i) {
+    auto [flag, path] = writes[i];
+    if (path->empty())
+      continue;
+    std::error_code ec;
+    fs::path dir = fs::path(*path).parent_path();
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      return std::string(flag) + " '" + *path + "': the directory '" + dir.string() + "' does not exist; create it first";
+    if (fs::is_directory(*path, ec))
+      return std::string(flag) + " '" + *path + "' is a directory; name a file";
+    if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
+      return std::string(flag) + " '" + *path + "': the directory is not writable";
+    for (auto [rflag, rpath] : reads)
+      if (!rpath->empty() && same(*path, *rpath) && !(flag == std::string("--checkpoint") && rpath == &o.train.resume))
+        return std::string(flag) + " '" + *path + "' is also " + rflag + " (a file fp8-run reads); write it elsewhere";
+    for (size_t j = 0; j < i; ++j)
+      if (!writes[j].second->empty() && same(*path, *writes[j].second))
+        return std::string(flag) + " and " + writes[j].first + " both write '" + *path + "'; give them different files";
+  }
+  return "";
+}
+
 } // namespace
 
 int fp8RunMain(int argc, char **argv) {
   Options o;
   int64_t seed = int64_t(o.train.seed);
-  std::map<std::string, std::string *> strings = {
-      {"--inputs", &o.inputs}, {"--outputs", &o.outputs}, {"--dump", &o.dump}, {"--load-state", &o.loadState},
-      {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients}, {"--data", &o.train.data},
-      {"--data-dtype", &o.train.dataDtype}, {"--eval-data", &o.train.evalData}, {"--eval-plan", &o.train.evalPlan},
-      {"--log", &o.train.log}, {"--checkpoint", &o.train.checkpoint}, {"--resume", &o.train.resume},
-      {"--loss-png", &o.train.lossPng}, {"--labels", &o.train.labels}, {"--device", &o.device},
-      {"--init-params", &o.initParams}};
-  std::map<std::string, int64_t *> ints = {
-      {"--iterations", &o.iterations}, {"--steps", &o.train.steps}, {"--batch", &o.train.batch},
-      {"--seq", &o.train.seq}, {"--eval-every", &o.train.evalEvery}, {"--eval-batches", &o.train.evalBatches},
-      {"--checkpoint-every", &o.train.checkpointEvery}, {"--log-every", &o.train.logEvery}, {"--seed", &seed},
-      {"--benchmark", &o.benchmark}, {"--warmup", &o.warmup}, {"--nproc-per-node", &o.nproc},
-      {"--comm-timeout", &o.commTimeout}};
+  bool gpuAvailable = false;
   auto fail = [](const std::string &msg) {
     std::cerr << "fp8-run: error: " << msg << "\n";
     return 1;
   };
+  CLI::App app("Runs a plan written by `fp8-opt --emit=plan` on the GPU (CUDA backend) or the CPU reference "
+               "backend.",
+               "fp8-run");
+  app.set_version_flag("--version", std::string("Octet fp8-run ") + OCTET_VERSION);
+  app.get_formatter()->column_width(34);
+  addOptions(app, o, seed, gpuAvailable);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion &e) {
+    std::cout << e.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError &e) {
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    return fail(msg + "; see --help");
+  }
+  if (gpuAvailable) { // for test configs
+    const DeviceBackend *b = findDeviceBackend("cuda");
+    std::string why = "this build has no CUDA backend";
+    bool ok = b && b->available(&why);
+    std::cout << (ok ? "cuda: available" : "cuda: " + why) << "\n";
+    return ok ? 0 : 1;
+  }
+  if (!o.plan.empty())
+    if (std::string why = checkPaths(o); !why.empty())
+      return fail(why);
   o.selfArgs.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) { // the ranks' command line: the launcher's flag stays with it
     std::string a = argv[i];
@@ -421,63 +527,6 @@ int fp8RunMain(int argc, char **argv) {
       ++i; // and its value
     else if (a.rfind("--nproc-per-node=", 0) != 0)
       o.selfArgs.push_back(a);
-  }
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string &dst) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        dst = a.substr(eq + 1);
-        return true;
-      }
-      if (i + 1 >= argc)
-        return false;
-      dst = argv[++i];
-      return true;
-    };
-    std::string flag = a.substr(0, a.find('='));
-    std::string v;
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (flag == "--version") {
-      std::cout << "Octet fp8-run " << OCTET_VERSION << "\n";
-      return 0;
-    } else if (flag == "--info") {
-      o.info = true;
-    } else if (flag == "--report-memory") {
-      o.reportMemory = true;
-    } else if (flag == "--gpu-available") { // exit 0 when the CUDA backend can run here (for test configs)
-      const DeviceBackend *b = findDeviceBackend("cuda");
-      std::string why = "this build has no CUDA backend";
-      bool ok = b && b->available(&why);
-      std::cout << (ok ? "cuda: available" : "cuda: " + why) << "\n";
-      return ok ? 0 : 1;
-    } else if (flag == "--check-against-cpu") {
-      o.checkCpu = true;
-    } else if (flag == "--quiet") {
-      o.train.quiet = true;
-    } else if (strings.count(flag) || ints.count(flag)) {
-      if (!value(v))
-        return fail(flag + " needs a value; see --help");
-      if (strings.count(flag)) {
-        *strings[flag] = v;
-      } else {
-        char *end = nullptr;
-        long long n = std::strtoll(v.c_str(), &end, 10);
-        bool zeroOk = flag == "--seed" || flag == "--batch" || flag == "--seq" || flag == "--warmup";
-        if (v.empty() || *end || n < (zeroOk ? 0 : 1))
-          return fail(flag + ": '" + v + "' is not a " + (zeroOk ? "non-negative" : "positive") +
-                      " integer");
-        *ints[flag] = n;
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return fail("unknown option '" + a + "'; see --help");
-    } else if (o.plan.empty()) {
-      o.plan = a;
-    } else {
-      return fail("unexpected argument '" + a + "' (one plan file only); see --help");
-    }
   }
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");

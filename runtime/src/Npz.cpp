@@ -2,8 +2,11 @@
 #include "octet/runtime/Npz.h"
 
 #include <zip.h>
+#include <zlib.h>
 
 #include <csignal>
+#include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +15,11 @@
 #include <unistd.h>
 
 namespace octet::rt {
+
+uint32_t crc32Of(uint32_t crc, const void *data, size_t n) {
+  return uint32_t(crc32_z(crc, static_cast<const Bytef *>(data), z_size_t(n))); // crc32_z: 64-bit lengths
+}
+
 namespace {
 
 const char *descrOf(DType t) {
@@ -174,8 +182,29 @@ static void fsyncAndRename(const std::string &tmp, const std::string &path) {
   }
 }
 
+/// The temporary beside `path` that this process writes; first removes those that processes no
+/// longer alive left there (a run killed mid-write), so they never pile up.
+static std::string temporaryFor(const std::string &path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(path), dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::string prefix = p.filename().string() + ".tmp.";
+  for (const fs::directory_entry &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    std::string pid = name.substr(prefix.size());
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9)
+      continue;
+    pid_t owner = pid_t(std::stol(pid));
+    if (owner != ::getpid() && ::kill(owner, 0) != 0 && errno == ESRCH)
+      fs::remove(e.path(), ec);
+  }
+  return path + ".tmp." + std::to_string(::getpid());
+}
+
 void writeNpz(const std::string &path, const NamedTensors &tensors) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = temporaryFor(path);
   int err = 0;
   zip_t *z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
   if (!z)
@@ -203,7 +232,7 @@ void writeNpz(const std::string &path, const NamedTensors &tensors) {
 }
 
 void writeFileAtomically(const std::string &path, const std::string &bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = temporaryFor(path);
   FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0) {
     if (f)

@@ -1,9 +1,9 @@
 //===- Plan.cpp - Reading plan files --------------------------------------===//
 #include "octet/runtime/Plan.h"
 #include "octet/runtime/InPlace.h"
+#include "octet/runtime/Npz.h"
 
-#include <yaml-cpp/yaml.h>
-#include <zlib.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -34,43 +34,98 @@ struct Reader {
   }
 };
 
-Attr parseAttr(const YAML::Node &n, const Reader &r, const std::string &where) {
+using Json = nlohmann::json;
+
+/// A float of the header: a JSON number, or "nan" / "inf" / "-inf" (JSON has no literal for them).
+double jsonFloat(const Json &v, const Reader &r, const std::string &where) {
+  if (v.is_number())
+    return v.get<double>();
+  if (v.is_string()) {
+    const std::string &s = v.get_ref<const std::string &>();
+    if (s == "nan")
+      return NAN;
+    if (s == "inf")
+      return INFINITY;
+    if (s == "-inf")
+      return -INFINITY;
+    char *end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size())
+      return d;
+  }
+  r.fail(where + " is not a number");
+}
+
+/// An integer of the header: a JSON integer (not a float, a string or a bool).
+int64_t jsonInt(const Json &v, const Reader &r, const std::string &where) {
+  if (!v.is_number_integer())
+    r.fail(where + " is not an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    r.fail(where + " is out of range");
+  return v.get<int64_t>();
+}
+
+/// A dimension list: integers >= 0 whose element count (times `elementBytes`) fits in int64.
+Shape jsonShape(const Json &v, const Reader &r, const std::string &where, size_t elementBytes) {
+  if (!v.is_array())
+    r.fail(where + " is not a list of dimensions");
+  Shape s;
+  for (const Json &d : v)
+    s.push_back(jsonInt(d, r, where));
+  if (checkedBytes(s, elementBytes) < 0)
+    r.fail(where + " " + shapeString(s) + " has a negative dimension or more bytes than fit in 64 bits");
+  return s;
+}
+
+Attr parseAttr(const Json &n, const Reader &r, const std::string &where) {
   Attr a;
-  if (!n.IsMap() || n.size() != 1)
+  if (!n.is_object() || n.size() != 1)
     r.fail("attribute " + where + " is not a one-key map");
-  std::string k = n.begin()->first.as<std::string>();
-  YAML::Node v = n.begin()->second; // a handle of its own: the iterator's proxy dies with this line
+  const std::string &k = n.begin().key();
+  const Json &v = n.begin().value();
+  auto list = [&](auto each) {
+    if (!v.is_array())
+      r.fail("attribute " + where + " is not a list");
+    for (const Json &e : v)
+      each(e);
+  };
   if (k == "i") {
     a.kind = Attr::Int;
-    a.i = v.as<int64_t>();
+    a.i = v.is_boolean() ? int64_t(v.get<bool>()) : jsonInt(v, r, "attribute " + where);
   } else if (k == "f") {
     a.kind = Attr::Float;
-    std::string s = v.as<std::string>();
-    a.f = s == "nan" ? NAN : s == "inf" ? INFINITY : s == "-inf" ? -INFINITY : std::strtod(s.c_str(), nullptr);
+    a.f = jsonFloat(v, r, "attribute " + where);
   } else if (k == "s") {
     a.kind = Attr::String;
-    a.s = v.as<std::string>();
+    a.s = v.get<std::string>();
   } else if (k == "ints") {
     a.kind = Attr::Ints;
-    a.ints = v.as<std::vector<int64_t>>();
+    list([&](const Json &e) { a.ints.push_back(jsonInt(e, r, "attribute " + where)); });
   } else if (k == "floats") {
     a.kind = Attr::Floats;
-    a.floats = v.as<std::vector<double>>();
+    list([&](const Json &e) { a.floats.push_back(jsonFloat(e, r, "attribute " + where)); });
   } else if (k == "strings") {
     a.kind = Attr::Strings;
-    a.strings = v.as<std::vector<std::string>>();
+    list([&](const Json &e) { a.strings.push_back(e.get<std::string>()); });
   } else if (k == "tensor") {
     a.kind = Attr::Tensor_;
-    DType t = dtypeFromName(v["dtype"].as<std::string>());
+    DType t = dtypeFromName(v.at("dtype").get<std::string>());
     if (t == DType::Invalid)
       r.fail("attribute " + where + " has an unknown dtype");
-    auto tensor = std::make_shared<Tensor>(t, v["shape"].as<std::vector<int64_t>>());
-    std::vector<double> data = v["data"].as<std::vector<double>>();
-    if (int64_t(data.size()) != tensor->numel())
+    Shape shape = jsonShape(v.at("shape"), r, "attribute " + where + " shape", dtypeSize(t));
+    const Json &data = v.at("data");
+    if (!data.is_array() || int64_t(data.size()) != numElements(shape))
       r.fail("attribute " + where + " has the wrong number of elements");
-    Tensor f(DType::F64, tensor->shape);
-    std::memcpy(f.bytes.data(), data.data(), data.size() * 8);
-    *tensor = f.castTo(t);
+    bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16 || isFp8(t);
+    Tensor src(fl ? DType::F64 : DType::I64, shape); // integers stay exact past 2^53
+    int64_t i = 0;
+    for (const Json &e : data) {
+      if (fl)
+        src.data<double>()[i++] = jsonFloat(e, r, "attribute " + where);
+      else
+        src.data<int64_t>()[i++] = e.is_boolean() ? int64_t(e.get<bool>()) : jsonInt(e, r, "attribute " + where);
+    }
+    auto tensor = std::make_shared<Tensor>(src.castTo(t));
     a.tensor = tensor;
   } else {
     r.fail("attribute " + where + " has unknown kind '" + k + "'");
@@ -203,14 +258,173 @@ template <typename Reporter> static void checkInPlace(const Plan &plan, Reporter
   }
 }
 
+namespace {
+
+/// Where a constant's bytes lie in the data blob, to be copied while the blob streams by.
+struct Fill {
+  uint64_t offset, bytes;
+  Tensor *tensor;
+  bool splat; // one element at `offset`, repeated over the tensor
+};
+
+/// The JSON header into `plan`; constants are allocated, and `fills` says where their bytes are.
+void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_t dataSize,
+                 std::vector<Fill> &fills) {
+  Json root;
+  try {
+    root = Json::parse(header);
+  } catch (const Json::exception &e) {
+    r.fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  try {
+    if (!root.is_object() || root.value("format", "") != "octet-plan")
+      r.fail("header format is not 'octet-plan'");
+    plan.producer = root.value("producer", "");
+    plan.recipe = root.value("recipe", "");
+    auto list = [&](const Json &o, const char *key) -> const Json & { // absent: empty
+      static const Json empty = Json::array();
+      auto it = o.find(key);
+      if (it == o.end())
+        return empty;
+      if (!it->is_array())
+        r.fail(std::string("'") + key + "' is not a list");
+      return *it;
+    };
+    for (const Json &v : list(root, "values")) {
+      PlanValue pv;
+      pv.name = v.at("name").get<std::string>();
+      std::string dt = v.at("dtype").get<std::string>();
+      pv.dtype = dtypeFromName(dt);
+      if (pv.dtype == DType::Invalid)
+        r.fail("value '" + pv.name + "' has unknown dtype '" + dt + "'");
+      pv.isSequence = v.value("sequence", false);
+      if (v.contains("shape")) {
+        pv.hasShape = true;
+        pv.shape = jsonShape(v["shape"], r, "the shape of value '" + pv.name + "'", dtypeSize(pv.dtype));
+      }
+      plan.values.push_back(pv);
+    }
+    int nValues = int(plan.values.size());
+    auto checkId = [&](const Json &v, const std::string &where) {
+      int64_t id = jsonInt(v, r, where);
+      if (id < -1 || id >= nValues)
+        r.fail(where + " refers to value " + std::to_string(id) + ", which does not exist");
+      return int(id);
+    };
+    auto pair = [&](const Json &v, const std::string &where) {
+      if (!v.is_array() || v.size() != 2)
+        r.fail(where + " entry is not a pair of values");
+      return std::make_pair(checkId(v[0], where), checkId(v[1], where));
+    };
+    for (const Json &v : list(root, "inputs"))
+      plan.inputs.push_back(checkId(v, "inputs"));
+    for (const Json &v : list(root, "outputs"))
+      plan.outputs.push_back(checkId(v, "outputs"));
+    for (const Json &c : list(root, "constants")) {
+      int id = checkId(c.at("value"), "constants");
+      if (id < 0)
+        r.fail("a constant refers to no value");
+      const PlanValue &pv = plan.values[size_t(id)];
+      int64_t off = jsonInt(c.at("offset"), r, "constant offset"), size = jsonInt(c.at("bytes"), r, "constant size");
+      if (!pv.hasShape)
+        r.fail("constant '" + pv.name + "' has no shape");
+      bool splat = c.value("splat", false); // one element, repeated
+      size_t es = dtypeSize(pv.dtype);
+      int64_t want = splat ? int64_t(es) : checkedBytes(pv.shape, es);
+      if (off < 0 || size != want || uint64_t(size) > dataSize || uint64_t(off) > dataSize - uint64_t(size))
+        r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
+      TensorPtr t;
+      try {
+        t = std::make_shared<Tensor>(pv.dtype, pv.shape);
+      } catch (const std::bad_alloc &) {
+        r.fail("constant '" + pv.name + "' (" + std::to_string(checkedBytes(pv.shape, es)) +
+               " bytes) does not fit in this machine's memory");
+      }
+      if (!t->bytes.empty()) // an empty tensor's bytes have no storage to copy into
+        fills.push_back({uint64_t(off), uint64_t(size), t.get(), splat});
+      plan.constants[id] = t;
+      std::string kind = c.value("kind", "const");
+      plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
+                               : kind == "state" ? ConstantKind::State
+                                                 : ConstantKind::Const;
+      if (c.contains("role"))
+        plan.roles[id] = c["role"].get<std::string>();
+    }
+    for (const Json &g : list(root, "gradients")) {
+      plan.gradients.emplace_back(g.at("param").get<std::string>(), checkId(g.at("value"), "gradients"));
+      if (g.contains("storage")) {
+        DType d = dtypeFromName(g["storage"].get<std::string>());
+        if (d == DType::Invalid)
+          r.fail("gradient of '" + plan.gradients.back().first + "' has unknown storage dtype");
+        plan.gradStorage[plan.gradients.back().first] = d;
+      }
+    }
+    if (root.contains("training"))
+      for (auto &[k, v] : root["training"].items())
+        plan.training[k] = v.get<std::string>();
+    for (const Json &u : list(root, "state_updates")) {
+      plan.stateUpdates.emplace_back(checkId(u.at("state"), "state_updates"), checkId(u.at("value"), "state_updates"));
+      if (u.value("in_place", false))
+        plan.inPlace.insert(plan.stateUpdates.back().second);
+    }
+    if (root.contains("memory")) {
+      const Json &m = root["memory"];
+      plan.arenaBytes = jsonInt(m.at("arena_bytes"), r, "memory arena_bytes");
+      plan.arenaAlignment = jsonInt(m.at("alignment"), r, "memory alignment");
+      if (plan.arenaBytes < 0 || plan.arenaAlignment < 0)
+        r.fail("memory plan: negative arena size or alignment");
+      for (const Json &b : list(m, "buffers")) {
+        if (!b.is_array() || b.size() != 3)
+          r.fail("memory buffers entry is not [value, offset, bytes]");
+        plan.buffers.push_back({checkId(b[0], "memory"), jsonInt(b[1], r, "memory"), jsonInt(b[2], r, "memory")});
+        if (plan.buffers.back().value < 0)
+          r.fail("memory buffers entry refers to no value");
+      }
+      for (const Json &v : list(m, "views"))
+        plan.views.push_back(pair(v, "memory views"));
+      for (const Json &v : list(m, "in_place"))
+        plan.inPlaceResults.push_back(pair(v, "memory in_place"));
+    }
+    for (const Json &o : list(root, "ops")) {
+      PlanOp op;
+      op.type = o.at("type").get<std::string>();
+      op.name = o.value("name", "");
+      for (const Json &v : list(o, "in"))
+        op.inputs.push_back(checkId(v, "op '" + op.name + "'"));
+      for (const Json &v : list(o, "out"))
+        op.outputs.push_back(checkId(v, "op '" + op.name + "'"));
+      if (o.contains("attrs")) {
+        if (!o["attrs"].is_object())
+          r.fail("the attributes of op '" + op.name + "' are not a map");
+        for (auto &[an, av] : o["attrs"].items())
+          op.attrs[an] = parseAttr(av, r, "'" + an + "' of op '" + op.name + "'");
+      }
+      plan.ops.push_back(std::move(op));
+    }
+  } catch (const Json::exception &e) {
+    r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
+  }
+  checkMemoryPlan(plan, r);
+  checkInPlace(plan, r);
+}
+
+} // namespace
+
+/// The file is read once, in order: the fixed part, the header, then the data blob in chunks that
+/// are checksummed and copied into the constants they hold (no second copy of the file in memory).
+/// Nothing the header says counts until the checksum over header and data matches: for a corrupt
+/// file the checksum is the error reported, whatever else is wrong with it.
 Plan loadPlan(const std::string &path) {
   Reader r{path};
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(path + ": cannot open the plan file (does it exist?)");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const uint8_t *p = reinterpret_cast<const uint8_t *>(bytes.data());
-  if (bytes.size() < kPlanHeaderBytes || std::memcmp(p, kPlanMagic, 8) != 0)
+  in.seekg(0, std::ios::end);
+  uint64_t fileSize = uint64_t(in.tellg());
+  in.seekg(0);
+  uint8_t p[kPlanHeaderBytes];
+  if (fileSize < kPlanHeaderBytes || !in.read(reinterpret_cast<char *>(p), kPlanHeaderBytes) ||
+      std::memcmp(p, kPlanMagic, 8) != 0)
     r.fail("not an Octet plan (bad magic)");
   Plan plan;
   plan.version = readLE<uint32_t>(p + 8);
@@ -220,125 +434,49 @@ Plan loadPlan(const std::string &path) {
   uint64_t headerSize = readLE<uint64_t>(p + 16), dataOffset = readLE<uint64_t>(p + 24),
            dataSize = readLE<uint64_t>(p + 32);
   uint32_t crc = readLE<uint32_t>(p + 40);
-  if (kPlanHeaderBytes + headerSize > bytes.size() || dataOffset < kPlanHeaderBytes + headerSize ||
-      dataOffset + dataSize != bytes.size())
+  if (headerSize > fileSize - kPlanHeaderBytes || dataOffset < kPlanHeaderBytes + headerSize ||
+      dataOffset > fileSize || dataSize != fileSize - dataOffset)
     r.fail("truncated or malformed (sizes do not match the file)");
-  uLong c = crc32(0L, Z_NULL, 0);
-  c = crc32(c, p + kPlanHeaderBytes, uInt(headerSize));
-  c = crc32(c, p + dataOffset, uInt(dataSize));
-  if (uint32_t(c) != crc)
-    r.fail("corrupt (checksum mismatch)");
+  std::string header(size_t(headerSize), '\0');
+  if (!in.read(header.data(), std::streamsize(headerSize)))
+    r.fail("truncated or malformed (cannot read the header)");
+  uint32_t c = crc32Of(0, header.data(), header.size());
 
-  YAML::Node root;
+  std::string headerError;
+  std::vector<Fill> fills;
   try {
-    root = YAML::Load(bytes.substr(kPlanHeaderBytes, headerSize));
-  } catch (const YAML::Exception &e) {
-    r.fail(std::string("header is not valid JSON: ") + e.what());
+    parseHeader(header, plan, r, dataSize, fills);
+  } catch (const Error &e) {
+    headerError = e.what();
+    fills.clear();
   }
-  try {
-    if (root["format"].as<std::string>() != "octet-plan")
-      r.fail("header format is not 'octet-plan'");
-    plan.producer = root["producer"] ? root["producer"].as<std::string>() : "";
-    plan.recipe = root["recipe"] ? root["recipe"].as<std::string>() : "";
-    for (const YAML::Node &v : root["values"]) {
-      PlanValue pv;
-      pv.name = v["name"].as<std::string>();
-      pv.dtype = dtypeFromName(v["dtype"].as<std::string>());
-      if (pv.dtype == DType::Invalid)
-        r.fail("value '" + pv.name + "' has unknown dtype '" + v["dtype"].as<std::string>() + "'");
-      pv.isSequence = v["sequence"] && v["sequence"].as<bool>();
-      if (v["shape"]) {
-        pv.hasShape = true;
-        pv.shape = v["shape"].as<std::vector<int64_t>>();
-      }
-      plan.values.push_back(pv);
+  std::sort(fills.begin(), fills.end(), [](const Fill &a, const Fill &b) { return a.offset < b.offset; });
+  in.seekg(std::streamoff(dataOffset));
+  std::vector<uint8_t> chunk(size_t(std::min<uint64_t>(dataSize, 64 << 20)));
+  size_t first = 0;
+  for (uint64_t pos = 0; pos < dataSize;) {
+    size_t k = size_t(std::min<uint64_t>(chunk.size(), dataSize - pos));
+    if (!in.read(reinterpret_cast<char *>(chunk.data()), std::streamsize(k)))
+      r.fail("truncated or malformed (cannot read the data)");
+    c = crc32Of(c, chunk.data(), k);
+    uint64_t end = pos + k;
+    while (first < fills.size() && fills[first].offset + fills[first].bytes <= pos)
+      ++first;
+    for (size_t i = first; i < fills.size() && fills[i].offset < end; ++i) {
+      const Fill &f = fills[i];
+      uint64_t lo = std::max(pos, f.offset), hi = std::min(end, f.offset + f.bytes);
+      if (lo < hi)
+        std::memcpy(f.tensor->bytes.data() + (lo - f.offset), chunk.data() + (lo - pos), size_t(hi - lo));
     }
-    int nValues = int(plan.values.size());
-    auto checkId = [&](int id, const std::string &where) {
-      if (id < -1 || id >= nValues)
-        r.fail(where + " refers to value " + std::to_string(id) + ", which does not exist");
-      return id;
-    };
-    for (const YAML::Node &v : root["inputs"])
-      plan.inputs.push_back(checkId(v.as<int>(), "inputs"));
-    for (const YAML::Node &v : root["outputs"])
-      plan.outputs.push_back(checkId(v.as<int>(), "outputs"));
-    for (const YAML::Node &c : root["constants"]) {
-      int id = checkId(c["value"].as<int>(), "constants");
-      uint64_t off = c["offset"].as<uint64_t>(), size = c["bytes"].as<uint64_t>();
-      const PlanValue &pv = plan.values[size_t(id)];
-      if (!pv.hasShape)
-        r.fail("constant '" + pv.name + "' has no shape");
-      auto t = std::make_shared<Tensor>(pv.dtype, pv.shape);
-      bool splat = c["splat"] && c["splat"].as<bool>(); // one element, repeated
-      size_t es = dtypeSize(pv.dtype);
-      if (off + size > dataSize || size != (splat ? es : t->bytes.size()))
-        r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
-      if (splat)
-        for (size_t i = 0; i < t->bytes.size(); i += es)
-          std::memcpy(t->bytes.data() + i, p + dataOffset + off, es);
-      else if (size) // an empty tensor's bytes may have no storage to copy into
-        std::memcpy(t->bytes.data(), p + dataOffset + off, size);
-      plan.constants[id] = t;
-      std::string kind = c["kind"] ? c["kind"].as<std::string>() : "const";
-      plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
-                               : kind == "state" ? ConstantKind::State
-                                                 : ConstantKind::Const;
-      if (c["role"])
-        plan.roles[id] = c["role"].as<std::string>();
-    }
-    for (const YAML::Node &g : root["gradients"]) {
-      plan.gradients.emplace_back(g["param"].as<std::string>(), checkId(g["value"].as<int>(), "gradients"));
-      if (g["storage"]) {
-        DType d = dtypeFromName(g["storage"].as<std::string>());
-        if (d == DType::Invalid)
-          r.fail("gradient of '" + plan.gradients.back().first + "' has unknown storage dtype");
-        plan.gradStorage[plan.gradients.back().first] = d;
-      }
-    }
-    if (root["training"])
-      for (const auto &kv : root["training"])
-        plan.training[kv.first.as<std::string>()] = kv.second.as<std::string>();
-    for (const YAML::Node &s : root["state_updates"]) {
-      plan.stateUpdates.emplace_back(checkId(s["state"].as<int>(), "state_updates"),
-                                     checkId(s["value"].as<int>(), "state_updates"));
-      if (s["in_place"] && s["in_place"].as<bool>())
-        plan.inPlace.insert(plan.stateUpdates.back().second);
-    }
-    if (root["memory"]) {
-      const YAML::Node &m = root["memory"];
-      plan.arenaBytes = m["arena_bytes"].as<int64_t>();
-      plan.arenaAlignment = m["alignment"].as<int64_t>();
-      for (const YAML::Node &b : m["buffers"])
-        plan.buffers.push_back({checkId(b[0].as<int>(), "memory"), b[1].as<int64_t>(), b[2].as<int64_t>()});
-      if (m["views"])
-        for (const YAML::Node &v : m["views"])
-          plan.views.emplace_back(checkId(v[0].as<int>(), "memory views"), checkId(v[1].as<int>(), "memory views"));
-      if (m["in_place"])
-        for (const YAML::Node &v : m["in_place"])
-          plan.inPlaceResults.emplace_back(checkId(v[0].as<int>(), "memory in_place"),
-                                           checkId(v[1].as<int>(), "memory in_place"));
-    }
-    for (const YAML::Node &o : root["ops"]) {
-      PlanOp op;
-      op.type = o["type"].as<std::string>();
-      op.name = o["name"] ? o["name"].as<std::string>() : "";
-      for (const YAML::Node &v : o["in"])
-        op.inputs.push_back(checkId(v.as<int>(), "op '" + op.name + "'"));
-      for (const YAML::Node &v : o["out"])
-        op.outputs.push_back(checkId(v.as<int>(), "op '" + op.name + "'"));
-      if (o["attrs"])
-        for (const auto &kv : o["attrs"]) {
-          std::string an = kv.first.as<std::string>();
-          op.attrs[an] = parseAttr(kv.second, r, "'" + an + "' of op '" + op.name + "'");
-        }
-      plan.ops.push_back(std::move(op));
-    }
-  } catch (const YAML::Exception &e) {
-    r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
+    pos = end;
   }
-  checkMemoryPlan(plan, r);
-  checkInPlace(plan, r);
+  if (c != crc)
+    r.fail("corrupt (checksum mismatch)");
+  if (!headerError.empty())
+    throw Error(headerError);
+  for (const Fill &f : fills) // a splat's one element, repeated
+    for (size_t i = f.bytes; f.splat && i < f.tensor->bytes.size(); i += f.bytes)
+      std::memcpy(f.tensor->bytes.data() + i, f.tensor->bytes.data(), size_t(f.bytes));
   return plan;
 }
 

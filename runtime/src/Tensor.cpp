@@ -62,6 +62,14 @@ int64_t numElements(const Shape &s) {
   return n;
 }
 
+int64_t checkedBytes(const Shape &s, size_t elementBytes) {
+  int64_t n = int64_t(elementBytes);
+  for (int64_t d : s)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
+  return n;
+}
+
 std::string shapeString(const Shape &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)

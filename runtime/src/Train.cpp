@@ -3,7 +3,8 @@
 
 #include "octet/runtime/Collective.h"
 
-#include <yaml-cpp/yaml.h>
+#include "Json.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -139,23 +140,19 @@ std::string hms(double s) {
 //===----------------------------------------------------------------------===//
 
 static uint32_t checksum(const NamedTensors &ts) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   for (auto &[name, t] : ts) {
-    crc = crc32(crc, reinterpret_cast<const Bytef *>(name.data()), uInt(name.size()));
-    crc = crc32(crc, t->bytes.data(), uInt(t->bytes.size()));
+    crc = crc32Of(crc, name.data(), name.size());
+    crc = crc32Of(crc, t->bytes.data(), t->bytes.size());
   }
-  return uint32_t(crc);
+  return crc;
 }
 
 static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count) {
-  YAML::Emitter e; // a flow map of double-quoted strings is JSON (paths escaped)
-  e.SetStringFormat(YAML::DoubleQuoted);
-  e << YAML::Flow << YAML::BeginMap << YAML::Key << "format" << YAML::Value << "octet-checkpoint" << YAML::Key
-    << "version" << YAML::Value << 1 << YAML::Key << "step" << YAML::Value << m.step << YAML::Key << "seed"
-    << YAML::Value << m.seed << YAML::Key << "data" << YAML::Value << m.data << YAML::Key << "recipe" << YAML::Value
-    << m.recipe << YAML::Key << "world_size" << YAML::Value << m.worldSize << YAML::Key << "tensors" << YAML::Value
-    << count << YAML::Key << "crc32" << YAML::Value << crc << YAML::EndMap;
-  return e.c_str();
+  JsonOut j = {{"format", "octet-checkpoint"}, {"version", 1},          {"step", m.step},
+                      {"seed", m.seed},               {"data", m.data},        {"recipe", m.recipe},
+                      {"world_size", m.worldSize},    {"tensors", count},      {"crc32", crc}};
+  return dumpJson(j);
 }
 
 void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta) {
@@ -182,16 +179,34 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
   }
   if (!meta)
     throw bad("not an Octet checkpoint (no octet.meta entry)");
-  YAML::Node json; // JSON is YAML: the plan reader's parser reads it
-  try {
-    json = YAML::Load(std::string(meta->bytes.begin(), meta->bytes.end()));
-  } catch (const YAML::Exception &) {
+  nlohmann::json json = nlohmann::json::parse(meta->bytes.begin(), meta->bytes.end(), nullptr, false);
+  if (json.is_discarded())
     throw bad("octet.meta is not valid JSON");
-  }
-  if (!json.IsMap() || json["format"].as<std::string>("") != "octet-checkpoint" || json["version"].as<int>(0) != 1)
+  // Every field is checked as any input is: a wrong type or an impossible value is a corrupt file.
+  auto field = [&](const char *key, auto fallback) {
+    using T = decltype(fallback);
+    auto it = json.find(key);
+    if (it == json.end())
+      return fallback;
+    bool ok = std::is_same_v<T, std::string> ? it->is_string() : it->is_number_integer();
+    if (!ok)
+      throw bad(std::string("octet.meta field '") + key + "' has the wrong type");
+    return it->template get<T>();
+  };
+  if (!json.is_object() || field("format", std::string()) != "octet-checkpoint" || field("version", int64_t(0)) != 1)
     throw bad("unknown checkpoint format");
+  CheckpointMeta m;
+  m.step = field("step", int64_t(0));
+  m.seed = field("seed", uint64_t(0));
+  m.data = field("data", std::string());
+  m.recipe = field("recipe", std::string());
+  m.worldSize = field("world_size", int64_t(1));
+  int64_t crc = field("crc32", int64_t(-1));
+  if (m.step < 0 || m.worldSize < 1 || crc < 0 || crc > int64_t(UINT32_MAX) ||
+      field("tensors", int64_t(-1)) != int64_t(tensors.size()))
+    throw bad("octet.meta has an impossible step, world size, tensor count or checksum");
   std::sort(tensors.begin(), tensors.end(), [](auto &a, auto &b) { return a.first < b.first; });
-  if (checksum(tensors) != json["crc32"].as<uint32_t>(0))
+  if (checksum(tensors) != uint32_t(crc))
     throw bad("checksum mismatch (the file is corrupt)");
   std::map<std::string, TensorPtr> state = ex.state();
   std::set<std::string> seen;
@@ -217,12 +232,6 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
       throw Error(path + ": no tensor '" + name + "'" + hint(name));
   for (auto &[name, t] : tensors)
     ex.setState(name, t);
-  CheckpointMeta m;
-  m.step = json["step"].as<int64_t>(0);
-  m.seed = json["seed"].as<uint64_t>(0);
-  m.data = json["data"].as<std::string>("");
-  m.recipe = json["recipe"].as<std::string>("");
-  m.worldSize = json["world_size"].as<int64_t>(1);
   return m;
 }
 
@@ -514,11 +523,11 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       comm->resetCounters();
     ex.run(in, true);
     uint64_t commBytes = 0; // payload this rank all-reduced in the step, counted by the communicator
-    std::string commByType;
+    JsonOut commByType = JsonOut::object();
     if (comm)
       for (auto &[type, n] : comm->bytesReduced()) {
         commBytes += n;
-        commByType += std::string(commByType.empty() ? "" : ", ") + "\"" + type + "\": " + std::to_string(n);
+        commByType[type] = n;
       }
     double loss = scalarOf(ex, "loss");
     if (std::isnan(loss))
@@ -542,28 +551,27 @@ int trainMain(Runner &ex, const TrainOptions &o) {
             << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << ","
             << (comm ? std::to_string(commBytes) : "") << "\n";
       } else {
-        log << "{\"step\": " << step + 1 << ", \"loss\": " << jsonNumber(loss) << ", \"lr\": " << jsonNumber(lr)
-            << ", \"grad_norm\": " << jsonNumber(gnorm) << ", \"tokens_per_s\": " << jsonNumber(tps);
+        // One object per line (Json.h: strings escaped, non-finite numbers null).
+        JsonOut j = {{"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"tokens_per_s", tps}};
         if (!std::isnan(evalLoss))
-          log << ", \"eval_loss\": " << jsonNumber(evalLoss);
-        if (comm)
-          log << ", \"world_size\": " << ranks << ", \"comm_bytes\": {" << commByType << "}";
+          j["eval_loss"] = evalLoss;
+        if (comm) {
+          j["world_size"] = ranks;
+          j["comm_bytes"] = commByType;
+        }
         if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
-          log << ", \"fp8\": {";
+          JsonOut &fp8 = j["fp8"] = JsonOut::object();
           auto st = ex.state();
-          for (size_t i = 0; i < fp8Scales.size(); ++i) {
-            const std::string &s = fp8Scales[i];
+          for (const std::string &s : fp8Scales) {
             std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
             double amax = 0;
             if (auto h = st.find(base + "amax_history"); h != st.end())
               for (int64_t k = 0; k < h->second->numel(); ++k)
                 amax = std::max(amax, h->second->getDouble(k));
-            log << (i ? ", " : "") << "\"" << base.substr(0, base.size() - 1) << "\": {\"amax\": " << jsonNumber(amax)
-                << ", \"scale\": " << jsonNumber(st[s]->getDouble(0)) << "}";
+            fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", st[s]->getDouble(0)}};
           }
-          log << "}";
         }
-        log << "}\n";
+        log << dumpJson(j) << "\n";
       }
       log.flush();
     }

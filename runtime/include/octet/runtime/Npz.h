@@ -22,6 +22,8 @@ std::string encodeNpy(const Tensor &t);
 TensorPtr decodeNpy(const std::string &bytes, const std::string &what);
 NamedTensors readNpz(const std::string &path);
 void writeNpz(const std::string &path, const NamedTensors &tensors);
+/// zlib's CRC-32 continued from `crc` over `n` bytes, for any n (plans and checkpoints past 4 GiB).
+uint32_t crc32Of(uint32_t crc, const void *data, size_t n);
 /// Writes bytes to path atomically; throws Error.
 void writeFileAtomically(const std::string &path, const std::string &bytes);
 

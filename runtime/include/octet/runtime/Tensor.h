@@ -31,6 +31,9 @@ struct Error : std::runtime_error {
 
 using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape &s);
+/// The bytes of a tensor of this shape with `elementBytes` per element; -1 when a dimension is
+/// negative or the count overflows int64 (for shapes read from files, before any allocation).
+int64_t checkedBytes(const Shape &s, size_t elementBytes);
 std::string shapeString(const Shape &s);
 
 /// A dense row-major tensor that owns its bytes.
