@@ -26,7 +26,7 @@ cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build
 for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
   cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"
 done
-for l in libyaml-cpp.so.0.7 libquadmath.so.0 libzip.so.4; do
+for l in libquadmath.so.0 libzip.so.4; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
 done
 # OpenBLAS is most of the carried bytes (the carry limit is 64 MiB): gzipped, unpacked on the device.

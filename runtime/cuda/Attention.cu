@@ -369,59 +369,59 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
     const bool more = k0 + kKeyTile < kEnd;
     tileReady<P>(issue, more, k0 + kKeyTile, it);
     const E *ks = kv + (it % P::kStages) * 2 * kKeyTile * S, *vs = ks + kKeyTile * S;
-    if (a.causal && k0 > w0 + 16 * M - 1) { // every key of the tile is after this warp's rows
-      tileDone<P>(issue, more, k0 + kKeyTile);
-      continue;
-    }
-    float s[M][kKeyTile / 8][4] = {};
-    P::template rowsByRows<D, kKeyTile / 8, M>(s, qs + warp * 16 * M * S, ks, lane);
-    const bool edge = mayHide(a, k0, kKeyTile, w0, 16 * M);
+    // A warp whose rows all come before every key of the tile skips its arithmetic, but every warp
+    // reaches the one barrier below: a __syncthreads in divergent code is undefined behaviour.
+    if (!(a.causal && k0 > w0 + 16 * M - 1)) {
+      float s[M][kKeyTile / 8][4] = {};
+      P::template rowsByRows<D, kKeyTile / 8, M>(s, qs + warp * 16 * M * S, ks, lane);
+      const bool edge = mayHide(a, k0, kKeyTile, w0, 16 * M);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const int r0 = w0 + 16 * m + g, r1 = r0 + 8;
-      float mx0 = mx[m][0], mx1 = mx[m][1];
+      for (int m = 0; m < M; ++m) {
+        const int r0 = w0 + 16 * m + g, r1 = r0 + 8;
+        float mx0 = mx[m][0], mx1 = mx[m][1];
 #pragma unroll
-      for (int n = 0; n < kKeyTile / 8; ++n)
+        for (int n = 0; n < kKeyTile / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[m][n][e] * sl2;
-          if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
-            x = -INFINITY;
-          s[m][n][e] = x;
-          if (e < 2)
-            mx0 = fmaxf(mx0, x);
-          else
-            mx1 = fmaxf(mx1, x);
+          for (int e = 0; e < 4; ++e) {
+            float x = s[m][n][e] * sl2;
+            if (edge && hidden(a, k0 + n * 8 + 2 * t + (e & 1), e < 2 ? r0 : r1))
+              x = -INFINITY;
+            s[m][n][e] = x;
+            if (e < 2)
+              mx0 = fmaxf(mx0, x);
+            else
+              mx1 = fmaxf(mx1, x);
+          }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+        const float al0 = exp2Fast(mx[m][0] - b0), al1 = exp2Fast(mx[m][1] - b1);
+        mx[m][0] = mx0;
+        mx[m][1] = mx1;
+        float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+        for (int n = 0; n < kKeyTile / 8; ++n) {
+          s[m][n][0] = exp2Fast(s[m][n][0] - b0);
+          s[m][n][1] = exp2Fast(s[m][n][1] - b0);
+          s[m][n][2] = exp2Fast(s[m][n][2] - b1);
+          s[m][n][3] = exp2Fast(s[m][n][3] - b1);
+          sum0 += s[m][n][0] + s[m][n][1];
+          sum1 += s[m][n][2] + s[m][n][3];
         }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-      const float al0 = exp2Fast(mx[m][0] - b0), al1 = exp2Fast(mx[m][1] - b1);
-      mx[m][0] = mx0;
-      mx[m][1] = mx1;
-      float sum0 = 0.f, sum1 = 0.f;
+        l[m][0] = l[m][0] * al0 + sum0; // this thread's share of the row sums, reduced at the end
+        l[m][1] = l[m][1] * al1 + sum1;
 #pragma unroll
-      for (int n = 0; n < kKeyTile / 8; ++n) {
-        s[m][n][0] = exp2Fast(s[m][n][0] - b0);
-        s[m][n][1] = exp2Fast(s[m][n][1] - b0);
-        s[m][n][2] = exp2Fast(s[m][n][2] - b1);
-        s[m][n][3] = exp2Fast(s[m][n][3] - b1);
-        sum0 += s[m][n][0] + s[m][n][1];
-        sum1 += s[m][n][2] + s[m][n][3];
+        for (int n = 0; n < D / 8; ++n) {
+          o[m][n][0] *= al0;
+          o[m][n][1] *= al0;
+          o[m][n][2] *= al1;
+          o[m][n][3] *= al1;
+        }
       }
-      l[m][0] = l[m][0] * al0 + sum0; // this thread's share of the row sums, reduced at the end
-      l[m][1] = l[m][1] * al1 + sum1;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        o[m][n][0] *= al0;
-        o[m][n][1] *= al0;
-        o[m][n][2] *= al1;
-        o[m][n][3] *= al1;
-      }
+      P::template probsByRows<D, kKeyTile / 8, M>(o, s, vs, lane);
     }
-    P::template probsByRows<D, kKeyTile / 8, M>(o, s, vs, lane);
     tileDone<P>(issue, more, k0 + kKeyTile);
   }
   float *Y = a.y + rowOffset(a, bh, 0, tq);
