@@ -179,4 +179,32 @@ save(model(g), "bad_perm.onnx", check=False)
 m = onnx.load(os.path.join(out, "tensors.onnx"))
 m.graph.initializer[0].raw_data = m.graph.initializer[0].raw_data[:3]
 save(m, "bad_short_data.onnx", check=False)
+# Declared sizes no data backs, sizes past 64 bits, negative dims, ops and opsets nothing runs.
+def declared(name, dims):  # a float tensor with dims and no data (make_tensor would refuse it)
+    t = onnx.TensorProto(name=name, data_type=TP.FLOAT)
+    t.dims.extend(dims)
+    return t
+
+
+g = h.make_graph([h.make_node("Add", ["x", "w_huge"], ["y"], name="add_huge")], "huge", [vi("x", TP.FLOAT, [1])],
+                 [vi("y", TP.FLOAT, None)], initializer=[declared("w_huge", [1 << 20, 1 << 20])])
+save(model(g), "bad_huge_initializer.onnx", check=False)
+g = h.make_graph([h.make_node("Add", ["x", "w_wrap"], ["y"], name="add_wrap")], "wrap", [vi("x", TP.FLOAT, [1])],
+                 [vi("y", TP.FLOAT, None)], initializer=[declared("w_wrap", [1 << 32, 1 << 32])])
+save(model(g), "bad_overflow_initializer.onnx", check=False)
+g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_wrap")], "wrapdims",
+                 [vi("x", TP.FLOAT, [1 << 32, 1 << 32])], [vi("y", TP.FLOAT, None)])
+save(model(g), "bad_overflow_input.onnx", check=False)
+g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_neg")], "negdims",
+                 [vi("x", TP.FLOAT, [2, -3])], [vi("y", TP.FLOAT, None)])
+save(model(g), "bad_negative_input.onnx", check=False)
+g = h.make_graph([h.make_node("Frobnicate", ["x"], ["y"], name="frob")], "unknown", [vi("x", TP.FLOAT, [2])],
+                 [vi("y", TP.FLOAT, [2])])
+save(model(g), "bad_unknown_op.onnx", check=False)
+g = h.make_graph([h.make_node("FusedThing", ["x"], ["y"], name="fused", domain="com.example")], "custom",
+                 [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])])
+save(model(g, extra_opsets=[("com.example", 1)]), "bad_custom_domain.onnx", check=False)
+g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_99")], "opset99", [vi("x", TP.FLOAT, [2])],
+                 [vi("y", TP.FLOAT, [2])])
+save(model(g, opset=99), "bad_opset99.onnx", check=False)
 print(f"wrote test models to {out}")

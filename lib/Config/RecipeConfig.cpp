@@ -39,18 +39,30 @@ struct Reader {
     error = path + ": " + block + key + ": " + msg;
     return false;
   }
+  /// A one-value setting: a list or a map where a value belongs names the key.
+  bool scalar(const YAML::Node &n, const std::string &key, std::string &out) {
+    if (!n.IsScalar())
+      return fail(key, std::string("expected one value, got ") + (n.IsSequence() ? "a list" : n.IsMap() ? "a map" : "nothing"));
+    out = n.as<std::string>();
+    return true;
+  }
   bool getBool(const YAML::Node &n, const std::string &key, bool &out) {
-    std::string v = lower(n.as<std::string>());
+    std::string raw;
+    if (!scalar(n, key, raw))
+      return false;
+    std::string v = lower(raw);
     if (v == "true" || v == "yes" || v == "1")
       out = true;
     else if (v == "false" || v == "no" || v == "0")
       out = false;
     else
-      return fail(key, "'" + n.as<std::string>() + "' is not a boolean (true or false)");
+      return fail(key, "'" + raw + "' is not a boolean (true or false)");
     return true;
   }
   bool getInt(const YAML::Node &n, const std::string &key, int64_t &out, int64_t min) {
-    std::string v = n.as<std::string>();
+    std::string v;
+    if (!scalar(n, key, v))
+      return false;
     char *end = nullptr;
     long long x = std::strtoll(v.c_str(), &end, 10);
     if (v.empty() || *end || x < min)
@@ -60,7 +72,9 @@ struct Reader {
   }
   bool getChoice(const YAML::Node &n, const std::string &key, std::string &out,
                  std::initializer_list<const char *> allowed, bool upper) {
-    std::string v = n.as<std::string>();
+    std::string v;
+    if (!scalar(n, key, v))
+      return false;
     std::string norm = v;
     if (upper)
       std::transform(norm.begin(), norm.end(), norm.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -119,6 +133,11 @@ bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::st
       }
     }
     // Keys live under fp8_config:, or flat at the top level (launch-flag style).
+    if (root["fp8_config"] && !root["fp8_config"].IsMap() && !root["fp8_config"].IsNull()) {
+      r.block = "";
+      return r.fail("fp8_config", "expected a map of FP8 settings (backend:, fp8_format:, ...), got '" +
+                                      YAML::Dump(root["fp8_config"]) + "'");
+    }
     bool flat = !(root["fp8_config"] && root["fp8_config"].IsMap());
     YAML::Node block = flat ? root : root["fp8_config"];
     static const std::set<std::string> known = {
@@ -163,10 +182,16 @@ bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::st
         // A YAML list, or the tuple text `accelerate config` writes: "(false, false, false)".
         std::vector<std::string> items;
         if (v.IsSequence()) {
-          for (const auto &e : v)
-            items.push_back(e.as<std::string>());
+          for (const auto &e : v) {
+            std::string item;
+            if (!r.scalar(e, key, item))
+              return false;
+            items.push_back(item);
+          }
         } else {
-          std::string s = v.as<std::string>();
+          std::string s;
+          if (!r.scalar(v, key, s))
+            return false;
           s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '(' || c == ')' || c == '[' || c == ']' || std::isspace((unsigned char)c); }), s.end());
           std::stringstream ss(s);
           for (std::string item; std::getline(ss, item, ',');)
@@ -193,7 +218,8 @@ bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::st
         if (!r.getChoice(v, key, config.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, false))
           return false;
       } else if (key == "module_filter") {
-        config.ao.moduleFilter = v.as<std::string>();
+        if (!r.scalar(v, key, config.ao.moduleFilter))
+          return false;
       } else if (key == "keep_first_last") {
         if (!r.getBool(v, key, config.ao.keepFirstLast))
           return false;

@@ -438,11 +438,18 @@ Type Importer::convertType(const onnx::TypeProto &type, Location loc,
     if (!tt.has_shape())
       return UnrankedTensorType::get(elt);
     SmallVector<int64_t> dims;
+    int64_t bytes = 8; // the widest element: a count whose bytes overflow is refused, not wrapped
     for (const auto &d : tt.shape().dim()) {
-      if (d.has_dim_value() && d.dim_value() >= 0)
-        dims.push_back(d.dim_value());
-      else
-        dims.push_back(ShapedType::kDynamic);
+      if (d.has_dim_value() && d.dim_value() < 0) {
+        emitError(loc) << "a value's type has the negative dimension " << d.dim_value()
+                       << "; dimensions are >= 0 or symbolic (dim_param)";
+        return {};
+      }
+      if (d.has_dim_value() && __builtin_mul_overflow(bytes, d.dim_value(), &bytes)) {
+        emitError(loc) << "a value's type has more elements than fit in 64 bits; fix its dimensions";
+        return {};
+      }
+      dims.push_back(d.has_dim_value() ? d.dim_value() : ShapedType::kDynamic);
       if (dimParams)
         dimParams->push_back(StringAttr::get(ctx, d.has_dim_param() ? d.dim_param() : ""));
     }
@@ -517,7 +524,8 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
     if (d < 0)
       return emitError(loc) << what << " has a negative dimension " << d, failure();
     dims.push_back(d);
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return emitError(loc) << what << " declares more elements than fit in 64 bits; fix its dims", failure();
   }
   auto type = RankedTensorType::get(dims, elt);
 
@@ -537,6 +545,9 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
                   : elt.isa<ComplexType>()
                       ? 2 * (elt.cast<ComplexType>().getElementType().getIntOrFloatBitWidth() / 8)
                       : elt.getIntOrFloatBitWidth() / 8;
+  int64_t bytes;
+  if (__builtin_mul_overflow(n, width, &bytes))
+    return emitError(loc) << what << " declares more bytes than fit in 64 bits; fix its dims", failure();
   std::string raw;
   if (t.data_location() == onnx::TensorProto::EXTERNAL && opts.absentWeightsAsZeros &&
       elt.isIntOrFloat() && !elt.isInteger(1)) {
@@ -559,68 +570,67 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
   } else {
-    raw.resize(n * width);
+    // The values the typed field holds, checked against the shape before anything is allocated
+    // (a tensor declared [2^20, 2^20] with no data is an error, not an allocation).
+    int32_t code = t.data_type();
+    int64_t got = code == onnx::TensorProto::FLOAT || code == onnx::TensorProto::COMPLEX64 ? t.float_data_size()
+                  : code == onnx::TensorProto::DOUBLE || code == onnx::TensorProto::COMPLEX128
+                      ? t.double_data_size()
+                  : code == onnx::TensorProto::INT64 ? t.int64_data_size()
+                  : code == onnx::TensorProto::UINT32 || code == onnx::TensorProto::UINT64 ? t.uint64_data_size()
+                                                                                           : t.int32_data_size();
+    if (got != n * (elt.isa<ComplexType>() ? 2 : 1))
+      return emitError(loc) << what << " has " << got << " values in its typed data field for " << n
+                            << " elements (" << ox::getOnnxTypeName(code) << ")",
+             failure();
+    raw.resize(size_t(bytes));
     char *out = raw.data();
     auto put = [&](int64_t i, const void *src, size_t w) { std::memcpy(out + i * w, src, w); };
-    int32_t code = t.data_type();
-    int64_t got = 0;
-    switch (code) {
+    switch (bytes ? code : int32_t(onnx::TensorProto::UNDEFINED)) { // empty: memcpy never sees a null field
+    case onnx::TensorProto::UNDEFINED:
+      break;
     case onnx::TensorProto::FLOAT:
     case onnx::TensorProto::COMPLEX64:
-      got = t.float_data_size();
-      if (got == n * (width / 4))
-        std::memcpy(out, t.float_data().data(), raw.size());
+      std::memcpy(out, t.float_data().data(), raw.size());
       break;
     case onnx::TensorProto::DOUBLE:
     case onnx::TensorProto::COMPLEX128:
-      got = t.double_data_size();
-      if (got == n * (width / 8))
-        std::memcpy(out, t.double_data().data(), raw.size());
+      std::memcpy(out, t.double_data().data(), raw.size());
       break;
     case onnx::TensorProto::INT64:
-      got = t.int64_data_size();
-      if (got == n)
-        std::memcpy(out, t.int64_data().data(), raw.size());
+      std::memcpy(out, t.int64_data().data(), raw.size());
       break;
     case onnx::TensorProto::UINT32:
     case onnx::TensorProto::UINT64:
-      got = t.uint64_data_size();
-      if (got == n)
-        for (int64_t i = 0; i < n; ++i) {
-          uint64_t v = t.uint64_data(i);
-          if (width == 4) {
-            uint32_t v32 = static_cast<uint32_t>(v);
-            put(i, &v32, 4);
-          } else {
-            put(i, &v, 8);
-          }
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t v = t.uint64_data(i);
+        if (width == 4) {
+          uint32_t v32 = static_cast<uint32_t>(v);
+          put(i, &v32, 4);
+        } else {
+          put(i, &v, 8);
         }
+      }
       break;
     default: // INT32 and every narrower type are stored in int32_data
-      got = t.int32_data_size();
-      if (got == n)
-        for (int64_t i = 0; i < n; ++i) {
-          int32_t v = t.int32_data(i);
-          if (width == 4)
-            put(i, &v, 4);
-          else if (width == 2) {
-            uint16_t v16 = static_cast<uint16_t>(v);
-            put(i, &v16, 2);
-          } else {
-            uint8_t v8 = static_cast<uint8_t>(v);
-            put(i, &v8, 1);
-          }
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = t.int32_data(i);
+        if (width == 4)
+          put(i, &v, 4);
+        else if (width == 2) {
+          uint16_t v16 = static_cast<uint16_t>(v);
+          put(i, &v16, 2);
+        } else {
+          uint8_t v8 = static_cast<uint8_t>(v);
+          put(i, &v8, 1);
         }
+      }
       break;
     }
-    if (got != n * (elt.isa<ComplexType>() ? 2 : 1))
-      return emitError(loc) << what << " has " << got << " values in its typed data field for "
-                            << n << " elements (" << ox::getOnnxTypeName(code) << ")",
-             failure();
   }
-  if (static_cast<int64_t>(raw.size()) != n * width)
+  if (static_cast<int64_t>(raw.size()) != bytes)
     return emitError(loc) << what << " holds " << raw.size() << " bytes of data, but its shape and "
-                          << ox::getOnnxTypeName(t.data_type()) << " need " << n * width,
+                          << ox::getOnnxTypeName(t.data_type()) << " need " << bytes,
            failure();
 
   if (elt.isInteger(1)) {

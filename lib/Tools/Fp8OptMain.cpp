@@ -8,6 +8,7 @@
 #include "octet/Passes/Passes.h"
 #include "octet/Support/ProtoIO.h"
 #include "octet/Support/RecipeConfig.h"
+#include "octet/Tools/ImportChecks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -142,6 +143,11 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> noShapeInference("no-shape-inference",
                                         cl::desc("Do not run ONNX shape inference on import"),
                                         cl::cat(category));
+  static cl::opt<bool> allowCustomOps(
+      "allow-custom-ops",
+      cl::desc("Compile ONNX nodes Octet's runtime does not run (other domains, unknown op types) for "
+               "pass pipelines that lower them; without it such a node is an error in a plan or with --train"),
+      cl::init(false), cl::cat(category));
   static cl::opt<bool> genericOnly("import-generic",
                                    cl::desc("Import every ONNX node as the generic onnx.node"),
                                    cl::cat(category));
@@ -736,7 +742,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     opts.absentWeightsAsZeros = absentWeights == "zeros";
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
-    if (!module || failed(runPasses(*module, ctx)) || failed(emitModule(*module, resultStream)))
+    if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(runPasses(*module, ctx)) ||
+        failed(emitModule(*module, resultStream)))
       return 1;
     resultStream.flush();
     return writeOutput(outputFilename, result) ? 0 : 1;

@@ -773,7 +773,7 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["ReduceMin"] = [](KernelContext &c) { reduceKernel(c, Reduce::Min); };
 }
 
-const Kernel *lookupKernel(const std::string &type) {
+static const std::map<std::string, Kernel> &kernelTable() {
   static const std::map<std::string, Kernel> table = [] {
     std::map<std::string, Kernel> k;
     registerOnnxKernels(k);
@@ -783,8 +783,19 @@ const Kernel *lookupKernel(const std::string &type) {
     registerCollectiveKernels(k);
     return k;
   }();
-  auto it = table.find(type);
-  return it == table.end() ? nullptr : &it->second;
+  return table;
+}
+
+const Kernel *lookupKernel(const std::string &type) {
+  auto it = kernelTable().find(type);
+  return it == kernelTable().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> supportedOpTypes() {
+  std::vector<std::string> names;
+  for (auto &[name, k] : kernelTable())
+    names.push_back(name);
+  return names;
 }
 
 } // namespace octet::rt

@@ -453,6 +453,22 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
                   "eval.plan)");
     evalEx = makeRunner(loadPlan(o.evalPlan), ex.device()); // the training plan's device
+    // The eval plan shares the parameters by name: each must have the training plan's shape, and
+    // at least one must be shared (else it is another model's plan).
+    const Plan &ep = evalEx->plan();
+    int shared = 0;
+    for (auto &[name, t] : ex.state()) {
+      int id = ep.findValue(name);
+      if (id < 0 || !ep.constants.count(id))
+        continue;
+      if (ep.values[size_t(id)].shape != t->shape)
+        throw Error("--eval-plan " + o.evalPlan + ": '" + name + "' is " + shapeString(ep.values[size_t(id)].shape) +
+                    ", in the training plan " + shapeString(t->shape) + "; compile both plans from one model");
+      ++shared;
+    }
+    if (!shared)
+      throw Error("--eval-plan " + o.evalPlan + ": shares no parameter with the training plan (another model's "
+                  "plan?); compile both plans from one model");
   }
 
   CheckpointMeta meta{0, o.seed, o.data, p.recipe, ranks};

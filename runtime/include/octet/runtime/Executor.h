@@ -54,6 +54,9 @@ private:
 using Kernel = std::function<void(KernelContext &)>;
 /// The kernel for an op type, or nullptr.
 const Kernel *lookupKernel(const std::string &type);
+/// Every op type the CPU reference runs (the CUDA backend runs a subset, falling back to none):
+/// what fp8-opt accepts from a model's untyped nodes.
+std::vector<std::string> supportedOpTypes();
 
 /// What runs a plan: the CPU reference Executor or a device backend (the
 /// CUDA executor in liboctet_cuda). Constants and state live across runs;
