@@ -114,52 +114,57 @@ int octet::fp8OptMain(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
 
-  static cl::OptionCategory category("fp8-opt options");
+  // Octet's options in groups (LLVM prints the groups in name order); LLVM's and MLIR's own
+  // options are hidden: --help-hidden lists them.
+  static cl::OptionCategory basicCat("Basics");
+  static cl::OptionCategory importCat("Import and testing");
+  static cl::OptionCategory optCat("Plan optimizations (each a pass; on unless noted)");
+  static cl::OptionCategory dpCat("Data parallelism");
   static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx | input.mlir>"),
-                                            cl::init("-"), cl::cat(category));
+                                            cl::init("-"), cl::cat(basicCat));
   static cl::opt<std::string> outputFilename("o", cl::desc("Output file ('-' is stdout)"),
-                                             cl::value_desc("file"), cl::init("-"), cl::cat(category));
+                                             cl::value_desc("file"), cl::init("-"), cl::cat(basicCat));
   static cl::opt<Emit> emit(
       "emit", cl::desc("Output format (default: from the -o extension, else mlir)"),
       cl::values(clEnumValN(Emit::MLIR, "mlir", "MLIR text"),
                  clEnumValN(Emit::ONNX, "onnx", "ONNX ModelProto (binary protobuf)"),
                  clEnumValN(Emit::Plan, "plan", "runtime plan for fp8-run (docs/PLAN.md)")),
-      cl::init(Emit::Auto), cl::cat(category));
+      cl::init(Emit::Auto), cl::cat(basicCat));
   static cl::opt<InputFormat> inputFormat(
       "input-format", cl::desc("Input format (default: from the extension, else sniffed)"),
       cl::values(clEnumValN(InputFormat::MLIR, "mlir", "MLIR text"),
                  clEnumValN(InputFormat::ONNX, "onnx", "ONNX ModelProto")),
-      cl::init(InputFormat::Auto), cl::cat(category));
+      cl::init(InputFormat::Auto), cl::cat(importCat));
   static cl::opt<std::string> recipe("recipe", cl::desc("FP8 recipe pipeline to run (see --list-recipes)"),
-                                     cl::value_desc("name"), cl::cat(category));
+                                     cl::value_desc("name"), cl::cat(basicCat));
   static cl::opt<bool> listRecipes("list-recipes", cl::desc("List the recipes and exit"),
-                                   cl::cat(category));
+                                   cl::cat(basicCat));
   static cl::opt<bool> splitInputFile("split-input-file",
                                       cl::desc("Split MLIR input at '// -----' and process each chunk"),
-                                      cl::cat(category));
+                                      cl::cat(importCat));
   static cl::opt<bool> verifyDiagnostics(
       "verify-diagnostics", cl::desc("Check diagnostics against expected-* comments in MLIR input"),
-      cl::cat(category));
+      cl::cat(importCat));
   static cl::opt<bool> noShapeInference("no-shape-inference",
                                         cl::desc("Do not run ONNX shape inference on import"),
-                                        cl::cat(category));
+                                        cl::cat(importCat));
   static cl::opt<bool> allowCustomOps(
       "allow-custom-ops",
       cl::desc("Compile ONNX nodes Octet's runtime does not run (other domains, unknown op types) for "
                "pass pipelines that lower them; without it such a node is an error in a plan or with --train"),
-      cl::init(false), cl::cat(category));
+      cl::init(false), cl::cat(importCat));
   static cl::opt<bool> genericOnly("import-generic",
                                    cl::desc("Import every ONNX node as the generic onnx.node"),
-                                   cl::cat(category));
+                                   cl::cat(importCat));
   static cl::opt<std::string> absentWeights(
       "absent-weights",
       cl::desc("'zeros': initializers whose external data file is missing import as zeros (compile a graph from "
                "its shapes; fp8-run --init-params creates the weights). Default 'error'"),
-      cl::init("error"), cl::cat(category));
+      cl::init("error"), cl::cat(importCat));
 
   static cl::OptionCategory recipeCat("FP8 recipe options (Accelerate's fp8_config keys)");
   static cl::opt<std::string> configFile("config", cl::desc("Accelerate config YAML (mixed_precision: fp8, fp8_config:)"),
-                                         cl::value_desc("file.yaml"), cl::cat(recipeCat));
+                                         cl::value_desc("file.yaml"), cl::cat(basicCat));
   static cl::opt<std::string> fp8Format("fp8-format", cl::desc("te: E4M3 or HYBRID"), cl::cat(recipeCat));
   static cl::opt<int64_t> amaxHistoryLen("amax-history-len", cl::desc("te: amax history length"), cl::cat(recipeCat));
   static cl::opt<std::string> amaxComputeAlgo("amax-compute-algo", cl::desc("te: max or most_recent"),
@@ -183,34 +188,34 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16"),
                                    cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
-                                 cl::cat(recipeCat));
+                                 cl::cat(basicCat));
   static cl::opt<bool> report("report", cl::desc("Print the per-layer FP8 report (stderr with -o -, else stdout)"),
-                              cl::cat(recipeCat));
+                              cl::cat(basicCat));
   static cl::opt<std::string> reportFormat("report-format", cl::desc("text or json"), cl::init("text"),
-                                           cl::cat(recipeCat));
+                                           cl::cat(optCat));
   static cl::opt<std::string> qdqGemm("qdq-gemm",
                                       cl::desc("FP8 GEMMs in exported ONNX: matmul (QDQ) or gemm-float8 "
                                                "(com.microsoft.GemmFloat8)"),
-                                      cl::init("matmul"), cl::cat(recipeCat));
+                                      cl::init("matmul"), cl::cat(optCat));
 
   static cl::opt<bool> fusePointwise(
       "fuse-pointwise",
       cl::desc("Plans: fuse chains of float32 elementwise ops into octet Pointwise nodes (default on; "
                "--fuse-pointwise=false keeps one op per node)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
 
   static cl::opt<bool> fuseCastAmax(
       "fuse-cast-amax",
       cl::desc("Plans: an FP8 cast and the amax of the same tensor become one fp8.cast_amax (one read of the "
                "tensor; default on; --fuse-cast-amax=false keeps two ops)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
 
   static cl::opt<bool> castTranspose(
       "cast-transpose",
       cl::desc("Plans: an fp8.cast_amax whose GEMM reads its codes transposed also writes that layout "
                "(TransformerEngine's cast-transpose; needs --fuse-cast-amax; default on; --cast-transpose=false "
                "leaves the transposes to the backend)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
 
   static cl::opt<bool> shareInputScaling(
       "share-input-scaling",
@@ -218,13 +223,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "scaling state (the first layer's), one cast, one set of codes kept for the backward, as a fused QKV "
                "Linear would; the same bits as separate states (default on; --share-input-scaling=false gives each "
                "Linear its own)"),
-      cl::init(true), cl::cat(category));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> groupCasts(
       "group-casts",
       cl::desc("Plans: the FP8 casts of one tensor (the Q, K and V projections' casts of a LayerNorm's output) "
                "run one after another, so a backend reads the tensor once for all of them and can compute it in "
                "the same pass (default on; --group-casts=false leaves each cast before its GEMM)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> rematerializeFp8Casts(
       "rematerialize-fp8-casts",
       cl::desc("Plans: the backward's GEMMs read FP8 codes cast again just before them (a weight's, the "
@@ -232,95 +237,95 @@ int octet::fp8OptMain(int argc, char **argv) {
                "their inputs: --rematerialize-fp8-sources says which) instead of "
                "codes kept from the forward: the same bits, less memory across the step (default on; "
                "--rematerialize-fp8-casts=false keeps them)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::list<std::string> rematerializeSources(
       "rematerialize-fp8-sources",
       cl::desc("Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
                "parameter's cast), activation (a cast of a tensor still live: the attention output's), gelu "
                "(the GELU runs again), layernorm (the LayerNorm forward runs again). Default activation, the "
                "copies that cost no time; each other kind trades step time for memory (docs/BENCHMARKS.md)"),
-      cl::CommaSeparated, cl::cat(recipeCat));
+      cl::CommaSeparated, cl::cat(optCat));
 
   static cl::opt<bool> sinkScaleUpdates(
       "sink-scale-updates",
       cl::desc("Plans: the delayed-scaling updates of a step (fp8.delayed_scale) move, in order, to its end, "
                "where a backend runs them as one launch (default on; --sink-scale-updates=false leaves each "
                "after its amax)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
 
   static cl::opt<std::string> activationPrecision(
       "activation-precision",
       cl::desc("Plans: storage of activations, bf16 (each op computes in float32 and rounds the BF16 values it "
                "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
                "(octet-assign-precision; default f32)"),
-      cl::init("f32"), cl::cat(recipeCat));
+      cl::init("f32"), cl::cat(optCat));
 
   static cl::opt<bool> inPlaceUpdates(
       "in-place-updates",
       cl::desc("Plans: write a state's new value (parameters, moments, FP8 scaling state) over the state itself "
                "where nothing reads the old value later: no arena buffer and no copy at the end of the step "
                "(default on; --in-place-updates=false keeps new values apart)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
 
   static cl::opt<bool> geluOp(
       "gelu-op",
       cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
                "its input (default on; --gelu-op=false differentiates the GELU's ops)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseAttention(
       "fuse-attention",
       cl::desc("Plans: fuse causal or unmasked scaled dot-product attention (MatMul, scale, mask, Softmax, "
                "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
                "the ops)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> foldHeadTransposes(
       "fold-head-transposes",
       cl::desc("Plans: fused attention reads Q, K and V where the head split (Transpose [0, 2, 1, 3] of "
                "[B, S, H, d]) found them and writes Y in that layout, so the head split and merge copies "
                "go (default on; --fold-head-transposes=false keeps them)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseGrads(
       "fuse-grads",
       cl::desc("Training plans: the gradients of LayerNormalization and SoftmaxCrossEntropyLoss are one octet "
                "node each (LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad) that reads its inputs once "
                "(default on; --fuse-grads=false spells them out in ONNX ops)"),
-      cl::init(true), cl::cat(recipeCat));
+      cl::init(true), cl::cat(optCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
   static cl::opt<bool> keepGradients(
       "keep-gradients",
       cl::desc("Training: keep each d(loss)/d(param) as a plan output, for fp8-run --dump-gradients (default on; "
                "--keep-gradients=false frees each gradient after its update: less memory)"),
-      cl::init(true), cl::cat(trainCat));
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
-                             cl::cat(trainCat));
+                             cl::cat(basicCat));
   static cl::opt<bool> dataParallel(
       "data-parallel",
       cl::desc("Training plans: train on several ranks (fp8-run --nproc-per-node N, or torchrun): gradients "
                "averaged across ranks before the optimizer (MS-AMP O1/O2: as FP8 codes), the loss the mean over "
                "ranks, delayed-scaling amaxes reduced with max; the world size is chosen when the plan runs. "
                "An Accelerate config with distributed_type MULTI_GPU or MULTI_CPU turns it on"),
-      cl::cat(trainCat));
+      cl::cat(dpCat));
   static cl::opt<bool> fp8AllReduce(
       "fp8-all-reduce",
-      cl::desc("Data-parallel MS-AMP O1/O2 plans: FP8 Linear weight gradients travel as FP8 E5M2 codes with "
-               "a scale all ranks share (default on; --fp8-all-reduce=false all-reduces them in float32)"),
-      cl::init(true), cl::cat(trainCat));
+      cl::desc("Data-parallel MS-AMP O1/O2 plans: FP8 Linear weight gradients travel as FP8 codes "
+               "(--fp8-all-reduce-format) with a scale all ranks share (default on; --fp8-all-reduce=false all-reduces them in float32)"),
+      cl::init(true), cl::cat(dpCat));
   static cl::opt<std::string> fp8AllReduceFormat(
       "fp8-all-reduce-format",
       cl::desc("The FP8 format of the gradients --fp8-all-reduce sends: e4m3 (default: 3 mantissa bits, the "
                "precision a sum of ranks needs) or e5m2 (range)"),
-      cl::init("e4m3"), cl::cat(trainCat));
+      cl::init("e4m3"), cl::cat(dpCat));
   static cl::opt<bool> overlapCollectives(
       "overlap-collectives",
       cl::desc("Data-parallel plans: each gradient's all-reduce starts when the gradient is complete and is "
                "waited for where the optimizer reads it, running beside the rest of the backward pass "
                "(octet-overlap-collectives; default on)"),
-      cl::init(true), cl::cat(trainCat));
+      cl::init(true), cl::cat(dpCat));
   static cl::opt<int64_t> gradientBucketBytes(
       "gradient-bucket-bytes",
       cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
                "to this many bytes (default 4 MiB; 0: each gradient its own all-reduce)"),
-      cl::init(4 << 20), cl::cat(trainCat));
+      cl::init(4 << 20), cl::cat(dpCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
                                 cl::cat(trainCat));
@@ -353,17 +358,26 @@ int octet::fp8OptMain(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
 
+  // Hidden, not ReallyHidden (what cl::HideUnrelatedOptions sets): --help-hidden still lists them.
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool ours = false;
+    for (const cl::OptionCategory *c : option->Categories)
+      ours |= c == &basicCat || c == &importCat || c == &optCat || c == &dpCat || c == &recipeCat || c == &trainCat;
+    if (!ours && name != "help" && name != "help-list" && name != "version" && option->getOptionHiddenFlag() == cl::NotHidden)
+      option->setHiddenFlag(cl::Hidden);
+  }
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "Octet fp8-opt " << OCTET_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv,
       "fp8-opt: rewrites ONNX training graphs for FP8 mixed-precision training\n\n"
+      "  fp8-opt model.onnx --recipe te --train -o model.plan   a training step for fp8-run\n"
+      "  fp8-opt model.onnx --config accelerate.yaml --train -o model.plan   the recipe of an Accelerate config\n"
+      "  fp8-opt model.onnx --recipe te -o out.onnx     FP8 as ONNX QDQ (onnxruntime)\n"
       "  fp8-opt model.onnx -o model.mlir               import to MLIR\n"
-      "  fp8-opt model.onnx -o out.onnx                 import and export (round trip)\n"
-      "  fp8-opt model.onnx --recipe te -o out.onnx     apply an FP8 recipe\n"
-      "  fp8-opt model.onnx --octet-model-summary -o /dev/null   what the model holds\n"
-      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n");
+      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n\n"
+      "  --help-hidden also lists LLVM's and MLIR's options and every pass\n");
 
   auto error = [](const llvm::Twine &msg) {
     llvm::WithColor::error(llvm::errs(), "fp8-opt") << msg << "\n";
