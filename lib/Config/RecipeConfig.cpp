@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -95,12 +96,21 @@ struct Reader {
 } // namespace
 
 bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::string &error) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile &) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
     error = path + ": cannot read the config file (does it exist?)";
     return false;
+  }
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parseAccelerateConfig(text.str(), path, config, error);
+}
+
+bool parseAccelerateConfig(const std::string &text, const std::string &path, RecipeConfig &config,
+                           std::string &error) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
   } catch (const YAML::Exception &e) {
     error = path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg;
     return false;

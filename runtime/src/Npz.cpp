@@ -87,54 +87,55 @@ TensorPtr decodeNpy(const std::string &b, const std::string &what) {
     hl = v;
     start = 12;
   }
-  if (start + hl > b.size())
+  if (hl > b.size() - start)
     throw bad("truncated header");
-  std::string h = b.substr(start, hl);
-  auto field = [&](const std::string &key) {
+  const std::string h = b.substr(start, hl);
+  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+  auto after = [&](const std::string &key) {
     size_t p = h.find("'" + key + "'");
-    if (p == std::string::npos)
+    if (p == std::string::npos || (p = h.find(':', p)) == std::string::npos)
       throw bad("no " + key);
-    p = h.find(':', p);
     return p + 1;
   };
-  size_t p = h.find('\'', field("descr"));
-  std::string descr = h.substr(p + 1, h.find('\'', p + 1) - p - 1);
+  size_t q0 = h.find('\'', after("descr")), q1 = q0 == std::string::npos ? q0 : h.find('\'', q0 + 1);
+  if (q1 == std::string::npos)
+    throw bad("descr is not a quoted string");
+  std::string descr = h.substr(q0 + 1, q1 - q0 - 1);
   DType t = dtypeOfDescr(descr);
   if (t == DType::Invalid)
     throw bad("element type '" + descr + "' is not supported");
-  size_t fo = h.find_first_not_of(' ', field("fortran_order"));
+  size_t fo = h.find_first_not_of(' ', after("fortran_order"));
   if (fo != std::string::npos && h.compare(fo, 4, "True") == 0)
     throw bad("Fortran order is not supported");
-  size_t s0 = h.find('(', field("shape")), s1 = h.find(')', s0);
+  size_t s0 = h.find('(', after("shape")), s1 = s0 == std::string::npos ? s0 : h.find(')', s0);
+  if (s1 == std::string::npos)
+    throw bad("shape is not a tuple");
   Shape shape;
   std::string dims = h.substr(s0 + 1, s1 - s0 - 1);
-  for (size_t i = 0; i < dims.size();) {
-    size_t j = dims.find(',', i);
-    std::string tok = dims.substr(i, j == std::string::npos ? std::string::npos : j - i);
-    if (tok.find_first_not_of(' ') != std::string::npos)
+  for (size_t i = 0; i <= dims.size();) {
+    size_t j = std::min(dims.find(',', i), dims.size());
+    std::string tok = dims.substr(i, j - i);
+    tok.erase(0, tok.find_first_not_of(' '));
+    tok.erase(tok.find_last_not_of(' ') + 1);
+    if (!tok.empty()) {
+      if (tok.size() > 18 || tok.find_first_not_of("0123456789") != std::string::npos)
+        throw bad("dimension '" + tok + "' is not a non-negative integer");
       shape.push_back(std::stoll(tok));
-    if (j == std::string::npos)
-      break;
+    }
     i = j + 1;
   }
-  auto tensor = std::make_shared<Tensor>(t, shape);
   size_t data = start + hl;
-  if (b.size() - data != tensor->bytes.size())
+  int64_t want = checkedBytes(shape, dtypeSize(t)); // checked before anything is allocated
+  if (want < 0 || uint64_t(b.size() - data) != uint64_t(want))
     throw bad("data size does not match the shape");
-  std::memcpy(tensor->bytes.data(), b.data() + data, tensor->bytes.size());
+  auto tensor = std::make_shared<Tensor>(t, shape);
+  if (want)
+    std::memcpy(tensor->bytes.data(), b.data() + data, size_t(want));
   return tensor;
 }
 
-NamedTensors readNpz(const std::string &path) {
-  int err = 0;
-  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
-  if (!z) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    std::string msg = zip_error_strerror(&ze);
-    zip_error_fini(&ze);
-    throw Error(path + ": cannot read as .npz (" + msg + ")");
-  }
+/// Every entry of an open archive (closed on return), each decoded as .npy.
+static NamedTensors readEntries(zip_t *z, const std::string &path, uint64_t archiveBytes) {
   std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
   NamedTensors out;
   zip_int64_t n = zip_get_num_entries(z, 0);
@@ -143,6 +144,11 @@ NamedTensors readNpz(const std::string &path) {
     if (zip_stat_index(z, zip_uint64_t(i), 0, &st) != 0)
       throw Error(path + ": corrupt .npz entry " + std::to_string(i));
     std::string name = st.name;
+    // An entry lies inside the archive, and deflate expands at most 1032 times: a larger claimed
+    // size is a corrupt (or hostile) archive, refused before the allocation.
+    if ((st.valid & ZIP_STAT_SIZE) == 0 || (st.valid & ZIP_STAT_COMP_SIZE) == 0 || st.comp_size > archiveBytes ||
+        st.size > st.comp_size * 1032 + 1024)
+      throw Error(path + ": entry '" + name + "' claims more bytes than its compressed data can hold");
     zip_file_t *f = zip_fopen_index(z, zip_uint64_t(i), 0);
     if (!f)
       throw Error(path + ": cannot open entry '" + name + "'");
@@ -156,6 +162,39 @@ NamedTensors readNpz(const std::string &path) {
     out.emplace_back(name, decodeNpy(bytes, path + ": '" + name + "'"));
   }
   return out;
+}
+
+static std::string zipMessage(zip_error_t *ze) {
+  std::string msg = zip_error_strerror(ze);
+  zip_error_fini(ze);
+  return msg;
+}
+
+NamedTensors readNpz(const std::string &path) {
+  int err = 0;
+  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!z) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    throw Error(path + ": cannot read as .npz (" + zipMessage(&ze) + ")");
+  }
+  std::error_code ec;
+  uint64_t bytes = std::filesystem::file_size(path, ec);
+  return readEntries(z, path, ec ? 0 : bytes);
+}
+
+NamedTensors readNpzBytes(const std::string &bytes, const std::string &what) {
+  zip_error_t ze;
+  zip_error_init(&ze);
+  zip_source_t *src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &ze);
+  zip_t *z = src ? zip_open_from_source(src, ZIP_RDONLY, &ze) : nullptr;
+  if (!z) {
+    if (src)
+      zip_source_free(src);
+    throw Error(what + ": cannot read as .npz (" + zipMessage(&ze) + ")");
+  }
+  zip_error_fini(&ze);
+  return readEntries(z, what, bytes.size());
 }
 
 static void fsyncAndRename(const std::string &tmp, const std::string &path) {

@@ -263,7 +263,7 @@ namespace {
 /// Where a constant's bytes lie in the data blob, to be copied while the blob streams by.
 struct Fill {
   uint64_t offset, bytes;
-  Tensor *tensor;
+  TensorPtr tensor;
   bool splat; // one element at `offset`, repeated over the tensor
 };
 
@@ -328,6 +328,8 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
       int64_t off = jsonInt(c.at("offset"), r, "constant offset"), size = jsonInt(c.at("bytes"), r, "constant size");
       if (!pv.hasShape)
         r.fail("constant '" + pv.name + "' has no shape");
+      if (plan.constants.count(id))
+        r.fail("constant '" + pv.name + "' is listed twice");
       bool splat = c.value("splat", false); // one element, repeated
       size_t es = dtypeSize(pv.dtype);
       int64_t want = splat ? int64_t(es) : checkedBytes(pv.shape, es);
@@ -341,7 +343,7 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
                " bytes) does not fit in this machine's memory");
       }
       if (!t->bytes.empty()) // an empty tensor's bytes have no storage to copy into
-        fills.push_back({uint64_t(off), uint64_t(size), t.get(), splat});
+        fills.push_back({uint64_t(off), uint64_t(size), t, splat});
       plan.constants[id] = t;
       std::string kind = c.value("kind", "const");
       plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
@@ -415,10 +417,14 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
 /// Nothing the header says counts until the checksum over header and data matches: for a corrupt
 /// file the checksum is the error reported, whatever else is wrong with it.
 Plan loadPlan(const std::string &path) {
-  Reader r{path};
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(path + ": cannot open the plan file (does it exist?)");
+  return readPlan(in, path);
+}
+
+Plan readPlan(std::istream &in, const std::string &path) {
+  Reader r{path};
   in.seekg(0, std::ios::end);
   uint64_t fileSize = uint64_t(in.tellg());
   in.seekg(0);

@@ -38,10 +38,11 @@ static bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-TokenData readTokens(const std::string &path, const std::string &dtype) {
+TokenData readTokens(const std::string &path, const std::string &dtype) { return parseTokens(readFile(path), path, dtype); }
+
+TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype) {
   TokenData d;
   d.path = path;
-  std::string bytes = readFile(path);
   if (endsWith(path, ".npy")) {
     TensorPtr t = decodeNpy(bytes, path);
     if (t->rank() != 1 || isFp8(t->dtype) || t->dtype == DType::F32 || t->dtype == DType::F64 ||

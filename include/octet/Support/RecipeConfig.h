@@ -57,6 +57,9 @@ struct RecipeConfig {
 /// `fp8_*` keys). Returns false with a one-line message naming the file and
 /// key on error.
 bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::string &error);
+/// The same from the file's text (`path` names it in errors): the fuzz target's entry.
+bool parseAccelerateConfig(const std::string &text, const std::string &path, RecipeConfig &config,
+                           std::string &error);
 
 } // namespace octet
 

@@ -21,6 +21,8 @@ using NamedTensors = std::vector<std::pair<std::string, TensorPtr>>;
 std::string encodeNpy(const Tensor &t);
 TensorPtr decodeNpy(const std::string &bytes, const std::string &what);
 NamedTensors readNpz(const std::string &path);
+/// The same from an archive in memory (`what` names it in errors).
+NamedTensors readNpzBytes(const std::string &bytes, const std::string &what);
 void writeNpz(const std::string &path, const NamedTensors &tensors);
 /// zlib's CRC-32 continued from `crc` over `n` bytes, for any n (plans and checkpoints past 4 GiB).
 uint32_t crc32Of(uint32_t crc, const void *data, size_t n);

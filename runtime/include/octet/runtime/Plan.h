@@ -13,6 +13,7 @@
 
 #include <map>
 #include <set>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ struct Plan {
 
 /// Reads and validates a plan file; throws Error with a one-line message.
 Plan loadPlan(const std::string &path);
+/// The same from any seekable stream (`name` in errors): the fuzz target's entry.
+Plan readPlan(std::istream &in, const std::string &name);
 
 } // namespace octet::rt
 

@@ -24,6 +24,8 @@ struct TokenData {
 };
 /// `dtype` is "uint16" or "uint32" for .bin files (ignored for .npy).
 TokenData readTokens(const std::string &path, const std::string &dtype);
+/// The same from the file's bytes (`path` picks .npy or .bin and names it in errors).
+TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype);
 
 struct TrainOptions {
   std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
