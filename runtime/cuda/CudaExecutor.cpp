@@ -514,6 +514,12 @@ std::map<std::string, TensorPtr> CudaExecutor::state() const {
   return r;
 }
 
+TensorPtr CudaExecutor::stateTensor(const std::string &name) const {
+  int id = plan_.findValue(name);
+  auto kind = plan_.constantKinds.find(id);
+  return kind != plan_.constantKinds.end() && kind->second == ConstantKind::State ? download(id) : nullptr;
+}
+
 void CudaExecutor::setState(const std::string &name, TensorPtr t) {
   upload(Executor::checkState(plan_, name, *t), *t);
 }

@@ -140,6 +140,7 @@ public:
   const Plan &plan() const override { return plan_; }
   void run(const std::map<std::string, TensorPtr> &inputs, bool updateState) override;
   TensorPtr value(int id) const override;
+  TensorPtr stateTensor(const std::string &name) const override;
   using Runner::value;
   std::map<std::string, TensorPtr> state() const override;
   void setState(const std::string &name, TensorPtr t) override;

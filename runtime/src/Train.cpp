@@ -449,6 +449,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     throw Error(o.data + ": " + std::to_string(data.tokens.size()) + " tokens are too few for sequences of " +
                 std::to_string(T));
   std::unique_ptr<Runner> evalEx;
+  std::vector<std::string> evalShared; // the training state the eval plan reads (its parameters)
   if (o.evalEvery && lead) {
     if (o.evalPlan.empty())
       throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
@@ -457,17 +458,17 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     // The eval plan shares the parameters by name: each must have the training plan's shape, and
     // at least one must be shared (else it is another model's plan).
     const Plan &ep = evalEx->plan();
-    int shared = 0;
-    for (auto &[name, t] : ex.state()) {
-      int id = ep.findValue(name);
-      if (id < 0 || !ep.constants.count(id))
+    for (auto &[tid, kind] : p.constantKinds) {
+      const PlanValue &tv = p.values[size_t(tid)];
+      int id = ep.findValue(tv.name);
+      if (kind != ConstantKind::State || id < 0 || !ep.constants.count(id))
         continue;
-      if (ep.values[size_t(id)].shape != t->shape)
-        throw Error("--eval-plan " + o.evalPlan + ": '" + name + "' is " + shapeString(ep.values[size_t(id)].shape) +
-                    ", in the training plan " + shapeString(t->shape) + "; compile both plans from one model");
-      ++shared;
+      if (ep.values[size_t(id)].shape != tv.shape)
+        throw Error("--eval-plan " + o.evalPlan + ": '" + tv.name + "' is " + shapeString(ep.values[size_t(id)].shape) +
+                    ", in the training plan " + shapeString(tv.shape) + "; compile both plans from one model");
+      evalShared.push_back(tv.name);
     }
-    if (!shared)
+    if (evalShared.empty())
       throw Error("--eval-plan " + o.evalPlan + ": shares no parameter with the training plan (another model's "
                   "plan?); compile both plans from one model");
   }
@@ -503,10 +504,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       fp8Scales.push_back(name);
 
   auto evaluate = [&]() {
-    for (auto &[name, t] : ex.state()) { // the eval graph shares the parameters by name
+    for (const std::string &name : evalShared) { // by name; only these leave the device
+      TensorPtr t = ex.stateTensor(name);
       int id = evalEx->plan().findValue(name);
-      if (id < 0 || !evalEx->plan().constants.count(id))
-        continue;
       DType want = evalEx->plan().values[size_t(id)].dtype; // FP16-stored weights (MS-AMP) upcast
       evalEx->setState(name, t->dtype == want ? t : std::make_shared<Tensor>(t->castTo(want)));
     }
@@ -578,14 +578,14 @@ int trainMain(Runner &ex, const TrainOptions &o) {
         }
         if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
           JsonOut &fp8 = j["fp8"] = JsonOut::object();
-          auto st = ex.state();
-          for (const std::string &s : fp8Scales) {
+          for (const std::string &s : fp8Scales) { // only these tensors leave the device
             std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
             double amax = 0;
-            if (auto h = st.find(base + "amax_history"); h != st.end())
-              for (int64_t k = 0; k < h->second->numel(); ++k)
-                amax = std::max(amax, h->second->getDouble(k));
-            fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", st[s]->getDouble(0)}};
+            if (TensorPtr h = ex.stateTensor(base + "amax_history"))
+              for (int64_t k = 0; k < h->numel(); ++k)
+                amax = std::max(amax, h->getDouble(k));
+            TensorPtr scale = ex.stateTensor(s);
+            fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
           }
         }
         log << dumpJson(j) << "\n";

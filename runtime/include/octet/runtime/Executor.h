@@ -73,6 +73,13 @@ public:
   TensorPtr value(const std::string &name) const { return value(plan().findValue(name)); }
   /// Current state tensors (FP8 scaling state, trained parameters, optimizer moments) by name.
   virtual std::map<std::string, TensorPtr> state() const = 0;
+  /// One state tensor by name (nullptr: none), without copying the others off the device: what
+  /// the training log samples (FP8 amax histories and scales) every --log-every steps.
+  virtual TensorPtr stateTensor(const std::string &name) const {
+    auto all = state();
+    auto it = all.find(name);
+    return it == all.end() ? nullptr : it->second;
+  }
   /// Replaces a state tensor or a parameter (same dtype and shape).
   virtual void setState(const std::string &name, TensorPtr t) = 0;
   /// "cpu", "cuda".
