@@ -166,7 +166,7 @@ void gemmKernel(KernelContext &c) {
   bool ta = c.attrInt("transpose_a", 0), tb = c.attrInt("transpose_b", 0);
   if (qb.rank() != 2 || (ta && qa.rank() != 2) || qa.rank() < 1)
     c.fail("operand ranks are not [.., K] x [K, N]");
-  int64_t K = ta ? qa.shape[0] : qa.shape.back(), M = qa.numel() / K;
+  int64_t K = ta ? qa.shape[0] : qa.shape.back(), M = qa.numel() / std::max<int64_t>(K, 1);
   int64_t N = tb ? qb.shape[0] : qb.shape[1], Kb = tb ? qb.shape[1] : qb.shape[0];
   if (K != Kb)
     c.fail("inner dimensions differ: " + std::to_string(K) + " vs " + std::to_string(Kb));

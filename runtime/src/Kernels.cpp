@@ -581,7 +581,7 @@ void softmaxCrossEntropyGradKernel(KernelContext &c) {
   const Tensor &scores = c.input(0), &labels = c.input(1), &dy = c.input(2);
   if (scores.dtype != DType::F32 || scores.rank() < 2 || dy.dtype != DType::F32)
     c.fail("scores and dY must be float32, scores [N, C, ...]");
-  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / (N * C);
+  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / std::max<int64_t>(N * C, 1);
   if (labels.numel() != N * D)
     c.fail("labels shape " + shapeString(labels.shape) + " does not match scores " + shapeString(scores.shape));
   std::vector<int64_t> lab = labels.toInts();
@@ -619,7 +619,7 @@ void softmaxCrossEntropyKernel(KernelContext &c) {
   const Tensor &scores = c.input(0), &labels = c.input(1);
   if (scores.dtype != DType::F32 || scores.rank() < 2)
     c.fail("scores must be float32 [N, C, ...]");
-  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / (N * C);
+  int64_t N = scores.shape[0], C = scores.shape[1], D = scores.numel() / std::max<int64_t>(N * C, 1);
   if (labels.numel() != N * D)
     c.fail("labels shape " + shapeString(labels.shape) + " does not match scores " + shapeString(scores.shape));
   std::vector<int64_t> lab = labels.toInts();

@@ -489,10 +489,12 @@ void triluKernel(KernelContext &c) {
   const Tensor &x = c.input(0);
   int64_t k = c.hasInput(1) ? c.input(1).getInt(0) : 0;
   bool upper = c.attrInt("upper", 1);
+  if (x.rank() < 2)
+    throw Error("Trilu: the input has rank " + std::to_string(x.rank()) + "; it needs 2 or more");
   Tensor r = x;
   int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
   size_t es = dtypeSize(x.dtype);
-  for (int64_t b = 0; b < x.numel() / (R * C); ++b)
+  for (int64_t b = 0; b < x.numel() / std::max<int64_t>(R * C, 1); ++b) // an empty matrix: no elements
     for (int64_t i = 0; i < R; ++i)
       for (int64_t j = 0; j < C; ++j)
         if (upper ? (j - i < k) : (j - i > k))
