@@ -32,6 +32,10 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check 'numpy<2.3' 'onnx==1.17.0' 'onnxruntime==1.20.1' 'pyyaml'
   touch "$stamp"
 fi
+# matplotlib for the figures of fp8-run's logs (python -m octet.plot).
+if [ ! -f "$venv/.octet-matplotlib" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check matplotlib && touch "$venv/.octet-matplotlib"
+fi
 # cuDNN's C++ graph API (header-only; the CUDA backend's fused attention). Pinned: the frontend's
 # API moves between releases and CudnnAttention.cpp is written against this one.
 fe=nvidia-cudnn-frontend==1.32.0

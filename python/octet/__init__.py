@@ -1,0 +1,1 @@
+"""Octet's Python tools (plots of fp8-run's training logs)."""
