@@ -207,4 +207,7 @@ save(model(g, extra_opsets=[("com.example", 1)]), "bad_custom_domain.onnx", chec
 g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_99")], "opset99", [vi("x", TP.FLOAT, [2])],
                  [vi("y", TP.FLOAT, [2])])
 save(model(g, opset=99), "bad_opset99.onnx", check=False)
+g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_dup")], "dupout", [vi("x", TP.FLOAT, [2])],
+                 [vi("y", TP.FLOAT, [2]), vi("y", TP.FLOAT, [2])])
+save(model(g), "bad_duplicate_output.onnx", check=False)
 print(f"wrote test models to {out}")

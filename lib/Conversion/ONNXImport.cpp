@@ -1142,7 +1142,13 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
+  llvm::StringSet<> outputNames;
   for (const auto &out : graph.output()) {
+    if (!outputNames.insert(out.name()).second) {
+      emitError(NameLoc::get(b.getStringAttr(out.name()), fileLoc))
+          << "graph output '" << out.name() << "' is listed twice; list each output once";
+      return nullptr;
+    }
     SmallVector<NamedAttribute> attrs;
     Type t = signatureEntry(out, NameLoc::get(b.getStringAttr(out.name()), fileLoc), attrs);
     if (!t)
