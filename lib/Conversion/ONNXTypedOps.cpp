@@ -1,0 +1,299 @@
+//===- ONNXTypedOps.cpp - The importer's typed-op table and result types ---===//
+#include "ONNXTypedOps.h"
+
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+namespace octet::detail {
+
+const llvm::StringMap<TypedOpInfo> &typedOps() {
+  static const llvm::StringMap<TypedOpInfo> table = [] {
+    llvm::StringMap<TypedOpInfo> t;
+    for (const char *u : {"Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Exp", "Log",
+                          "Relu"})
+      t[u] = {6, 1, 1};
+    t["Erf"] = {9, 1, 1};
+    t["Sin"] = {7, 1, 1};
+    t["Cos"] = {7, 1, 1};
+    t["Identity"] = {1, 1, 1};
+    t["Not"] = {1, 1, 1};
+    t["Gelu"] = {20, 1, 1};
+    for (const char *b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And",
+                          "Or"})
+      t[b] = {7, 2, 1};
+    t["LessOrEqual"] = {12, 2, 1};
+    t["GreaterOrEqual"] = {12, 2, 1};
+    t["Max"] = {8, -1, 1};
+    t["Min"] = {8, -1, 1};
+    t["Where"] = {9, 3, 1};
+    t["Clip"] = {11, 3, 1};
+    t["Cast"] = {6, 1, 1};
+    t["MatMul"] = {1, 2, 1};
+    t["Gemm"] = {11, 3, 1};
+    t["LayerNormalization"] = {17, 3, 3};
+    t["Softmax"] = {13, 1, 1};
+    t["LogSoftmax"] = {13, 1, 1};
+    t["SoftmaxCrossEntropyLoss"] = {12, 3, 2};
+    t["ReduceMean"] = {18, 2, 1};
+    t["ReduceMax"] = {18, 2, 1};
+    t["ReduceSum"] = {13, 2, 1};
+    t["Reshape"] = {5, 2, 1};
+    t["Transpose"] = {1, 1, 1};
+    t["Concat"] = {4, -1, 1};
+    t["Split"] = {13, 2, -1};
+    t["Slice"] = {10, 5, 1};
+    t["Gather"] = {1, 2, 1};
+    t["GatherElements"] = {11, 2, 1};
+    t["Unsqueeze"] = {13, 2, 1};
+    t["Squeeze"] = {13, 2, 1};
+    t["Expand"] = {8, 2, 1};
+    t["Shape"] = {1, 1, 1};
+    t["Constant"] = {1, 0, 1};
+    t["ConstantOfShape"] = {9, 1, 1};
+    t["Range"] = {11, 3, 1};
+    t["Trilu"] = {14, 2, 1};
+    t["Dropout"] = {12, 3, 2};
+    t["QuantizeLinear"] = {10, 3, 1};
+    t["DequantizeLinear"] = {10, 3, 1};
+    return t;
+  }();
+  return table;
+}
+
+Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> operands,
+                     ArrayRef<NamedAttribute> attrs, unsigned index) {
+  auto attr = [&](llvm::StringRef name) -> Attribute {
+    for (const NamedAttribute &a : attrs)
+      if (a.getName() == name)
+        return a.getValue();
+    return {};
+  };
+  auto known = [](Value v) -> ShapedType {
+    if (!v)
+      return {};
+    auto t = v.getType().dyn_cast<TensorType>();
+    return t && !t.getElementType().isa<ox::UnknownType>() ? t : ShapedType();
+  };
+  auto like = [](ShapedType t, Type elt) -> Type {
+    if (t.hasRank())
+      return RankedTensorType::get(t.getShape(), elt);
+    return UnrankedTensorType::get(elt);
+  };
+  /// Values of a 1-D int64 constant operand (an ONNX Constant or initializer).
+  auto constInts = [](Value v, SmallVectorImpl<int64_t> &out) -> bool {
+    ElementsAttr e;
+    if (auto c = v.getDefiningOp<ox::GenericNodeOp>(); c && c.getOpType() == "Constant")
+      e = c.getAttrs().getAs<ElementsAttr>("value");
+    else if (auto c = v.getDefiningOp<ox::ConstantOp>())
+      e = c.getValue() ? *c.getValue() : ElementsAttr();
+    else if (auto init = v.getDefiningOp<ox::InitializerOp>())
+      e = init.getValue();
+    auto dense = e ? e.dyn_cast<DenseIntElementsAttr>() : DenseIntElementsAttr();
+    if (!dense)
+      return false;
+    for (const APInt &x : dense.getValues<APInt>())
+      out.push_back(x.getSExtValue());
+    return true;
+  };
+  if (index != 0)
+    return {};
+  if (opType == "Constant") {
+    if (auto e = attr("value").dyn_cast_or_null<ElementsAttr>())
+      return e.getType();
+    Builder b(ctx);
+    if (attr("value_float"))
+      return RankedTensorType::get({}, b.getF32Type());
+    if (attr("value_int"))
+      return RankedTensorType::get({}, b.getI64Type());
+    if (auto a = attr("value_ints").dyn_cast_or_null<DenseI64ArrayAttr>())
+      return RankedTensorType::get({a.size()}, b.getI64Type());
+    if (auto a = attr("value_floats").dyn_cast_or_null<DenseF32ArrayAttr>())
+      return RankedTensorType::get({a.size()}, b.getF32Type());
+    return {};
+  }
+  if (operands.empty())
+    return {};
+  ShapedType x = known(operands[0]);
+  if (opType == "Cast") {
+    auto to = attr("to").dyn_cast_or_null<IntegerAttr>();
+    Type elt = to ? ox::getElementTypeForOnnxCode(ctx, to.getInt()) : Type();
+    return x && elt ? like(x, elt) : Type();
+  }
+  if (opType == "CastLike") {
+    ShapedType t = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    return x && t ? like(x, t.getElementType()) : Type();
+  }
+  if (!x)
+    return {};
+  static const llvm::StringSet<> sameType = {
+      "Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Exp", "Log",
+      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout"};
+  if (sameType.contains(opType))
+    return x;
+  static const llvm::StringSet<> broadcast = {"Add", "Sub", "Mul", "Div", "Pow",
+                                              "Equal", "Less", "LessOrEqual", "Greater",
+                                              "GreaterOrEqual", "And", "Or", "Where"};
+  if (broadcast.contains(opType)) {
+    SmallVector<int64_t> shape;
+    bool ranked = true, first = true;
+    for (Value v : operands) {
+      ShapedType t = known(v);
+      if (!t || !t.hasRank()) {
+        ranked = false;
+        break;
+      }
+      SmallVector<int64_t> out;
+      if (first) {
+        shape.assign(t.getShape().begin(), t.getShape().end());
+        first = false;
+      } else if (OpTrait::util::getBroadcastedShape(shape, t.getShape(), out)) {
+        shape = out;
+      } else {
+        return {};
+      }
+    }
+    Type elt = opType == "Where" ? (known(operands[1]) ? known(operands[1]).getElementType() : Type())
+                                 : x.getElementType();
+    static const llvm::StringSet<> compare = {"Equal", "Less", "LessOrEqual", "Greater",
+                                              "GreaterOrEqual"};
+    if (compare.contains(opType))
+      elt = IntegerType::get(ctx, 1);
+    if (!elt)
+      return {};
+    return ranked ? Type(RankedTensorType::get(shape, elt)) : Type(UnrankedTensorType::get(elt));
+  }
+  if (opType == "Transpose") {
+    if (!x.hasRank())
+      return x;
+    SmallVector<int64_t> perm;
+    if (auto p = attr("perm").dyn_cast_or_null<DenseI64ArrayAttr>())
+      perm.assign(p.asArrayRef().begin(), p.asArrayRef().end());
+    else
+      for (int64_t i = x.getRank() - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (static_cast<int64_t>(perm.size()) != x.getRank())
+      return {};
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= x.getRank())
+        return {};
+      shape.push_back(x.getDimSize(p));
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "MatMul") {
+    ShapedType y = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    if (!y || !x.hasRank() || !y.hasRank() || x.getRank() < 2 || y.getRank() < 2)
+      return y ? Type(UnrankedTensorType::get(x.getElementType())) : Type();
+    SmallVector<int64_t> batch;
+    if (!OpTrait::util::getBroadcastedShape(x.getShape().drop_back(2), y.getShape().drop_back(2), batch))
+      return {};
+    batch.push_back(x.getDimSize(x.getRank() - 2));
+    batch.push_back(y.getDimSize(y.getRank() - 1));
+    return RankedTensorType::get(batch, x.getElementType());
+  }
+  if (opType == "Concat") {
+    auto axisAttr = attr("axis").dyn_cast_or_null<IntegerAttr>();
+    if (!axisAttr || !x.hasRank())
+      return UnrankedTensorType::get(x.getElementType());
+    int64_t rank = x.getRank(), axis = axisAttr.getInt();
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis >= rank)
+      return {};
+    SmallVector<int64_t> shape(x.getShape().begin(), x.getShape().end());
+    shape[axis] = 0;
+    for (Value v : operands) {
+      ShapedType t = known(v);
+      if (!t || !t.hasRank() || t.getRank() != rank)
+        return UnrankedTensorType::get(x.getElementType());
+      int64_t d = t.getDimSize(axis);
+      shape[axis] = ShapedType::isDynamic(d) || ShapedType::isDynamic(shape[axis]) ? ShapedType::kDynamic
+                                                                                   : shape[axis] + d;
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "Reshape") {
+    SmallVector<int64_t> target;
+    if (operands.size() < 2 || !constInts(operands[1], target)) {
+      ShapedType s = operands.size() > 1 ? known(operands[1]) : ShapedType();
+      if (s && s.hasRank() && s.getRank() == 1 && !s.isDynamicDim(0))
+        return RankedTensorType::get(SmallVector<int64_t>(s.getDimSize(0), ShapedType::kDynamic),
+                                     x.getElementType());
+      return UnrankedTensorType::get(x.getElementType());
+    }
+    auto allowzero = attr("allowzero").dyn_cast_or_null<IntegerAttr>();
+    int64_t known = 1, infer = -1;
+    for (auto [i, d] : llvm::enumerate(target)) {
+      if (d == 0 && !(allowzero && allowzero.getInt())) {
+        d = x.hasRank() && static_cast<int64_t>(i) < x.getRank() ? x.getDimSize(i) : ShapedType::kDynamic;
+        target[i] = d;
+      }
+      if (d == -1)
+        infer = i;
+      else if (ShapedType::isDynamic(d))
+        known = -1;
+      else if (known >= 0)
+        known *= d;
+    }
+    if (infer >= 0) {
+      int64_t total = x.hasStaticShape() ? x.getNumElements() : -1;
+      target[infer] = total >= 0 && known > 0 ? total / known : ShapedType::kDynamic;
+    }
+    return RankedTensorType::get(target, x.getElementType());
+  }
+  if (opType == "ReduceMean" || opType == "ReduceSum" || opType == "ReduceMax") {
+    auto keep = attr("keepdims").dyn_cast_or_null<IntegerAttr>();
+    bool keepdims = !keep || keep.getInt() != 0;
+    SmallVector<int64_t> axes;
+    bool haveAxes = operands.size() > 1 && !operands[1].getType().isa<NoneType>();
+    if (!x.hasRank() || (haveAxes && !constInts(operands[1], axes)))
+      return UnrankedTensorType::get(x.getElementType());
+    if (!haveAxes) { // all axes (noop_with_empty_axes aside)
+      auto noop = attr("noop_with_empty_axes").dyn_cast_or_null<IntegerAttr>();
+      if (noop && noop.getInt())
+        return x;
+      for (int64_t i = 0; i < x.getRank(); ++i)
+        axes.push_back(i);
+    }
+    SmallVector<bool> reduced(x.getRank(), false);
+    for (int64_t a : axes) {
+      if (a < 0)
+        a += x.getRank();
+      if (a < 0 || a >= x.getRank())
+        return {};
+      reduced[a] = true;
+    }
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < x.getRank(); ++i)
+      if (!reduced[i])
+        shape.push_back(x.getDimSize(i));
+      else if (keepdims)
+        shape.push_back(1);
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "QuantizeLinear") {
+    ShapedType zp = operands.size() > 2 ? known(operands[2]) : ShapedType();
+    if (zp)
+      return like(x, zp.getElementType());
+    bool noZeroPoint = operands.size() < 3 || operands[2].getType().isa<NoneType>();
+    return noZeroPoint && !attr("output_dtype") ? like(x, IntegerType::get(ctx, 8, IntegerType::Unsigned))
+                                                : Type();
+  }
+  if (opType == "DequantizeLinear") {
+    ShapedType scale = operands.size() > 1 ? known(operands[1]) : ShapedType();
+    return scale ? like(x, scale.getElementType()) : Type();
+  }
+  if (opType == "SplitToSequence")
+    return ox::SeqType::get(ctx, UnrankedTensorType::get(x.getElementType()));
+  return {};
+}
+
+} // namespace octet::detail
