@@ -99,7 +99,7 @@ void concatKernel(KernelContext &c) {
   for (size_t i = 0; i < c.numInputs(); ++i) {
     const Tensor &t = c.input(i);
     int64_t row = t.numel() / std::max<int64_t>(outer, 1) * int64_t(es);
-    for (int64_t o = 0; o < outer; ++o)
+    for (int64_t o = 0; row && o < outer; ++o) // an empty input has no storage memcpy may see
       std::memcpy(r.bytes.data() + o * rowOut + pos, t.bytes.data() + o * row, size_t(row));
     pos += row;
   }
