@@ -1,4 +1,4 @@
-//===- ONNXTypedOps.h - The importer's typed-op table and result types -*- C++ -*-===//
+//===- ONNXTypedOps.h - The importer's private helpers -*- C++ -*-===//
 //
 // Private to lib/Conversion: which ONNX op types become typed `onnx.*` ops (from which opset, with
 // how many inputs and outputs), and the result types the importer infers where a model leaves a
@@ -9,8 +9,15 @@
 #define OCTET_LIB_CONVERSION_ONNXTYPEDOPS_H
 
 #include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LogicalResult.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/StringMap.h"
+
+namespace onnx {
+class ModelProto;
+}
 
 namespace octet::detail {
 
@@ -29,6 +36,12 @@ const llvm::StringMap<TypedOpInfo> &typedOps();
 /// value stays `tensor<*x!onnx.unknown>`.
 mlir::Type inferResultType(mlir::MLIRContext *ctx, llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
                            llvm::ArrayRef<mlir::NamedAttribute> attrs, unsigned index);
+
+/// ONNX's training IR (TrainingInfoProto: an algorithm graph with a Gradient node and an optimizer
+/// node) as Octet's training form in `out`: the main graph plus the algorithm nodes the loss needs,
+/// the loss first; `spec` gets what the nodes asked for (ONNXTrainingForm.cpp).
+mlir::LogicalResult trainingForm(const onnx::ModelProto &in, onnx::ModelProto &out, mlir::MLIRContext *ctx,
+                                 mlir::Location loc, mlir::DictionaryAttr &spec);
 
 } // namespace octet::detail
 
