@@ -89,12 +89,42 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     return success();
   }
 
+  /// The Linears whose result reaches no other Linear through the function's uses: the output
+  /// layers (a GPT's lm_head). One backward sweep over the body: an op reaches a Linear when a user
+  /// of one of its results (counted as the body op that holds it) is, holds, or reaches one.
+  static llvm::DenseSet<Operation *> outputLayers(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    auto holdsLinear = [](Operation *op) {
+      return op->walk([](nn::LinearOp) { return WalkResult::interrupt(); }).wasInterrupted();
+    };
+    llvm::DenseSet<Operation *> reaches, outputs;
+    for (Operation &op : llvm::reverse(body)) {
+      bool any = false;
+      op.walk([&](Operation *inner) {
+        for (Value r : inner->getResults())
+          for (Operation *user : r.getUsers()) {
+            Operation *top = body.findAncestorOpInBlock(*user);
+            if (top && top != &op && reaches.contains(top))
+              any = true;
+          }
+      });
+      if (isa<nn::LinearOp>(op) && !any)
+        outputs.insert(&op);
+      if (any || holdsLinear(&op))
+        reaches.insert(&op);
+    }
+    return outputs;
+  }
+
   /// Why a layer stays in high precision, or "" when it becomes FP8.
-  std::string keepReason(nn::LinearOp lin, size_t index, size_t count, llvm::Regex *filter) {
+  std::string keepReason(nn::LinearOp lin, size_t index, size_t count, llvm::Regex *filter,
+                         const llvm::DenseSet<Operation *> &outputs) {
     if (evalGraph && !useAutocastDuringEval)
       return "eval";
     if (recipe == "ao" && keepFirstLast && (index == 0 || index + 1 == count))
       return index == 0 ? "first" : "last";
+    if (keepOutputLayer && outputs.contains(lin.getOperation()))
+      return "output";
     auto [k, n] = lin.getKN();
     if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
       return "dims";
@@ -129,6 +159,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<nn::LinearOp> linears;
       func.walk([&](nn::LinearOp l) { linears.push_back(l); });
+      llvm::DenseSet<Operation *> outputs = outputLayers(func);
       Value step;
       // Linears that read one tensor (the Q, K and V projections of a norm's output) quantize it
       // alike: the first one's input scaling serves them all (one cast, one set of codes kept
@@ -137,7 +168,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
       // initial state), so sharing one changes no bits.
       llvm::DenseMap<Value, std::pair<StringAttr, SmallVector<Value, 3>>> inputScaling;
       for (auto [i, lin] : llvm::enumerate(linears)) {
-        std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr);
+        std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr, outputs);
         if (!reason.empty()) {
           lin->setAttr(octet::kFp8KeptAttr, b.getStringAttr(reason));
           continue;

@@ -24,6 +24,23 @@ namespace {
 
 std::string formatName(Type t) { return t.isFloat8E4M3FN() ? "E4M3" : t.isFloat8E5M2() ? "E5M2" : "?"; }
 
+/// What each reason for keeping a layer in high precision means, and what converts it.
+std::string reasonText(const std::string &reason) {
+  if (reason == "output")
+    return "the output layer (its result reaches no other Linear): FP8 there costs loss in every recipe "
+           "(docs/BENCHMARKS.md, convergence); --keep-output-layer=false converts it";
+  if (reason == "first" || reason == "last")
+    return "ao keeps the first and last Linear in high precision, as torchao's policy in Accelerate does; "
+           "--no-keep-first-last converts them";
+  if (reason == "dims")
+    return "K or N is not a multiple of 16, which FP8 GEMMs need; --pad-inner-dim converts it";
+  if (reason == "filter")
+    return "the layer's name does not match --module-filter";
+  if (reason == "eval")
+    return "an eval graph: FP8 only with --use-autocast-during-eval";
+  return "no FP8 recipe ran";
+}
+
 struct Row {
   std::string layer, precision, reason, formats, scaling, gemms;
   int64_t m = 0, k = 0, n = 0;
@@ -125,8 +142,13 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
                                             {"forward_flops", r.fwdFlops},
                                             {"weight_bytes", r.weightBytes},
                                             {"weight_bytes_fp8", r.weightBytesAfter}});
+      llvm::json::Object why;
+      for (const Row &r : rows)
+        if (r.precision != "fp8")
+          why[r.reason] = reasonText(r.reason);
       llvm::json::Object root{{"recipe", recipe ? recipe.str() : "none"},
                               {"layers", std::move(layers)},
+                              {"kept_because", std::move(why)},
                               {"totals", llvm::json::Object{{"linear_layers", int64_t(rows.size())},
                                                             {"fp8_layers", nFp8},
                                                             {"forward_flops_fp8", fwdFp8},
@@ -146,6 +168,20 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
                             llvm::formatv("{0}x{1}x{2}", r.m, r.k, r.n).str(), r.precision,
                             r.reason.empty() ? "-" : r.reason, r.formats.empty() ? "-" : r.formats,
                             r.scaling.empty() ? "-" : r.scaling);
+      // Why layers were kept, one line per explanation (ao's 'first' and 'last' share one).
+      std::vector<std::pair<std::string, std::string>> why; // explanation, reasons
+      for (const Row &r : rows) {
+        if (r.precision == "fp8")
+          continue;
+        std::string text = reasonText(r.reason), quoted = "'" + r.reason + "'";
+        auto it = llvm::find_if(why, [&](const auto &w) { return w.first == text; });
+        if (it == why.end())
+          why.push_back({text, quoted});
+        else if (it->second.find(quoted) == std::string::npos)
+          it->second += ", " + quoted;
+      }
+      for (const auto &[text, reasons] : why)
+        os << "kept " << reasons << ": " << text << "\n";
       double fwd = fwdFp8 + fwdHigh, train = trainFp8 + trainHigh;
       os << llvm::formatv("forward GEMM FLOPs: {0:e3} in FP8, {1:e3} in high precision ({2:f1}% FP8)\n", fwdFp8,
                           fwdHigh, fwd > 0 ? 100.0 * fwdFp8 / fwd : 0.0);

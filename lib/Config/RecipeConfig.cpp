@@ -19,7 +19,8 @@ std::string RecipeConfig::toPassOptions() const {
      << (te.overrideLinearPrecision[1] ? "true" : "false") << "," << (te.overrideLinearPrecision[2] ? "true" : "false")
      << " use-autocast-during-eval=" << (te.useAutocastDuringEval ? "true" : "false") << " opt-level=" << msamp.optLevel
      << " ao-recipe=" << ao.recipe << " keep-first-last=" << (ao.keepFirstLast ? "true" : "false")
-     << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
+     << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false")
+     << " keep-output-layer=" << (keepOutputLayer ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
   if (!ao.moduleFilter.empty())
     os << " module-filter=\"" << ao.moduleFilter << "\"";
   return os.str();

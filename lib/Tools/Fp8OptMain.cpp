@@ -185,6 +185,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                                      cl::cat(recipeCat));
   static cl::opt<bool> noKeepFirstLast("no-keep-first-last", cl::desc("ao: convert the first and last Linear too"),
                                        cl::cat(recipeCat));
+  static cl::opt<bool> keepOutputLayer(
+      "keep-output-layer",
+      cl::desc("Every recipe: the output layer (a Linear whose result reaches no other Linear: a GPT's lm_head) "
+               "stays in high precision, as FP8 there costs loss (docs/BENCHMARKS.md; default on; "
+               "--keep-output-layer=false converts it, as Accelerate's own rules do)"),
+      cl::init(true), cl::cat(recipeCat));
   static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16"),
                                    cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
@@ -489,6 +495,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     rc.ao.keepFirstLast = false;
   if (padInnerDim.getNumOccurrences())
     rc.ao.padInnerDim = padInnerDim;
+  rc.keepOutputLayer = keepOutputLayer;
   if (evalGraph.getNumOccurrences())
     rc.evalGraph = evalGraph;
   if (report && (rc.backend.empty() || rc.backend == "none"))

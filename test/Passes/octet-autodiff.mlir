@@ -1,9 +1,9 @@
 // RUN: fp8-opt %s -split-input-file --octet-autodiff -verify-diagnostics | FileCheck %s
 // RUN: fp8-opt %S/Inputs/autodiff-two-outputs.mlir --pass-pipeline='builtin.module(octet-autodiff{loss=total freeze=bias})' | FileCheck %s --check-prefix=OPT
 // RUN: not fp8-opt %S/Inputs/autodiff-two-outputs.mlir --octet-autodiff 2>&1 | FileCheck %s --check-prefix=TWO
-// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=4 pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=TE
-// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=ROW
-// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te pad-inner-dim=true override-linear-precision=dgrad,wgrad},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=HP
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=4 pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=TE
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=ROW
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te pad-inner-dim=true override-linear-precision=dgrad,wgrad},octet-lower-layers,octet-autodiff,octet-fp8-expand,cse)' | FileCheck %s --check-prefix=HP
 
 // Broadcasting: the bias gradient sums over the broadcast rows; the weight
 // gradient is X^T dY; parameters get results named "<param>.grad".

@@ -1,8 +1,8 @@
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=16 pad-inner-dim=true interval=2},octet-fp8-expand)' | FileCheck %s --check-prefix=TE
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te pad-inner-dim=true},octet-fp8-expand{fuse-norms=false})' | FileCheck %s --check-prefix=NOFUSE
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-fp8-expand)' | FileCheck %s --check-prefix=ROW
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true override-linear-precision=fprop},octet-fp8-expand)' | FileCheck %s --check-prefix=HP
-// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='recipe=msamp pad-inner-dim=true' --octet-fp8-expand | FileCheck %s --check-prefix=FLAG
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=16 pad-inner-dim=true interval=2},octet-fp8-expand)' | FileCheck %s --check-prefix=TE
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te pad-inner-dim=true},octet-fp8-expand{fuse-norms=false})' | FileCheck %s --check-prefix=NOFUSE
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true},octet-fp8-expand)' | FileCheck %s --check-prefix=ROW
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=msamp pad-inner-dim=true override-linear-precision=fprop},octet-fp8-expand)' | FileCheck %s --check-prefix=HP
+// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='keep-output-layer=false recipe=msamp pad-inner-dim=true' --octet-fp8-expand | FileCheck %s --check-prefix=FLAG
 
 // te: the LayerNorm produces fc1's FP8 input itself; state updates become results.
 // TE-LABEL: func.func @main_graph

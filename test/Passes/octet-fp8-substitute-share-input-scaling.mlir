@@ -4,12 +4,12 @@
 // amax, one cast (inside the LayerNorm) and one state update for the tensor, and every GEMM
 // reads the same codes. Off, each Linear has its own state and cast. ao rowwise scales per row
 // of each operand and is left as it is.
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=16})' | FileCheck %s --check-prefix=TE
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=16},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=EXPAND
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=16 share-input-scaling=false},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=OFF
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao keep-first-last=false},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=AO
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false})' | FileCheck %s --check-prefix=ROW
-// RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=te share-input-scaling=maybe})' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=16})' | FileCheck %s --check-prefix=TE
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=16},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=EXPAND
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=16 share-input-scaling=false},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=OFF
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao keep-first-last=false},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=AO
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=rowwise keep-first-last=false})' | FileCheck %s --check-prefix=ROW
+// RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{keep-output-layer=false recipe=te share-input-scaling=maybe})' 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: 'maybe' is invalid value for boolean argument
 
 // TE-LABEL: func.func @qk

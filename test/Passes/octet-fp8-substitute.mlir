@@ -1,13 +1,13 @@
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te amax-history-len=16})' | FileCheck %s --check-prefix=TE
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te pad-inner-dim=true override-linear-precision=fprop,wgrad})' | FileCheck %s --check-prefix=PAD
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao pad-inner-dim=true})' | FileCheck %s --check-prefix=AO
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true module-filter=^fc})' | FileCheck %s --check-prefix=FILTER
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp opt-level=O3})' | FileCheck %s --check-prefix=MSAMP
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te eval=true})' | FileCheck %s --check-prefix=EVAL
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te eval=true use-autocast-during-eval=true interval=4 fp8-format=E4M3 margin=2 amax-compute-algo=max})' | FileCheck %s --check-prefix=AUTOCAST
-// RUN: fp8-opt %s -split-input-file -verify-diagnostics -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=tee})'
-// RUN: not fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=ao ao-recipe=blockwise})' 2>&1 | FileCheck %s --check-prefix=BADAO
-// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='recipe=ao keep-first-last=false pad-inner-dim=true' | FileCheck %s --check-prefix=FLAG
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te amax-history-len=16})' | FileCheck %s --check-prefix=TE
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te pad-inner-dim=true override-linear-precision=fprop,wgrad})' | FileCheck %s --check-prefix=PAD
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao pad-inner-dim=true})' | FileCheck %s --check-prefix=AO
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true module-filter=^fc})' | FileCheck %s --check-prefix=FILTER
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=msamp opt-level=O3})' | FileCheck %s --check-prefix=MSAMP
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te eval=true})' | FileCheck %s --check-prefix=EVAL
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te eval=true use-autocast-during-eval=true interval=4 fp8-format=E4M3 margin=2 amax-compute-algo=max})' | FileCheck %s --check-prefix=AUTOCAST
+// RUN: fp8-opt %s -split-input-file -verify-diagnostics -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{keep-output-layer=false recipe=tee})'
+// RUN: not fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=blockwise})' 2>&1 | FileCheck %s --check-prefix=BADAO
+// RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='keep-output-layer=false recipe=ao keep-first-last=false pad-inner-dim=true' | FileCheck %s --check-prefix=FLAG
 
 // te: state initializers for the FP8 layer, dims not multiples of 16 kept (Accelerate's rule).
 // TE-LABEL: func.func @main_graph

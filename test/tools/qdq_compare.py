@@ -65,7 +65,8 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--models", required=True)
     ap.add_argument("names", nargs="+")
-    ap.add_argument("--recipes", nargs="+", default=["te", "ao", "ao:rowwise", "msamp"])
+    ap.add_argument("--recipes", nargs="+", default=["te", "te+output", "ao", "ao:rowwise", "msamp"],
+                    help="RECIPE[:VARIANT][+output]; +output also converts the output layer (--keep-output-layer=false)")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--lib", required=True, help="directory with liboctet_runtime.so")
     ap.add_argument("--train", action="store_true", help="compare one training step (fp8-opt --train)")
@@ -79,9 +80,12 @@ def main():
             inputs = os.path.join(tmp, "inputs.npz")
             np.savez(inputs, **feeds)
             for recipe in a.recipes:
-                base, _, variant = recipe.partition(":")
+                spec, plus, _ = recipe.partition("+output")
+                base, _, variant = spec.partition(":")
                 flags = [] if base == "none" else ["--recipe", base] + (
                     ["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
+                if plus:
+                    flags.append("--keep-output-layer=false")
                 if a.train:
                     flags += ["--train", "--optimizer", "adamw", "--lr", "1e-3", "--adam-eps", "1e-4", "--weight-decay", "0.01",
                               "--clip-grad-norm", "1.0"]

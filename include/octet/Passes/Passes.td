@@ -73,6 +73,11 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
       pad-inner-dim.
     - msamp (MS-AMP): forward as O1, dynamic power-of-2 scales; opt-level is
       recorded for training.
+    Every recipe keeps the output layer(s) in high precision (a Linear whose
+    result reaches no other Linear: a GPT's lm_head, a classifier's head)
+    unless keep-output-layer=false, which gives Accelerate's own rules (te
+    and msamp convert every Linear); issue 26's convergence benchmark
+    measured what FP8 there costs in loss.
     Layers left alone get `octet.fp8_kept = "<reason>"`. With eval=true the
     graph gets no FP8 unless use-autocast-during-eval.
   }];
@@ -98,6 +103,9 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
            "ao: keep the first and last Linear in high precision">,
     Option<"padInnerDim", "pad-inner-dim", "bool", "false",
            "Convert layers whose dims are not multiples of 16 (padded by the backend)">,
+    Option<"keepOutputLayer", "keep-output-layer", "bool", "true",
+           "Every recipe: a Linear whose result reaches no other Linear (the output layer, "
+           "a GPT's lm_head) stays in high precision">,
     Option<"evalGraph", "eval", "bool", "false", "The graph is an eval graph">,
     Option<"shareInputScaling", "share-input-scaling", "bool", "true",
            "Linears reading one tensor share its input quantization (state, cast and codes)">,

@@ -42,6 +42,9 @@ struct RecipeConfig {
   MSAMPRecipe msamp;
   AORecipe ao;
   bool evalGraph = false;
+  /// Every recipe keeps the output layer (a Linear whose result reaches no other Linear) in high
+  /// precision; false converts it as Accelerate's own rules do (fp8-opt --keep-output-layer=false).
+  bool keepOutputLayer = true;
   /// Accelerate's distributed_type (NO, MULTI_GPU, MULTI_CPU; others are refused) and
   /// num_processes: data parallelism when either asks for more than one process.
   std::string distributedType = "NO";
