@@ -122,9 +122,8 @@ std::map<std::string, TensorPtr> readInputs(const Plan &p, const std::string &pa
   std::map<std::string, TensorPtr> inputs;
   for (auto &[name, t] : readNpz(path)) {
     int id = p.findValue(name);
-    // FP8 inputs arrive as uint8 codes.
-    if (id >= 0 && t->dtype == DType::U8 && isFp8(p.values[size_t(id)].dtype))
-      t->dtype = p.values[size_t(id)].dtype;
+    if (id >= 0)
+      adoptFp8Codes(*t, p.values[size_t(id)].dtype);
     inputs[name] = t;
   }
   return inputs;
@@ -316,8 +315,12 @@ int run(const Options &o) {
   if (!o.inputs.empty())
     inputs = readInputs(ex.plan(), o.inputs);
   if (!o.loadState.empty())
-    for (auto &[name, t] : readNpz(o.loadState))
+    for (auto &[name, t] : readNpz(o.loadState)) {
+      int id = ex.plan().findValue(name);
+      if (id >= 0)
+        adoptFp8Codes(*t, ex.plan().values[size_t(id)].dtype);
       ex.setState(name, t);
+    }
   std::regex dumpRe;
   try {
     if (!o.dump.empty())

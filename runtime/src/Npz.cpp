@@ -51,6 +51,11 @@ DType dtypeOfDescr(const std::string &d) {
 
 } // namespace
 
+void adoptFp8Codes(Tensor &t, DType want) {
+  if (t.dtype == DType::U8 && isFp8(want))
+    t.dtype = want;
+}
+
 std::string encodeNpy(const Tensor &t) {
   std::string shape = "(";
   for (size_t i = 0; i < t.shape.size(); ++i)

@@ -223,6 +223,7 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
     auto it = state.find(name);
     if (it == state.end())
       throw Error(path + ": tensor '" + name + "' is not state of this plan" + hint(name));
+    adoptFp8Codes(*t, it->second->dtype); // MS-AMP O2's FP8 first moments
     if (it->second->dtype != t->dtype || it->second->shape != t->shape)
       throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + " " + shapeString(t->shape) +
                   ", the plan expects " + dtypeName(it->second->dtype) + " " + shapeString(it->second->shape));

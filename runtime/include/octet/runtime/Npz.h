@@ -24,6 +24,9 @@ NamedTensors readNpz(const std::string &path);
 /// The same from an archive in memory (`what` names it in errors).
 NamedTensors readNpzBytes(const std::string &bytes, const std::string &what);
 void writeNpz(const std::string &path, const NamedTensors &tensors);
+/// FP8 tensors travel as their uint8 codes: a uint8 tensor read where the plan holds `want`, an
+/// FP8 type, takes that type (the same bytes). Any other tensor is left as it is.
+void adoptFp8Codes(Tensor &t, DType want);
 /// zlib's CRC-32 continued from `crc` over `n` bytes, for any n (plans and checkpoints past 4 GiB).
 uint32_t crc32Of(uint32_t crc, const void *data, size_t n);
 /// Writes bytes to path atomically; throws Error.
