@@ -81,6 +81,30 @@ gzip -f "$d/plans/gpt-small-te-bf16.plan"
 "$opt" "$build/bench/gpt-small-rms.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-rms-te.plan"
 gzip -f "$d/plans/gpt-small-rms-te.plan"
 
+# The convergence benchmark's plans (bench/convergence.sh) for each size in $CONV_SIZES (default
+# none): the byte-level GPT (vocabulary 256) at 8 x 1024, AdamW (betas 0.9/0.95, weight decay 0.1),
+# clipping at 1.0, 100 warm-up steps and a cosine to a tenth of 6e-4 over $CONV_STEPS (2000) steps;
+# the float32 baseline (no recipe), te (the output layer kept, the default), te-all (every Linear in
+# FP8: --keep-output-layer=false, Accelerate's rules), ao (tensorwise, first and last kept),
+# msamp:O2, and the float32 forward plan that computes the held-out loss.
+conv=(--absent-weights zeros --train --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0
+      --lr-schedule cosine --warmup-steps 100 --total-steps "${CONV_STEPS:-2000}" --min-lr 6e-5 --keep-gradients=false)
+for s in ${CONV_SIZES-}; do
+  g="$build/bench/gpt-$s-v256-b8.onnx"
+  mkdir -p "$d/conv"
+  [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch 8 --seq 1024 --vocab 256 -o "$g" >/dev/null
+  "$opt" "$g" "${conv[@]}" -o "$d/conv/$s-f32.plan"
+  "$opt" "$g" "${conv[@]}" --recipe te -o "$d/conv/$s-te.plan"
+  "$opt" "$g" "${conv[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
+  "$opt" "$g" "${conv[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
+  "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
+  gzip -f "$d"/conv/"$s"-*.plan
+done
+# The speed benchmarks' plans convert every Linear, the lm_head too, as their torchao peer does
+# (convert_to_float8_training on the whole model): Octet's default keeps the output layer in high
+# precision (--keep-output-layer), which the convergence benchmark (bench/convergence.sh) measures.
+peer=(--keep-output-layer=false)
 # SIZE or SIZE:BATCH; a batch other than the size's default is part of the plans' names (gpt-1.3b-b8-te.plan).
 for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
   s=${spec%%:*}
@@ -91,12 +115,12 @@ for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
   for r in "${recipes[@]}"; do
     # shellcheck disable=SC2046
-    "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 $(args "$r") \
+    "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" $(args "$r") \
       ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r").plan"
     gzip -f "$d/bench/$stem-$(name "$r").plan"
   done
   # te with BF16 activations (run_peers.sh RECIPES="te te-bf16").
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
     --activation-precision=bf16 ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-te-bf16.plan"
   gzip -f "$d/bench/$stem-te-bf16.plan"
 done
@@ -104,11 +128,11 @@ done
 # the ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).
 case " ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4} " in *" 1.3b "*)
   for v in fuse-cast-amax in-place-updates cast-transpose sink-scale-updates fuse-grads fold-head-transposes group-casts; do
-    "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
+    "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" \
       --recipe te ${OPT_FLAGS---keep-gradients=false} --$v=false -o "$d/bench/gpt-1.3b-te-no-$v.plan"
     gzip -f "$d/bench/gpt-1.3b-te-no-$v.plan"
   done
-  "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
+  "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" \
     --recipe te ${OPT_FLAGS---keep-gradients=false} --fuse-cast-amax=false --in-place-updates=false \
     --sink-scale-updates=false --fuse-grads=false --fold-head-transposes=false --group-casts=false -o "$d/bench/gpt-1.3b-te-no-all.plan"
   rm -f "$d/bench/gpt-1.3b-te-no-both.plan.gz"
@@ -120,7 +144,7 @@ for s in ${RMS_SIZES-1.3b}; do
   gpt_size "$s" || exit 2
   g="$build/bench/gpt-$s-rms.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" --norm rms -o "$g"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
     ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/gpt-$s-rms-te.plan"
   gzip -f "$d/bench/gpt-$s-rms-te.plan"
 done
@@ -144,12 +168,12 @@ for spec in ${DP_SIZES-1.3b:8}; do
   b=${spec#*:}
   g="$build/bench/gpt-$s-b$b.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
     --activation-precision=bf16 --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-te-bf16-dp.plan"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe te \
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
     --activation-precision=bf16 --keep-gradients=false --data-parallel --overlap-collectives=false \
     -o "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --recipe msamp:O2 \
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe msamp:O2 \
     --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
   gzip -f "$d/dp/gpt-$s-b$b-te-bf16-dp.plan" "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan" "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
 done

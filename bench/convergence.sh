@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The convergence benchmark (issue 26), device side: each FP8 plan against the float32 baseline on
+# real text, several seeds, the same initial weights and batches per seed for every plan.
+#
+#   bash bench/convergence.sh [DEVLIB]        (plans: CONV_SIZES=125m bash scripts/pack_devlib.sh)
+#
+# Environment: SIZE (125m), RUNS ("f32 te te-all ao msamp-O2"), SEEDS ("1 2 3"), STEPS (2000, the
+# plans' cosine length), BUDGET_S (seconds this call may train, default 540), STATE (.conv: logs
+# and checkpoints; gitignored, so a warm device keeps it between calls), DEVICE (cuda), CORPUS (a
+# token file to use instead of the Python source), EVERY (250: checkpoint and held-out loss).
+#
+# The text is the device Python's standard library source (scripts/make_corpus.py --source python,
+# about 30 MB, byte-level), its last 10% held out. Jobs run seed by seed (every plan of seed 1
+# first), each in pieces: a checkpoint every 250 steps, and a job stopped by the budget resumes
+# from its checkpoint at the next call (fp8-run --resume: the same batches as an unbroken run).
+# Every call writes $OUT/convergence-logs.tar.gz (all logs so far: RUN-sSEED.jsonl, with the
+# held-out loss every 250 steps) and the corpus's description; here,
+# bench/convergence_report.py reads them.
+set -u
+d=${1:-.devlib}
+out=${OUT:-/tmp}
+size=${SIZE:-125m}
+steps=${STEPS:-2000}
+state=${STATE:-.conv}
+budget=${BUDGET_S:-540}
+every=${EVERY:-250}
+device=${DEVICE:-cuda}
+. "$(dirname "$0")/gpu_env.sh"
+mkdir -p "$state/logs" "$state/ckpt"
+start=$(date +%s)
+[ "$device" = cpu ] || nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+for f in "$d"/conv/"$size"-*.plan.gz; do
+  p=$state/$(basename "${f%.gz}")
+  [ -f "$p" ] || gunzip -c "$f" > "$p"
+done
+if [ -n "${CORPUS:-}" ]; then
+  cp "$CORPUS" "$state/corpus.bin" && echo "$CORPUS" > "$state/corpus.txt"
+elif [ ! -f "$state/corpus.bin" ]; then
+  python3 scripts/make_corpus.py "$state/corpus.bin" --source python > "$state/corpus.txt" || exit 1
+fi
+cat "$state/corpus.txt" | tee "$out/corpus.txt"
+
+for seed in ${SEEDS:-1 2 3}; do
+  for r in ${RUNS:-f32 te te-all ao msamp-O2}; do
+    job=$size-$r-s$seed
+    [ -f "$state/logs/$job.done" ] && continue
+    left=$((budget - ($(date +%s) - start)))
+    if [ "$left" -lt 30 ]; then echo "budget spent; $job waits for the next call"; break 2; fi
+    ck=$state/ckpt/$job.npz
+    resume=(); [ -f "$ck" ] && resume=(--resume "$ck")
+    timeout --signal=INT "$left" "$d/fp8-run" "$state/$size-$r.plan" --device "$device" --data "$state/corpus.bin" \
+      --steps "$steps" --seed "$seed" --init-params "normal:0.02:$seed" --labels shifted \
+      --eval-plan "$state/$size-eval.plan" --eval-every "$every" --eval-batches 16 \
+      --checkpoint "$ck" --checkpoint-every "$every" "${resume[@]}" \
+      --log "$state/logs/$job.jsonl" --log-every "$every" --quiet 2> "$state/logs/$job.err"
+    rc=$?
+    echo "$job: exit $rc, $(wc -l < "$state/logs/$job.jsonl") log lines, $(($(date +%s) - start)) s into the call"
+    tail -2 "$state/logs/$job.err"
+    if [ $rc = 0 ]; then touch "$state/logs/$job.done"; rm -f "$ck"; fi
+    # A run that failed by itself (a non-finite loss: fp8-run names the step) is over, not resumed.
+    if [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 130 ]; then touch "$state/logs/$job.done"; rm -f "$ck"; fi
+  done
+done
+tar -czf "$out/convergence-logs.tar.gz" -C "$state/logs" .
+ls "$state/logs" | grep -c '\.done$' | sed 's/^/jobs done: /'
