@@ -62,6 +62,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
       return badOption(m, "interval", std::to_string(interval), "an integer >= 1");
     if (optLevel != "O1" && optLevel != "O2" && optLevel != "O3")
       return badOption(m, "opt-level", optLevel, "O1, O2, O3");
+    if (keptGemmPrecision != "f32" && keptGemmPrecision != "bf16")
+      return badOption(m, "kept-gemm-precision", keptGemmPrecision, "f32, bf16");
     if (aoRecipe != "tensorwise" && aoRecipe != "rowwise" && aoRecipe != "rowwise_with_gw_hp")
       return badOption(m, "ao-recipe", aoRecipe, "tensorwise, rowwise, rowwise_with_gw_hp");
     std::string err;
@@ -114,6 +116,52 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         reaches.insert(&op);
     }
     return outputs;
+  }
+
+  /// A kept layer's float32 MatMuls compute on BF16 operands with float32 accumulation, as
+  /// under autocast: Cast both operands to BF16, the MatMul's result back to float32 (the layer's
+  /// result type is unchanged). Autodiff then differentiates the casts and the BF16 MatMul, so
+  /// the dgrad and wgrad GEMMs run on BF16 too and the backward keeps the BF16 copy of the input.
+  static void castGemmsToBf16(nn::LinearOp lin) {
+    SmallVector<Operation *> gemms;
+    lin->walk([&](Operation *op) {
+      if (isa<ox::MatMulOp, ox::GemmOp>(op))
+        gemms.push_back(op);
+    });
+    auto f32Matrix = [](Value v) {
+      auto t = v.getType().dyn_cast<RankedTensorType>();
+      return t && t.getElementType().isF32() && t.getRank() >= 2;
+    };
+    bool any = false;
+    for (Operation *op : gemms) {
+      Value res = op->getResult(0);
+      if (!f32Matrix(op->getOperand(0)) || !f32Matrix(op->getOperand(1)) || !f32Matrix(res))
+        continue;
+      OpBuilder ob(op);
+      auto cast = [&](Value v, Type elt, int64_t code) {
+        auto t = v.getType().cast<RankedTensorType>();
+        return ob
+            .create<ox::CastOp>(op->getLoc(), RankedTensorType::get(t.getShape(), elt), v,
+                                ob.getIntegerAttr(ob.getIntegerType(64, true), code), IntegerAttr())
+            .getResult();
+      };
+      Type bf = ob.getBF16Type();
+      // Gemm's C (the bias) joins in BF16 too: ONNX's Gemm has one element type.
+      for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+        Value v = op->getOperand(i);
+        auto t = v.getType().dyn_cast<RankedTensorType>();
+        if (t && t.getElementType().isF32())
+          op->setOperand(i, cast(v, bf, 16));
+      }
+      auto rt = res.getType().cast<RankedTensorType>();
+      res.setType(RankedTensorType::get(rt.getShape(), bf));
+      ob.setInsertionPointAfter(op);
+      Value back = cast(res, ob.getF32Type(), 1);
+      res.replaceAllUsesExcept(back, back.getDefiningOp());
+      any = true;
+    }
+    if (any)
+      lin->setAttr(octet::kGemmPrecisionAttr, StringAttr::get(lin.getContext(), "bf16"));
   }
 
   /// Why a layer stays in high precision, or "" when it becomes FP8.
@@ -171,6 +219,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         std::string reason = keepReason(lin, i, linears.size(), filter ? &*filter : nullptr, outputs);
         if (!reason.empty()) {
           lin->setAttr(octet::kFp8KeptAttr, b.getStringAttr(reason));
+          if (keptGemmPrecision == "bf16" && reason != "eval")
+            castGemmsToBf16(lin);
           continue;
         }
         OpBuilder ob(lin);

@@ -100,7 +100,11 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
         r.precision = "high";
         auto reason = l->getAttrOfType<StringAttr>(octet::kFp8KeptAttr);
         r.reason = reason ? reason.str() : "no recipe";
-        r.gemms = "fprop=hp dgrad=hp wgrad=hp";
+        auto gp = l->getAttrOfType<StringAttr>(octet::kGemmPrecisionAttr);
+        std::string hp = gp ? gp.str() : "hp";
+        r.gemms = "fprop=" + hp + " dgrad=" + hp + " wgrad=" + hp;
+        if (gp)
+          r.formats = "BF16/BF16/BF16";
         r.trainHigh = 3 * r.fwdFlops;
         r.weightBytesAfter = r.weightBytes;
       } else {

@@ -84,7 +84,8 @@ gzip -f "$d/plans/gpt-small-rms-te.plan"
 # The convergence benchmark's plans (bench/convergence.sh) for each size in $CONV_SIZES (default
 # none): the byte-level GPT (vocabulary 256) at 8 x 1024, AdamW (betas 0.9/0.95, weight decay 0.1),
 # clipping at 1.0, 100 warm-up steps and a cosine to a tenth of 6e-4 over $CONV_STEPS (2000) steps;
-# the float32 baseline (no recipe), te (the output layer kept, the default), te-all (every Linear in
+# the float32 baseline (no recipe), te (the output layer kept with BF16 GEMMs, the default),
+# te-f32head (kept with float32 GEMMs: --kept-gemm-precision=f32), te-all (every Linear in
 # FP8: --keep-output-layer=false, Accelerate's rules), ao (tensorwise, first and last kept),
 # msamp:O2, and the float32 forward plan that computes the held-out loss.
 conv=(--absent-weights zeros --train --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0
@@ -95,6 +96,7 @@ for s in ${CONV_SIZES-}; do
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch 8 --seq 1024 --vocab 256 -o "$g" >/dev/null
   "$opt" "$g" "${conv[@]}" -o "$d/conv/$s-f32.plan"
   "$opt" "$g" "${conv[@]}" --recipe te -o "$d/conv/$s-te.plan"
+  "$opt" "$g" "${conv[@]}" --recipe te --kept-gemm-precision=f32 -o "$d/conv/$s-te-f32head.plan"
   "$opt" "$g" "${conv[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
   "$opt" "$g" "${conv[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"

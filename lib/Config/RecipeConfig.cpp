@@ -20,7 +20,8 @@ std::string RecipeConfig::toPassOptions() const {
      << " use-autocast-during-eval=" << (te.useAutocastDuringEval ? "true" : "false") << " opt-level=" << msamp.optLevel
      << " ao-recipe=" << ao.recipe << " keep-first-last=" << (ao.keepFirstLast ? "true" : "false")
      << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false")
-     << " keep-output-layer=" << (keepOutputLayer ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
+     << " keep-output-layer=" << (keepOutputLayer ? "true" : "false") << " kept-gemm-precision=" << keptGemmPrecision
+     << " eval=" << (evalGraph ? "true" : "false");
   if (!ao.moduleFilter.empty())
     os << " module-filter=\"" << ao.moduleFilter << "\"";
   return os.str();

@@ -191,6 +191,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                "stays in high precision, as FP8 there costs loss (docs/BENCHMARKS.md; default on; "
                "--keep-output-layer=false converts it, as Accelerate's own rules do)"),
       cl::init(true), cl::cat(recipeCat));
+  static cl::opt<std::string> keptGemmPrecision(
+      "kept-gemm-precision",
+      cl::desc("The GEMMs of the Linears a recipe keeps in high precision (the output layer, ao's first and last): "
+               "bf16 (BF16 operands, float32 accumulation, as under PyTorch's autocast; the default for plans) or "
+               "f32 (the default for ONNX and MLIR output, which keep the model's types)"),
+      cl::value_desc("bf16|f32"), cl::cat(recipeCat));
   static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16"),
                                    cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
@@ -496,6 +502,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (padInnerDim.getNumOccurrences())
     rc.ao.padInnerDim = padInnerDim;
   rc.keepOutputLayer = keepOutputLayer;
+  if (keptGemmPrecision.getNumOccurrences() && keptGemmPrecision != "bf16" && keptGemmPrecision != "f32")
+    return error("--kept-gemm-precision: '" + keptGemmPrecision + "' is not valid; use bf16 or f32");
   if (evalGraph.getNumOccurrences())
     rc.evalGraph = evalGraph;
   if (report && (rc.backend.empty() || rc.backend == "none"))
@@ -634,6 +642,10 @@ int octet::fp8OptMain(int argc, char **argv) {
     out = llvm::sys::path::extension(outputFilename) == ".onnx"  ? Emit::ONNX
           : llvm::sys::path::extension(outputFilename) == ".plan" ? Emit::Plan
                                                                   : Emit::MLIR;
+  // Kept layers compute as under autocast in plans; ONNX and MLIR output keep the model's types.
+  rc.keptGemmPrecision = keptGemmPrecision.getNumOccurrences() ? keptGemmPrecision.getValue()
+                         : out == Emit::Plan                    ? "bf16"
+                                                                : "f32";
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 

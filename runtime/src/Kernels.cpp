@@ -354,9 +354,18 @@ void castKernel(KernelContext &c, bool like) {
 //===----------------------------------------------------------------------===//
 
 void matmulKernel(KernelContext &c) {
-  const Tensor &a0 = c.input(0), &b0 = c.input(1);
-  if (a0.dtype != DType::F32 || b0.dtype != DType::F32)
-    c.fail("MatMul supports float32 only");
+  const Tensor &in0 = c.input(0), &in1 = c.input(1);
+  // BF16 operands (kept layers under fp8-opt --kept-gemm-precision=bf16): widened exactly, summed in
+  // float32, the result rounded to BF16 once, as a GPU GEMM with float32 accumulation does.
+  bool bf16 = in0.dtype == DType::BF16 && in1.dtype == DType::BF16;
+  if (!bf16 && (in0.dtype != DType::F32 || in1.dtype != DType::F32))
+    c.fail("MatMul supports float32, or bfloat16 operands both");
+  Tensor w0, w1;
+  if (bf16) {
+    w0 = in0.castTo(DType::F32);
+    w1 = in1.castTo(DType::F32);
+  }
+  const Tensor &a0 = bf16 ? w0 : in0, &b0 = bf16 ? w1 : in1;
   Shape as = a0.shape, bs = b0.shape;
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   if (aVec)
@@ -380,13 +389,20 @@ void matmulKernel(KernelContext &c) {
                 a0.data<float>() + off[0] * M * K, int(K), b0.data<float>() + off[1] * K * N, int(N), 0.0f,
                 r.data<float>() + i * M * N, int(N));
   });
-  c.setOutput(0, std::move(r));
+  c.setOutput(0, bf16 ? r.castTo(DType::BF16) : std::move(r));
 }
 
 void gemmKernel(KernelContext &c) {
-  const Tensor &a = c.input(0), &b = c.input(1);
-  if (a.dtype != DType::F32 || b.dtype != DType::F32 || a.rank() != 2 || b.rank() != 2)
-    c.fail("Gemm takes 2-D float32 A and B");
+  const Tensor &in0 = c.input(0), &in1 = c.input(1);
+  bool bf16 = in0.dtype == DType::BF16 && in1.dtype == DType::BF16; // as matmulKernel
+  if ((!bf16 && (in0.dtype != DType::F32 || in1.dtype != DType::F32)) || in0.rank() != 2 || in1.rank() != 2)
+    c.fail("Gemm takes 2-D float32 (or bfloat16) A and B");
+  Tensor w0, w1;
+  if (bf16) {
+    w0 = in0.castTo(DType::F32);
+    w1 = in1.castTo(DType::F32);
+  }
+  const Tensor &a = bf16 ? w0 : in0, &b = bf16 ? w1 : in1;
   bool ta = c.attrInt("transA", 0), tb = c.attrInt("transB", 0);
   float alpha = c.attrFloat("alpha", 1.0f), beta = c.attrFloat("beta", 1.0f);
   int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
@@ -408,7 +424,7 @@ void gemmKernel(KernelContext &c) {
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, a.data<float>(), int(a.shape[1]), b.data<float>(), int(b.shape[1]), betaEff, o, int(N));
-  c.setOutput(0, std::move(r));
+  c.setOutput(0, bf16 ? r.castTo(DType::BF16) : std::move(r));
 }
 
 //===----------------------------------------------------------------------===//

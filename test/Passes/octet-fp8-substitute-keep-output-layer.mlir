@@ -8,8 +8,13 @@
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp opt-level=O2})' | FileCheck %s --check-prefix=MSAMP
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te keep-output-layer=false})' | FileCheck %s --check-prefix=OFF
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao})' | FileCheck %s --check-prefix=AO
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te kept-gemm-precision=bf16})' | FileCheck %s --check-prefix=BF16
 // RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=te keep-output-layer=maybe})' 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: 'maybe' is invalid value for boolean argument
+// RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=te kept-gemm-precision=fp16})' 2>&1 | FileCheck %s --check-prefix=BADPREC
+// BADPREC: octet-fp8-substitute: kept-gemm-precision='fp16' is not valid; use one of: f32, bf16
+// kept-gemm-precision=bf16: a kept layer's MatMul reads BF16 casts of its operands and its result
+// is cast back to float32 (as under autocast); FP8 layers are left alone.
 
 // A chain: the head's logits go to a softmax and the loss's sum; fc1 reaches the head through GELU.
 // TE-LABEL: func.func @chain
@@ -22,6 +27,13 @@
 // OFF: fp8.linear "fc1"
 // OFF: fp8.linear "head"
 // OFF-NOT: octet.fp8_kept
+// BF16-LABEL: func.func @chain
+// BF16: fp8.linear "fc1"
+// BF16: nn.linear "head"{{.*}}octet.fp8_kept = "output", octet.gemm_precision = "bf16"
+// BF16: %[[A:.+]] = onnx.Cast %{{.+}} {to = 16 : si64} : (tensor<4x64xf32>) -> tensor<4x64xbf16>
+// BF16: %[[B:.+]] = onnx.Cast %{{.+}} {to = 16 : si64} : (tensor<64x64xf32>) -> tensor<64x64xbf16>
+// BF16: %[[M:.+]] = onnx.MatMul %[[A]], %[[B]] : (tensor<4x64xbf16>, tensor<64x64xbf16>) -> tensor<4x64xbf16>
+// BF16: onnx.Cast %[[M]] {to = 1 : si64} : (tensor<4x64xbf16>) -> tensor<4x64xf32>
 // AO-LABEL: func.func @chain
 // AO: nn.linear "fc1"{{.*}}octet.fp8_kept = "first"
 // AO: nn.linear "head"{{.*}}octet.fp8_kept = "last"

@@ -27,6 +27,8 @@ constexpr llvm::StringLiteral kStateUpdateAttr = "octet.state_update";
 constexpr llvm::StringLiteral kResultNamesAttr = "octet.result_names";
 /// On an nn.linear a recipe left in high precision: why (first, last, dims, filter, eval).
 constexpr llvm::StringLiteral kFp8KeptAttr = "octet.fp8_kept";
+/// A kept layer whose GEMMs compute on BF16 operands (octet-fp8-substitute kept-gemm-precision=bf16).
+constexpr llvm::StringLiteral kGemmPrecisionAttr = "octet.gemm_precision";
 /// On an fp8.linear: the layer whose input quantization (scaling state, cast, codes) it uses,
 /// both reading the same tensor (octet-fp8-substitute share-input-scaling).
 constexpr llvm::StringLiteral kFp8InputSharedAttr = "octet.fp8_input_shared_with";

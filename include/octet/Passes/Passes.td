@@ -106,6 +106,9 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
     Option<"keepOutputLayer", "keep-output-layer", "bool", "true",
            "Every recipe: a Linear whose result reaches no other Linear (the output layer, "
            "a GPT's lm_head) stays in high precision">,
+    Option<"keptGemmPrecision", "kept-gemm-precision", "std::string", "\"f32\"",
+           "The GEMMs of the layers a recipe keeps in high precision: f32, or bf16 (BF16 operands, "
+           "float32 accumulation, as under PyTorch's autocast; the result is cast back to float32)">,
     Option<"evalGraph", "eval", "bool", "false", "The graph is an eval graph">,
     Option<"shareInputScaling", "share-input-scaling", "bool", "true",
            "Linears reading one tensor share its input quantization (state, cast and codes)">,

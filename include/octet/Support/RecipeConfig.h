@@ -45,6 +45,8 @@ struct RecipeConfig {
   /// Every recipe keeps the output layer (a Linear whose result reaches no other Linear) in high
   /// precision; false converts it as Accelerate's own rules do (fp8-opt --keep-output-layer=false).
   bool keepOutputLayer = true;
+  /// The GEMMs of kept layers: f32, or bf16 (as under autocast; fp8-opt's default for plans).
+  std::string keptGemmPrecision = "f32";
   /// Accelerate's distributed_type (NO, MULTI_GPU, MULTI_CPU; others are refused) and
   /// num_processes: data parallelism when either asks for more than one process.
   std::string distributedType = "NO";
