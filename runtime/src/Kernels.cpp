@@ -353,19 +353,31 @@ void castKernel(KernelContext &c, bool like) {
 // GEMM
 //===----------------------------------------------------------------------===//
 
-void matmulKernel(KernelContext &c) {
-  const Tensor &in0 = c.input(0), &in1 = c.input(1);
-  // BF16 operands (kept layers under fp8-opt --kept-gemm-precision=bf16): widened exactly, summed in
-  // float32, the result rounded to BF16 once, as a GPU GEMM with float32 accumulation does.
-  bool bf16 = in0.dtype == DType::BF16 && in1.dtype == DType::BF16;
-  if (!bf16 && (in0.dtype != DType::F32 || in1.dtype != DType::F32))
-    c.fail("MatMul supports float32, or bfloat16 operands both");
-  Tensor w0, w1;
-  if (bf16) {
-    w0 = in0.castTo(DType::F32);
-    w1 = in1.castTo(DType::F32);
+/// A GEMM's first two operands as float32: the inputs themselves, or, both BF16 (kept layers under
+/// fp8-opt --kept-gemm-precision=bf16), their exact widenings; the sums are float32 and the result
+/// is rounded to BF16 once, as a GPU GEMM with float32 accumulation does.
+struct GemmOperands {
+  Tensor wa, wb;
+  const Tensor *a = nullptr, *b = nullptr;
+  bool bf16 = false;
+  explicit GemmOperands(KernelContext &c) {
+    const Tensor &x = c.input(0), &y = c.input(1);
+    bf16 = x.dtype == DType::BF16 && y.dtype == DType::BF16;
+    if (!bf16 && (x.dtype != DType::F32 || y.dtype != DType::F32))
+      c.fail("takes float32 operands, or bfloat16 operands both");
+    if (bf16) {
+      wa = x.castTo(DType::F32);
+      wb = y.castTo(DType::F32);
+    }
+    a = bf16 ? &wa : &x;
+    b = bf16 ? &wb : &y;
   }
-  const Tensor &a0 = bf16 ? w0 : in0, &b0 = bf16 ? w1 : in1;
+  void setOutput(KernelContext &c, Tensor r) const { c.setOutput(0, bf16 ? r.castTo(DType::BF16) : std::move(r)); }
+};
+
+void matmulKernel(KernelContext &c) {
+  GemmOperands g(c);
+  const Tensor &a0 = *g.a, &b0 = *g.b;
   Shape as = a0.shape, bs = b0.shape;
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   if (aVec)
@@ -389,20 +401,14 @@ void matmulKernel(KernelContext &c) {
                 a0.data<float>() + off[0] * M * K, int(K), b0.data<float>() + off[1] * K * N, int(N), 0.0f,
                 r.data<float>() + i * M * N, int(N));
   });
-  c.setOutput(0, bf16 ? r.castTo(DType::BF16) : std::move(r));
+  g.setOutput(c, std::move(r));
 }
 
 void gemmKernel(KernelContext &c) {
-  const Tensor &in0 = c.input(0), &in1 = c.input(1);
-  bool bf16 = in0.dtype == DType::BF16 && in1.dtype == DType::BF16; // as matmulKernel
-  if ((!bf16 && (in0.dtype != DType::F32 || in1.dtype != DType::F32)) || in0.rank() != 2 || in1.rank() != 2)
-    c.fail("Gemm takes 2-D float32 (or bfloat16) A and B");
-  Tensor w0, w1;
-  if (bf16) {
-    w0 = in0.castTo(DType::F32);
-    w1 = in1.castTo(DType::F32);
-  }
-  const Tensor &a = bf16 ? w0 : in0, &b = bf16 ? w1 : in1;
+  GemmOperands g(c);
+  const Tensor &a = *g.a, &b = *g.b;
+  if (a.rank() != 2 || b.rank() != 2)
+    c.fail("Gemm takes 2-D A and B");
   bool ta = c.attrInt("transA", 0), tb = c.attrInt("transB", 0);
   float alpha = c.attrFloat("alpha", 1.0f), beta = c.attrFloat("beta", 1.0f);
   int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
@@ -424,7 +430,7 @@ void gemmKernel(KernelContext &c) {
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               alpha, a.data<float>(), int(a.shape[1]), b.data<float>(), int(b.shape[1]), betaEff, o, int(N));
-  c.setOutput(0, bf16 ? r.castTo(DType::BF16) : std::move(r));
+  g.setOutput(c, std::move(r));
 }
 
 //===----------------------------------------------------------------------===//
