@@ -5,7 +5,7 @@
 // value is stored in bfloat16 when
 //   - it is the result of an op that computes in float32 and rounds what it writes (an
 //     FP8 GEMM's D, fused attention's Y and its gradients, the LayerNorm gradient's dX,
-//     the loss gradient's dLogits: "origins"), or of an elementwise op or GELU whose operands are themselves stored in
+//     the loss gradient's dLogits, a Cast that widens a BF16 value: "origins"), or of an elementwise op or GELU whose operands are themselves stored in
 //     BF16 (ONNX's typed ops keep one element type for their operands and result, so a
 //     residual Add with a float32 operand stays float32, as under PyTorch's autocast), or
 //     of a fused Pointwise program whose activation operands (rank >= 2) are all BF16
@@ -13,10 +13,11 @@
 //   - every op that reads it (through Reshape-like views, which share its bytes and so
 //     its type) reads BF16 at that operand: FP8 casts and amaxes, the LayerNorm gradient,
 //     attention, GELU, elementwise ops, Pointwise programs, the loss and its gradient
-//     (logits), ReduceSum (a bias gradient, itself float32);
+//     (logits), ReduceSum (a bias gradient, itself float32), Cast;
 //   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
 // Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
-// gradient norm's ReduceSumSquare) stay float32. The conditions are solved together (a
+// gradient norm's ReduceSumSquare) stay float32. A Cast left with a BF16 input and result
+// (a kept layer's widened result, the narrowed loss gradient it reads) goes. The conditions are solved together (a
 // greatest fixed point: a value leaves the set when a reader or its producer's operands
 // do, until nothing changes). Each op still computes in float32 from its widened
 // operands and rounds its BF16 results to nearest even, so the CPU reference and a GPU
@@ -74,8 +75,18 @@ Kind producerKind(const std::string &t, unsigned result) {
   return Kind::None;
 }
 
+/// producerKind of `op`'s result `r`, where a Cast that widens a BF16 value (a kept layer's BF16
+/// GEMM result going back to float32) is an origin too: kept in BF16 it is its input, exactly.
+Kind producerKind(Operation *op, const std::string &t, unsigned r) {
+  if (t == "Cast" && op->getNumOperands() && getElementTypeOrSelf(op->getOperand(0).getType()).isBF16())
+    return Kind::Origin;
+  return producerKind(t, r);
+}
+
 /// Whether an op reads BF16 at operand `i`. SameType ops also need their result in BF16.
 bool readsBf16(const std::string &t, unsigned i) {
+  if (t == "Cast") // converts whatever it reads
+    return i == 0;
   if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" || t == "Gelu" ||
       t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad")
     return i == 0; // the loss reads BF16 logits and computes its softmax in float32
@@ -130,7 +141,7 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
           Value c = root.lookup(in); // a copy: root[r] may grow the map
           root[r] = c;
           members[c].push_back(r);
-        } else if (producerKind(t, r.getResultNumber()) != Kind::None) {
+        } else if (producerKind(&op, t, r.getResultNumber()) != Kind::None) {
           root[r] = r;
           members[r].push_back(r);
         }
@@ -146,7 +157,7 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
     auto keeps = [&](Value c) {
       Operation *def = c.getDefiningOp();
       const std::string &t = type[def];
-      Kind k = producerKind(t, c.cast<OpResult>().getResultNumber());
+      Kind k = producerKind(def, t, c.cast<OpResult>().getResultNumber());
       if (k == Kind::SameType || k == Kind::Follows) {
         for (Value in : def->getOperands())
           if (!inSet(in) && (k == Kind::SameType || isF32Activation(in)))
@@ -190,6 +201,13 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
     for (Value c : bf16)
       for (Value m : members[c])
         m.setType(m.getType().cast<RankedTensorType>().clone(bf));
+    // A Cast whose input and result are now both BF16 (a kept layer's result widened, or the loss
+    // gradient narrowed for a kept layer's GEMMs) is its input.
+    for (auto c : llvm::make_early_inc_range(body.getOps<ox::CastOp>()))
+      if (c.getInput().getType() == c.getResult().getType()) {
+        c.getResult().replaceAllUsesWith(c.getInput());
+        c->erase();
+      }
     // An FP8 GEMM writing BF16 reads its bias in BF16.
     for (auto g : llvm::make_early_inc_range(body.getOps<fp8::GemmOp>())) {
       Value bias = g.getBias();

@@ -12,6 +12,9 @@
 // more dims, K the last: a Linear of a [B, S, K] activation, whose wgrad GEMM
 // reads it as [B*S, K]) is the same bytes as the codes: the transposed copy of
 // the input as 2-D serves it, and the Reshape goes when nothing else reads it.
+// A plain per-tensor fp8.cast (current scaling: its scale comes from the
+// tensor's own amax, which a pass before it took) gains the copy the same way:
+// it becomes an fp8.cast_amax whose amax nothing reads.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Conversion/PlanExport.h"
@@ -33,52 +36,60 @@ namespace ox = octet::onnx_dialect;
 
 namespace {
 
-/// The fp8.cast_amax output `v` is, directly (rank 2) or through a Reshape to [rows, K] of codes
-/// whose last dim is K (the codes as 2-D, the layout of the cast's transposed copy), else null.
-fp8::CastAmaxOp castOf(Value v) {
+/// The op that cast `v`: an fp8.cast_amax or a plain fp8.cast whose output `v` is, directly (rank
+/// 2) or through a Reshape to [rows, K] of codes whose last dim is K (the codes as 2-D, the layout
+/// of the cast's transposed copy), else null.
+Operation *castOf(Value v) {
   auto vt = v.getType().dyn_cast<RankedTensorType>();
   if (!vt || !vt.hasStaticShape() || vt.getRank() != 2)
     return {};
+  auto isCast = [](Operation *op) { return op && isa<fp8::CastAmaxOp, fp8::CastOp>(op); };
   if (auto r = v.getDefiningOp<ox::ReshapeOp>()) {
-    auto ca = r.getData().getDefiningOp<fp8::CastAmaxOp>();
+    Operation *c = r.getData().getDefiningOp();
     auto in = r.getData().getType().dyn_cast<RankedTensorType>();
-    if (!ca || r.getData() != ca.getOutput() || !in || !in.hasStaticShape() || in.getRank() < 2 ||
+    if (!isCast(c) || r.getData() != c->getResult(0) || !in || !in.hasStaticShape() || in.getRank() < 2 ||
         in.getShape().back() != vt.getDimSize(1) || in.getNumElements() != vt.getNumElements())
       return {};
-    return ca;
+    return c;
   }
-  auto ca = v.getDefiningOp<fp8::CastAmaxOp>();
-  return ca && v == ca.getOutput() ? ca : fp8::CastAmaxOp();
+  Operation *c = v.getDefiningOp();
+  return isCast(c) && v == c->getResult(0) ? c : nullptr;
 }
 
-/// The transposed copy of `v` when it is a per-tensor-scaled fp8.cast_amax output as 2-D (castOf;
-/// the copy is added to the cast when it has none yet), else null.
+/// The transposed copy of `v` when it is a per-tensor-scaled FP8 cast's output as 2-D (castOf; the
+/// copy is added to the cast when it has none yet, a plain fp8.cast becoming an fp8.cast_amax whose
+/// amax nothing reads), else null.
 Value transposedOf(Value v) {
-  fp8::CastAmaxOp ca = castOf(v);
-  if (!ca)
+  Operation *c = castOf(v);
+  if (!c)
     return {};
-  auto in = ca.getInput().getType().dyn_cast<RankedTensorType>();
-  auto scale = ca.getScaleInv().getType().dyn_cast<RankedTensorType>();
+  auto ca = dyn_cast<fp8::CastAmaxOp>(c);
+  Value input = c->getOperand(0), scaleInv = c->getOperand(1);
+  auto in = input.getType().dyn_cast<RankedTensorType>();
+  auto scale = scaleInv.getType().dyn_cast<RankedTensorType>();
   if (!in || !in.hasStaticShape() || !scale || scale.getNumElements() != 1)
     return {};
-  if (Value t = ca.getTransposed())
-    return t;
-  OpBuilder b(ca);
-  auto out = ca.getOutput().getType().cast<RankedTensorType>();
+  if (ca && ca.getTransposed())
+    return ca.getTransposed();
+  OpBuilder b(c);
+  Value output = c->getResult(0);
+  auto out = output.getType().cast<RankedTensorType>();
   int64_t cols = in.getShape().back();
   auto tt = RankedTensorType::get({cols, in.getNumElements() / cols}, out.getElementType());
-  auto n = b.create<fp8::CastAmaxOp>(ca.getLoc(), out, ca.getAmax().getType(), tt, ca.getInput(), ca.getScaleInv(),
-                                     ca.getSaturate());
-  if (auto names = ca->getAttrOfType<ArrayAttr>(octet::kResultNamesAttr)) {
+  Type amaxType = ca ? ca.getAmax().getType() : Type(RankedTensorType::get({}, b.getF32Type()));
+  bool saturate = ca ? ca.getSaturate() : cast<fp8::CastOp>(c).getSaturate();
+  auto n = b.create<fp8::CastAmaxOp>(c->getLoc(), out, amaxType, tt, input, scaleInv, saturate);
+  if (auto names = c->getAttrOfType<ArrayAttr>(octet::kResultNamesAttr)) {
     SmallVector<Attribute, 3> all(names.begin(), names.end());
     all.resize(2, b.getStringAttr(""));
     auto first = all[0].dyn_cast<StringAttr>();
     all.push_back(b.getStringAttr(first && !first.getValue().empty() ? (first.getValue() + "_t").str() : ""));
     n->setAttr(octet::kResultNamesAttr, b.getArrayAttr(all));
   }
-  ca.getOutput().replaceAllUsesWith(n.getOutput());
-  ca.getAmax().replaceAllUsesWith(n.getAmax());
-  ca->erase();
+  output.replaceAllUsesWith(n.getOutput());
+  if (ca)
+    ca.getAmax().replaceAllUsesWith(n.getAmax());
+  c->erase();
   return n.getTransposed();
 }
 

@@ -110,3 +110,27 @@ func.func @loss_on_gemm_logits(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4
   %c = fp8.cast %g, %s : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E5M2>
   return %l, %c : tensor<f32>, tensor<32x64xf8E5M2>
 }
+
+// -----
+
+// A kept layer's BF16 GEMM (--kept-gemm-precision=bf16) widened back to float32 for the loss: the
+// widening Cast is an origin, so the logits stay BF16 and the Cast goes (the loss reads BF16). The
+// loss gradient is BF16 too, and its Cast to BF16 for the kept layer's backward GEMM goes.
+// CHECK-LABEL: func.func @kept_layer_casts
+// CHECK: %[[L:.+]] = onnx.Gemm %arg0, %arg1, %{{.+}} : (tensor<32x64xbf16>, tensor<64x128xbf16>, none) -> tensor<32x128xbf16>
+// CHECK-NOT: onnx.Cast
+// CHECK: onnx.SoftmaxCrossEntropyLoss %[[L]], %arg2
+// CHECK: %[[G:.+]] = onnx.node "SoftmaxCrossEntropyLossGrad"(%[[L]], %arg2, %arg3) {{.+}} -> tensor<32x128xbf16>
+// CHECK-NEXT: onnx.Gemm %[[G]], %arg1, %{{.+}} {{.+}} -> tensor<32x64xbf16>
+// F32-LABEL: func.func @kept_layer_casts
+// F32-COUNT-2: onnx.Cast
+func.func @kept_layer_casts(%x: tensor<32x64xbf16>, %w: tensor<64x128xbf16>, %labels: tensor<32xi64>, %one: tensor<f32>) -> (tensor<f32>, tensor<32x64xbf16>) {
+  %none = onnx.none
+  %y = onnx.Gemm %x, %w, %none : (tensor<32x64xbf16>, tensor<64x128xbf16>, none) -> tensor<32x128xbf16>
+  %yf = onnx.Cast %y {to = 1 : si64} : (tensor<32x128xbf16>) -> tensor<32x128xf32>
+  %loss, %lp = onnx.SoftmaxCrossEntropyLoss %yf, %labels, %none {ignore_index = -100 : si64, reduction = "mean"} : (tensor<32x128xf32>, tensor<32xi64>, none) -> (tensor<f32>, none)
+  %g = onnx.node "SoftmaxCrossEntropyLossGrad"(%yf, %labels, %one) {attrs = {ignore_index = -100 : si64, reduction = "mean"}, domain = "octet"} : (tensor<32x128xf32>, tensor<32xi64>, tensor<f32>) -> tensor<32x128xf32>
+  %gb = onnx.Cast %g {to = 16 : si64} : (tensor<32x128xf32>) -> tensor<32x128xbf16>
+  %dx = onnx.Gemm %gb, %w, %none {transB = 1 : si64} : (tensor<32x128xbf16>, tensor<64x128xbf16>, none) -> tensor<32x64xbf16>
+  return %loss, %dx : tensor<f32>, tensor<32x64xbf16>
+}

@@ -44,14 +44,16 @@ func.func @already_tn(%x: tensor<16x64xf32>, %w: tensor<32x64xf8E4M3FN>, %s: ten
 
 // -----
 
-// Not from an fp8.cast_amax (a plain cast of current scaling, a block argument): the GEMM keeps
-// its flags and the backend transposes.
-// CHECK-LABEL: func.func @not_a_cast_amax
-// CHECK-NOT: transposed
-// CHECK: fp8.gemm %{{.+}}, %arg1, %arg2, %arg2 {transpose_a = true}
+// A plain per-tensor cast (current scaling: its scale comes from an amax taken before it) gains
+// the copy too, as an fp8.cast_amax whose amax nothing reads. Codes that are a block argument
+// keep the GEMM's flags, and the backend transposes.
+// CHECK-LABEL: func.func @plain_cast
+// CHECK: %[[Q:.+]], %{{.+}}, %[[QT:.+]] = fp8.cast_amax %arg0, %arg2 {octet.result_names = ["x_fp8", "", "x_fp8_t"]} : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
+// CHECK-NOT: fp8.cast %
+// CHECK: fp8.gemm %[[QT]], %arg1, %arg2, %arg2 :
 // CHECK: fp8.gemm %arg3, %arg3, %arg2, %arg2 {transpose_a = true}
-func.func @not_a_cast_amax(%x: tensor<16x64xf32>, %w: tensor<16x32xf8E4M3FN>, %s: tensor<f32>, %b: tensor<16x16xf8E4M3FN>) -> (tensor<64x32xf32>, tensor<16x16xf32>) {
-  %q = fp8.cast %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>
+func.func @plain_cast(%x: tensor<16x64xf32>, %w: tensor<16x32xf8E4M3FN>, %s: tensor<f32>, %b: tensor<16x16xf8E4M3FN>) -> (tensor<64x32xf32>, tensor<16x16xf32>) {
+  %q = fp8.cast %x, %s {octet.result_names = ["x_fp8"]} : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>
   %y = fp8.gemm %q, %w, %s, %s {transpose_a = true} : (tensor<16x64xf8E4M3FN>, tensor<16x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x32xf32>
   %u = fp8.gemm %b, %b, %s, %s {transpose_a = true} : (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x16xf32>
   return %y, %u : tensor<64x32xf32>, tensor<16x16xf32>
