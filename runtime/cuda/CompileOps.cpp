@@ -73,6 +73,14 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
       gelus_[size_t(&op - plan_.ops.data())] = first;
     geluSources_[size_t(&op - plan_.ops.data())] = {static_cast<float *>(const_cast<void *>(first.in[0])), nullptr,
                                                     0, first.n, kind == Ew::GeluTanh, o, bf16};
+    const void *x = first.in[0];
+    void *g = first.out;
+    int64_t n = first.n;
+    bool tanhApprox = kind == Ew::GeluTanh;
+    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(g)) % 16 == 0) {
+      out.push_back([=](cudaStream_t s) { return dev::gelu(x, g, bf16, n, tanhApprox, s); });
+      return;
+    }
   }
   out.push_back([first](cudaStream_t s) { return dev::elementwise(first, s); });
   // Variadic Max / Min: fold the rest into the output.
@@ -683,6 +691,20 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       if (!isFp8(DType(ot)))
         fail(op, "result must be an FP8 type");
       bool sat = attrInt(op, "saturate", 1) != 0;
+      // Per tensor from float32 or BF16 (current scaling's casts): the one-pass cast + amax kernel,
+      // its amax unread.
+      if (rows == 1 && sat && (DType(xt) == DType::F32 || DType(xt) == DType::BF16) &&
+          reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 8 == 0) {
+        cuda::InType it = DType(xt) == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+        cuda::Format f = DType(ot) == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
+        float *amax = discardAmax();
+        unsigned *slot = amaxSlot();
+        size_t n = size_t(inner);
+        out.push_back([=](cudaStream_t s) {
+          return cuda::castAmax(xp, it, n, sp, f, static_cast<uint8_t *>(o), amax, s, slot);
+        });
+        return;
+      }
       out.push_back([=](cudaStream_t s) {
         return dev::fp8Cast(xp, xt, sp, rows, inner, ot, sat, static_cast<uint8_t *>(o), s);
       });
@@ -703,12 +725,13 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     DType ot = plan_.values[size_t(op.outputs[0])].dtype, xt = typeOf(x);
     if (!isFp8(ot))
       fail(op, "result must be an FP8 type");
-    if (op.outputs.size() < 2 || op.outputs[1] < 0 || plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
+    if (op.outputs.size() < 2 || (op.outputs[1] >= 0 && plan_.values[size_t(op.outputs[1])].dtype != DType::F32))
       fail(op, "the amax result must be float32");
     const void *xp = devicePtr(x);
     const float *sp = static_cast<const float *>(devicePtr(sc));
     auto *q = static_cast<uint8_t *>(outPtr(0));
-    auto *amax = static_cast<float *>(outPtr(1));
+    // An amax nothing reads (a current-scaling cast that octet-cast-transpose gave a transposed copy).
+    auto *amax = op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : discardAmax();
     bool sat = attrInt(op, "saturate", 1) != 0;
     auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
     bool wide = sat && (xt == DType::F32 || xt == DType::BF16);

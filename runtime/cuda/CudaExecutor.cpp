@@ -51,6 +51,12 @@ unsigned *CudaExecutor::amaxSlot() {
   return s;
 }
 
+float *CudaExecutor::discardAmax() {
+  if (!discardAmax_)
+    discardAmax_ = static_cast<float *>(alloc(sizeof(float)));
+  return discardAmax_;
+}
+
 Shape CudaExecutor::shapeOf(int id) const {
   if (static_[size_t(id)])
     return host_[size_t(id)]->shape;

@@ -340,6 +340,9 @@ private:
   /// Two zeroed unsigned for a one-pass cast's amax (cuda::castAmax's slot): the kernels leave them
   /// zero, so the amax needs no memset before each launch.
   unsigned *amaxSlot();
+  /// Where casts write an amax that no op reads (one float32 for all of them).
+  float *discardAmax();
+  float *discardAmax_ = nullptr;
   unsigned *slots_ = nullptr;
   size_t slotsLeft_ = 0;
   void *devicePtr(int id);

@@ -455,6 +455,52 @@ __global__ void amaxAllKernel(const void *x, int type, int64_t n, unsigned *out)
     atomicMax(out, m);
 }
 
+/// amaxAllKernel over float32 or BF16 (T) with 16-byte loads (x 16-byte aligned): each block
+/// reduces its threads' maxima and publishes one atomicMax.
+template <typename T> __global__ void amaxVecKernel(const T *x, int64_t n, unsigned *out) {
+  constexpr int kPer = 16 / sizeof(T);
+  int64_t chunks = n / kPer;
+  const uint4 *v = reinterpret_cast<const uint4 *>(x);
+  unsigned m = 0;
+  auto take = [&](uint4 u) {
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      float f;
+      if constexpr (sizeof(T) == 4)
+        f = e[k];
+      else
+        f = __bfloat162float(e[k]);
+      m = max(m, absBits(f));
+    }
+  };
+  int64_t stride = int64_t(gridDim.x) * blockDim.x, i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + stride < chunks; i += 2 * stride) { // two loads in flight per thread
+    uint4 a = v[i], b = v[i + stride];
+    take(a);
+    take(b);
+  }
+  if (i < chunks)
+    take(v[i]);
+  for (int64_t j = chunks * kPer + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
+    if constexpr (sizeof(T) == 4)
+      m = max(m, absBits(x[j]));
+    else
+      m = max(m, absBits(__bfloat162float(x[j])));
+  }
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ unsigned sh[32];
+  if (threadIdx.x % 32 == 0)
+    sh[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x / 32); ++w)
+      m = max(m, sh[w]);
+    atomicMax(out, m);
+  }
+}
+
 __global__ void amaxRowKernel(const void *x, int type, int64_t rows, int64_t inner, unsigned *out) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     unsigned m = 0;
@@ -877,8 +923,14 @@ std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (rows == 1) {
     cudaMemsetAsync(amax, 0, sizeof(float), s);
-    if (inner > 0)
-      amaxAllKernel<<<std::min(blocksFor(inner), 132 * 8), 256, 0, s>>>(x, type, inner, bits);
+    bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (type == F32 || type == BF16);
+    int blocks = std::min(blocksFor(inner), 132 * 8);
+    if (inner > 0 && vec && type == F32)
+      amaxVecKernel<float><<<blocks, 256, 0, s>>>(static_cast<const float *>(x), inner, bits);
+    else if (inner > 0 && vec)
+      amaxVecKernel<__nv_bfloat16><<<blocks, 256, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), inner, bits);
+    else if (inner > 0)
+      amaxAllKernel<<<blocks, 256, 0, s>>>(x, type, inner, bits);
   } else {
     amaxRowKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(x, type, rows, inner, bits);
   }

@@ -245,6 +245,9 @@ std::string layerNormGrad(const void *x, const float *scale, const void *dy, con
 /// y[i] += bias[i % N] (in place), then g[i] = GELU(y[i]) (tanh approximation or erf), float32,
 /// n and N multiples of 4: a GEMM's bias added by the GELU that reads the result first.
 std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s);
+/// g = GELU(x) (tanh approximation with tanhApprox) over n contiguous values, float32 or (bf16) BF16
+/// on both sides, 16-byte aligned.
+std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s);
 /// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
 /// summed in double): the second half of a column sum taken in per-block partials.
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);

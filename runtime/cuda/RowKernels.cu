@@ -582,6 +582,28 @@ __global__ void __launch_bounds__(256) biasGeluKernel(float4 *y, const float *bi
   }
 }
 
+/// g = GELU(x) over n contiguous float32 or BF16 values (T, both sides), 16 bytes a thread (x and g
+/// 16-byte aligned) and the tail one by one: the elementwise Gelu's arithmetic, at the copy's speed.
+template <typename T, bool Tanh> __global__ void __launch_bounds__(256) geluKernel(const T *x, T *g, int64_t n) {
+  constexpr int kPer = 16 / sizeof(T);
+  auto f = [](T v) -> T {
+    if constexpr (sizeof(T) == 4)
+      return geluF(v, Tanh);
+    else
+      return __float2bfloat16_rn(geluF(__bfloat162float(v), Tanh));
+  };
+  int64_t chunks = n / kPer;
+  GRID_LOOP(i, chunks) {
+    uint4 u = reinterpret_cast<const uint4 *>(x)[i];
+    T *e = reinterpret_cast<T *>(&u);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      e[k] = f(e[k]);
+    reinterpret_cast<uint4 *>(g)[i] = u;
+  }
+  GRID_LOOP(j, n - chunks * kPer) { g[chunks * kPer + j] = f(x[chunks * kPer + j]); }
+}
+
 /// out[j] = sum over r < rows of partials[r * stride + j], j < n: blocks of 32 columns x 8 row
 /// groups (group g sums rows g, g + 8, ...; the groups combine in order: deterministic).
 __global__ void __launch_bounds__(256) columnTotalsKernel(const float *partials, int rows, int64_t stride, int64_t n,
@@ -730,6 +752,23 @@ std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n
     biasGeluKernel<false><<<blocksFor(n / 4), 256, 0, s>>>(reinterpret_cast<float4 *>(y), bias, N,
                                                               reinterpret_cast<float4 *>(g), n / 4);
   return check("biasGelu");
+}
+
+std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s) {
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(g)) % 16)
+    return "gelu: pointers must be 16-byte aligned";
+  if (n == 0)
+    return "";
+  int blocks = blocksFor(n / (bf16 ? 8 : 4) + 1);
+  auto launch = [&](auto t, auto tanh) {
+    using T = decltype(t);
+    geluKernel<T, decltype(tanh)::value><<<blocks, 256, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(g), n);
+  };
+  if (bf16)
+    tanhApprox ? launch(__nv_bfloat16(), std::true_type()) : launch(__nv_bfloat16(), std::false_type());
+  else
+    tanhApprox ? launch(float(), std::true_type()) : launch(float(), std::false_type());
+  return check("gelu");
 }
 
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s) {

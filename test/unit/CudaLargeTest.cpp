@@ -5,7 +5,7 @@
 // (grid-stride loops). Each test runs a small plan through the CUDA runner and the CPU executor on
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
-// cast with its amax and transposed copy (bit for bit); LayerNorm over 2^21 rows; the GELU and a
+// cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; LayerNorm over 2^21 rows; the GELU and a
 // generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
 // memory for the largest).
 //
@@ -134,6 +134,24 @@ TEST(CudaLarge, CastAmaxPast32BitElements) {
   plan.inputs = {x};
   plan.outputs = {q, amax};
   addOp(plan, "fp8.cast_amax", "cast", {x, si}, {q, amax});
+  expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}
+
+/// Current scaling of 2^31 + 65536 float32 values: fp8.amax, fp8.dynamic_scale and the plain
+/// per-tensor fp8.cast, bit for bit; the maximum is the last value.
+TEST(CudaLarge, CurrentScalingPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(12) << 30);
+  Plan plan;
+  int x = addValue(plan, "x", {kPast32}), amax = addValue(plan, "amax", {});
+  int sc = addValue(plan, "scale", {}), si = addValue(plan, "scale_inv", {}), q = addValue(plan, "q", {kPast32});
+  plan.values[size_t(q)].dtype = DType::F8E4M3FN;
+  addOp(plan, "fp8.amax", "amax", {x}, {amax});
+  PlanOp &ds = addOp(plan, "fp8.dynamic_scale", "scale", {amax}, {sc, si});
+  ds.attrs["format"].kind = Attr::String;
+  ds.attrs["format"].s = "float8e4m3fn";
+  addOp(plan, "fp8.cast", "cast", {x, si}, {q});
+  plan.inputs = {x};
+  plan.outputs = {amax, si, q};
   expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
 }
 
