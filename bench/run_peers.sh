@@ -6,7 +6,9 @@
 # carried in .whl. Rows land in $OUT/peers-STEM-*.json; bench/peers_table.py merges them.
 #   bash bench/run_peers.sh 1.3b 8            (RECIPES="te ao msamp:O2", TORCHAO="tensorwise",
 #                                              EAGER=1 adds PyTorch eager, OWN_ATTENTION=1 te on
-#                                              Attention.cu's kernels, PROFILE=0 skips the profile)
+#                                              Attention.cu's kernels, COMPILE=0 skips torch.compile,
+#                                              PROFILE=0 skips the profiles, PROFILE_RECIPES="te"
+#                                              names the plans profiled)
 set -u
 s=$1
 d=${DEVLIB:-.devlib}
@@ -35,10 +37,12 @@ row octet "${OCTET_LIMIT:-240}" --skip-torch --plans "${plans[@]}"
 # OWN_ATTENTION=1: te with Attention.cu's kernels in place of cuDNN's (OCTET_CUDA_CUDNN=0)
 [ "${OWN_ATTENTION:-0}" = 1 ] && OCTET_CUDA_CUDNN=0 row own-attention 120 --skip-torch --plans te-own-attention="$d/bench/$stem-te.plan"
 [ "${EAGER:-0}" = 1 ] && row eager 120 --skip-compile
-row compile "${COMPILE_LIMIT:-200}" --skip-eager
+[ "${COMPILE:-1}" = 1 ] && row compile "${COMPILE_LIMIT:-200}" --skip-eager
 for r in ${TORCHAO-tensorwise}; do row "torchao-$r" "${TORCHAO_LIMIT:-300}" --skip-eager --skip-compile --torchao "$r"; done
 if [ "${PROFILE:-1}" = 1 ]; then
-  OCTET_CUDA_PROFILE=2 timeout 90 "$d/fp8-run" "$d/bench/$stem-te.plan" --device cuda --init-params normal:0.02 \
-    --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$stem-te.txt"
-  head -25 "$out/profile-$stem-te.txt"
+  for r in ${PROFILE_RECIPES:-te}; do
+    OCTET_CUDA_PROFILE=2 timeout 90 "$d/fp8-run" "$d/bench/$stem-${r/:/-}.plan" --device cuda --init-params normal:0.02 \
+      --benchmark 3 --warmup 1 > /dev/null 2> "$out/profile-$stem-${r/:/-}.txt"
+    echo "== profile $r"; head -"${PROFILE_LINES:-25}" "$out/profile-$stem-${r/:/-}.txt"
+  done
 fi

@@ -8,7 +8,8 @@
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each SIZE[:BATCH] in $SIZES (default: 125m 350m 1.3b 1.3b:8 d4096:4) and
-#                    recipe (and te with --activation-precision=bf16, `te-bf16`), compiled with
+#                    recipe (and each of $BF16_RECIPES, default te, with --activation-precision=bf16:
+#                    `te-bf16`), compiled with
 #                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update),
 #                    and te plans of the RMSNorm variants for each size in $RMS_SIZES (default: 1.3b)
 # Usage: scripts/pack_devlib.sh [BUILD_DIR]      (run on the build machine; idempotent)
@@ -75,6 +76,11 @@ gzip -f "$d/plans/gpt-small-te.plan"
 "$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 "${train[@]}" \
   -o "$d/plans/gpt-small-te-bf16.plan"
 gzip -f "$d/plans/gpt-small-te-bf16.plan"
+# ao with BF16 activations: current scaling's amaxes and casts (with transposed copies), its first
+# and last layers' BF16 GEMMs and the BF16 logits they give.
+"$opt" "$build/bench/gpt-small.onnx" --recipe ao --activation-precision=bf16 "${train[@]}" \
+  -o "$d/plans/gpt-small-ao-bf16.plan"
+gzip -f "$d/plans/gpt-small-ao-bf16.plan"
 # Its RMSNorm variant (HF's LlamaRMSNorm ops): the casts that compute the normalized tensor.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random --norm rms \
   -o "$build/bench/gpt-small-rms.onnx" >/dev/null
@@ -121,10 +127,12 @@ for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
       ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r").plan"
     gzip -f "$d/bench/$stem-$(name "$r").plan"
   done
-  # te with BF16 activations (run_peers.sh RECIPES="te te-bf16").
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
-    --activation-precision=bf16 ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-te-bf16.plan"
-  gzip -f "$d/bench/$stem-te-bf16.plan"
+  # Each recipe of $BF16_RECIPES (default te) with BF16 activations (run_peers.sh RECIPES="te te-bf16").
+  for r in ${BF16_RECIPES-te}; do
+    "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe "$r" \
+      --activation-precision=bf16 ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r")-bf16.plan"
+    gzip -f "$d/bench/$stem-$(name "$r")-bf16.plan"
+  done
 done
 # The 1.3B te plan without each compiler-side optimization of issue 5 (fourth and sixth passes), for
 # the ablation of bench/run_gpu_e2e.sh (the generated Pointwise kernels are switched off at run time).
