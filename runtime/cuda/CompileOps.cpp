@@ -63,6 +63,18 @@ void CudaExecutor::compileElementwise(const PlanOp &op, dev::Ew kind, std::vecto
   int b = nIn > 1 && has(op, 1) ? op.inputs[1] : -1;
   int c = nIn > 2 && has(op, 2) ? op.inputs[2] : -1;
   dev::EwArgs first = make(a, b, c, nullptr, DType::F32, {});
+  auto isFloat = [](DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; };
+  if (op.type == "Cast" && shapeOf(a) == os && isFloat(typeOf(a)) && isFloat(ot) &&
+      (reinterpret_cast<uintptr_t>(first.in[0]) | reinterpret_cast<uintptr_t>(first.out)) % 16 == 0) {
+    // Between float types, elementwise: the vectorized conversion kernel.
+    out.push_back([first](cudaStream_t s) {
+      std::string err;
+      if (!dev::convertContiguous(first.in[0], first.inType[0], first.out, first.outType, first.n, nullptr, s, err))
+        return dev::elementwise(first, s);
+      return err;
+    });
+    return;
+  }
   if (kind == Ew::Add && op.inputs.size() == 2 && ot == DType::F32 && typeOf(a) == DType::F32 &&
       typeOf(b) == DType::F32)
     adds_[size_t(&op - plan_.ops.data())] = first;

@@ -444,6 +444,56 @@ __global__ void fp8DequantKernel(const uint8_t *q, int fmt, const float *scaleIn
   }
 }
 
+/// Element type TI's storage size in bytes.
+template <int T> constexpr int storageBytes() { return T == F32 ? 4 : T == F16 || T == BF16 ? 2 : 1; }
+
+/// Eight storage elements of type T moved as one or two vector accesses.
+template <int T> struct Eight {
+  static constexpr int kBytes = 8 * storageBytes<T>();
+  alignas(16) unsigned char b[kBytes];
+  __device__ __forceinline__ void load(const void *p, int64_t chunk) {
+    const auto *src = static_cast<const unsigned char *>(p) + chunk * kBytes;
+    if constexpr (kBytes == 8)
+      *reinterpret_cast<uint2 *>(b) = *reinterpret_cast<const uint2 *>(src);
+    else
+      for (int k = 0; k < kBytes / 16; ++k)
+        reinterpret_cast<uint4 *>(b)[k] = reinterpret_cast<const uint4 *>(src)[k];
+  }
+  __device__ __forceinline__ void store(void *p, int64_t chunk) const {
+    auto *dst = static_cast<unsigned char *>(p) + chunk * kBytes;
+    if constexpr (kBytes == 8)
+      *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(b);
+    else
+      for (int k = 0; k < kBytes / 16; ++k)
+        reinterpret_cast<uint4 *>(dst)[k] = reinterpret_cast<const uint4 *>(b)[k];
+  }
+};
+
+/// y = x converted from TI to TO over n contiguous values (an ONNX Cast between float types), or,
+/// with scaleInv, x's per-tensor FP8 codes dequantized (code * scale_inv): ldf/stf's arithmetic,
+/// eight values a thread with vector accesses, the tail one by one.
+template <int TI, int TO>
+__global__ void __launch_bounds__(256) convertKernel(const void *x, void *y, int64_t n, const float *scaleInv) {
+  float si = scaleInv ? *scaleInv : 1.0f;
+  auto value = [&](const void *p, int64_t i) {
+    if constexpr (TI == E4M3 || TI == E5M2)
+      return __fmul_rn(decodeFp8(static_cast<const uint8_t *>(p)[i], TI), si);
+    else
+      return ldf(p, TI, i);
+  };
+  int64_t chunks = n / 8;
+  GRID_LOOP(c, chunks) {
+    Eight<TI> in;
+    Eight<TO> out;
+    in.load(x, c);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      stf(out.b, TO, k, value(in.b, k), true);
+    out.store(y, c);
+  }
+  GRID_LOOP(j, n - chunks * 8) { stf(y, TO, chunks * 8 + j, value(x, chunks * 8 + j), true); }
+}
+
 __device__ __forceinline__ unsigned absBits(float v) { return __float_as_uint(fabsf(v)); }
 
 __global__ void amaxAllKernel(const void *x, int type, int64_t n, unsigned *out) {
@@ -911,10 +961,48 @@ std::string fp8Cast(const void *x, int type, const float *scaleInv, int64_t rows
   return check("fp8Cast");
 }
 
+bool convertContiguous(const void *x, int inType, void *y, int outType, int64_t n, const float *scaleInv,
+                       cudaStream_t s, std::string &err) {
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16)
+    return false;
+  bool launched = false;
+  int blocks = blocksFor(n / 8 + 1);
+  auto to = [&](auto ti) {
+    constexpr int TI = decltype(ti)::value;
+    auto go = [&](auto tout) {
+      constexpr int TO = decltype(tout)::value;
+      convertKernel<TI, TO><<<blocks, 256, 0, s>>>(x, y, n, scaleInv);
+      launched = true;
+    };
+    if (outType == F32)
+      go(std::integral_constant<int, F32>());
+    else if (outType == BF16)
+      go(std::integral_constant<int, BF16>());
+    else if (outType == F16)
+      go(std::integral_constant<int, F16>());
+  };
+  bool fp8 = inType == E4M3 || inType == E5M2;
+  if (fp8 != (scaleInv != nullptr))
+    return false;
+  switch (inType) {
+  case F32: to(std::integral_constant<int, F32>()); break;
+  case BF16: to(std::integral_constant<int, BF16>()); break;
+  case F16: to(std::integral_constant<int, F16>()); break;
+  case E4M3: to(std::integral_constant<int, E4M3>()); break;
+  case E5M2: to(std::integral_constant<int, E5M2>()); break;
+  default: break;
+  }
+  if (launched)
+    err = check("convert");
+  return launched;
+}
+
 std::string fp8Dequantize(const uint8_t *q, int fmtType, const float *scaleInv, int64_t rows, int64_t inner, void *x,
                           int outType, cudaStream_t s) {
   if (rows * inner == 0)
     return "";
+  if (std::string err; rows == 1 && convertContiguous(q, fmtType, x, outType, inner, scaleInv, s, err))
+    return err;
   fp8DequantKernel<<<blocksFor(rows * inner), 256, 0, s>>>(q, fmtType, scaleInv, rows, inner, x, outType);
   return check("fp8Dequantize");
 }

@@ -321,6 +321,12 @@ std::string scatter(const ScatterArgs &a, void *scratch, cudaStream_t s);
 std::string fp8Cast(const void *x, int type, const float *scaleInv, int64_t rows, int64_t inner, int fmtType,
                     bool saturate, uint8_t *q, cudaStream_t s);
 /// x = decode(q) * scaleInv[row].
+/// y = x converted over n contiguous values, float32 / BF16 / FP16 to float32 / BF16 / FP16 (an
+/// ONNX Cast), or per-tensor FP8 codes dequantized (inType E4M3 or E5M2, with scaleInv): eight
+/// values a thread with vector accesses. False (nothing launched) for other types or pointers not
+/// 16-byte aligned; else err is the launch's error, if any.
+bool convertContiguous(const void *x, int inType, void *y, int outType, int64_t n, const float *scaleInv,
+                       cudaStream_t s, std::string &err);
 std::string fp8Dequantize(const uint8_t *q, int fmtType, const float *scaleInv, int64_t rows, int64_t inner, void *x,
                           int outType, cudaStream_t s);
 /// amax[row] = max |x| over each row of `inner` elements (NaN propagates).

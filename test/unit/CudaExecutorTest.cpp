@@ -488,6 +488,82 @@ TEST(CudaExecutor, CurrentScalingCastsMatchTheCpu) {
   EXPECT_TRUE(std::isnan(gpu->value(amax)->data<float>()[0]));
 }
 
+/// Cast between float32, BF16 and FP16, and per-tensor fp8.dequantize to each of them, on the
+/// vectorized conversion kernel (eight values a thread and a scalar tail): the CPU's values bit for
+/// bit (NaN as NaN), values that round, overflow FP16 (to Inf), NaN and Inf included. Sizes 4M + 3
+/// and [37, 29].
+TEST(CudaExecutor, ConversionsMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  const DType floats[] = {DType::F32, DType::BF16, DType::F16};
+  for (Shape xs : {Shape{4 * 1024 * 1024 + 3}, Shape{37, 29}}) {
+    Plan plan;
+    int x = addValue(plan, "x", xs), si = addScalar(plan, "si", 0.37f);
+    plan.inputs = {x};
+    for (DType from : floats) {
+      int src = x;
+      if (from != DType::F32) {
+        src = addValue(plan, std::string("x_") + dtypeName(from), xs);
+        plan.values[size_t(src)].dtype = from;
+        addOp(plan, "Cast", plan.values[size_t(src)].name, {x}, {src}).attrs["to"].i = from == DType::BF16 ? 16 : 10;
+        plan.outputs.push_back(src);
+      }
+      for (DType to : floats) {
+        if (to == from)
+          continue;
+        int y = addValue(plan, std::string(dtypeName(from)) + "_to_" + dtypeName(to), xs);
+        plan.values[size_t(y)].dtype = to;
+        addOp(plan, "Cast", plan.values[size_t(y)].name, {src}, {y}).attrs["to"].i =
+            to == DType::BF16 ? 16 : to == DType::F16 ? 10 : 1;
+        plan.outputs.push_back(y);
+      }
+    }
+    for (DType f : {DType::F8E4M3FN, DType::F8E5M2}) {
+      int q = addValue(plan, std::string("q_") + dtypeName(f), xs);
+      plan.values[size_t(q)].dtype = f;
+      addOp(plan, "fp8.cast", plan.values[size_t(q)].name, {x, si}, {q});
+      for (DType to : floats) {
+        int y = addValue(plan, std::string("dq_") + dtypeName(f) + "_" + dtypeName(to), xs);
+        plan.values[size_t(y)].dtype = to;
+        addOp(plan, "fp8.dequantize", plan.values[size_t(y)].name, {q, si}, {y});
+        plan.outputs.push_back(y);
+      }
+    }
+    auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 30.0f));
+    float *p = in->data<float>();
+    int64_t n = numElements(xs);
+    p[1] = 1e6f;        // past FP16's largest: Inf there
+    p[2] = NAN;
+    p[3] = -INFINITY;
+    p[n - 1] = 1.00390625f; // 1 + 2^-8: a BF16 tie, rounded to even
+    Executor cpu(plan);
+    cpu.run({{"x", in}}, false);
+    auto gpu = cuda::makeCudaRunner(plan);
+    for (int run = 0; run < 2; ++run) {
+      gpu->run({{"x", in}}, false);
+      for (int id : plan.outputs) {
+        const std::string &name = plan.values[size_t(id)].name;
+        TensorPtr want = cpu.value(id), got = gpu->value(id);
+        ASSERT_TRUE(want && got) << name;
+        ASSERT_EQ(got->dtype, want->dtype) << name;
+        // Widened to float32 (exact from BF16 and FP16): the same value, or both NaN (a NaN's
+        // payload is the library's: CUDA's FP16 conversion writes 0x7FFF, x86's keeps its bits).
+        Tensor g = got->castTo(DType::F32), w = want->castTo(DType::F32);
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          float a = g.data<float>()[i], b = w.data<float>()[i];
+          if (!(std::isnan(a) && std::isnan(b)) && std::memcmp(&a, &b, 4) != 0 && bad++ == 0)
+            first = i;
+        }
+        EXPECT_EQ(bad, 0) << name << " of " << shapeString(xs) << ": first at " << first << ", GPU "
+                          << (first >= 0 ? g.data<float>()[first] : 0.0f) << ", CPU "
+                          << (first >= 0 ? w.data<float>()[first] : 0.0f) << ", input "
+                          << (first >= 0 ? p[first] : 0.0f);
+      }
+    }
+  }
+}
+
 /// A bias gradient taken in the cast's pass (CudaOptions::castSums): fp8.cast_amax with its
 /// transposed copy, an op in between whose result may take any free arena buffer, then ReduceSum
 /// of the cast's input over all dims but the last. Codes, transposed codes and amax bit for bit,

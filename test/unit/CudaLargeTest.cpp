@@ -5,7 +5,8 @@
 // (grid-stride loops). Each test runs a small plan through the CUDA runner and the CPU executor on
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
-// cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; LayerNorm over 2^21 rows; the GELU and a
+// cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
+// conversions and dequantization; LayerNorm over 2^21 rows; the GELU and a
 // generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
 // memory for the largest).
 //
@@ -152,6 +153,23 @@ TEST(CudaLarge, CurrentScalingPast32BitElements) {
   addOp(plan, "fp8.cast", "cast", {x, si}, {q});
   plan.inputs = {x};
   plan.outputs = {amax, si, q};
+  expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}
+
+/// Cast of 2^31 + 65536 float32 values to BF16 and the per-tensor dequantization of their FP8
+/// codes to float32 (the vectorized conversion kernel), bit for bit.
+TEST(CudaLarge, ConversionsPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  Plan plan;
+  int x = addValue(plan, "x", {kPast32}), si = addScalar(plan, "si", 0.05f);
+  int b = addValue(plan, "b", {kPast32}), q = addValue(plan, "q", {kPast32}), y = addValue(plan, "y", {kPast32});
+  plan.values[size_t(b)].dtype = DType::BF16;
+  plan.values[size_t(q)].dtype = DType::F8E4M3FN;
+  addOp(plan, "Cast", "to_bf16", {x}, {b}).attrs["to"].i = 16;
+  addOp(plan, "fp8.cast", "cast", {x, si}, {q});
+  addOp(plan, "fp8.dequantize", "dequantize", {q, si}, {y});
+  plan.inputs = {x};
+  plan.outputs = {b, y};
   expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
 }
 
