@@ -73,7 +73,7 @@ std::string encodeNpy(const Tensor &t) {
   return out;
 }
 
-TensorPtr decodeNpy(const std::string &b, const std::string &what) {
+NpyHeader decodeNpyHeader(const std::string &b, const std::string &what) {
   auto bad = [&](const std::string &m) { return Error(what + ": not a valid .npy array (" + m + ")"); };
   if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0)
     throw bad("bad magic");
@@ -106,9 +106,6 @@ TensorPtr decodeNpy(const std::string &b, const std::string &what) {
   if (q1 == std::string::npos)
     throw bad("descr is not a quoted string");
   std::string descr = h.substr(q0 + 1, q1 - q0 - 1);
-  DType t = dtypeOfDescr(descr);
-  if (t == DType::Invalid)
-    throw bad("element type '" + descr + "' is not supported");
   size_t fo = h.find_first_not_of(' ', after("fortran_order"));
   if (fo != std::string::npos && h.compare(fo, 4, "True") == 0)
     throw bad("Fortran order is not supported");
@@ -129,13 +126,21 @@ TensorPtr decodeNpy(const std::string &b, const std::string &what) {
     }
     i = j + 1;
   }
-  size_t data = start + hl;
-  int64_t want = checkedBytes(shape, dtypeSize(t)); // checked before anything is allocated
-  if (want < 0 || uint64_t(b.size() - data) != uint64_t(want))
+  return {descr, shape, start + hl};
+}
+
+TensorPtr decodeNpy(const std::string &b, const std::string &what) {
+  auto bad = [&](const std::string &m) { return Error(what + ": not a valid .npy array (" + m + ")"); };
+  NpyHeader h = decodeNpyHeader(b, what);
+  DType t = dtypeOfDescr(h.descr);
+  if (t == DType::Invalid)
+    throw bad("element type '" + h.descr + "' is not supported");
+  int64_t want = checkedBytes(h.shape, dtypeSize(t)); // checked before anything is allocated
+  if (want < 0 || uint64_t(b.size() - h.dataOffset) != uint64_t(want))
     throw bad("data size does not match the shape");
-  auto tensor = std::make_shared<Tensor>(t, shape);
+  auto tensor = std::make_shared<Tensor>(t, h.shape);
   if (want)
-    std::memcpy(tensor->bytes.data(), b.data() + data, size_t(want));
+    std::memcpy(tensor->bytes.data(), b.data() + h.dataOffset, size_t(want));
   return tensor;
 }
 

@@ -44,16 +44,35 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
   TokenData d;
   d.path = path;
   if (endsWith(path, ".npy")) {
-    TensorPtr t = decodeNpy(bytes, path);
-    if (t->rank() != 1 || isFp8(t->dtype) || t->dtype == DType::F32 || t->dtype == DType::F64 ||
-        t->dtype == DType::F16 || t->dtype == DType::BF16)
-      throw Error(path + ": expected a 1-D integer array of token ids, got " + std::string(dtypeName(t->dtype)) + " " +
-                  shapeString(t->shape));
-    for (int64_t i = 0; i < t->numel(); ++i) {
-      int64_t v = t->getInt(i);
-      if (v < 0 || v > int64_t(UINT32_MAX))
-        throw Error(path + ": token " + std::to_string(i) + " is " + std::to_string(v) + ", not a token id");
-      d.tokens.push_back(uint32_t(v));
+    // Token ids as tokenizers and nanoGPT's scripts save them: any little-endian integer type
+    // (numpy's uint16 is read as an integer here, not as the BF16 bits Octet's own arrays mean).
+    NpyHeader h = decodeNpyHeader(bytes, path);
+    const std::string &dt = h.descr;
+    bool little = dt.size() == 3 && (dt[0] == '<' || dt[0] == '|' || dt[0] == '=');
+    char kind = dt.size() == 3 ? dt[1] : '?';
+    int w = dt.size() == 3 ? dt[2] - '0' : 0;
+    bool integer = little && (kind == 'u' || kind == 'i') && (w == 1 || w == 2 || w == 4 || w == 8);
+    if (h.shape.size() != 1 || !integer) {
+      std::string name = !little ? dt + " (big-endian)"
+                         : kind == 'f' ? "float" + std::to_string(8 * w)
+                         : kind == 'b' ? std::string("bool")
+                                       : dt;
+      throw Error(path + ": expected a 1-D integer array of token ids, got " + name + " " + shapeString(h.shape));
+    }
+    int64_t n = h.shape[0];
+    if (n < 0 || uint64_t(bytes.size() - h.dataOffset) != uint64_t(n) * uint64_t(w))
+      throw Error(path + ": not a valid .npy array (data size does not match the shape)");
+    d.tokens.resize(size_t(n));
+    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + h.dataOffset);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t u = 0;
+      for (int k = 0; k < w; ++k)
+        u |= uint64_t(p[i * w + k]) << (8 * k);
+      int64_t v = kind == 'u' ? int64_t(u) : w == 8 ? int64_t(u) : int64_t(u << (64 - 8 * w)) >> (64 - 8 * w);
+      if (v < 0 || (kind == 'u' && w == 8 && u > uint64_t(INT64_MAX)) || v > int64_t(UINT32_MAX))
+        throw Error(path + ": token " + std::to_string(i) + " is " +
+                    (kind == 'u' ? std::to_string(u) : std::to_string(v)) + ", not a token id");
+      d.tokens[size_t(i)] = uint32_t(v);
     }
     return d;
   }
@@ -69,6 +88,29 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
     d.tokens[i] = w == 2 ? uint32_t(p[0] | p[1] << 8) : uint32_t(p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24);
   }
   return d;
+}
+
+/// The model's vocabulary: the rows of the embedding that a Gather (axis 0) takes the token input's
+/// ids from. Every token of `d` must be below it, or the step would stop at that Gather (or, in a
+/// plan where nothing checks, read past the table); the file and the first such token are named.
+static void checkVocabulary(const Plan &p, int tokenInput, const TokenData &d, const std::string &dtype) {
+  for (const PlanOp &op : p.ops) {
+    auto axis = op.attrs.find("axis");
+    if (op.type != "Gather" || op.inputs.size() < 2 || op.inputs[1] != tokenInput ||
+        (axis != op.attrs.end() && axis->second.i != 0))
+      continue;
+    const PlanValue &table = p.values[size_t(op.inputs[0])];
+    if (!table.hasShape || table.shape.empty())
+      continue;
+    int64_t vocab = table.shape[0];
+    for (size_t i = 0; i < d.tokens.size(); ++i)
+      if (int64_t(d.tokens[i]) >= vocab)
+        throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d.tokens[i]) +
+                    ", not below the model's vocabulary of " + std::to_string(vocab) + " (the rows of '" +
+                    table.name + "'); tokenize with the model's tokenizer" +
+                    (endsWith(d.path, ".npy") ? "" : " (and check --data-dtype, now " + dtype + ")"));
+    return;
+  }
 }
 
 /// splitmix64: the batch positions are a pure function of (seed, step, row),
@@ -430,6 +472,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     throw Error("--labels: '" + o.labels + "' is not valid; use shifted or same");
 
   TokenData data = readTokens(o.data, o.dataDtype);
+  checkVocabulary(p, tokenInputs[0], data, o.dataDtype);
   TokenData evalData;
   // Data parallelism: this rank's rows of the combined batch; rank 0 alone logs, evaluates and writes.
   Communicator *comm = communicator();
@@ -439,6 +482,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   eval.firstRow = 0;
   if (!o.evalData.empty()) {
     evalData = readTokens(o.evalData, o.dataDtype);
+    checkVocabulary(p, tokenInputs[0], evalData, o.dataDtype);
     eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, o.labels, 0};
   } else { // hold out the last 10% of the data (always, so batches do not depend on --eval-every)
     size_t cut = data.tokens.size() - data.tokens.size() / 10;

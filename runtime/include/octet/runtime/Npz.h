@@ -19,6 +19,15 @@ namespace octet::rt {
 using NamedTensors = std::vector<std::pair<std::string, TensorPtr>>;
 
 std::string encodeNpy(const Tensor &t);
+/// A .npy file's header: its element type as numpy writes it ('<u2', '|u1', '<f4'...), its shape (C
+/// order; Fortran order is refused) and where its data starts. Throws Error naming `what`.
+struct NpyHeader {
+  std::string descr;
+  Shape shape;
+  size_t dataOffset = 0;
+};
+NpyHeader decodeNpyHeader(const std::string &bytes, const std::string &what);
+/// The array, in the element types Octet stores ('<u2' is BF16's bits: numpy has no bfloat16).
 TensorPtr decodeNpy(const std::string &bytes, const std::string &what);
 NamedTensors readNpz(const std::string &path);
 /// The same from an archive in memory (`what` names it in errors).
