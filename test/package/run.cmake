@@ -28,3 +28,15 @@ if(rc OR NOT out MATCHES "linear candidates: 1")
   message(FATAL_ERROR "consumer failed (${rc}):\n${out}\n${err}")
 endif()
 message(STATUS "consumer ran the installed pass library:\n${out}")
+# The installed tools start from the prefix alone (they find their libraries through RPATH) and
+# compile and describe a model's training plan.
+execute_process(COMMAND ${prefix}/bin/fp8-opt ${OCTET_SOURCE_DIR}/examples/gpt2-tiny.onnx --recipe te --train
+                        -o ${build}/m.plan RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "the installed fp8-opt failed (${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${prefix}/bin/fp8-run ${build}/m.plan --info RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc OR NOT out MATCHES "recipe 'te'")
+  message(FATAL_ERROR "the installed fp8-run failed (${rc}):\n${out}\n${err}")
+endif()
+message(STATUS "the installed fp8-opt and fp8-run compiled and read a plan")
