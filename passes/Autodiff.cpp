@@ -53,6 +53,33 @@ static bool isLiftedConstant(StringRef name) {
   return digitsAfter("lifted_tensor_") || digitsAfter("_tensor_constant");
 }
 
+/// What a torch.export graph signature (the `pkg.torch.export.ExportedProgram.graph_signature`
+/// graph metadata torch.onnx.export's dynamo path records) says each of the program's inputs is,
+/// by target (the state-dict name the initializer carries): PARAMETER, BUFFER, CONSTANT_TENSOR...
+/// Its lines read `p_name: PARAMETER target='model.layer.weight'`, under `# inputs`.
+static llvm::StringMap<std::string> torchInputKinds(StringRef signature) {
+  llvm::StringMap<std::string> kinds;
+  bool inputs = false;
+  SmallVector<StringRef> lines;
+  signature.split(lines, '\n');
+  for (StringRef line : lines) {
+    line = line.trim();
+    if (line.startswith("#")) {
+      inputs = line == "# inputs";
+      continue;
+    }
+    size_t colon = line.find(": "), target = line.find(" target='");
+    if (!inputs || colon == StringRef::npos || target == StringRef::npos || target < colon)
+      continue;
+    StringRef kind = line.slice(colon + 2, target).trim();
+    StringRef rest = line.substr(target + 9);
+    size_t end = rest.find('\'');
+    if (end != StringRef::npos)
+      kinds[rest.take_front(end)] = kind.str();
+  }
+  return kinds;
+}
+
 namespace {
 
 bool isFloatTensor(Type t) {
@@ -242,6 +269,13 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
                           [&](ox::InitializerOp i) { return i.getName() == x.getKey() && isFloatTensor(i.getType()); }))
           return func.emitError() << "octet-autodiff: the Gradient node's xs names '" << x.getKey()
                                   << "', which is not a float initializer";
+    // A dynamo export's graph signature says which initializers are the module's parameters:
+    // buffers (rotary inv_freq, position ids, BatchNorm statistics) and constants are not trained.
+    std::optional<llvm::StringMap<std::string>> torchKinds;
+    if (auto md = func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(ox::kGraphMetadataAttr))
+      if (auto sig = md.getAs<StringAttr>("pkg.torch.export.ExportedProgram.graph_signature"))
+        if (auto kinds = torchInputKinds(sig.getValue()); !kinds.empty())
+          torchKinds = std::move(kinds);
     for (auto init : body.getOps<ox::InitializerOp>()) {
       if (!isFloatTensor(init.getType()) || init->hasAttr(octet::kFp8StateAttr))
         continue;
@@ -249,6 +283,16 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
         continue;
       if (!named && isLiftedConstant(init.getName()))
         continue;
+      if (!named && torchKinds) {
+        auto kind = torchKinds->find(init.getName());
+        if (kind == torchKinds->end())
+          return init.emitError() << "octet-autodiff: initializer '" << init.getName()
+                                  << "' is none of the exported program's inputs (its graph signature): "
+                                     "the exporter folded or merged parameters into it; export with "
+                                     "torch.onnx.export(..., dynamo=True, optimize=False)";
+        if (kind->second != "PARAMETER")
+          continue; // a buffer or a constant tensor: PyTorch does not train it
+      }
       params.push_back(init);
       active.insert(init.getResult());
     }

@@ -403,6 +403,12 @@ LogicalResult Exporter::run(func::FuncOp func, onnx::ModelProto &model) {
     }
 
   onnx::GraphProto &graph = *model.mutable_graph();
+  if (auto md = m->getAttrOfType<DictionaryAttr>(ox::kGraphMetadataAttr)) {
+    std::vector<std::pair<std::string, std::string>> entries;
+    for (NamedAttribute kv : md)
+      entries.emplace_back(kv.getName().str(), kv.getValue().cast<StringAttr>().getValue().str());
+    octet::proto::setGraphMetadata(graph, entries);
+  }
   auto graphName = func->getAttrOfType<StringAttr>(ox::kGraphNameAttr);
   graph.set_name(graphName ? graphName.getValue().str() : func.getSymName().str());
   if (func.getBody().getBlocks().size() != 1)

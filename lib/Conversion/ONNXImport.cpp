@@ -815,6 +815,14 @@ OwningOpRef<ModuleOp> Importer::run() {
       md.push_back(b.getNamedAttr(kv.key(), b.getStringAttr(kv.value())));
     m->setAttr(ox::kMetadataAttr, b.getDictionaryAttr(md));
   }
+  if (auto gmd = octet::proto::graphMetadata(model.graph()); !gmd.empty()) {
+    SmallVector<NamedAttribute> md;
+    llvm::StringSet<> seen; // a key given twice keeps its first value
+    for (const auto &[k, v] : gmd)
+      if (seen.insert(k).second)
+        md.push_back(b.getNamedAttr(k, b.getStringAttr(v)));
+    m->setAttr(ox::kGraphMetadataAttr, b.getDictionaryAttr(md));
+  }
 
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<const onnx::TensorProto *> inits;

@@ -5,6 +5,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <cerrno>
 #include <climits>
@@ -102,6 +103,32 @@ bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::stri
     return false;
   }
   return true;
+}
+
+std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto &graph) {
+  constexpr int kGraphMetadataProps = 16; // onnx.proto (IR version 10): GraphProto.metadata_props
+  std::vector<std::pair<std::string, std::string>> out;
+  const google::protobuf::UnknownFieldSet &unknown = graph.GetReflection()->GetUnknownFields(graph);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    if (f.number() != kGraphMetadataProps || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()))
+      out.emplace_back(entry.key(), entry.value());
+  }
+  return out;
+}
+
+void setGraphMetadata(onnx::GraphProto &graph, const std::vector<std::pair<std::string, std::string>> &entries) {
+  constexpr int kGraphMetadataProps = 16;
+  google::protobuf::UnknownFieldSet *unknown = graph.GetReflection()->MutableUnknownFields(&graph);
+  for (const auto &[k, v] : entries) {
+    onnx::StringStringEntryProto entry;
+    entry.set_key(k);
+    entry.set_value(v);
+    unknown->AddLengthDelimited(kGraphMetadataProps, entry.SerializeAsString());
+  }
 }
 
 bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error) {

@@ -3,7 +3,8 @@
 
 For each model: `fp8-opt M.onnx --train --gradients-only [--recipe R] -o M.plan`, then
 `fp8-run M.plan --inputs batch.npz --dump-gradients g.npz`, and every 'grad:<param>' of
-the reference is compared with g.npz[<param>].
+the reference is compared with g.npz[<param>]; g.npz holds a gradient for exactly the
+reference's parameters (a buffer or a constant trained as a parameter fails).
 
 FP32 (recipe none): the error of a gradient is max|ours - torch| / max(max|torch|, floor),
 where floor = 1e-6 x the largest gradient of the model (a few gradients are zero in exact
@@ -58,6 +59,11 @@ def main():
                 missing = [p for p in grads if p not in mine.files]
                 if missing:
                     print(f"{name} {recipe}: no gradient for {missing}")
+                    ok = False
+                    continue
+                extra = [p for p in mine.files if p not in grads]
+                if extra: # trained here, but not a parameter PyTorch trains (a buffer, a constant)
+                    print(f"{name} {recipe}: trains {extra}, which PyTorch does not")
                     ok = False
                     continue
                 loss = float(o["loss"])

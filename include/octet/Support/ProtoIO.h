@@ -10,6 +10,8 @@
 
 #include <onnx/onnx_pb.h>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace octet::proto {
 
@@ -27,6 +29,13 @@ bool inferShapes(onnx::ModelProto &model, std::string &reason);
 
 /// Serializes a model; fails for models over protobuf's 2 GiB limit.
 bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::string &error);
+
+/// The graph's metadata_props (GraphProto field 16, newer than this libonnx, so read from the
+/// message's unknown fields): key/value pairs such as the torch.export graph signature that
+/// torch.onnx.export (dynamo) records. Entries that do not parse are skipped.
+std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto &graph);
+/// Writes them back (as the same field), for a model written out again.
+void setGraphMetadata(onnx::GraphProto &graph, const std::vector<std::pair<std::string, std::string>> &entries);
 
 /// Writes a file atomically: a temporary beside it, fsync, then rename.
 bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error);

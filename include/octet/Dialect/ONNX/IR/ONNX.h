@@ -29,6 +29,8 @@ constexpr llvm::StringLiteral kDomainAttr = "onnx.domain";
 constexpr llvm::StringLiteral kModelVersionAttr = "onnx.model_version";
 constexpr llvm::StringLiteral kDocStringAttr = "onnx.doc_string";
 constexpr llvm::StringLiteral kMetadataAttr = "onnx.metadata_props";
+/// The graph's metadata_props (the torch.export graph signature of a dynamo export, for one).
+constexpr llvm::StringLiteral kGraphMetadataAttr = "onnx.graph_metadata_props";
 constexpr llvm::StringLiteral kGraphNameAttr = "onnx.graph_name";
 /// Argument/result attributes: the ONNX value name and symbolic dim names.
 constexpr llvm::StringLiteral kNameAttr = "onnx.name";
