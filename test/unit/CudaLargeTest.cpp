@@ -6,7 +6,7 @@
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
-// conversions and dequantization; LayerNorm over 2^21 rows; the GELU and a
+// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows; the GELU and a
 // generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
 // memory for the largest).
 //
@@ -14,6 +14,7 @@
 #include "CudaTestUtil.h"
 
 #include <thread>
+#include <tuple>
 
 using namespace octet::rt;
 using namespace octet::rt::cudatest;
@@ -171,6 +172,57 @@ TEST(CudaLarge, ConversionsPast32BitElements) {
   plan.inputs = {x};
   plan.outputs = {b, y};
   expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}
+
+/// The LayerNorm gradient (octet::LayerNormalizationGrad) over [2^21 + 64, 1024] float32 values
+/// with a dX_in added: dX past 2^31 elements, dScale and dB summed over 2^21 + 64 rows (per-block
+/// column partials, then totals in a fixed order); within 1e-4 of the CPU's double sums.
+TEST(CudaLarge, LayerNormGradPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(36) << 30);
+  const int64_t n = 1024, rows = kPast32 / n;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), dy = addValue(plan, "dy", {rows, n});
+  int dxIn = addValue(plan, "dx_in", {rows, n});
+  int dx = addValue(plan, "dx", {rows, n}), ds = addValue(plan, "dscale", {n}), db = addValue(plan, "dbias", {n});
+  PlanOp &op = addOp(plan, "octet::LayerNormalizationGrad", "ln_grad", {x, sc, dy, dxIn}, {dx, ds, db});
+  op.attrs["axis"].i = -1;
+  op.attrs["epsilon"].kind = Attr::Float;
+  op.attrs["epsilon"].f = 1e-5f;
+  plan.inputs = {x, sc, dy, dxIn};
+  plan.outputs = {dx, ds, db};
+  std::mt19937 rng(21);
+  auto x0 = patterned({rows, n}, kPast32 - 1);
+  expectLargeOutputsMatch(plan,
+                          {{"x", x0},
+                           {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                           {"dy", patterned({rows, n}, -1)},
+                           {"dx_in", x0}},
+                          false, 1e-4);
+}
+
+/// The loss and its gradient over [40959, 52432] float32 logits (more than 2^31 values: rows
+/// of a GPT-sized vocabulary past 32-bit offsets), mean reduction with ignored labels; within 1e-5.
+TEST(CudaLarge, SoftmaxCrossEntropyPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  const int64_t C = 52432, N = kPast32 / C + 1;
+  Plan plan;
+  int sc = addValue(plan, "scores", {N, C}), lab = addValue(plan, "labels", {N}), dy = addScalar(plan, "dy", 1.0f);
+  plan.values[size_t(lab)].dtype = DType::I64;
+  int loss = addValue(plan, "loss", {}), grad = addValue(plan, "grad", {N, C});
+  for (auto [type, in, out] : {std::tuple{"SoftmaxCrossEntropyLoss", std::vector<int>{sc, lab}, loss},
+                               std::tuple{"octet::SoftmaxCrossEntropyLossGrad", std::vector<int>{sc, lab, dy}, grad}}) {
+    PlanOp &op = addOp(plan, type, type, in, {out});
+    op.attrs["reduction"].kind = Attr::String;
+    op.attrs["reduction"].s = "mean";
+    op.attrs["ignore_index"].i = -100;
+  }
+  plan.inputs = {sc, lab};
+  plan.outputs = {loss, grad};
+  auto labels = std::make_shared<Tensor>(DType::I64, Shape{N});
+  for (int64_t i = 0; i < N; ++i)
+    labels->data<int64_t>()[i] = i % 7 == 3 ? -100 : (i * 7919) % C;
+  labels->data<int64_t>()[N - 1] = C - 1; // the last row counts, its class the last
+  expectLargeOutputsMatch(plan, {{"scores", patterned({N, C}, N * C - 1)}, {"labels", labels}}, false, 1e-5);
 }
 
 /// LayerNormalization over 2^21 + 64 rows of 1024 (more rows than a grid's y takes, 2^31 + 65536
