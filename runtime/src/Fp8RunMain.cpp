@@ -4,6 +4,7 @@
 #include "octet/runtime/Collective.h"
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Npz.h"
+#include "octet/runtime/NumericsCheck.h"
 #include "octet/runtime/Train.h"
 
 #include "Json.h"
@@ -34,7 +35,7 @@ struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
   int64_t iterations = 1, benchmark = 0, warmup = 3, nproc = 0, commTimeout = 50;
   std::vector<std::string> selfArgs; // this command line without the launcher's flags (to start ranks)
-  bool info = false, reportMemory = false, checkCpu = false;
+  bool info = false, reportMemory = false, checkCpu = false, numericsCheck = false;
   TrainOptions train;
 };
 
@@ -273,6 +274,14 @@ int run(const Options &o) {
     }
   }
   std::string device = o.device;
+  if (o.numericsCheck) {
+    if (device != "auto" && device != "cpu")
+      throw Error("--numerics-check runs on the CPU reference (it reads every value of the step); drop --device " +
+                  device);
+    if (!o.train.data.empty() || o.benchmark || isRank)
+      throw Error("--numerics-check runs one step of its own; drop --data, --benchmark and the launcher");
+    device = "cpu";
+  }
   if (isRank) {
     if (!cs)
       throw Error("WORLD_SIZE is set, but this program was built without Octet's collectives; run fp8-run");
@@ -316,11 +325,21 @@ int run(const Options &o) {
     inputs = readInputs(ex.plan(), o.inputs);
   if (!o.loadState.empty())
     for (auto &[name, t] : readNpz(o.loadState)) {
+      if (name == "octet.meta") // a training checkpoint's step and data position: the state is the rest
+        continue;
       int id = ex.plan().findValue(name);
       if (id >= 0)
         adoptFp8Codes(*t, ex.plan().values[size_t(id)].dtype);
       ex.setState(name, t);
     }
+  if (o.numericsCheck) {
+    if (inputs.empty())
+      inputs = syntheticInputs(ex.plan(), o.train.seed);
+    if (o.loadState.empty())
+      ex.run(inputs); // without a state given, a first step: delayed scaling's scales from real amaxes
+    ex.run(inputs, false); // the step measured
+    return printNumerics(ex.plan(), gemmNumerics(ex), std::cout);
+  }
   std::regex dumpRe;
   try {
     if (!o.dump.empty())
@@ -395,7 +414,7 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   path("--outputs", o.outputs, "write the graph outputs (and --dump values) here (.npz)", run);
   app.add_option("--dump", o.dump, "also write every value whose name matches REGEX")->group(run)->type_name("REGEX");
   count("--iterations", o.iterations, 1, "run N times, carrying the FP8 state between runs (default 1)", run);
-  path("--load-state", o.loadState, "start from this FP8 state (amax histories, scales; .npz)", run);
+  path("--load-state", o.loadState, "start from this state (FP8 amax histories and scales, or a training checkpoint; .npz)", run);
   path("--save-state", o.saveState, "write the FP8 state after the last run (.npz)", run);
   path("--dump-gradients", o.dumpGradients,
        "training plans: run one step (with --data: the last), write d(loss)/d(param) by initializer name", run);
@@ -403,6 +422,11 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   app.add_option("--init-params", o.initParams,
                  "replace every weight matrix by N(0, STD) draws before running (plans of fp8-opt --absent-weights)")
       ->group(run)->type_name("normal:STD[:SEED]");
+  app.add_flag("--numerics-check", o.numericsCheck,
+               "one step on the CPU reference from --load-state's state (else after a first step): each FP8 "
+               "GEMM's SQNR against the same GEMM on its "
+               "operands before their casts, and the share of each operand that underflows or saturates, by "
+               "layer; names the worst (inputs: --inputs, else synthetic)")->group(run);
   app.add_flag("--check-against-cpu", o.checkCpu,
                "run every op on the device from the CPU reference's inputs and compare (FP8 and integers bit "
                "for bit; floats 1e-3 GEMMs, 1e-5 otherwise); exit 1 on a mismatch")->group(run);
