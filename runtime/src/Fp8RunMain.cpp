@@ -455,6 +455,8 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   path("--log", o.train.log, "per-step loss, lr, grad norm, tokens/s (.jsonl adds sampled FP8 amax and scales; "
        "or .csv)", train);
   count("--log-every", o.train.logEvery, 1, "progress and FP8 samples every N steps (default 10)", train);
+  count("--numerics-every", o.train.numericsEvery, 1,
+        "every N steps the JSONL log carries --numerics-check's per-layer figures of that step (CPU only)", train);
   path("--checkpoint", o.train.checkpoint, "atomic checkpoints here (and one at the end)", train);
   count("--checkpoint-every", o.train.checkpointEvery, 1, "a checkpoint every N steps", train);
   path("--resume", o.train.resume, "continue from a checkpoint (bit-exact on the CPU)", train);

@@ -2,6 +2,7 @@
 #include "octet/runtime/Train.h"
 
 #include "octet/runtime/Collective.h"
+#include "octet/runtime/NumericsCheck.h"
 
 #include "Json.h"
 
@@ -535,6 +536,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
 
   std::ofstream log;
   bool csv = endsWith(o.log, ".csv");
+  if (o.numericsEvery && (o.log.empty() || csv || ex.device() != "cpu"))
+    throw Error("--numerics-every writes per-layer FP8 figures into a JSONL --log on the CPU reference (it reads "
+                "every value of a step); add --log run.jsonl and --device cpu");
   if (!o.log.empty() && lead) {
     log.open(o.log, meta.step ? std::ios::app : std::ios::trunc);
     if (!log)
@@ -631,6 +635,15 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                 amax = std::max(amax, h->getDouble(k));
             TensorPtr scale = ex.stateTensor(s);
             fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
+          }
+        }
+        if (o.numericsEvery && (step + 1) % o.numericsEvery == 0) {
+          JsonOut &num = j["numerics"] = JsonOut::array();
+          for (const GemmNumerics &g : gemmNumerics(ex)) {
+            auto cast = [](const GemmNumerics::Cast &c) {
+              return JsonOut{{"role", c.role}, {"underflow", c.underflow}, {"saturated", c.saturated}};
+            };
+            num.push_back({{"layer", g.layer}, {"gemm", g.gemm}, {"sqnr_db", g.sqnrDb}, {"a", cast(g.a)}, {"b", cast(g.b)}});
           }
         }
         log << dumpJson(j) << "\n";

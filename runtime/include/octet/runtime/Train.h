@@ -31,6 +31,7 @@ struct TrainOptions {
   std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
   std::string labels = "shifted"; // "shifted" (next tokens) or "same" (the model shifts, HF style)
   int64_t steps = 0, batch = 0, seq = 0, evalEvery = 0, evalBatches = 4, checkpointEvery = 0, logEvery = 10;
+  int64_t numericsEvery = 0; // every N steps the JSONL log carries --numerics-check's figures (CPU only)
   uint64_t seed = 1234;
   bool quiet = false;
 };
