@@ -36,6 +36,10 @@ fi
 if [ ! -f "$venv/.octet-matplotlib" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check matplotlib && touch "$venv/.octet-matplotlib"
 fi
+# tensorboardX for TensorBoard event files of fp8-run's logs (python -m octet.tensorboard).
+if [ ! -f "$venv/.octet-tensorboardx" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check tensorboardX && touch "$venv/.octet-tensorboardx"
+fi
 # cuDNN's C++ graph API (header-only; the CUDA backend's fused attention). Pinned: the frontend's
 # API moves between releases and CudnnAttention.cpp is written against this one.
 fe=nvidia-cudnn-frontend==1.32.0

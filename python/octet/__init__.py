@@ -1,1 +1,2 @@
-"""Octet's Python tools (plots of fp8-run's training logs)."""
+"""Octet's Python tools for fp8-run's training logs: figures (octet.plot) and TensorBoard scalars
+(octet.tensorboard)."""
