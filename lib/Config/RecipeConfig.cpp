@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -108,8 +109,63 @@ bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::st
   return parseAccelerateConfig(text.str(), path, config, error);
 }
 
+/// Levenshtein distance (short keys only).
+static size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+/// A top-level key that is none of Accelerate's own but a near miss of one Octet reads (a typo, or
+/// damage): the name it was probably meant as, else "". Accelerate refuses unknown keys too.
+static std::string nearMiss(const std::string &key, const std::set<std::string> &knobs) {
+  static const std::set<std::string> accelerateKeys = {
+      "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "num_processes",
+      "machine_rank", "num_machines", "main_process_ip", "main_process_port", "rdzv_backend", "same_network",
+      "main_training_function", "enable_cpu_affinity", "fp8_config", "deepspeed_config", "fsdp_config", "tp_config",
+      "megatron_lm_config", "ipex_config", "mpirun_config", "dynamo_config", "parallelism_config", "downcast_bf16",
+      "gpu_ids", "tpu_name", "tpu_zone", "tpu_use_cluster", "tpu_use_sudo", "tpu_vm", "tpu_env", "command_file",
+      "commands"};
+  if (key.size() > 64 || accelerateKeys.count(key))
+    return "";
+  std::set<std::string> targets = {"fp8_config", "mixed_precision", "distributed_type", "num_processes"};
+  targets.insert(knobs.begin(), knobs.end());
+  for (const std::string &t : targets)
+    if (size_t d = editDistance(key, t); d > 0 && d <= (t.size() >= 8 ? 3u : 2u))
+      return t;
+  return "";
+}
+
+static bool parseConfig(const std::string &text, const std::string &path, RecipeConfig &config, std::string &error);
+
 bool parseAccelerateConfig(const std::string &text, const std::string &path, RecipeConfig &config,
                            std::string &error) {
+  if (parseConfig(text, path, config, error))
+    return true;
+  // One line: keys and values quoted from the file may hold newlines or other control bytes.
+  std::string clean;
+  for (unsigned char c : error) {
+    if (c == '\n')
+      clean += "\\n";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      clean += buf;
+    } else
+      clean += char(c);
+  }
+  error = clean;
+  return false;
+}
+
+static bool parseConfig(const std::string &text, const std::string &path, RecipeConfig &config, std::string &error) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -162,8 +218,14 @@ bool parseAccelerateConfig(const std::string &text, const std::string &path, Rec
         key = key.substr(4); // --fp8_backend=te style
       const YAML::Node &v = kv.second;
       if (!known.count(key)) {
-        if (flat)
+        if (flat) {
+          std::string meant = nearMiss(kv.first.as<std::string>(), known);
+          if (!meant.empty()) {
+            r.block = "";
+            return r.fail(kv.first.as<std::string>(), "unknown key (did you mean '" + meant + "'?)");
+          }
           continue; // other Accelerate settings (distributed_type, num_processes, ...)
+        }
         return r.fail(key, "unknown key; known: backend, fp8_format, amax_history_len, amax_compute_algo, margin, "
                            "interval, override_linear_precision, use_autocast_during_eval, opt_level, pad_inner_dim, "
                            "enable_fsdp_float8_all_gather");

@@ -827,7 +827,11 @@ OwningOpRef<ModuleOp> Importer::run() {
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<const onnx::TensorProto *> inits;
   for (const auto &t : graph.initializer())
-    inits[t.name()] = &t;
+    if (!inits.try_emplace(t.name(), &t).second) { // two tensors of one name: which one a node reads is unknowable
+      emitError(NameLoc::get(b.getStringAttr(t.name()), fileLoc))
+          << "initializer '" << t.name() << "' is listed twice; an ONNX graph names each value once";
+      return nullptr;
+    }
 
   // A graph input/output: its type, name and symbolic dim names.
   auto signatureEntry = [&](const onnx::ValueInfoProto &vi, Location loc,
@@ -843,8 +847,13 @@ OwningOpRef<ModuleOp> Importer::run() {
   // Signature: graph inputs (an initializer of the same name is a default).
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
+  llvm::StringSet<> inputNames;
   for (const auto &in : graph.input()) {
     Location loc = NameLoc::get(b.getStringAttr(in.name()), fileLoc);
+    if (!inputNames.insert(in.name()).second) {
+      emitError(loc) << "graph input '" << in.name() << "' is listed twice; list each input once";
+      return nullptr;
+    }
     SmallVector<NamedAttribute> attrs;
     Type t = signatureEntry(in, loc, attrs);
     if (!t)
