@@ -285,6 +285,9 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
         continue;
       if (!named && torchKinds) {
         auto kind = torchKinds->find(init.getName());
+        auto rank = init.getType().cast<ShapedType>().getRank();
+        if (kind == torchKinds->end() && rank == 0)
+          continue; // a scalar the exporter made (a scale, an epsilon): a constant, not a parameter
         if (kind == torchKinds->end())
           return init.emitError() << "octet-autodiff: initializer '" << init.getName()
                                   << "' is none of the exported program's inputs (its graph signature): "
