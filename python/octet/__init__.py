@@ -1,2 +1,2 @@
-"""Octet's Python tools for fp8-run's training logs: figures (octet.plot) and TensorBoard scalars
-(octet.tensorboard)."""
+"""Octet's Python tools for fp8-run's training logs: figures (octet.plot), TensorBoard scalars
+(octet.tensorboard) and trained weights as .safetensors (octet.weights)."""

@@ -1,0 +1,112 @@
+"""Trained weights back to PyTorch: a checkpoint's parameters as a .safetensors file.
+
+    python -m octet.weights PLAN CHECKPOINT.npz OUT.safetensors [--strip-prefix PREFIX]
+
+PLAN is the training plan that wrote CHECKPOINT (fp8-run --checkpoint, or --save-state); its header
+says which state tensors are the model's weights (role "weight"), by their initializer names: for
+a torch.onnx.export of a module, the module's state-dict names. Weights stored narrower than
+float32 (MS-AMP O2's FP16 masters) are widened exactly. --strip-prefix drops a prefix the export
+added (a wrapper module's attribute: "model."). Then
+
+    model.load_state_dict(safetensors.torch.load_file("OUT.safetensors"), strict=False)
+
+restores them; tied parameters (GPT-2's wte and lm_head) are one initializer in the export and one
+entry here. The file is written atomically; prints what it wrote.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import tempfile
+
+import numpy as np
+
+
+def plan_header(path):
+    """The plan's JSON header (docs/PLAN.md: a 48-byte binary header, then H bytes of JSON)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(48)
+            if len(head) < 48 or head[:8] != b"OCTPLAN\0":
+                sys.exit("%s: not an Octet plan (fp8-opt ... -o model.plan writes one)" % path)
+            (version,) = struct.unpack("<I", head[8:12])
+            (size,) = struct.unpack("<Q", head[16:24])
+            if version != 1:
+                sys.exit("%s: plan format version %d; this tool reads version 1" % (path, version))
+            text = f.read(size)
+    except OSError as e:
+        sys.exit("%s: cannot read (%s)" % (path, e.strerror))
+    try:
+        h = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        sys.exit("%s: the plan's header is not JSON (truncated or corrupt)" % path)
+    if not isinstance(h, dict) or not isinstance(h.get("values"), list) or not isinstance(h.get("constants"), list):
+        sys.exit("%s: the plan's header has no values or constants" % path)
+    return h
+
+
+def weight_names(header, path):
+    names = []
+    for c in header["constants"]:
+        if isinstance(c, dict) and c.get("role") == "weight":
+            v = c.get("value")
+            if not isinstance(v, int) or not 0 <= v < len(header["values"]):
+                sys.exit("%s: a constant names value %r, which the plan does not have" % (path, v))
+            names.append(header["values"][v]["name"])
+    if not names:
+        sys.exit("%s: no weights (role 'weight'); pass the training plan (fp8-opt --train) that wrote the checkpoint" % path)
+    return names
+
+
+def convert(plan, checkpoint, out, strip_prefix=""):
+    names = weight_names(plan_header(plan), plan)
+    try:
+        ck = np.load(checkpoint)
+    except (OSError, ValueError) as e:
+        sys.exit("%s: not a readable .npz checkpoint (%s)" % (checkpoint, e))
+    missing = [n for n in names if n not in ck.files]
+    if missing:
+        sys.exit("%s: no tensor '%s' of the plan's %d weights; pass the checkpoint this plan wrote"
+                 % (checkpoint, missing[0], len(names)))
+    tensors = {}
+    for n in names:
+        a = ck[n]
+        if a.dtype in (np.float16, np.float64) or a.dtype.kind != "f":
+            if a.dtype.kind != "f":
+                sys.exit("%s: weight '%s' is %s, not a float tensor" % (checkpoint, n, a.dtype))
+            a = a.astype(np.float32)
+        key = n[len(strip_prefix):] if strip_prefix and n.startswith(strip_prefix) else n
+        if key in tensors:
+            sys.exit("%s: two weights become '%s' after --strip-prefix %r" % (plan, key, strip_prefix))
+        tensors[key] = np.ascontiguousarray(a)
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        sys.exit("octet.weights needs safetensors: pip install safetensors (scripts/install-deps.sh does)")
+    d = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(d):
+        sys.exit("%s: the directory does not exist" % out)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".weights-", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={"format": "pt", "source": os.path.basename(checkpoint)})
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    print("%s: %d weights, %d values -> %s" % (checkpoint, len(tensors), sum(t.size for t in tensors.values()), out))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m octet.weights", description=__doc__.split("\n\n")[0])
+    ap.add_argument("plan", help="the training plan that wrote the checkpoint")
+    ap.add_argument("checkpoint", help="fp8-run --checkpoint or --save-state file (.npz)")
+    ap.add_argument("out", help="the .safetensors file to write")
+    ap.add_argument("--strip-prefix", default="", help="drop this prefix from every name (an export wrapper's)")
+    a = ap.parse_args(argv)
+    convert(a.plan, a.checkpoint, a.out, a.strip_prefix)
+
+
+if __name__ == "__main__":
+    main()
