@@ -308,6 +308,14 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     compileElementwise(op, it->second, out);
     return;
   }
+  if (t == "Dropout" && has(op, 2)) { // training mode: refused (as the CPU reference does) unless known off
+    bool known = static_[size_t(op.inputs[2])] && (!has(op, 1) || static_[size_t(op.inputs[1])]);
+    bool training = known && hostValue(op, 2).numel() == 1 && hostValue(op, 2).getDouble(0) != 0;
+    double ratio = known && has(op, 1) && hostValue(op, 1).numel() == 1 ? hostValue(op, 1).getDouble(0) : 0.5;
+    if (!known || (training && ratio != 0))
+      fail(op, "Dropout in training mode" + std::string(known ? "" : " (a run-time flag)") +
+                   ": Octet draws no dropout masks; export the model in eval mode (model.eval()) or with dropout 0");
+  }
   if (t == "Identity" || t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" || t == "Flatten" || t == "Dropout") {
     out.push_back(copyBytes(outPtr(0), devicePtr(op.inputs[0]), outBytes(0)));
     if (t == "Dropout" && op.outputs.size() > 1 && op.outputs[1] >= 0) {

@@ -561,7 +561,16 @@ void registerShapeKernels(std::map<std::string, Kernel> &k) {
   k["Shape"] = shapeKernel;
   k["ConstantOfShape"] = constantOfShapeKernel;
   k["Identity"] = identityKernel;
-  k["Dropout"] = identityKernel;
+  // Dropout: identity at inference (ONNX's default). In training mode with a nonzero ratio it would
+  // draw a random mask, which Octet does not: refused rather than trained without the dropout.
+  k["Dropout"] = [](KernelContext &c) {
+    bool training = c.hasInput(2) && c.input(2).numel() == 1 && c.input(2).getDouble(0) != 0;
+    double ratio = c.hasInput(1) && c.input(1).numel() == 1 ? c.input(1).getDouble(0) : 0.5;
+    if (training && ratio != 0)
+      c.fail("Dropout in training mode (ratio " + std::to_string(ratio) +
+             "): Octet draws no dropout masks; export the model in eval mode (model.eval()) or with dropout 0");
+    identityKernel(c);
+  };
 }
 
 } // namespace octet::rt

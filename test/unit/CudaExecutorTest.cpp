@@ -564,6 +564,40 @@ TEST(CudaExecutor, ConversionsMatchTheCpu) {
   }
 }
 
+/// Dropout: identity at inference (the mask all true), and refused in training mode with a nonzero
+/// ratio (a constant flag at load, or one the plan computes at run time), as on the CPU, rather than
+/// run as identity.
+TEST(CudaExecutor, DropoutInTrainingModeIsRefused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (int mode : {0, 1, 2}) { // inference; training (constant); training flag a run-time input
+    Plan plan;
+    int x = addValue(plan, "x", {4, 8}), y = addValue(plan, "y", {4, 8}), m = addValue(plan, "mask", {4, 8});
+    plan.values[size_t(m)].dtype = DType::Bool;
+    int ratio = addScalar(plan, "ratio", 0.25f), flag = addValue(plan, "training", {});
+    plan.values[size_t(flag)].dtype = DType::Bool;
+    if (mode < 2) {
+      auto t = std::make_shared<Tensor>(DType::Bool, Shape{});
+      t->data<uint8_t>()[0] = uint8_t(mode);
+      plan.constants[flag] = t;
+      plan.constantKinds[flag] = ConstantKind::Const;
+    }
+    addOp(plan, "Dropout", "drop", {x, ratio, flag}, {y, m});
+    plan.inputs = mode < 2 ? std::vector<int>{x} : std::vector<int>{x, flag};
+    plan.outputs = {y, m};
+    if (mode == 0) {
+      expectOutputsMatchCpu(plan, {{"x", std::make_shared<Tensor>(randomTensor({4, 8}, rng, 1.0f))}}, 1, 0.0);
+      continue;
+    }
+    try {
+      auto gpu = cuda::makeCudaRunner(plan);
+      ADD_FAILURE() << "a Dropout in training mode was accepted (mode " << mode << ")";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("Dropout in training mode"), std::string::npos) << e.what();
+    }
+  }
+}
+
 /// A bias gradient taken in the cast's pass (CudaOptions::castSums): fp8.cast_amax with its
 /// transposed copy, an op in between whose result may take any free arena buffer, then ReduceSum
 /// of the cast's input over all dims but the last. Codes, transposed codes and amax bit for bit,
