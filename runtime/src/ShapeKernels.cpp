@@ -110,8 +110,11 @@ void concatKernel(KernelContext &c) {
 std::vector<TensorPtr> splitTensor(const KernelContext &c, const Tensor &x, int64_t axis,
                                    const std::vector<int64_t> &sizes) {
   int64_t total = 0;
-  for (int64_t s : sizes)
+  for (int64_t s : sizes) {
+    if (s < 0)
+      c.fail("split sizes must be >= 0, got " + std::to_string(s));
     total += s;
+  }
   if (total != x.shape[size_t(axis)])
     c.fail("split sizes do not add up to the dimension");
   int64_t outer = 1, inner = 1;
@@ -126,7 +129,7 @@ std::vector<TensorPtr> splitTensor(const KernelContext &c, const Tensor &x, int6
     Shape sh = x.shape;
     sh[size_t(axis)] = s;
     auto t = std::make_shared<Tensor>(x.dtype, sh);
-    for (int64_t o = 0; o < outer; ++o)
+    for (int64_t o = 0; s * inner > 0 && o < outer; ++o) // an empty piece has no storage memcpy may see
       std::memcpy(t->bytes.data() + size_t(o * s * inner) * es,
                   x.bytes.data() + size_t((o * x.shape[size_t(axis)] + start) * inner) * es, size_t(s * inner) * es);
     out.push_back(t);
