@@ -118,7 +118,7 @@ void CudaExecutor::compileMatMul(const PlanOp &op, std::vector<Step> &out) {
         ptrs[size_t(nb + i)] = static_cast<const char *>(c.B) + offB[size_t(i)] * int64_t(es);
         ptrs[size_t(2 * nb + i)] = static_cast<char *>(c.C) + i * M * N * int64_t(es);
       }
-      void *d = alloc(ptrs.size() * sizeof(void *));
+      void *d = alloc(ptrs.size() * sizeof(void *), "launch arguments");
       cudaCheck(cudaMemcpy(d, ptrs.data(), ptrs.size() * sizeof(void *), cudaMemcpyHostToDevice), "upload");
       c.ptrs = static_cast<const void **>(d);
     }
@@ -210,7 +210,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   bool direct = !rowA && !colB && (!hasBias || epilogueBias) && !withAmax && (ot == DType::F32 || ot == DType::BF16);
   bool accInOut = ot == DType::F32;
   size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
-  scratch(need);
+  char *const *sp = scratch(need);
   const uint8_t *A = static_cast<const uint8_t *>(devicePtr(qa)), *B = static_cast<const uint8_t *>(devicePtr(qb));
   const float *SA = static_cast<const float *>(devicePtr(sa)), *SB = static_cast<const float *>(devicePtr(sb));
   void *D = devicePtr(o);
@@ -226,8 +226,8 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   out.push_back([=](cudaStream_t s) -> std::string {
     // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
     auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
-      err = dev::stridedCopy(byteTranspose(src, scratch_ + off, cols, rows), s); // src [cols, rows] -> [rows, cols]
-      return reinterpret_cast<const uint8_t *>(scratch_ + off);
+      err = dev::stridedCopy(byteTranspose(src, *sp + off, cols, rows), s); // src [cols, rows] -> [rows, cols]
+      return reinterpret_cast<const uint8_t *>(*sp + off);
     };
     const uint8_t *a = A, *b = B;
     std::string err;
@@ -238,7 +238,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
     if (direct)
       return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s, epilogueBias ? bias : nullptr);
     bool perTensor = !rowA && !colB;
-    float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(scratch_ + offAcc);
+    float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(*sp + offAcc);
     if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
                                   fast, s);
         !e.empty())
@@ -326,11 +326,10 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
       fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
                "compile with fp8-opt --activation-precision=f32");
     size_t workBytes = fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, false);
-    if (workBytes)
-      scratch(workBytes);
-    attentionProgram(op, a, qs.back(), out, [this, workBytes, fused](dev::AttnArgs a, cudaStream_t s) {
+    char *const *sp = scratch(workBytes);
+    attentionProgram(op, a, qs.back(), out, [workBytes, fused, sp](dev::AttnArgs a, cudaStream_t s) {
       a.stream = s;
-      a.work = workBytes ? scratch_ : nullptr;
+      a.work = workBytes ? *sp : nullptr;
       return fused ? fused->run(a) : dev::attentionForward(a);
     });
     return;
@@ -356,16 +355,16 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
              "compile with fp8-opt --activation-precision=f32");
   need += fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, true);
-  scratch(need);
+  char *const *sp = scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
                     static_cast<float *>(devicePtr(op.outputs[2]))};
-  attentionProgram(op, a, qs.back(), out, [this, outs, missing, work, fused](dev::AttnArgs a, cudaStream_t s) {
+  attentionProgram(op, a, qs.back(), out, [outs, missing, work, fused, sp](dev::AttnArgs a, cudaStream_t s) {
     a.stream = s;
-    a.work = scratch_ + work;
-    a.delta = reinterpret_cast<float *>(scratch_);
-    a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(scratch_ + missing[0]);
-    a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(scratch_ + missing[1]);
-    a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(scratch_ + missing[2]);
+    a.work = *sp + work;
+    a.delta = reinterpret_cast<float *>(*sp);
+    a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(*sp + missing[0]);
+    a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(*sp + missing[1]);
+    a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(*sp + missing[2]);
     return fused ? fused->run(a) : dev::attentionBackward(a);
   });
 }
@@ -376,7 +375,10 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
 std::shared_ptr<const dev::CudnnAttention> CudaExecutor::cudnnAttention(const dev::AttnArgs &a, bool backward) {
   if (a.precision != dev::AttnPrecision::BF16 || !opt_.cudnnAttention)
     return nullptr;
-  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.scale, a.causal);
+  unsigned bf16 = 0; // the workspace holds BF16 copies of the float32 operands only
+  for (int i = 0; i < 9; ++i)
+    bf16 |= unsigned(a.bf16[i]) << i;
+  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.scale, a.causal, bf16);
   auto [it, added] = cudnnGraphs_.try_emplace(key);
   if (!added)
     return it->second;

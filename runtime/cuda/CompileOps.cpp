@@ -185,7 +185,7 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
   Shape xs = shapeOf(x);
   std::vector<int64_t> axes = has(op, 1) ? hostValue(op, 1).toInts() : attrInts(op, "axes");
   if (axes.empty() && attrInt(op, "noop_with_empty_axes", 0)) {
-    out.push_back(copyBytes(devicePtr(o), devicePtr(x), size_t(numElements(xs)) * dtypeSize(typeOf(x))));
+    out.push_back(copyValue(devicePtr(o), x, size_t(numElements(xs)) * dtypeSize(typeOf(x))));
     return;
   }
   int64_t r = int64_t(xs.size());
@@ -249,10 +249,9 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
   if (kind == 0 && columnLayout && (a.type == int(DType::F32) || a.type == int(DType::BF16)) &&
       a.outType == int(DType::F32))
     columnSums_[size_t(&op - plan_.ops.data())] = {x, a.nRed, a.nOut, static_cast<float *>(a.out)};
-  if (a.chunks > 1 || !a.innerContiguous)
-    scratch(size_t(a.chunks) * size_t(a.nOut) * sizeof(double));
-  out.push_back([this, a](cudaStream_t s) mutable {
-    a.work = reinterpret_cast<double *>(scratch_);
+  char *const *sp = scratch(a.chunks > 1 || !a.innerContiguous ? size_t(a.chunks) * size_t(a.nOut) * sizeof(double) : 0);
+  out.push_back([a, sp](cudaStream_t s) mutable {
+    a.work = reinterpret_cast<double *>(*sp);
     return dev::reduce(a, s);
   });
   if (kind == 4 && a.type == int(DType::F32) && a.nOut == 1 && a.innerContiguous) // a whole tensor's norm
@@ -274,8 +273,26 @@ int CudaExecutor::newCollective() {
   return int(collDone_.size() - 1);
 }
 
+Step CudaExecutor::copyValue(void *dst, int src, size_t bytes) {
+  if (static_[size_t(src)] && !ptr_[size_t(src)]) {
+    const Tensor &t = *host_[size_t(src)];
+    size_t es = dtypeSize(t.dtype);
+    bool splat = es <= 8 && t.bytes.size() >= es && t.bytes.size() == bytes;
+    for (size_t i = es; splat && i < t.bytes.size(); i += es)
+      splat = std::memcmp(t.bytes.data() + i, t.bytes.data(), es) == 0;
+    if (splat) {
+      uint64_t v = 0;
+      std::memcpy(&v, t.bytes.data(), es);
+      int64_t n = int64_t(bytes / es);
+      return [dst, es, v, n](cudaStream_t s) { return dev::fill(dst, int(es), v, n, s); };
+    }
+  }
+  return copyBytes(dst, devicePtr(src), bytes);
+}
+
 void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
   const PlanOp &op = plan_.ops[k];
+  compiling_ = k;
   const std::string &t = op.type;
   for (int id : op.outputs)
     if (id >= 0 && plan_.values[size_t(id)].isSequence)
@@ -301,7 +318,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       // Same type and shape: a plain copy.
       int x = op.inputs[0], o = op.outputs[0];
       if (typeOf(x) == plan_.values[size_t(o)].dtype && shapeOf(x) == shapeOf(o)) {
-        out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+        out.push_back(copyValue(outPtr(0), x, outBytes(0)));
         return;
       }
     }
@@ -317,7 +334,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
                    ": Octet draws no dropout masks; export the model in eval mode (model.eval()) or with dropout 0");
   }
   if (t == "Identity" || t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" || t == "Flatten" || t == "Dropout") {
-    out.push_back(copyBytes(outPtr(0), devicePtr(op.inputs[0]), outBytes(0)));
+    out.push_back(copyValue(outPtr(0), op.inputs[0], outBytes(0)));
     if (t == "Dropout" && op.outputs.size() > 1 && op.outputs[1] >= 0) {
       void *m = outPtr(1);
       int64_t n = numElements(shapeOf(op.outputs[1]));
@@ -486,7 +503,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       fail(op, "reduction '" + red + "' is not supported (none, add, mul, max, min)");
     if (red != "none" && typeOf(x) != DType::F32)
       fail(op, "reductions are implemented for float32 data on the GPU; use --device cpu");
-    out.push_back(copyBytes(outPtr(0), devicePtr(x), outBytes(0)));
+    out.push_back(copyValue(outPtr(0), x, outBytes(0)));
     dev::ScatterArgs a;
     a.out = outPtr(0);
     a.type = int(typeOf(x));
@@ -512,10 +529,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       a.n = numElements(is);
     }
     a.outElements = numElements(xs);
-    scratch(dev::scatterScratchBytes(a));
-    out.push_back([this, a, slot](cudaStream_t s) mutable {
+    char *const *sp = scratch(dev::scatterScratchBytes(a));
+    out.push_back([this, a, slot, sp](cudaStream_t s) mutable {
       a.bad = flags_ + slot;
-      return dev::scatter(a, scratch_, s);
+      return dev::scatter(a, *sp, s);
     });
     return;
   }
@@ -602,7 +619,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       if (op.outputs[size_t(i)] >= 0 && numElements(shapeOf(op.outputs[size_t(i)])) != n)
         fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
     size_t partials = (size_t(dev::layerNormGradBlocks(rows, n)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
-    scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
+    char *const *sp = scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
     const void *x = devicePtr(op.inputs[0]);
     const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
     const void *dy = devicePtr(op.inputs[2]);
@@ -612,10 +629,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       if (op.outputs[size_t(i)] >= 0)
         outs[i] = outPtr(size_t(i));
     float eps = float(attrFloat(op, "epsilon", 1e-5));
-    out.push_back([this, x, sc, dy, dxIn, outs, bf, partials, rows, n, eps](cudaStream_t s) {
-      void *dx = outs[0] ? outs[0] : static_cast<void *>(scratch_ + partials);
+    out.push_back([x, sc, dy, dxIn, outs, bf, partials, rows, n, eps, sp](cudaStream_t s) {
+      void *dx = outs[0] ? outs[0] : static_cast<void *>(*sp + partials);
       return dev::layerNormGrad(x, sc, dy, dxIn, dx, bf, static_cast<float *>(outs[1]), static_cast<float *>(outs[2]),
-                                reinterpret_cast<float *>(scratch_), rows, n, eps, s);
+                                reinterpret_cast<float *>(*sp), rows, n, eps, s);
     });
     return;
   }
@@ -655,10 +672,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       a.dy = static_cast<const float *>(devicePtr(op.inputs[2]));
       a.grad = outPtr(0);
       a.gradBf16 = gt == DType::BF16;
-      scratch(sizeof(double));
+      char *const *sp = scratch(sizeof(double));
       int slot = flagSlot(op, "a label is outside [0, C)");
-      out.push_back([this, a, slot](cudaStream_t s) mutable {
-        a.work = reinterpret_cast<float *>(scratch_);
+      out.push_back([this, a, slot, sp](cudaStream_t s) mutable {
+        a.work = reinterpret_cast<float *>(*sp);
         a.badLabel = flags_ + slot;
         return dev::softmaxCrossEntropyGrad(a, s);
       });
@@ -670,11 +687,11 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     if (wantLogp && plan_.values[size_t(op.outputs[1])].dtype != DType::F32)
       fail(op, "log_prob must be float32");
     float *logp = wantLogp ? static_cast<float *>(outPtr(1)) : nullptr; // else not written at all
-    scratch(size_t(2 * a.N * a.D) * 4);
+    char *const *sp = scratch(size_t(2 * a.N * a.D) * 4);
     int slot = flagSlot(op, "a label is outside [0, C)");
-    out.push_back([this, a, logp, slot](cudaStream_t s) mutable {
+    out.push_back([this, a, logp, slot, sp](cudaStream_t s) mutable {
       a.logp = logp;
-      a.work = reinterpret_cast<float *>(scratch_);
+      a.work = reinterpret_cast<float *>(*sp);
       a.badLabel = flags_ + slot;
       return dev::softmaxCrossEntropy(a, s);
     });
@@ -825,7 +842,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     int64_t L = numElements(shapeOf(op.inputs[0]));
     if (L < 1 || typeOf(op.inputs[0]) != DType::F32)
       fail(op, "history must be a non-empty 1-D float32 tensor");
-    auto *fmt = static_cast<uint8_t *>(alloc(1));
+    auto *fmt = static_cast<uint8_t *>(alloc(1, "launch arguments"));
     uint8_t fv = f == "float8e5m2";
     cudaCheck(cudaMemcpy(fmt, &fv, 1, cudaMemcpyHostToDevice), "upload");
     auto *h = static_cast<const float *>(devicePtr(op.inputs[0])), *prev = static_cast<const float *>(devicePtr(op.inputs[1])),

@@ -27,7 +27,7 @@ int fakeOrRealCC() {
   return p.major * 10 + p.minor;
 }
 
-void *CudaExecutor::alloc(size_t bytes) {
+void *CudaExecutor::alloc(size_t bytes, const char *what) {
   void *p = nullptr;
   cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
   if (e != cudaSuccess)
@@ -35,13 +35,14 @@ void *CudaExecutor::alloc(size_t bytes) {
                 "); use a smaller batch or --device cpu");
   allocs_.push_back(p);
   allocated_ += std::max<size_t>(bytes, 256);
+  allocatedBy_[what] += std::max<size_t>(bytes, 256);
   return p;
 }
 
 unsigned *CudaExecutor::amaxSlot() {
   if (!slotsLeft_) {
     constexpr size_t kPage = 1024;
-    slots_ = static_cast<unsigned *>(alloc(kPage * 2 * sizeof(unsigned)));
+    slots_ = static_cast<unsigned *>(alloc(kPage * 2 * sizeof(unsigned), "launch arguments"));
     cudaCheck(cudaMemset(slots_, 0, kPage * 2 * sizeof(unsigned)), "amax slots");
     slotsLeft_ = kPage;
   }
@@ -53,7 +54,7 @@ unsigned *CudaExecutor::amaxSlot() {
 
 float *CudaExecutor::discardAmax() {
   if (!discardAmax_)
-    discardAmax_ = static_cast<float *>(alloc(sizeof(float)));
+    discardAmax_ = static_cast<float *>(alloc(sizeof(float), "launch arguments"));
   return discardAmax_;
 }
 
@@ -71,7 +72,7 @@ void *CudaExecutor::devicePtr(int id) {
     return nullptr;
   if (!ptr_[size_t(id)] && static_[size_t(id)]) {
     const Tensor &t = *host_[size_t(id)];
-    void *p = alloc(t.bytes.size());
+    void *p = alloc(t.bytes.size(), "constants");
     cudaCheck(cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "upload constant");
     ptr_[size_t(id)] = p;
   }
@@ -101,7 +102,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS)
     throw Error("CUDA: cublasCreate failed");
   cublasSetStream(blas_, stream_);
-  blasWorkspace_ = alloc(size_t(32) << 20);
+  blasWorkspace_ = alloc(size_t(32) << 20, "workspaces");
   cublasSetWorkspace(blas_, blasWorkspace_, size_t(32) << 20);
   if (!opt_.tf32)
     cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);
@@ -111,9 +112,13 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
                    ? dev::AttnPrecision::BF16
                    : dev::AttnPrecision::TF32;
   fp8_ = std::make_unique<Gemm>();
-  one_ = static_cast<float *>(alloc(16));
+  allocated_ += Gemm::workspaceBytes();
+  allocatedBy_["workspaces"] += Gemm::workspaceBytes();
+  one_ = static_cast<float *>(alloc(16, "launch arguments"));
   float ones[4] = {1, 1, 1, 1};
   cudaCheck(cudaMemcpy(one_, ones, sizeof ones, cudaMemcpyHostToDevice), "upload");
+  scratchNeed_.assign(plan_.ops.size() + 1, 0);
+  scratchAt_.assign(plan_.ops.size() + 1, nullptr);
   foldStatics();
   place();
   if (opt_.jit) {
@@ -165,9 +170,15 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
       std::cerr << " " << what << " " << n << ";";
     std::cerr << "\n";
   }
-  if (scratchBytes_)
-    scratch_ = static_cast<char *>(alloc(scratchBytes_));
-  flags_ = static_cast<int *>(alloc(sizeof(int) * std::max<size_t>(flagWhat_.size(), 1)));
+  compiling_ = size_t(-1);
+  placeScratch(arena_);
+  flags_ = static_cast<int *>(alloc(sizeof(int) * std::max<size_t>(flagWhat_.size(), 1), "launch arguments"));
+  if (std::getenv("OCTET_CUDA_VERBOSE")) {
+    std::cerr << "note: device memory (GiB):";
+    for (auto &[what, n] : allocatedBy_)
+      std::cerr << " " << what << " " << double(n) / double(size_t(1) << 30) << ";";
+    std::cerr << " the most scratch for " << (scratchFor_.empty() ? "no op" : scratchFor_) << "\n";
+  }
   cudaCheck(cudaDeviceSynchronize(), "load"); // every constant upload has landed before the stream runs
   for (int id : plan_.outputs)
     liveAtEnd_.insert(id);
@@ -263,15 +274,15 @@ void CudaExecutor::foldStatics() {
 
 void CudaExecutor::place() {
   if (!plan_.buffers.empty()) {
-    char *arena = static_cast<char *>(alloc(size_t(plan_.arenaBytes)));
+    arena_ = static_cast<char *>(alloc(size_t(plan_.arenaBytes), "arena"));
     for (const Plan::Buffer &b : plan_.buffers)
       if (!static_[size_t(b.value)])
-        ptr_[size_t(b.value)] = arena + b.offset;
+        ptr_[size_t(b.value)] = arena_ + b.offset;
   }
   for (auto &[id, t] : plan_.constants) {
     if (plan_.constantKinds.at(id) == ConstantKind::Const)
       continue;
-    ptr_[size_t(id)] = alloc(t->bytes.size());
+    ptr_[size_t(id)] = alloc(t->bytes.size(), "parameters and state");
     cudaCheck(cudaMemcpy(ptr_[size_t(id)], t->bytes.data(), t->bytes.size(), cudaMemcpyHostToDevice), "upload");
   }
   // In-place state updates (docs/PLAN.md): the op computing the new value writes the state.
@@ -283,13 +294,50 @@ void CudaExecutor::place() {
     for (int id : op.outputs)
       if (id >= 0 && !static_[size_t(id)] && !ptr_[size_t(id)] && !plan_.values[size_t(id)].isSequence) {
         Shape s = shapeOf(id);
-        ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype));
+        ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype), "values outside the arena");
       }
   for (int id : plan_.inputs)
     if (!ptr_[size_t(id)]) {
       Shape s = shapeOf(id);
-      ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype));
+      ptr_[size_t(id)] = alloc(size_t(numElements(s)) * dtypeSize(plan_.values[size_t(id)].dtype), "values outside the arena");
     }
+}
+
+/// Each op's scratch: a large one (attention's backward: cuDNN's workspace) goes where the arena
+/// holds no buffer while that op runs (the memory plan's lifetimes, Plan.h arenaUses(); the arena's
+/// peak is elsewhere, at the loss), the rest share one buffer sized for the largest of them.
+void CudaExecutor::placeScratch(char *arena) {
+  constexpr size_t kAlign = 256, kWorthPlacing = size_t(1) << 20;
+  std::vector<ArenaUse> uses = arena ? arenaUses(plan_) : std::vector<ArenaUse>();
+  std::sort(uses.begin(), uses.end(), [](const ArenaUse &a, const ArenaUse &b) { return a.offset < b.offset; });
+  std::vector<int64_t> placed(scratchNeed_.size(), -1);
+  for (size_t k = 0; arena && k < plan_.ops.size(); ++k) {
+    size_t need = (scratchNeed_[k] + kAlign - 1) / kAlign * kAlign;
+    if (need < kWorthPlacing)
+      continue;
+    int64_t at = 0; // the lowest gap that fits among the buffers alive at op k
+    for (const ArenaUse &u : uses) {
+      if (u.from > int(k) || u.to < int(k))
+        continue;
+      if (u.offset >= at + int64_t(need))
+        break;
+      at = std::max(at, (u.offset + u.bytes + int64_t(kAlign) - 1) / int64_t(kAlign) * int64_t(kAlign));
+    }
+    if (at + int64_t(need) <= plan_.arenaBytes)
+      placed[k] = at;
+  }
+  for (size_t k = 0; k < scratchNeed_.size(); ++k)
+    if (placed[k] < 0 && scratchNeed_[k] > scratchBytes_) {
+      scratchBytes_ = scratchNeed_[k];
+      scratchFor_ = k < plan_.ops.size() ? plan_.ops[k].name + " (" + plan_.ops[k].type + ")" : "";
+    }
+  if (scratchBytes_)
+    scratch_ = static_cast<char *>(alloc(scratchBytes_, "scratch"));
+  for (size_t k = 0; k < scratchNeed_.size(); ++k) {
+    scratchAt_[k] = placed[k] >= 0 ? arena + placed[k] : scratch_;
+    if (placed[k] >= 0)
+      ++fusions_["scratch in free arena bytes"];
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -385,7 +433,7 @@ void CudaExecutor::updateStates() {
       if (ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) <= kSmall)
         small.push_back({devicePtr(v), ptr_[size_t(st)], stateBytes(st)});
     if (!small.empty()) {
-      stateCopies_ = static_cast<dev::SmallCopy *>(alloc(small.size() * sizeof(dev::SmallCopy)));
+      stateCopies_ = static_cast<dev::SmallCopy *>(alloc(small.size() * sizeof(dev::SmallCopy), "launch arguments"));
       cudaCheck(cudaMemcpy(stateCopies_, small.data(), small.size() * sizeof(dev::SmallCopy), cudaMemcpyHostToDevice),
                 "upload");
     }
@@ -414,7 +462,7 @@ void CudaExecutor::saveInPlaceStates() {
     for (auto &[st, v] : plan_.stateUpdates)
       if (ptr_[size_t(v)] == ptr_[size_t(st)])
         total += (stateBytes(st) + 255) / 256 * 256;
-    saved_ = static_cast<char *>(alloc(total)); // the first run of a kind is eager, never captured
+    saved_ = static_cast<char *>(alloc(total, "states saved by evaluation runs")); // the first run of a kind is eager, never captured
   }
   size_t off = 0;
   for (auto &[st, v] : plan_.stateUpdates)
@@ -701,6 +749,7 @@ void registerBackend() {
     return checkAgainstCpu(std::move(p), in, os, o);
   };
   b.bytes = [](const Runner &r) { return deviceBytes(r); };
+  b.memory = [](const Runner &r) { return deviceMemory(r); };
   b.describe = [] { return deviceName(); };
   b.create = [](Plan p) {
     CudaOptions o;
@@ -755,6 +804,11 @@ std::map<std::string, int> fusions(const Runner &r) {
 size_t deviceBytes(const Runner &r) {
   auto *c = dynamic_cast<const CudaExecutor *>(&r);
   return c ? c->bytes() : 0;
+}
+
+std::map<std::string, size_t> deviceMemory(const Runner &r) {
+  auto *c = dynamic_cast<const CudaExecutor *>(&r);
+  return c ? c->memory() : std::map<std::string, size_t>();
 }
 
 std::string deviceName() {

@@ -146,6 +146,8 @@ public:
   void setState(const std::string &name, TensorPtr t) override;
   std::string device() const override { return "cuda"; }
   size_t bytes() const { return allocated_; }
+  /// Device bytes by what holds them (arena, parameters and state, constants, scratch, ...).
+  const std::map<std::string, size_t> &memory() const { return allocatedBy_; }
   const std::map<std::string, int> &fusions() const { return fusions_; }
   int check(const Executor &ref, std::ostream &os);
 
@@ -247,7 +249,8 @@ private:
   };
   std::map<size_t, AttentionOp> attentions_;
   std::shared_ptr<const dev::CudnnAttention> cudnnAttention(const dev::AttnArgs &a, bool backward);
-  std::map<std::tuple<bool, int64_t, int, int, int, int, float, bool>, std::shared_ptr<const dev::CudnnAttention>>
+  std::map<std::tuple<bool, int64_t, int, int, int, int, float, bool, unsigned>,
+           std::shared_ptr<const dev::CudnnAttention>>
       cudnnGraphs_;
   std::set<std::string> cudnnNotes_;
   template <class Launch>
@@ -300,6 +303,7 @@ private:
   std::vector<char> static_;
   std::vector<void *> allocs_;
   size_t allocated_ = 0;
+  std::map<std::string, size_t> allocatedBy_;
   std::vector<OpProgram> program_;
   dev::SmallCopy *stateCopies_ = nullptr; // updateStates(): the small state copies, built on first use
   int nStateCopies_ = 0;
@@ -308,6 +312,7 @@ private:
   std::vector<std::string> flagWhat_;
   size_t scratchBytes_ = 0;
   char *scratch_ = nullptr;
+  char *arena_ = nullptr; // the memory plan's arena (null: a plan without one)
   float *one_ = nullptr;
   cudaGraphExec_t graphs_[2] = {nullptr, nullptr};
   /// fp8.all_reduce payloads of a step (type, elements): counted with the communicator per run,
@@ -336,7 +341,8 @@ private:
   void restoreInPlaceStates();
   void updateStates();
   void printSlowestOps() const;
-  void *alloc(size_t bytes);
+  /// cudaMalloc, counted in bytes() and under `what` in memory().
+  void *alloc(size_t bytes, const char *what);
   /// Two zeroed unsigned for a one-pass cast's amax (cuda::castAmax's slot): the kernels leave them
   /// zero, so the amax needs no memset before each launch.
   unsigned *amaxSlot();
@@ -356,10 +362,22 @@ private:
     flagWhat_.push_back("node '" + op.name + "' (" + op.type + "): " + what);
     return int(flagWhat_.size() - 1);
   }
-  size_t scratch(size_t bytes) { // scratch is shared: ops run one at a time on one stream
-    scratchBytes_ = std::max(scratchBytes_, bytes);
-    return 0;
+  /// Scratch for the op being compiled: where its steps find it when they run (*slot). Ops run one
+  /// at a time on one stream, so they share one buffer, except that placeScratch() puts a large
+  /// one in arena bytes no buffer holds while that op runs.
+  char *const *scratch(size_t bytes) {
+    size_t k = compiling_ < plan_.ops.size() ? compiling_ : plan_.ops.size();
+    scratchNeed_[k] = std::max(scratchNeed_[k], bytes);
+    return &scratchAt_[k];
   }
+  void placeScratch(char *arena);
+  size_t compiling_ = size_t(-1); // the plan op compile() works on
+  std::vector<size_t> scratchNeed_; // per plan op (and one more for work outside compile())
+  std::vector<char *> scratchAt_;   // sized once at construction: the steps hold pointers into it
+  std::string scratchFor_;          // the op whose scratch the shared buffer is sized for
+  /// A copy of value `src` (`bytes` of it) into dst; a constant holding one element repeated (the
+  /// zeros an embedding's gradient scatters into) is filled instead, so it is never uploaded.
+  Step copyValue(void *dst, int src, size_t bytes);
   void foldStatics();
   void place();
   void compile(size_t k, std::vector<Step> &out);

@@ -167,10 +167,14 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
   // Q, K, V, O; backward: dO, dQ, dK, dV.
   const int64_t elems[8] = {impl->qElems, impl->kElems, impl->kElems, impl->qElems,
                             impl->qElems, impl->qElems, impl->kElems, impl->kElems};
+  // Only operands the plan stores in float32 need a BF16 copy (AttnArgs::bf16's argument of each
+  // slot); the others are read and written in place and take no workspace.
+  static const int fwdArg[4] = {0, 1, 2, 3}, bwdArg[8] = {0, 1, 2, 4, 5, 6, 7, 8};
   int64_t at = 0;
   for (int i = 0; i < (backward ? 8 : 4); ++i) {
     impl->off[i] = at;
-    at += align256(elems[i] * 2);
+    if (!a.bf16[backward ? bwdArg[i] : fwdArg[i]])
+      at += align256(elems[i] * 2);
   }
   impl->statsOff = at;
   at += backward ? 0 : align256(impl->statsElems * 4);

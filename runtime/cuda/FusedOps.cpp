@@ -397,12 +397,18 @@ void CudaExecutor::foldGemmBias() {
 /// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the
 /// bias gradient of a Linear: dY is cast for the dgrad and wgrad GEMMs, then summed over its rows)
 /// is taken in the cast's pass: its tiles write column partials to a buffer of their own (the
-/// arena's buffers between the two ops belong to other values), and the ReduceSum sums those
+/// arena's buffers between the two ops belong to other values; pairs that do not overlap in the
+/// program share one), and the ReduceSum sums those
 /// partials (ceil(rows / 64) of them per column) instead of reading the tensor again. check()
 /// runs both ops as they were.
 void CudaExecutor::fuseCastColumnSums() {
   std::map<int, size_t> castOf; // value -> the program of the latest cast-transpose of it
   std::set<size_t> taken;
+  struct Partials {
+    float *p;
+    size_t bytes, busyUntil; // the program of the last sum that reads it
+  };
+  std::vector<Partials> pool;
   for (size_t k = 0; k < program_.size(); ++k) {
     size_t op = program_[k].op;
     if (castTransposes_.count(op)) {
@@ -421,7 +427,16 @@ void CudaExecutor::fuseCastColumnSums() {
       continue;
     taken.insert(c->second);
     int tiles = int(cuda::castTransposeTileRows(ct.rows));
-    auto *partials = static_cast<float *>(alloc(size_t(tiles) * size_t(ct.cols) * sizeof(float)));
+    // A buffer no other pair uses between this cast and this sum (pairs come in the sums' order,
+    // so one whose last sum ran before this cast is free), else a new one.
+    size_t need = size_t(tiles) * size_t(ct.cols) * sizeof(float);
+    auto free = std::find_if(pool.begin(), pool.end(), [&](const Partials &b) {
+      return b.busyUntil < c->second && b.bytes >= need;
+    });
+    if (free == pool.end())
+      free = pool.insert(pool.end(), {static_cast<float *>(alloc(need, "fused-pass buffers")), need, 0});
+    free->busyUntil = k;
+    float *partials = free->p;
     Step cast = [ct, partials](cudaStream_t s) {
       return cuda::castAmaxTranspose(ct.xp, ct.it, ct.rows, ct.cols, ct.scaleInv, ct.f, ct.q, ct.qt, ct.amax, s,
                                      partials, ct.slot);
@@ -555,7 +570,7 @@ void CudaExecutor::fuseCastSources() {
     Step stats; // the LayerNorm's rows' statistics, which the pass applies
     if (norm) {
       const LayerNormOp l = *norm;
-      auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double)));
+      auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double), "fused-pass buffers"));
       src.stats = st;
       stats = [l, st](cudaStream_t s) {
         return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
@@ -595,7 +610,7 @@ void CudaExecutor::fuseDelayedScales() {
     std::vector<cuda::DelayedScaleTensor> list;
     for (const DelayedScaleOp *d : run)
       list.push_back(d->t);
-    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0])));
+    auto *dlist = static_cast<cuda::DelayedScaleTensor *>(alloc(list.size() * sizeof(list[0]), "launch arguments"));
     cudaCheck(cudaMemcpy(dlist, list.data(), list.size() * sizeof(list[0]), cudaMemcpyHostToDevice), "upload");
     const DelayedScaleOp d = *run[0];
     int T = int(list.size());
@@ -620,9 +635,9 @@ void CudaExecutor::fuseSumSquares() {
         blocks.push_back({r->x, lo, std::min(r->n, lo + per)});
       outs.back().count = int(blocks.size()) - outs.back().first;
     }
-    auto *db = static_cast<dev::SumSquaresBlock *>(alloc(blocks.size() * sizeof(blocks[0])));
-    auto *dout = static_cast<dev::SumSquaresOut *>(alloc(outs.size() * sizeof(outs[0])));
-    auto *partials = static_cast<double *>(alloc(blocks.size() * sizeof(double)));
+    auto *db = static_cast<dev::SumSquaresBlock *>(alloc(blocks.size() * sizeof(blocks[0]), "launch arguments"));
+    auto *dout = static_cast<dev::SumSquaresOut *>(alloc(outs.size() * sizeof(outs[0]), "launch arguments"));
+    auto *partials = static_cast<double *>(alloc(blocks.size() * sizeof(double), "launch arguments"));
     cudaCheck(cudaMemcpy(db, blocks.data(), blocks.size() * sizeof(blocks[0]), cudaMemcpyHostToDevice), "upload");
     cudaCheck(cudaMemcpy(dout, outs.data(), outs.size() * sizeof(outs[0]), cudaMemcpyHostToDevice), "upload");
     int nb = int(blocks.size()), no = int(outs.size());

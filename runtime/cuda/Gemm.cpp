@@ -104,6 +104,8 @@ Gemm::Gemm() : impl(std::make_unique<Impl>()) {
 
 Gemm::~Gemm() = default;
 
+size_t Gemm::workspaceBytes() { return kWorkspaceBytes; }
+
 std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
                            bool biasBf16) {
   if (!impl->error.empty())

@@ -238,6 +238,11 @@ int benchmark(Runner &ex, const Options &o) {
                {"device_bytes", b && b->bytes ? b->bytes(ex) : 0},
                {"rank", communicator() ? communicator()->rank() : 0},
                {"world_size", worldSize()}};
+  if (b && b->memory) {
+    JsonOut &m = j["device_memory"] = JsonOut::object();
+    for (auto &[what, n] : b->memory(ex))
+      m[what] = n;
+  }
   std::cout << dumpJson(j) << "\n";
   return 0;
 }

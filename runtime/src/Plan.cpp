@@ -155,6 +155,50 @@ static std::pair<std::vector<int>, std::vector<int>> lifetimes(const Plan &plan)
   return {std::move(first), std::move(last)};
 }
 
+namespace {
+/// The arena's buffers joined as the memory plan means them: a view and its operand are one buffer,
+/// and so are an in-place result and the operand whose buffer it takes; each group is alive from
+/// the first definition to the last read of any member (Plan::Buffer values, by root).
+struct BufferGroups {
+  std::vector<int> root, from, to;
+};
+BufferGroups joinBuffers(const Plan &plan) {
+  auto [first, last] = lifetimes(plan);
+  BufferGroups g;
+  g.root.resize(plan.values.size());
+  for (size_t id = 0; id < g.root.size(); ++id)
+    g.root[id] = int(id);
+  for (auto [view, of] : plan.views)
+    g.root[size_t(view)] = g.root[size_t(of)];
+  for (auto [res, of] : plan.inPlaceResults) {
+    int r = g.root[size_t(of)];
+    for (size_t id = 0; id < g.root.size(); ++id)
+      if (g.root[id] == res)
+        g.root[id] = r;
+  }
+  g.from = first;
+  g.to.resize(plan.values.size());
+  for (size_t id = 0; id < g.to.size(); ++id)
+    g.to[id] = std::max(last[id], first[id]);
+  for (size_t id = 0; id < g.root.size(); ++id) { // views follow their operands in the ops' order
+    size_t r = size_t(g.root[id]);
+    g.from[r] = std::min(g.from[r], first[id]);
+    g.to[r] = std::max(g.to[r], std::max(last[id], first[id]));
+  }
+  return g;
+}
+} // namespace
+
+std::vector<ArenaUse> arenaUses(const Plan &plan) {
+  BufferGroups g = joinBuffers(plan);
+  std::vector<ArenaUse> uses;
+  for (const Plan::Buffer &b : plan.buffers) {
+    size_t r = size_t(g.root[size_t(b.value)]);
+    uses.push_back({b.offset, b.bytes, g.from[r], g.to[r]});
+  }
+  return uses;
+}
+
 /// The memory plan against lifetimes recomputed from the ops: sizes match the
 /// values, buffers fit the arena, and no two buffers alive at once overlap.
 template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Reporter &r) {
@@ -213,19 +257,12 @@ template <typename Reporter> static void checkMemoryPlan(const Plan &plan, Repor
       if (root[id] == res)
         root[id] = g;
   }
-  std::vector<int> from(first), to(plan.values.size());
-  for (size_t id = 0; id < to.size(); ++id)
-    to[id] = std::max(last[id], first[id]);
-  for (size_t id = 0; id < root.size(); ++id) { // views follow their operands in the ops' order
-    size_t g = size_t(root[id]);
-    from[g] = std::min(from[g], first[id]);
-    to[g] = std::max(to[g], std::max(last[id], first[id]));
-  }
+  BufferGroups g = joinBuffers(plan); // the same roots, now checked
   std::sort(bs.begin(), bs.end(), [](auto &a, auto &b) { return a.offset < b.offset; });
   for (size_t i = 0; i < bs.size(); ++i)
     for (size_t j = i + 1; j < bs.size() && bs[j].offset < bs[i].offset + bs[i].bytes; ++j) {
-      size_t a = size_t(root[size_t(bs[i].value)]), b = size_t(root[size_t(bs[j].value)]);
-      if (a != b && from[a] <= to[b] && from[b] <= to[a])
+      size_t a = size_t(g.root[size_t(bs[i].value)]), b = size_t(g.root[size_t(bs[j].value)]);
+      if (a != b && g.from[a] <= g.to[b] && g.from[b] <= g.to[a])
         r.fail("memory plan: '" + plan.values[size_t(bs[i].value)].name + "' and '" +
                plan.values[size_t(bs[j].value)].name + "' share arena bytes while both are alive");
     }

@@ -497,4 +497,72 @@ TEST(CudaExecutor, AttentionRunsThroughCudnn) {
   }
 }
 
+/// The plan's operands in BF16 (fp8-opt --activation-precision=bf16): cuDNN reads and writes them in
+/// place, so its workspace holds no BF16 copies (the step's scratch is less than one operand's
+/// bytes more than cuDNN's own), and the results stay within BF16's bound of the CPU.
+TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
+  REQUIRE_GPU();
+  REQUIRE_CUDNN();
+  const int64_t B = 2, T = 1024, H = 4, D = 64, W = H * D;
+  Plan plan;
+  plan.recipe = "te";
+  int q = addValue(plan, "q", {B, T, W}), k = addValue(plan, "k", {B, T, W}), v = addValue(plan, "v", {B, T, W});
+  int y = addValue(plan, "y", {B, T, W}), lse = addValue(plan, "lse", {B, H, T}), dy = addValue(plan, "dy", {B, T, W});
+  int dq = addValue(plan, "dq", {B, T, W}), dk = addValue(plan, "dk", {B, T, W}), dv = addValue(plan, "dv", {B, T, W});
+  for (int id : {q, k, v, y, dy, dq, dk, dv})
+    plan.values[size_t(id)].dtype = DType::BF16;
+  addOp(plan, "octet::Attention", "attention", {q, k, v}, {y, lse});
+  addOp(plan, "octet::AttentionGrad", "attention_grad", {q, k, v, y, lse, dy}, {dq, dk, dv});
+  for (PlanOp &op : plan.ops) {
+    op.attrs["scale"].kind = Attr::Float;
+    op.attrs["scale"].f = 0.125f;
+    op.attrs["is_causal"].i = 1;
+    op.attrs["q_num_heads"].i = H;
+    op.attrs["kv_num_heads"].i = H;
+  }
+  plan.inputs = {q, k, v, dy};
+  plan.outputs = {y, lse, dq, dk, dv};
+  std::mt19937 rng(19);
+  std::map<std::string, TensorPtr> feed;
+  for (const char *n : {"q", "k", "v", "dy"}) {
+    Tensor f = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
+    auto t = std::make_shared<Tensor>(DType::BF16, Shape{B, T, W});
+    for (int64_t i = 0; i < f.numel(); ++i)
+      t->data<uint16_t>()[i] = floatToBf16(f.data<float>()[i]);
+    feed[n] = t;
+  }
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  EXPECT_EQ(fusionCount(*gpu, "attention through cuDNN"), 2);
+  // The graphs' workspaces: float32 operands take a BF16 copy each (Q, K, V, O; backward also dO,
+  // dQ, dK, dV), BF16 ones none; the plan's scratch is the BF16 backward's plus its row sums.
+  dev::AttnArgs a;
+  a.batch = B * H, a.tq = a.tk = int(T), a.d = int(D), a.heads = int(H), a.scale = 0.125f, a.causal = true;
+  a.precision = dev::AttnPrecision::BF16;
+  std::string why;
+  auto f32Fwd = dev::CudnnAttention::build(a, false, why), f32Bwd = dev::CudnnAttention::build(a, true, why);
+  std::fill(std::begin(a.bf16), std::end(a.bf16), true);
+  auto bfFwd = dev::CudnnAttention::build(a, false, why), bfBwd = dev::CudnnAttention::build(a, true, why);
+  ASSERT_TRUE(f32Fwd && f32Bwd && bfFwd && bfBwd) << why;
+  size_t operand = size_t(B * T * W) * 2; // a multiple of 256
+  EXPECT_EQ(f32Fwd->workspaceBytes() - bfFwd->workspaceBytes(), 4 * operand);
+  EXPECT_EQ(f32Bwd->workspaceBytes() - bfBwd->workspaceBytes(), 8 * operand);
+  std::map<std::string, size_t> mem = cuda::deviceMemory(*gpu);
+  EXPECT_LT(mem["scratch"], bfBwd->workspaceBytes() + operand) << "scratch " << mem["scratch"] << " bytes";
+  gpu->run(feed, false);
+  for (int id : plan.outputs) {
+    const std::string &name = plan.values[size_t(id)].name;
+    TensorPtr got = gpu->value(id), want = cpu.value(id);
+    ASSERT_TRUE(got && want) << name;
+    std::vector<float> g(size_t(got->numel()));
+    for (int64_t i = 0; i < got->numel(); ++i)
+      g[size_t(i)] = got->dtype == DType::BF16 ? bf16ToFloat(got->data<uint16_t>()[i]) : got->data<float>()[i];
+    Tensor w(DType::F32, want->shape);
+    for (int64_t i = 0; i < want->numel(); ++i)
+      w.data<float>()[i] = want->dtype == DType::BF16 ? bf16ToFloat(want->data<uint16_t>()[i]) : want->data<float>()[i];
+    EXPECT_LE(normwiseError(g, w), 2e-2) << name;
+  }
+}
+
 } // namespace

@@ -127,6 +127,8 @@ public:
   /// Whether cuBLASLt has an algorithm for this GEMM (what run() would use; "" or why not).
   std::string supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
                        bool biasBf16);
+  /// The device bytes of cuBLASLt's workspace this object holds.
+  static size_t workspaceBytes();
 
 private:
   struct Impl;

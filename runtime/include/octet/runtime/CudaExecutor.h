@@ -78,6 +78,8 @@ std::map<std::string, int> fusions(const Runner &r);
 /// Bytes this process holds on the GPU through the runner (arena, parameters,
 /// state, scratch, workspaces), and the device's name.
 size_t deviceBytes(const Runner &r);
+/// deviceBytes() by what holds them ("arena", "parameters and state", "scratch", ...).
+std::map<std::string, size_t> deviceMemory(const Runner &r);
 std::string deviceName();
 
 } // namespace octet::rt::cuda

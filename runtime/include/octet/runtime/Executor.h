@@ -97,6 +97,8 @@ struct DeviceBackend {
   /// the number of mismatching ops), device bytes a runner holds, device name.
   std::function<int(Plan, const std::map<std::string, TensorPtr> &, std::ostream &)> check;
   std::function<size_t(const Runner &)> bytes;
+  /// Optional: those bytes by what holds them.
+  std::function<std::map<std::string, size_t>(const Runner &)> memory;
   std::function<std::string()> describe;
 };
 void registerDeviceBackend(DeviceBackend b);

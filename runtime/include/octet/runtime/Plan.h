@@ -92,6 +92,15 @@ struct Plan {
   int findValue(const std::string &name) const; // -1 when absent
 };
 
+/// An arena buffer (Plan::buffers, views and in-place results joined to the buffer they share) and
+/// the ops it is alive over: from the op defining it to its last reader (the op count: alive at the
+/// end). Bytes [offset, offset + bytes) are free during any op outside [from, to].
+struct ArenaUse {
+  int64_t offset, bytes;
+  int from, to;
+};
+std::vector<ArenaUse> arenaUses(const Plan &plan);
+
 /// Reads and validates a plan file; throws Error with a one-line message.
 Plan loadPlan(const std::string &path);
 /// The same from any seekable stream (`name` in errors): the fuzz target's entry.
