@@ -124,6 +124,15 @@ private:
     Operation *last = m.ops.back();
     OpBuilder b(func.getContext());
     b.setInsertionPointAfter(last);
+    // A dynamo export says which module traced each node: the layer takes that module's path, so a
+    // tied weight (an lm_head sharing the embedding's) or one the exporter renamed (optimize=True's
+    // val_N) still names the layer as the model does.
+    std::string module = m.output.getDefiningOp() ? ox::getModulePath(m.output.getDefiningOp()) : "";
+    for (Operation *o : m.ops)
+      if (module.empty())
+        module = ox::getModulePath(o);
+    if (!module.empty())
+      m.name = module;
     m.attrs.set("layer", b.getStringAttr(uniqueName(kind, m.name)));
     OperationState st(last->getLoc(), OpTy::getOperationName());
     st.addOperands(m.inputs);

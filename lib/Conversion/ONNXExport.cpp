@@ -223,6 +223,8 @@ LogicalResult Exporter::exportOp(Operation &op, onnx::GraphProto &graph) {
   auto generic = dyn_cast<ox::GenericNodeOp>(op);
   if (generic && !generic.getDomain().empty())
     node->set_domain(generic.getDomain().str());
+  if (auto scopes = op.getAttrOfType<StringAttr>(ox::kNameScopesAttr))
+    octet::proto::setNodeMetadata(*node, {{"pkg.torch.onnx.name_scopes", scopes.str()}});
 
   // Inputs and outputs; trailing absent ones are dropped.
   SmallVector<std::string> ins, outs;

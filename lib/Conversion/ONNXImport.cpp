@@ -87,6 +87,7 @@ private:
                            const llvm::StringMap<const onnx::TypeProto *> &valueTypes,
                            const std::string &namePrefix,
                            const onnx::NodeProto *caller);
+  void keepNameScopes(const onnx::NodeProto &node, Operation *op);
   LogicalResult inlineFunction(const onnx::FunctionProto &fn, const onnx::NodeProto &node,
                                Scope &scope, const std::string &namePrefix);
   LogicalResult sortNodes(const Scope &scope,
@@ -749,6 +750,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
     Operation *op = builder.create(state);
     if (failed(mlir::verify(op)))
       return failure();
+    keepNameScopes(node, op);
     for (auto [name, res] : llvm::zip(node.output(), op->getResults()))
       if (!name.empty())
         scope.values[name] = res;
@@ -781,7 +783,16 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
   for (auto [name, res] : llvm::zip(node.output(), generic.getResults()))
     if (!name.empty())
       scope.values[name] = res;
+  keepNameScopes(node, generic);
   return success();
+}
+
+/// The modules torch.onnx.export traced the node in (its `pkg.torch.onnx.name_scopes` metadata), on
+/// the op as onnx.name_scopes: layers are named after them where the exporter renamed weights.
+void Importer::keepNameScopes(const onnx::NodeProto &node, Operation *op) {
+  for (const auto &[key, value] : octet::proto::nodeMetadata(node))
+    if (key == "pkg.torch.onnx.name_scopes")
+      op->setAttr(ox::kNameScopesAttr, builder.getStringAttr(value));
 }
 
 OwningOpRef<ModuleOp> Importer::run() {

@@ -105,13 +105,15 @@ bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::stri
   return true;
 }
 
-std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto &graph) {
-  constexpr int kGraphMetadataProps = 16; // onnx.proto (IR version 10): GraphProto.metadata_props
+/// StringStringEntryProto entries of field `number`, read from a message's unknown fields (fields
+/// newer than this libonnx); entries that do not parse are skipped.
+static std::vector<std::pair<std::string, std::string>> unknownMetadata(const google::protobuf::Message &msg,
+                                                                        int number) {
   std::vector<std::pair<std::string, std::string>> out;
-  const google::protobuf::UnknownFieldSet &unknown = graph.GetReflection()->GetUnknownFields(graph);
+  const google::protobuf::UnknownFieldSet &unknown = msg.GetReflection()->GetUnknownFields(msg);
   for (int i = 0; i < unknown.field_count(); ++i) {
     const google::protobuf::UnknownField &f = unknown.field(i);
-    if (f.number() != kGraphMetadataProps || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+    if (f.number() != number || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
     if (entry.ParseFromString(f.length_delimited()))
@@ -120,15 +122,33 @@ std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::Graph
   return out;
 }
 
-void setGraphMetadata(onnx::GraphProto &graph, const std::vector<std::pair<std::string, std::string>> &entries) {
-  constexpr int kGraphMetadataProps = 16;
-  google::protobuf::UnknownFieldSet *unknown = graph.GetReflection()->MutableUnknownFields(&graph);
+std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto &graph) {
+  constexpr int kGraphMetadataProps = 16; // onnx.proto (IR version 10): GraphProto.metadata_props
+  return unknownMetadata(graph, kGraphMetadataProps);
+}
+
+std::vector<std::pair<std::string, std::string>> nodeMetadata(const onnx::NodeProto &node) {
+  constexpr int kNodeMetadataProps = 9; // onnx.proto (IR version 10): NodeProto.metadata_props
+  return unknownMetadata(node, kNodeMetadataProps);
+}
+
+static void setUnknownMetadata(google::protobuf::Message &msg, int number,
+                               const std::vector<std::pair<std::string, std::string>> &entries) {
+  google::protobuf::UnknownFieldSet *unknown = msg.GetReflection()->MutableUnknownFields(&msg);
   for (const auto &[k, v] : entries) {
     onnx::StringStringEntryProto entry;
     entry.set_key(k);
     entry.set_value(v);
-    unknown->AddLengthDelimited(kGraphMetadataProps, entry.SerializeAsString());
+    unknown->AddLengthDelimited(number, entry.SerializeAsString());
   }
+}
+
+void setGraphMetadata(onnx::GraphProto &graph, const std::vector<std::pair<std::string, std::string>> &entries) {
+  setUnknownMetadata(graph, 16, entries);
+}
+
+void setNodeMetadata(onnx::NodeProto &node, const std::vector<std::pair<std::string, std::string>> &entries) {
+  setUnknownMetadata(node, 9, entries);
 }
 
 bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error) {

@@ -172,3 +172,24 @@ func.func @gelu_cube_as_products(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %g = onnx.Mul %h, %t1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %g : tensor<4x8xf32>
 }
+
+// -----
+
+// A dynamo export's node metadata names the module each node was traced in (onnx.name_scopes, from
+// pkg.torch.onnx.name_scopes): the layer takes that module's path where the weight's name says
+// nothing (optimize=True's val_N) or names another module (an lm_head tied to the embedding); a
+// scope list without a module falls back to the weight's name.
+// CHECK-LABEL: func.func @name_scopes
+// CHECK: nn.linear "model.layers.0.mlp.up_proj"(%arg0, %{{.+}}) :
+// CHECK: nn.linear "lm_head"(%arg0, %{{.+}}) :
+// CHECK: nn.linear "model.proj"(%arg0, %{{.+}}) :
+// ONLY-LABEL: func.func @name_scopes
+func.func @name_scopes(%x: tensor<2x16x64xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) {
+  %w = onnx.initializer "val_7" = dense<0.5> : tensor<64x32xf32>
+  %y = onnx.MatMul %x, %w {onnx.name_scopes = "['', 'model', 'model.layers.0', 'model.layers.0.mlp', 'model.layers.0.mlp.up_proj', 'linear_3']"} : (tensor<2x16x64xf32>, tensor<64x32xf32>) -> tensor<2x16x32xf32>
+  %e = onnx.initializer "model.embed_tokens.weight" = dense<0.25> : tensor<64x32xf32>
+  %z = onnx.MatMul %x, %e {onnx.name_scopes = "['', 'lm_head', 'linear_4']"} : (tensor<2x16x64xf32>, tensor<64x32xf32>) -> tensor<2x16x32xf32>
+  %p = onnx.initializer "model.proj.weight" = dense<0.25> : tensor<64x32xf32>
+  %u = onnx.MatMul %x, %p {onnx.name_scopes = "['matmul']"} : (tensor<2x16x64xf32>, tensor<64x32xf32>) -> tensor<2x16x32xf32>
+  return %y, %z, %u : tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>
+}

@@ -34,8 +34,12 @@ bool serializeModel(const onnx::ModelProto &model, std::string &bytes, std::stri
 /// message's unknown fields): key/value pairs such as the torch.export graph signature that
 /// torch.onnx.export (dynamo) records. Entries that do not parse are skipped.
 std::vector<std::pair<std::string, std::string>> graphMetadata(const onnx::GraphProto &graph);
-/// Writes them back (as the same field), for a model written out again.
+/// A node's metadata_props (NodeProto field 9, read the same way): what torch.onnx.export records
+/// per node, such as `pkg.torch.onnx.name_scopes` (the modules the node was traced in).
+std::vector<std::pair<std::string, std::string>> nodeMetadata(const onnx::NodeProto &node);
+/// Writes the graph's back (as the same field), for a model written out again.
 void setGraphMetadata(onnx::GraphProto &graph, const std::vector<std::pair<std::string, std::string>> &entries);
+void setNodeMetadata(onnx::NodeProto &node, const std::vector<std::pair<std::string, std::string>> &entries);
 
 /// Writes a file atomically: a temporary beside it, fsync, then rename.
 bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error);

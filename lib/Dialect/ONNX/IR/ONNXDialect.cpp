@@ -99,6 +99,29 @@ int64_t octet::onnx_dialect::getOpsetVersion(Operation *op, StringRef domain) {
   return 0;
 }
 
+std::string octet::onnx_dialect::getModulePath(Operation *op) {
+  auto raw = op->getAttrOfType<StringAttr>(kNameScopesAttr);
+  if (!raw)
+    return "";
+  // A Python list of quoted strings: ['', 'model', 'model.layers.0', ..., 'linear']. The last is
+  // the node's FX name, the one before it the innermost module.
+  SmallVector<std::string> items;
+  StringRef s = raw.getValue();
+  for (size_t i = 0; i < s.size(); ++i) {
+    char q = s[i];
+    if (q != '\'' && q != '"')
+      continue;
+    std::string item;
+    for (++i; i < s.size() && s[i] != q; ++i) {
+      if (s[i] == '\\' && i + 1 < s.size())
+        ++i;
+      item += s[i];
+    }
+    items.push_back(std::move(item));
+  }
+  return items.size() >= 2 ? items[items.size() - 2] : std::string();
+}
+
 Type octet::onnx_dialect::getElementTypeForOnnxCode(MLIRContext *ctx, int64_t code) {
   Builder b(ctx);
   switch (code) {

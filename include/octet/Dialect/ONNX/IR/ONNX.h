@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <string>
+
 #include "octet/Dialect/ONNX/IR/ONNXOpsDialect.h.inc"
 
 #define GET_TYPEDEF_CLASSES
@@ -32,6 +34,12 @@ constexpr llvm::StringLiteral kMetadataAttr = "onnx.metadata_props";
 /// The graph's metadata_props (the torch.export graph signature of a dynamo export, for one).
 constexpr llvm::StringLiteral kGraphMetadataAttr = "onnx.graph_metadata_props";
 constexpr llvm::StringLiteral kGraphNameAttr = "onnx.graph_name";
+/// A node's `pkg.torch.onnx.name_scopes` metadata (torch.onnx.export, dynamo), kept as written: the
+/// Python list of the module paths the node was traced in, then the node's own FX name.
+constexpr llvm::StringLiteral kNameScopesAttr = "onnx.name_scopes";
+/// The module an op was traced in, from its kNameScopesAttr ("model.layers.0.self_attn.q_proj"), or
+/// "" where the op has none or it names no module.
+std::string getModulePath(mlir::Operation *op);
 /// Argument/result attributes: the ONNX value name and symbolic dim names.
 constexpr llvm::StringLiteral kNameAttr = "onnx.name";
 constexpr llvm::StringLiteral kDimParamsAttr = "onnx.dim_params";
