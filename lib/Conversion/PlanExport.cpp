@@ -436,6 +436,11 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   for (OpResult r : op.getResults())
     if (int id = idOf(r); id >= 0)
       firstDef[size_t(id)] = index;
+  // A fusion group the compiler formed (octet-fuse-pointwise-chains): the backend runs it as one.
+  for (StringRef n : {"fusion", "fusion_group"})
+    if (Attribute a = op.getAttr(("octet." + n).str()))
+      if (failed(convertAttr(n, a, attrs, op.getLoc())))
+        return failure();
   o["type"] = type;
   o["name"] = ox::getNodeName(&op);
   o["in"] = std::move(ins);

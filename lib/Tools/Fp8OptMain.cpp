@@ -34,6 +34,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <onnx/onnx_pb.h>
+#include <map>
+#include <set>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -214,6 +216,21 @@ int octet::fp8OptMain(int argc, char **argv) {
       "fuse-pointwise",
       cl::desc("Plans: fuse chains of float32 elementwise ops into octet Pointwise nodes (default on; "
                "--fuse-pointwise=false keeps one op per node)"),
+      cl::init(true), cl::cat(optCat));
+
+  static cl::opt<bool> fusePointwiseChains(
+      "fuse-pointwise-chains",
+      cl::desc("Plans: consecutive Pointwise programs over one shape (AdamW's, a GELU gradient's) form one fusion "
+               "group that a backend runs as one kernel, results passed on in registers; the plan's ops say so "
+               "(fusion, fusion_group) and --report counts them (default on; --fuse-pointwise-chains=false runs "
+               "each program alone)"),
+      cl::init(true), cl::cat(optCat));
+
+  static cl::opt<bool> fuseRuns(
+      "fuse-runs",
+      cl::desc("Plans: runs of small ops of one kind side by side (the step's delayed-scaling updates, the "
+               "optimizer's per-parameter sums of squares) form fusion groups a backend runs as one launch "
+               "(default on; --fuse-runs=false launches each)"),
       cl::init(true), cl::cat(optCat));
 
   static cl::opt<bool> fuseCastAmax(
@@ -714,6 +731,10 @@ int octet::fp8OptMain(int argc, char **argv) {
         ap.activations = activationPrecision;
         pm.addPass(createAssignPrecision(ap));
       }
+      if (out == Emit::Plan && fusePointwiseChains)
+        pm.addPass(createFusePointwiseChains());
+      if (out == Emit::Plan && fuseRuns)
+        pm.addPass(createFuseRuns());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;
@@ -737,9 +758,21 @@ int octet::fp8OptMain(int argc, char **argv) {
       int64_t arena = 0;
       if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, inPlaceUpdates)))
         return failure();
-      if (report) // the memory plan's peak, with the per-layer report
-        (outputFilename == "-" ? llvm::errs() : llvm::outs())
-            << "peak activation memory (plan arena): " << arena << " bytes\n";
+      if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
+        llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
+        ros << "peak activation memory (plan arena): " << arena << " bytes\n";
+        std::map<std::string, std::pair<std::set<int64_t>, int64_t>> groups; // kind -> (groups, ops)
+        module.walk([&](Operation *op) {
+          auto kind = op->getAttrOfType<StringAttr>("octet.fusion");
+          auto group = op->getAttrOfType<IntegerAttr>("octet.fusion_group");
+          if (kind && group) {
+            groups[kind.str()].first.insert(group.getInt());
+            ++groups[kind.str()].second;
+          }
+        });
+        for (auto &[kind, g] : groups)
+          ros << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
+      }
     } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();
     }

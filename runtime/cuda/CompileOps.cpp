@@ -254,7 +254,8 @@ void CudaExecutor::compileReduce(const PlanOp &op, int kind, std::vector<Step> &
     a.work = reinterpret_cast<double *>(*sp);
     return dev::reduce(a, s);
   });
-  if (kind == 4 && a.type == int(DType::F32) && a.nOut == 1 && a.innerContiguous) // a whole tensor's norm
+  // A whole tensor's norm, contiguous (any size: sumSquaresList takes short ones too).
+  if (kind == 4 && a.type == int(DType::F32) && a.nOut == 1 && lastKept < firstRed)
     sumSquares_[size_t(&op - plan_.ops.data())] = {static_cast<const float *>(a.x), a.nRed, a.out, a.outType};
 }
 

@@ -261,10 +261,11 @@ private:
   /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs
   /// those): a pair of ops whose work moves from one to the other.
   void replaceProgram(size_t at, Step step);
-  /// Runs of two or more consecutive programs whose ops `infos` holds and `same` pairs with the
-  /// run's first (none reading another's output) become one program of the step `build` makes
-  /// from their infos; check() still runs the members one by one.
-  template <class Info, class Same, class Build> void fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build);
+  /// The plan's fusion groups of `kind` whose ops `infos` holds and `same` pairs with the group's
+  /// first (none reading another's output) become one program of the step `build` makes from their
+  /// infos; check() still runs the members one by one.
+  template <class Info, class Same, class Build>
+  void fuseRuns(const std::string &kind, const std::map<size_t, Info> &infos, Same same, Build build);
   void fuseDelayedScales();
   void fuseSumSquares();
   std::map<size_t, dev::PwArgs> pointwise_; // generated-kernel Pointwise ops by plan op index

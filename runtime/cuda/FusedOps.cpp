@@ -11,8 +11,16 @@
 
 namespace octet::rt::cuda::detail {
 
+/// The plan's fusion groups of `kind` (octet-fuse-runs) run as one launch each (`build`); the
+/// executor checks that each member compiled to the kernel the launch takes (`infos`) with the
+/// first member's setting (`same`) and reads no other member's result, else the group runs as
+/// shorter runs ("run groups split").
 template <class Info, class Same, class Build>
-void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Build build) {
+void CudaExecutor::fuseRuns(const std::string &kind, const std::map<size_t, Info> &infos, Same same, Build build) {
+  auto groupOf = [&](size_t j) -> int64_t {
+    const PlanOp &op = plan_.ops[program_[j].op];
+    return attrStr(op, "fusion", "") == kind ? attrInt(op, "fusion_group", -1) : -1;
+  };
   std::vector<OpProgram> fused;
   for (size_t k = 0; k < program_.size();) {
     auto first = infos.find(program_[k].op);
@@ -23,13 +31,16 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
         made.insert(id);
     };
     addOutputs(k);
-    if (first != infos.end())
-      for (; end < program_.size(); ++end) {
+    int64_t planGroup = groupOf(k);
+    if (first != infos.end() && planGroup >= 0)
+      for (; end < program_.size() && groupOf(end) == planGroup; ++end) {
         auto next = infos.find(program_[end].op);
         const PlanOp &op = plan_.ops[program_[end].op];
         if (next == infos.end() || !same(first->second, next->second) ||
-            std::any_of(op.inputs.begin(), op.inputs.end(), [&](int id) { return made.count(id) != 0; }))
+            std::any_of(op.inputs.begin(), op.inputs.end(), [&](int id) { return made.count(id) != 0; })) {
+          ++fusions_["run groups split"];
           break;
+        }
         addOutputs(end);
       }
     if (end - k < 2) {
@@ -39,6 +50,7 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
     std::vector<const Info *> run;
     for (size_t j = k; j < end; ++j)
       run.push_back(&infos.at(program_[j].op));
+    ++fusions_[kind];
     OpProgram group{program_[k].op, {build(run)}, {}};
     for (size_t j = k; j < end; ++j)
       group.parts.push_back(std::move(program_[j]));
@@ -48,19 +60,17 @@ void CudaExecutor::fuseRuns(const std::map<size_t, Info> &infos, Same same, Buil
   program_ = std::move(fused);
 }
 
-/// Consecutive Pointwise programs over one output size (AdamW's: the first moment, the second,
-/// then the parameter from both) become one generated kernel that runs them in order per element,
-/// an earlier result passed on in registers instead of reloaded. A program joins the run only
-/// where that keeps each thread's reads and writes to its own element: it reads an earlier
-/// program's result only element for element (canChain), reads nothing else an earlier program
-/// writes, and writes nothing an earlier program reads except, element for element, the same
-/// buffer (a state updated in place). A result that only later programs of the run read is not
-/// written at all. check() runs the ops as they were.
+/// The plan's pointwise_chain fusion groups (octet-fuse-pointwise-chains: consecutive Pointwise
+/// programs over one size, AdamW's first moment, second moment and parameter) each run as one
+/// generated kernel that runs the programs in order per element, an earlier result passed on in
+/// registers instead of reloaded. The executor checks what the arena decides: a member joins only
+/// where each thread's reads and writes stay on its own element: it reads an earlier program's
+/// result only element for element (canChain), reads nothing else an earlier program writes, and
+/// writes nothing an earlier program reads except, element for element, the same buffer (a state
+/// updated in place); a group that fails there runs as shorter chains ("chain groups split").
+/// A result that only later programs of the chain read is not written at all. check() runs the
+/// ops as they were.
 void CudaExecutor::fusePointwiseChains() {
-  // Up to 4 programs over large tensors (AdamW's three); over small ones, where a launch costs more
-  // than the bytes, up to 12 (several parameters' AdamW: a layer's norm weights and biases).
-  constexpr size_t kMaxChain = 4, kMaxSmallChain = 12;
-  constexpr int64_t kSmall = 1 << 16;
   auto range = [&](int id) {
     auto *p = static_cast<const char *>(devicePtr(id));
     return std::make_pair(p, p + size_t(numElements(shapeOf(id))) * dtypeSize(typeOf(id)));
@@ -77,17 +87,19 @@ void CudaExecutor::fusePointwiseChains() {
     }
     return true;
   };
+  auto groupOf = [&](size_t e) -> int64_t { // the plan's chain group of program entry e, or -1
+    const PlanOp &op = plan_.ops[program_[e].op];
+    if (!pointwise_.count(program_[e].op) || attrStr(op, "fusion", "") != "pointwise_chain")
+      return -1;
+    return attrInt(op, "fusion_group", -1);
+  };
   std::vector<OpProgram> fused;
   for (size_t k = 0; k < program_.size();) {
     std::vector<size_t> run; // program indices
     std::vector<dev::PwArgs> args;
-    for (size_t e = k; e < program_.size() &&
-                       run.size() < (!args.empty() && args[0].n <= kSmall ? kMaxSmallChain : kMaxChain);
-         ++e) {
-      auto it = pointwise_.find(program_[e].op);
-      if (it == pointwise_.end())
-        break;
-      const dev::PwArgs &a = it->second;
+    int64_t planGroup = groupOf(k);
+    for (size_t e = k; planGroup >= 0 && e < program_.size() && groupOf(e) == planGroup; ++e) {
+      const dev::PwArgs &a = pointwise_.at(program_[e].op);
       const PlanOp &op = plan_.ops[program_[e].op];
       bool ok = run.empty() || (a.n == args[0].n && a.shape.rank == args[0].shape.rank &&
                                 std::equal(a.shape.d, a.shape.d + a.shape.rank, args[0].shape.d));
@@ -108,8 +120,10 @@ void CudaExecutor::fusePointwiseChains() {
         tried.push_back(a);
         ok = dev::PwJit::canChain(tried);
       }
-      if (!ok)
+      if (!ok) {
+        ++fusions_["chain groups split"];
         break;
+      }
       run.push_back(e);
       args.push_back(a);
     }
@@ -600,13 +614,14 @@ void CudaExecutor::fuseCastSources() {
   }
 }
 
-/// Consecutive fp8.delayed_scale programs of one history length and setting (octet-sink-scale-updates
-/// puts a step's scaling updates together at its end) become one delayedScaleList launch.
+/// The plan's delayed_scale_list groups (fp8.delayed_scale programs of one history length and setting
+/// that octet-sink-scale-updates put together at the step's end) each run as one delayedScaleList
+/// launch.
 void CudaExecutor::fuseDelayedScales() {
   auto same = [](const DelayedScaleOp &a, const DelayedScaleOp &b) {
     return a.L == b.L && a.margin == b.margin && a.mostRecent == b.mostRecent && a.pow2 == b.pow2;
   };
-  fuseRuns(delayedScales_, same, [&](const std::vector<const DelayedScaleOp *> &run) -> Step {
+  fuseRuns("delayed_scale_list", delayedScales_, same, [&](const std::vector<const DelayedScaleOp *> &run) -> Step {
     std::vector<cuda::DelayedScaleTensor> list;
     for (const DelayedScaleOp *d : run)
       list.push_back(d->t);
@@ -618,11 +633,12 @@ void CudaExecutor::fuseDelayedScales() {
   });
 }
 
-/// Consecutive whole-tensor ReduceSumSquare programs (the optimizer's per-parameter gradient
-/// norms) become one sumSquaresList: every tensor's chunks in one launch, their sums in another.
+/// The plan's sum_squares_list groups (whole-tensor ReduceSumSquare programs, the optimizer's
+/// per-parameter gradient norms) each run as one sumSquaresList: every tensor's chunks in one
+/// launch, their sums in another.
 void CudaExecutor::fuseSumSquares() {
   auto same = [](const SumSquaresOp &, const SumSquaresOp &) { return true; };
-  fuseRuns(sumSquares_, same, [&](const std::vector<const SumSquaresOp *> &run) -> Step {
+  fuseRuns("sum_squares_list", sumSquares_, same, [&](const std::vector<const SumSquaresOp *> &run) -> Step {
     std::vector<dev::SumSquaresBlock> blocks;
     std::vector<dev::SumSquaresOut> outs;
     for (const SumSquaresOp *r : run) {

@@ -909,9 +909,10 @@ TEST(CudaExecutor, FastAccumulationCanBeTurnedOff) {
 }
 
 
-/// Runs the executor fuses into one program: whole-tensor ReduceSumSquare ops (sizes off the
-/// 16-byte grid, one over several chunks; an Add in between splits the run) and fp8.delayed_scale
-/// ops (sunk to the end of a step), against the CPU executor, with graphs (second and third run).
+/// Runs the plan groups (octet-fuse-runs) and the executor runs as one launch: whole-tensor
+/// ReduceSumSquare ops (sizes off the 16-byte grid, one over several chunks; an Add in between
+/// splits the run, so two groups) and fp8.delayed_scale ops (sunk to the end of a step), against
+/// the CPU executor, with graphs (second and third run); without the groups, no launch is shared.
 TEST(CudaExecutor, FusedRunsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
@@ -966,9 +967,18 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
     plan.ops.back().attrs["format"].kind = Attr::String;
     plan.ops.back().attrs["format"].s = t == 1 ? "float8e5m2" : "float8e4m3fn";
   }
+  Plan alone = plan;
+  groupOps(plan, 0, 4, "sum_squares_list", 0); // ops: 4 norms, the Add, 2 norms, 3 maxes, 3 updates
+  groupOps(plan, 5, 2, "sum_squares_list", 1);
+  groupOps(plan, 10, 3, "delayed_scale_list", 0);
   Executor cpu(plan);
   cpu.run(feed, false);
   auto gpu = cuda::makeCudaRunner(plan);
+  EXPECT_EQ(fusionCount(*gpu, "sum_squares_list"), 2);
+  EXPECT_EQ(fusionCount(*gpu, "delayed_scale_list"), 1);
+  EXPECT_EQ(fusionCount(*gpu, "run groups split"), 0);
+  auto apart = cuda::makeCudaRunner(alone);
+  EXPECT_EQ(fusionCount(*apart, "sum_squares_list") + fusionCount(*apart, "delayed_scale_list"), 0);
   for (int run = 0; run < 3; ++run) {
     gpu->run(feed, false);
     for (int id : plan.outputs) {

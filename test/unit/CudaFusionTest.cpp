@@ -174,9 +174,10 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
 
 /// AdamW's three Pointwise programs (first moment, second moment, then the parameter from both),
 /// each state updated in place, for three parameters in a row as the optimizer writes them: the
-/// executor runs the nine programs as one generated kernel (fusePointwiseChains; small tensors
-/// chain up to 12). Against the CPU bit for bit over four steps (eager, captured, replayed), and
-/// equal to the same plan with the option off (OCTET_CUDA_CHAINS=0).
+/// plan groups the nine programs (octet-fuse-pointwise-chains; small tensors chain up to 12) and the
+/// executor runs them as one generated kernel (fusePointwiseChains), none without the group.
+/// Against the CPU bit for bit over four steps (eager, captured, replayed), and equal to the same
+/// plan with chains off (CudaOptions::chains, OCTET_CUDA_CHAINS=0).
 TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(17);
@@ -218,11 +219,18 @@ TEST(CudaExecutor, PointwiseChainsMatchTheCpu) {
     plan.stateUpdates.insert(plan.stateUpdates.end(), {{m, m2}, {v, v2}, {w, w2}});
     plan.inPlace.insert({m2, v2, w2});
   }
+  chainOps(plan, 0, plan.ops.size()); // octet-fuse-pointwise-chains: up to 12 small programs
   auto feed = std::make_shared<Tensor>(randomTensor(sh, rng, 1.0f));
   Executor cpu(plan);
   cuda::CudaOptions off;
   off.chains = false;
   auto gpu = cuda::makeCudaRunner(plan), plain = cuda::makeCudaRunner(plan, off);
+  EXPECT_EQ(fusionCount(*gpu, "Pointwise chains"), 1);
+  EXPECT_EQ(fusionCount(*gpu, "chain groups split"), 0);
+  Plan unmarked = plan; // the compiler decides: programs the plan does not group run alone
+  for (PlanOp &op : unmarked.ops)
+    op.attrs.erase("fusion");
+  EXPECT_EQ(fusionCount(*cuda::makeCudaRunner(unmarked), "Pointwise chains"), 0);
   for (int step = 0; step < 4; ++step) {
     cpu.run({{"g", feed}}, true);
     gpu->run({{"g", feed}}, true);
@@ -256,6 +264,7 @@ TEST(CudaExecutor, ChainResultsReadOnlyInTheChainStayInRegisters) {
     // Operands: the inputs, then one result per instruction.
     addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
     addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+    chainOps(plan, 0, 2);
     plan.inputs = {x, dy};
     plan.outputs = {y};
     if (use == 1)
@@ -309,6 +318,7 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
       plan.inputs = {x, dy};
       addPointwise(plan, {x, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
       addPointwise(plan, {dy, t}, y, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+      chainOps(plan, 0, 2);
     }
     addOp(plan, "fp8.cast_amax", "cast", {y, si}, {q, amax, qt});
     plan.outputs = {q, amax, qt};
@@ -358,6 +368,7 @@ TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
     if (what == "gamma-mul") {
       addPointwise(plan, {x, r}, normed, {"Mul", "Abs"}, {0, 1, -1, 2, -1, -1});
       addOp(plan, "Mul", "scale", {g, normed}, {y});
+      chainOps(plan, 0, 2);
       plan.outputs.push_back(normed);
     } else {
       addPointwise(plan, {x, r, g}, y, {"Mul", "Mul"}, {0, 1, -1, 3, 2, -1});

@@ -103,6 +103,24 @@ inline PlanOp &addOp(Plan &plan, const std::string &type, const std::string &nam
   return plan.ops.back();
 }
 
+/// Marks plan ops [first, first + count) as fusion group `group` of `kind`, as the compiler's
+/// fusion passes write them (docs/PLAN.md), so the CUDA runner runs them as one.
+inline void groupOps(Plan &plan, size_t first, size_t count, const std::string &kind, int64_t group) {
+  for (size_t k = first; k < first + count; ++k) {
+    Attr fusion, id;
+    fusion.kind = Attr::String;
+    fusion.s = kind;
+    id.i = group;
+    plan.ops[k].attrs["fusion"] = fusion;
+    plan.ops[k].attrs["fusion_group"] = id;
+  }
+}
+
+/// A pointwise_chain group (octet-fuse-pointwise-chains): one generated kernel.
+inline void chainOps(Plan &plan, size_t first, size_t count, int64_t group = 0) {
+  groupOps(plan, first, count, "pointwise_chain", group);
+}
+
 /// Appends a float32 scalar constant `v`; returns its id.
 inline int addScalar(Plan &plan, const std::string &name, float v) {
   int id = addValue(plan, name, {});

@@ -453,6 +453,48 @@ def GroupCasts : Pass<"octet-group-casts", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def FusePointwiseChains : Pass<"octet-fuse-pointwise-chains", "mlir::ModuleOp"> {
+  let summary = "Run consecutive Pointwise programs over one shape as one kernel";
+  let description = [{
+    Consecutive octet Pointwise nodes whose results have one static shape
+    (AdamW's first moment, second moment and parameter; a GELU gradient's
+    two programs) become one fusion group: each member gets
+    `octet.fusion = "pointwise_chain"` and `octet.fusion_group = N`, which the
+    plan keeps as the ops' `fusion` and `fusion_group` attributes. A backend
+    runs a group as one kernel that evaluates the programs in order per
+    element, passing a result that later members read on in registers; the
+    CPU runs the members one by one, so the arithmetic is the same. A member
+    reads an earlier member's result only with that result's shape (element
+    for element); any other op between two programs ends the group (constants
+    aside). A group holds at most `max-ops` programs, or `max-small-ops` where
+    its results have at most `small-elements` elements (there a launch costs
+    more than the bytes). fp8-opt runs it last when writing a plan
+    (`--fuse-pointwise-chains`).
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "4", "Programs a group holds">,
+    Option<"maxSmallOps", "max-small-ops", "int64_t", "12", "Programs a group of small results holds">,
+    Option<"smallElements", "small-elements", "int64_t", "65536", "Results this small or smaller are small">,
+  ];
+}
+
+def FuseRuns : Pass<"octet-fuse-runs", "mlir::ModuleOp"> {
+  let summary = "Run consecutive small ops of one kind and setting as one launch";
+  let description = [{
+    A step ends with many tiny ops of one kind side by side: the delayed
+    scaling updates that octet-sink-scale-updates gathers (fp8.delayed_scale
+    with one history length, margin, algorithm and power-of-two setting, no
+    interval) and the optimizer's per-parameter sums of squares for the
+    gradient norm (whole-tensor float32 onnx.ReduceSumSquare). Each run of
+    two or more becomes one fusion group (`octet.fusion` =
+    "delayed_scale_list" or "sum_squares_list", `octet.fusion_group`), which
+    the plan keeps as the ops' `fusion` and `fusion_group` attributes and a
+    backend runs as one launch (a launch costs more than such an op's bytes).
+    A member that reads another member's result ends the run. fp8-opt runs it
+    when writing a plan (`--fuse-runs`).
+  }];
+}
+
 def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
   let summary = "Store activations in BF16 where every reader can take it (the compiler's autocast)";
   let description = [{

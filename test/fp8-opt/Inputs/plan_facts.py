@@ -69,6 +69,25 @@ def cast_groups(path, plan):
           f"following {follow}")
 
 
+def fusions(path, plan):
+    # Fusion groups the plan's ops carry: per group its members' types, and whether every member is
+    # an elementwise program over one shape and the members are consecutive ops.
+    groups = {}
+    for k, op in enumerate(plan["ops"]):
+        a = op.get("attrs", {})
+        if "fusion" in a:
+            groups.setdefault((a["fusion"]["s"], a["fusion_group"]["i"]), []).append(k)
+    values = plan["values"]
+    ok = all(ks == list(range(ks[0], ks[-1] + 1)) and len(ks) >= 2 and
+             len({str(values[plan["ops"][k]["out"][0]].get("shape")) for k in ks}) == 1
+             for (kind, _), ks in groups.items() if kind == "pointwise_chain")
+    kinds = {}
+    for kind, _ in groups:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    print(f"{os.path.basename(path)}: groups {len(groups)} ops {sum(map(len, groups.values()))} "
+          f"consecutive-one-shape {ok} " + " ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+
+
 def precision(path, plan):
     vals = plan["values"]
     bf16 = lambda i: i >= 0 and vals[i]["dtype"] == "bfloat16"
@@ -119,6 +138,8 @@ def main():
             cast_groups(path, header(path))
         elif what == "recomputed":
             recomputed(path, header(path))
+        elif what == "fusions":
+            fusions(path, header(path))
         elif what == "precision":
             precision(path, header(path))
         elif what == "training":

@@ -24,7 +24,8 @@ struct CudaOptions {
   bool tf32 = false;  // float32 MatMul/Gemm on TF32 tensor cores (default: exact FP32)
   bool jit = true;    // generated kernels (NVRTC) for Pointwise programs (else, or without NVRTC,
                       // the interpreter kernel)
-  bool chains = true; // with jit: runs of Pointwise programs over one size in one generated kernel
+  bool chains = true; // with jit: the plan's pointwise_chain fusion groups each in one generated kernel
+                      // (off, for debugging and tests: each program alone)
   bool castSums = true; // a column sum (ReduceSum over the rows: a bias gradient) of a tensor that an
                         // fp8.cast_amax with a transposed copy reads first is taken in that cast's pass
   bool castSources = true; // the FP8 casts of one tensor in one pass, which also computes the tensor where a
