@@ -233,6 +233,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "(default on; --fuse-runs=false launches each)"),
       cl::init(true), cl::cat(optCat));
 
+  static cl::opt<bool> fuseCastColumnSums(
+      "fuse-cast-column-sums",
+      cl::desc("Plans: a Linear's bias gradient (a column sum of dY) pairs with the FP8 cast of dY that writes its "
+               "transposed copy, as a fusion group a backend computes in the cast's pass (default on; "
+               "--fuse-cast-column-sums=false reads dY again for the sum)"),
+      cl::init(true), cl::cat(optCat));
+
   static cl::opt<bool> fuseCastAmax(
       "fuse-cast-amax",
       cl::desc("Plans: an FP8 cast and the amax of the same tensor become one fp8.cast_amax (one read of the "
@@ -735,6 +742,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFusePointwiseChains());
       if (out == Emit::Plan && fuseRuns)
         pm.addPass(createFuseRuns());
+      if (out == Emit::Plan && fuseCastColumnSums)
+        pm.addPass(createFuseCastColumnSums());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

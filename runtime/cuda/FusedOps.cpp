@@ -408,16 +408,19 @@ void CudaExecutor::foldGemmBias() {
     replaceProgram(programOf[r], attentions_.at(r).withBias(bias));
 }
 
-/// A column sum of a tensor that an earlier fp8.cast_amax on the cast-transpose kernel reads (the
-/// bias gradient of a Linear: dY is cast for the dgrad and wgrad GEMMs, then summed over its rows)
-/// is taken in the cast's pass: its tiles write column partials to a buffer of their own (the
+/// The plan's cast_column_sum groups (octet-fuse-cast-column-sums: a Linear's dY cast for the dgrad
+/// and wgrad GEMMs with its transposed copy, and the bias gradient's column sum of the same dY): the
+/// sum is taken in the cast's pass, its tiles writing column partials to a buffer of their own (the
 /// arena's buffers between the two ops belong to other values; pairs that do not overlap in the
-/// program share one), and the ReduceSum sums those
-/// partials (ceil(rows / 64) of them per column) instead of reading the tensor again. check()
-/// runs both ops as they were.
+/// program share one), and the ReduceSum sums those partials (ceil(rows / 64) of them per column)
+/// instead of reading the tensor again. A group whose cast or sum did not compile to those kernels
+/// runs apart ("cast column sums not applied"). check() runs both ops as they were.
 void CudaExecutor::fuseCastColumnSums() {
-  std::map<int, size_t> castOf; // value -> the program of the latest cast-transpose of it
-  std::set<size_t> taken;
+  auto groupOf = [&](size_t k) -> int64_t {
+    const PlanOp &op = plan_.ops[program_[k].op];
+    return attrStr(op, "fusion", "") == "cast_column_sum" ? attrInt(op, "fusion_group", -1) : -1;
+  };
+  std::map<int64_t, size_t> castOf; // the plan's cast_column_sum group -> the program of its cast
   struct Partials {
     float *p;
     size_t bytes, busyUntil; // the program of the last sum that reads it
@@ -425,21 +428,24 @@ void CudaExecutor::fuseCastColumnSums() {
   std::vector<Partials> pool;
   for (size_t k = 0; k < program_.size(); ++k) {
     size_t op = program_[k].op;
+    int64_t group = groupOf(k);
+    if (group < 0)
+      continue;
     if (castTransposes_.count(op)) {
-      castOf[castTransposes_.at(op).x] = k;
+      castOf[group] = k;
       continue;
     }
     auto r = columnSums_.find(op);
-    if (r == columnSums_.end())
+    auto c = castOf.find(group);
+    if (r == columnSums_.end() || c == castOf.end() ||
+        castTransposes_.at(program_[c->second].op).x != r->second.x ||
+        castTransposes_.at(program_[c->second].op).rows != r->second.rows ||
+        castTransposes_.at(program_[c->second].op).cols != r->second.cols) {
+      ++fusions_["cast column sums not applied"]; // kernels other than the ones the group needs
       continue;
-    auto c = castOf.find(r->second.x);
-    if (c == castOf.end() || taken.count(c->second))
-      continue;
+    }
     const CastTransposeOp ct = castTransposes_.at(program_[c->second].op);
     const ColumnSumOp cs = r->second;
-    if (ct.rows != cs.rows || ct.cols != cs.cols)
-      continue;
-    taken.insert(c->second);
     int tiles = int(cuda::castTransposeTileRows(ct.rows));
     // A buffer no other pair uses between this cast and this sum (pairs come in the sums' order,
     // so one whose last sum ran before this cast is free), else a new one.
@@ -461,6 +467,8 @@ void CudaExecutor::fuseCastColumnSums() {
     castSums_[program_[c->second].op] = {partials, op};
     replaceProgram(c->second, cast);
     replaceProgram(k, sum);
+    ++fusions_["cast column sums"];
+    castOf.erase(c);
   }
 }
 

@@ -635,9 +635,9 @@ TEST(CudaExecutor, DropoutInTrainingModeIsRefused) {
   }
 }
 
-/// A bias gradient taken in the cast's pass (CudaOptions::castSums): fp8.cast_amax with its
-/// transposed copy, an op in between whose result may take any free arena buffer, then ReduceSum
-/// of the cast's input over all dims but the last. Codes, transposed codes and amax bit for bit,
+/// A bias gradient taken in the cast's pass (the plan's cast_column_sum group; CudaOptions::castSums
+/// off runs it apart): fp8.cast_amax with its transposed copy, an op in between whose result may
+/// take any free arena buffer, then ReduceSum of the cast's input over all dims but the last. Codes, transposed codes and amax bit for bit,
 /// the column sums within 1e-6 of the CPU's (max|err| / max|ref|), with the fusion on and off,
 /// graphs included; ragged tiles (rows and cols not multiples of 64), a rank-3 input, and a sum
 /// before its cast (not fused).
@@ -677,6 +677,8 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
       red.attrs["axes"].kind = Attr::Ints;
       red.attrs["axes"].ints = axes;
       plan.ops = sumFirst ? std::vector<PlanOp>{red, cast, mul} : std::vector<PlanOp>{cast, mul, red};
+      if (!sumFirst) // octet-fuse-cast-column-sums pairs a cast with a later sum of its tensor
+        groupOps(plan, {0, 2}, "cast_column_sum", 0);
       plan.inputs = {x};
       plan.outputs = {q, amax, qt, y, sum};
       auto in = std::make_shared<Tensor>(randomTensor(xs, rng, 3.0f));
@@ -688,6 +690,7 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
         cuda::CudaOptions o;
         o.castSums = fused;
         auto gpu = cuda::makeCudaRunner(plan, o);
+        EXPECT_EQ(fusionCount(*gpu, "cast column sums"), fused && !sumFirst ? 1 : 0);
         for (int run = 0; run < 3; ++run) {
           gpu->run({{"x", in}}, false);
           for (int id : {q, amax, qt, y}) {
@@ -773,12 +776,15 @@ TEST(CudaExecutor, CastColumnSumsShareBuffers) {
     }
     plan.ops = interleaved ? std::vector<PlanOp>{casts[0], casts[1], sums[0], sums[1]}
                            : std::vector<PlanOp>{casts[0], sums[0], casts[1], sums[1]};
+    groupOps(plan, {0, interleaved ? size_t(2) : size_t(1)}, "cast_column_sum", 0);
+    groupOps(plan, {interleaved ? size_t(1) : size_t(2), 3}, "cast_column_sum", 1);
     plan.outputs = outs;
     std::map<std::string, TensorPtr> feed = {{"x0", std::make_shared<Tensor>(randomTensor({rows, cols}, rng, 3.0f))},
                                              {"x1", std::make_shared<Tensor>(randomTensor({rows, cols}, rng, 3.0f))}};
     Executor cpu(plan);
     cpu.run(feed, false);
     auto gpu = cuda::makeCudaRunner(plan);
+    EXPECT_EQ(fusionCount(*gpu, "cast column sums"), 2);
     size_t partials = size_t(cuda::castTransposeTileRows(rows) * cols) * sizeof(float);
     EXPECT_EQ(cuda::deviceMemory(*gpu)["fused-pass buffers"], (interleaved ? 2 : 1) * partials);
     gpu->run(feed, false);

@@ -323,8 +323,9 @@ TEST(CudaExecutor, CastComputesThePointwiseProgram) {
     addOp(plan, "fp8.cast_amax", "cast", {y, si}, {q, amax, qt});
     plan.outputs = {q, amax, qt};
     if (what == "chain-sum" || bf16) {
-      addReduceSum(plan, y, sum, {0}); // a bias gradient
+      addReduceSum(plan, y, sum, {0}); // a bias gradient, in the cast's group
       plan.outputs.push_back(sum);
+      groupOps(plan, {opIndex(plan, "fp8.cast_amax"), opIndex(plan, "ReduceSum")}, "cast_column_sum", 0);
     }
     if (what == "kept")
       plan.outputs.push_back(y);

@@ -103,10 +103,10 @@ inline PlanOp &addOp(Plan &plan, const std::string &type, const std::string &nam
   return plan.ops.back();
 }
 
-/// Marks plan ops [first, first + count) as fusion group `group` of `kind`, as the compiler's
-/// fusion passes write them (docs/PLAN.md), so the CUDA runner runs them as one.
-inline void groupOps(Plan &plan, size_t first, size_t count, const std::string &kind, int64_t group) {
-  for (size_t k = first; k < first + count; ++k) {
+/// Marks plan ops `ops` (indices) as fusion group `group` of `kind`, as the compiler's fusion passes
+/// write them (docs/PLAN.md), so the CUDA runner runs them as one.
+inline void groupOps(Plan &plan, std::vector<size_t> ops, const std::string &kind, int64_t group) {
+  for (size_t k : ops) {
     Attr fusion, id;
     fusion.kind = Attr::String;
     fusion.s = kind;
@@ -116,9 +116,25 @@ inline void groupOps(Plan &plan, size_t first, size_t count, const std::string &
   }
 }
 
+/// Ops [first, first + count) as one group of `kind`.
+inline void groupOps(Plan &plan, size_t first, size_t count, const std::string &kind, int64_t group) {
+  std::vector<size_t> ops;
+  for (size_t k = first; k < first + count; ++k)
+    ops.push_back(k);
+  groupOps(plan, std::move(ops), kind, group);
+}
+
 /// A pointwise_chain group (octet-fuse-pointwise-chains): one generated kernel.
 inline void chainOps(Plan &plan, size_t first, size_t count, int64_t group = 0) {
   groupOps(plan, first, count, "pointwise_chain", group);
+}
+
+/// The first op of `type` in the plan (its index), or the op count.
+inline size_t opIndex(const Plan &plan, const std::string &type) {
+  size_t k = 0;
+  while (k < plan.ops.size() && plan.ops[k].type != type)
+    ++k;
+  return k;
 }
 
 /// Appends a float32 scalar constant `v`; returns its id.

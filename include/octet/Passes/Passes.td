@@ -495,6 +495,24 @@ def FuseRuns : Pass<"octet-fuse-runs", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseCastColumnSums : Pass<"octet-fuse-cast-column-sums", "mlir::ModuleOp"> {
+  let summary = "Take a Linear's bias gradient in the pass that casts its output gradient";
+  let description = [{
+    A Linear's output gradient dY is cast to FP8 with its transposed copy
+    (fp8.cast_amax with a `transposed` result, for the dgrad and wgrad
+    GEMMs), and later summed over its rows for the bias gradient (an
+    onnx.ReduceSum of the same value over every axis but the last, with a
+    float32 result of the last axis's length). The pair becomes a fusion group
+    of kind "cast_column_sum" (`octet.fusion`, `octet.fusion_group`; the plan
+    keeps them as the ops' `fusion` and `fusion_group`): a backend takes the
+    column sums in the cast's pass (per-tile partials) and the sum only adds
+    those up, instead of reading dY again. Each cast pairs with the first such
+    sum after it that reads the same value. fp8-opt runs it when writing a plan
+    (`--fuse-cast-column-sums`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
   let summary = "Store activations in BF16 where every reader can take it (the compiler's autocast)";
   let description = [{
