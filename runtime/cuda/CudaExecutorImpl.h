@@ -261,6 +261,12 @@ private:
   /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs
   /// those): a pair of ops whose work moves from one to the other.
   void replaceProgram(size_t at, Step step);
+  /// The fusion group of `kind` the plan puts program entry k's op in (its fusion and fusion_group
+  /// attributes, written by the compiler's fusion passes), or -1.
+  int64_t planGroup(size_t k, const std::string &kind) const {
+    const PlanOp &op = plan_.ops[program_[k].op];
+    return attrStr(op, "fusion", "") == kind ? attrInt(op, "fusion_group", -1) : -1;
+  }
   /// The plan's fusion groups of `kind` whose ops `infos` holds and `same` pairs with the group's
   /// first (none reading another's output) become one program of the step `build` makes from their
   /// infos; check() still runs the members one by one.

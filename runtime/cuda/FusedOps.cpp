@@ -17,10 +17,7 @@ namespace octet::rt::cuda::detail {
 /// shorter runs ("run groups split").
 template <class Info, class Same, class Build>
 void CudaExecutor::fuseRuns(const std::string &kind, const std::map<size_t, Info> &infos, Same same, Build build) {
-  auto groupOf = [&](size_t j) -> int64_t {
-    const PlanOp &op = plan_.ops[program_[j].op];
-    return attrStr(op, "fusion", "") == kind ? attrInt(op, "fusion_group", -1) : -1;
-  };
+  auto groupOf = [&](size_t j) { return planGroup(j, kind); };
   std::vector<OpProgram> fused;
   for (size_t k = 0; k < program_.size();) {
     auto first = infos.find(program_[k].op);
@@ -87,11 +84,8 @@ void CudaExecutor::fusePointwiseChains() {
     }
     return true;
   };
-  auto groupOf = [&](size_t e) -> int64_t { // the plan's chain group of program entry e, or -1
-    const PlanOp &op = plan_.ops[program_[e].op];
-    if (!pointwise_.count(program_[e].op) || attrStr(op, "fusion", "") != "pointwise_chain")
-      return -1;
-    return attrInt(op, "fusion_group", -1);
+  auto groupOf = [&](size_t e) { // the plan's chain group of program entry e, or -1
+    return pointwise_.count(program_[e].op) ? planGroup(e, "pointwise_chain") : int64_t(-1);
   };
   std::vector<OpProgram> fused;
   for (size_t k = 0; k < program_.size();) {
@@ -416,10 +410,7 @@ void CudaExecutor::foldGemmBias() {
 /// instead of reading the tensor again. A group whose cast or sum did not compile to those kernels
 /// runs apart ("cast column sums not applied"). check() runs both ops as they were.
 void CudaExecutor::fuseCastColumnSums() {
-  auto groupOf = [&](size_t k) -> int64_t {
-    const PlanOp &op = plan_.ops[program_[k].op];
-    return attrStr(op, "fusion", "") == "cast_column_sum" ? attrInt(op, "fusion_group", -1) : -1;
-  };
+  auto groupOf = [&](size_t k) { return planGroup(k, "cast_column_sum"); };
   std::map<int64_t, size_t> castOf; // the plan's cast_column_sum group -> the program of its cast
   struct Partials {
     float *p;
