@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "octet/Conversion/ONNXImport.h"
 
+#include "ONNXExternalData.h"
 #include "ONNXTypedOps.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Support/ProtoIO.h"
@@ -183,46 +184,6 @@ Type Importer::convertType(const onnx::TypeProto &type, Location loc,
   }
 }
 
-/// Reads `length` bytes at `offset` of an external data file.
-FailureOr<std::string> readExternal(const onnx::TensorProto &t, const ImportOptions &opts,
-                                    Location loc) {
-  std::string location;
-  uint64_t offset = 0;
-  int64_t length = -1;
-  for (const auto &kv : t.external_data()) {
-    if (kv.key() == "location")
-      location = kv.value();
-    else if (kv.key() == "offset")
-      offset = std::strtoull(kv.value().c_str(), nullptr, 10);
-    else if (kv.key() == "length")
-      length = std::strtoll(kv.value().c_str(), nullptr, 10);
-  }
-  if (location.empty())
-    return emitError(loc) << "tensor '" << t.name() << "' has external data without a location",
-           failure();
-  if (llvm::sys::path::is_absolute(location) ||
-      llvm::any_of(llvm::make_range(llvm::sys::path::begin(location), llvm::sys::path::end(location)),
-                   [](llvm::StringRef c) { return c == ".."; }))
-    return emitError(loc) << "tensor '" << t.name() << "': external data location '" << location
-                          << "' must be a relative path inside the model's directory",
-           failure();
-  llvm::SmallString<256> path(opts.baseDir);
-  llvm::sys::path::append(path, location);
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return emitError(loc) << "tensor '" << t.name() << "': cannot read external data file '"
-                          << path << "': " << buf.getError().message()
-                          << " (keep it next to the model)",
-           failure();
-  llvm::StringRef data = (*buf)->getBuffer();
-  if (offset > data.size() || (length >= 0 && offset + length > data.size()))
-    return emitError(loc) << "tensor '" << t.name() << "': external data file '" << path
-                          << "' is too short (" << data.size() << " bytes) for offset " << offset
-                          << " and length " << length,
-           failure();
-  return data.substr(offset, length < 0 ? llvm::StringRef::npos : size_t(length)).str();
-}
-
 FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Location loc,
                                                 bool allowResource) {
   std::string what = "tensor '" + t.name() + "'";
@@ -274,7 +235,7 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
                               : DenseElementsAttr::get(type, APInt::getZero(elt.getIntOrFloatBitWidth())));
   }
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    auto ext = readExternal(t, opts, loc);
+    auto ext = readExternalData(t, opts, loc);
     if (failed(ext))
       return failure();
     raw = std::move(*ext);

@@ -443,18 +443,19 @@ TEST(CudaKernels, CudnnAttentionMatchesTheCpu) {
   EXPECT_NE(why.find("multiples of 8"), std::string::npos) << why;
 }
 
-/// A plan's BF16 attention (forward and gradient, heads in place, causal) runs through cuDNN by
-/// default, one graph per direction, and on Attention.cu's kernels with CudaOptions::cudnnAttention
-/// off; both within BF16's bound of the CPU, and each the same bits in every run (graphs included).
-TEST(CudaExecutor, AttentionRunsThroughCudnn) {
-  REQUIRE_GPU();
-  REQUIRE_CUDNN();
-  const int64_t B = 2, T = 256, H = 2, D = 64, W = H * D;
+/// A te plan of octet::Attention and its gradient over [B, T, H * D] (heads in place, causal, scale
+/// 1/8): inputs q, k, v and dy; outputs y, lse, dq, dk and dv; with `bf16` every operand and result
+/// but the log-sum-exp stored in BF16 (fp8-opt --activation-precision=bf16).
+Plan attentionPlan(int64_t B, int64_t T, int64_t H, int64_t D, bool bf16) {
+  const int64_t W = H * D;
   Plan plan;
   plan.recipe = "te";
   int q = addValue(plan, "q", {B, T, W}), k = addValue(plan, "k", {B, T, W}), v = addValue(plan, "v", {B, T, W});
   int y = addValue(plan, "y", {B, T, W}), lse = addValue(plan, "lse", {B, H, T}), dy = addValue(plan, "dy", {B, T, W});
   int dq = addValue(plan, "dq", {B, T, W}), dk = addValue(plan, "dk", {B, T, W}), dv = addValue(plan, "dv", {B, T, W});
+  if (bf16)
+    for (int id : {q, k, v, y, dy, dq, dk, dv})
+      plan.values[size_t(id)].dtype = DType::BF16;
   addOp(plan, "octet::Attention", "attention", {q, k, v}, {y, lse});
   addOp(plan, "octet::AttentionGrad", "attention_grad", {q, k, v, y, lse, dy}, {dq, dk, dv});
   for (PlanOp &op : plan.ops) {
@@ -466,6 +467,17 @@ TEST(CudaExecutor, AttentionRunsThroughCudnn) {
   }
   plan.inputs = {q, k, v, dy};
   plan.outputs = {y, lse, dq, dk, dv};
+  return plan;
+}
+
+/// A plan's BF16 attention (forward and gradient, heads in place, causal) runs through cuDNN by
+/// default, one graph per direction, and on Attention.cu's kernels with CudaOptions::cudnnAttention
+/// off; both within BF16's bound of the CPU, and each the same bits in every run (graphs included).
+TEST(CudaExecutor, AttentionRunsThroughCudnn) {
+  REQUIRE_GPU();
+  REQUIRE_CUDNN();
+  const int64_t B = 2, T = 256, H = 2, D = 64, W = H * D;
+  Plan plan = attentionPlan(B, T, H, D, false);
   std::mt19937 rng(17);
   std::map<std::string, TensorPtr> feed;
   for (const char *n : {"q", "k", "v"})
@@ -504,24 +516,7 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
   REQUIRE_GPU();
   REQUIRE_CUDNN();
   const int64_t B = 2, T = 1024, H = 4, D = 64, W = H * D;
-  Plan plan;
-  plan.recipe = "te";
-  int q = addValue(plan, "q", {B, T, W}), k = addValue(plan, "k", {B, T, W}), v = addValue(plan, "v", {B, T, W});
-  int y = addValue(plan, "y", {B, T, W}), lse = addValue(plan, "lse", {B, H, T}), dy = addValue(plan, "dy", {B, T, W});
-  int dq = addValue(plan, "dq", {B, T, W}), dk = addValue(plan, "dk", {B, T, W}), dv = addValue(plan, "dv", {B, T, W});
-  for (int id : {q, k, v, y, dy, dq, dk, dv})
-    plan.values[size_t(id)].dtype = DType::BF16;
-  addOp(plan, "octet::Attention", "attention", {q, k, v}, {y, lse});
-  addOp(plan, "octet::AttentionGrad", "attention_grad", {q, k, v, y, lse, dy}, {dq, dk, dv});
-  for (PlanOp &op : plan.ops) {
-    op.attrs["scale"].kind = Attr::Float;
-    op.attrs["scale"].f = 0.125f;
-    op.attrs["is_causal"].i = 1;
-    op.attrs["q_num_heads"].i = H;
-    op.attrs["kv_num_heads"].i = H;
-  }
-  plan.inputs = {q, k, v, dy};
-  plan.outputs = {y, lse, dq, dk, dv};
+  Plan plan = attentionPlan(B, T, H, D, true);
   std::mt19937 rng(19);
   std::map<std::string, TensorPtr> feed;
   for (const char *n : {"q", "k", "v", "dy"}) {
