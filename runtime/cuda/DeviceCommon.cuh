@@ -230,6 +230,22 @@ template <int Threads> __device__ double blockSum(double v) {
   return r;
 }
 
+/// The max of one unsigned per thread over the block (amaxes as |x| bits: NaN ranks above Inf),
+/// for any block of whole warps; every thread of the block calls and gets the result.
+__device__ unsigned blockMaxBits(unsigned m) {
+  __shared__ unsigned sh[32];
+  for (int o = 16; o > 0; o /= 2)
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __syncthreads(); // sh may still be read from a previous call
+  if (threadIdx.x % 32 == 0)
+    sh[threadIdx.x / 32] = m;
+  __syncthreads();
+  unsigned r = 0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w)
+    r = max(r, sh[w]);
+  return r;
+}
+
 template <int Threads> __device__ float blockMax(float v) {
   __shared__ float sh[Threads / 32];
   for (int o = 16; o > 0; o /= 2)

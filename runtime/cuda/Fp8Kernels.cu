@@ -129,17 +129,9 @@ template <typename T> __global__ void amaxVecKernel(const T *x, int64_t n, unsig
     else
       m = max(m, absBits(__bfloat162float(x[j])));
   }
-  for (int o = 16; o > 0; o /= 2)
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ unsigned sh[32];
-  if (threadIdx.x % 32 == 0)
-    sh[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      m = max(m, sh[w]);
+  m = blockMaxBits(m);
+  if (threadIdx.x == 0)
     atomicMax(out, m);
-  }
 }
 
 __global__ void amaxRowKernel(const void *x, int type, int64_t rows, int64_t inner, unsigned *out) {
@@ -147,18 +139,9 @@ __global__ void amaxRowKernel(const void *x, int type, int64_t rows, int64_t inn
     unsigned m = 0;
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
       m = max(m, absBits(ldf(x, type, r * inner + i)));
-    for (int o = 16; o > 0; o /= 2)
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    __shared__ unsigned sh[kRowThreads / 32];
-    if (threadIdx.x % 32 == 0)
-      sh[threadIdx.x / 32] = m;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < kRowThreads / 32; ++w)
-        m = max(m, sh[w]);
-      out[r] = max(sh[0], m);
-    }
-    __syncthreads();
+    m = blockMaxBits(m);
+    if (threadIdx.x == 0)
+      out[r] = m;
   }
 }
 

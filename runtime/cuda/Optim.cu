@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "DeviceCommon.cuh"
 
 #include <cuda_runtime.h>
 
@@ -29,15 +30,8 @@ __device__ void delayedScaleOne(int64_t L, const float *__restrict__ h, float a0
     nh[i] = v;
     m = max(m, __float_as_uint(fabsf(v)));
   }
-  for (int o = 16; o > 0; o /= 2)
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ unsigned warpMax[32];
-  if (threadIdx.x % 32 == 0)
-    warpMax[threadIdx.x / 32] = m;
-  __syncthreads();
+  m = dev::blockMaxBits(m);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x / 32); ++w)
-      m = max(m, warpMax[w]);
     float a = mostRecent ? a0 : __uint_as_float(m);
     float s = prevScale;
     if (a > 0.0f && isfinite(a)) {

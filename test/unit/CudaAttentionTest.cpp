@@ -519,13 +519,9 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
   Plan plan = attentionPlan(B, T, H, D, true);
   std::mt19937 rng(19);
   std::map<std::string, TensorPtr> feed;
-  for (const char *n : {"q", "k", "v", "dy"}) {
-    Tensor f = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
-    auto t = std::make_shared<Tensor>(DType::BF16, Shape{B, T, W});
-    for (int64_t i = 0; i < f.numel(); ++i)
-      t->data<uint16_t>()[i] = floatToBf16(f.data<float>()[i]);
-    feed[n] = t;
-  }
+  for (const char *n : {"q", "k", "v", "dy"})
+    feed[n] = std::make_shared<Tensor>(
+        randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f).castTo(DType::BF16));
   Executor cpu(plan);
   cpu.run(feed, false);
   auto gpu = cuda::makeCudaRunner(plan);
@@ -550,13 +546,8 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
     const std::string &name = plan.values[size_t(id)].name;
     TensorPtr got = gpu->value(id), want = cpu.value(id);
     ASSERT_TRUE(got && want) << name;
-    std::vector<float> g(size_t(got->numel()));
-    for (int64_t i = 0; i < got->numel(); ++i)
-      g[size_t(i)] = got->dtype == DType::BF16 ? bf16ToFloat(got->data<uint16_t>()[i]) : got->data<float>()[i];
-    Tensor w(DType::F32, want->shape);
-    for (int64_t i = 0; i < want->numel(); ++i)
-      w.data<float>()[i] = want->dtype == DType::BF16 ? bf16ToFloat(want->data<uint16_t>()[i]) : want->data<float>()[i];
-    EXPECT_LE(normwiseError(g, w), 2e-2) << name;
+    Tensor g = got->castTo(DType::F32), w = want->castTo(DType::F32);
+    EXPECT_LE(normwiseError(std::vector<float>(g.data<float>(), g.data<float>() + g.numel()), w), 2e-2) << name;
   }
 }
 
