@@ -99,7 +99,7 @@ struct Linear {
   }
 
   Value gemm(Value a, Value c, Value sa, Value sc, bool ta, bool tb, ArrayRef<int64_t> shape) {
-    return b().create<fp8::GemmOp>(loc, f32(shape), TypeRange{}, a, c, sa, sc, Value(), Value(), ta, tb,
+    return b().create<fp8::GemmOp>(loc, f32(shape), TypeRange{}, a, c, sa, sc, Value(), Value(), Value(), ta, tb,
                                    fp8::Accumulation::split, false)
         .getD();
   }

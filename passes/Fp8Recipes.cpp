@@ -491,7 +491,7 @@ private:
       auto [qx, six] = rowQuant(x2, M, fx, layer + ".input");
       auto [qw, siw] = rowQuant(wnk, N, fw, layer + ".weight");
       auto g = ob.create<fp8::GemmOp>(loc, RankedTensorType::get({M, N}, xt.getElementType()), TypeRange{}, qx, qw,
-                                      six, siw, lin.getBias(), Value(), false, true, fp8::Accumulation::fast, false);
+                                      six, siw, lin.getBias(), Value(), Value(), false, true, fp8::Accumulation::fast, false);
       y = g.getD();
       if (xt.getRank() != 2) {
         SmallVector<int64_t> shape(xt.getShape().drop_back());
@@ -522,7 +522,7 @@ private:
           y = ox.op("Add", lin.getType(), {y, lin.getBias()});
       } else {
         auto g = ob.create<fp8::GemmOp>(loc, lin.getType(), TypeRange{}, qx.q, qw.q, qx.scaleInv, qw.scaleInv,
-                                        lin.getBias(), Value(), false, lin.getTransposeWeight(),
+                                        lin.getBias(), Value(), Value(), false, lin.getTransposeWeight(),
                                         fp8::Accumulation::fast, false);
         y = g.getD();
       }

@@ -172,8 +172,8 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
       return finish({hist, s, ox.op("Reciprocal", st, {s})});
     }
     if (auto g = dyn_cast<fp8::GemmOp>(op)) {
-      if (g.getDScale() || g.getWithAmax())
-        return g.emitError("an FP8 GEMM with an FP8 output or amax has no QDQ form");
+      if (g.getDScale() || g.getWithAmax() || g.getAccumulate())
+        return g.emitError("an FP8 GEMM with an FP8 output, amax or accumulate has no QDQ form");
       auto at = g.getA().getType().cast<RankedTensorType>();
       auto bt = g.getB().getType().cast<RankedTensorType>();
       Type outT = g.getD().getType();

@@ -76,6 +76,11 @@ gzip -f "$d/plans/gpt-small-te.plan"
 "$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 "${train[@]}" \
   -o "$d/plans/gpt-small-te-bf16.plan"
 gzip -f "$d/plans/gpt-small-te-bf16.plan"
+# Its output layer in FP8 over 4 chunks of 128 tokens (octet-chunk-loss): the loss, its gradient
+# and the weight gradient's in-place accumulation compared with the CPU.
+"$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 --keep-output-layer=false \
+  --loss-chunk-bytes=65536 "${train[@]}" -o "$d/plans/gpt-small-te-chunks.plan"
+gzip -f "$d/plans/gpt-small-te-chunks.plan"
 # ao with BF16 activations: current scaling's amaxes and casts (with transposed copies), its first
 # and last layers' BF16 GEMMs and the BF16 logits they give.
 "$opt" "$build/bench/gpt-small.onnx" --recipe ao --activation-precision=bf16 "${train[@]}" \

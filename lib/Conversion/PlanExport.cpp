@@ -137,6 +137,7 @@ llvm::json::Object PlanWriter::planArena() {
     for (size_t id = 0; id < root.size(); ++id) // y and its views join x's buffer
       if (root[id] == int(y))
         root[id] = r;
+    rootLast[size_t(r)] = std::max(rootLast[size_t(r)], rootLast[size_t(y)]); // a later op may take it in turn
     inPlace.push_back(llvm::json::Array{y, x});
   }
   std::vector<octet::BufferRequest> requests;
@@ -425,8 +426,21 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
                                    "octet-lower-layers)";
   }
   llvm::json::Array ins, outs;
-  for (Value v : op.getOperands())
-    ins.push_back(v.getType().isa<NoneType>() ? -1 : idOf(v));
+  if (auto segments = op.getAttrOfType<DenseI32ArrayAttr>("operand_segment_sizes")) {
+    // Operands at fixed positions: an absent optional one is -1 (trailing ones left out).
+    unsigned at = 0;
+    for (int32_t n : segments.asArrayRef()) {
+      if (n == 0)
+        ins.push_back(-1);
+      for (int32_t i = 0; i < n; ++i, ++at)
+        ins.push_back(idOf(op.getOperand(at)));
+    }
+    while (!ins.empty() && ins.back().getAsInteger() == int64_t(-1))
+      ins.pop_back();
+  } else {
+    for (Value v : op.getOperands())
+      ins.push_back(v.getType().isa<NoneType>() ? -1 : idOf(v));
+  }
   for (OpResult r : op.getResults())
     outs.push_back(idOf(r));
   int index = int(ops.size());

@@ -233,6 +233,16 @@ int octet::fp8OptMain(int argc, char **argv) {
                "(default on; --fuse-runs=false launches each)"),
       cl::init(true), cl::cat(optCat));
 
+  static cl::opt<bool> chunkLoss(
+      "chunk-loss",
+      cl::desc("Plans: the output layer's FP8 GEMM, the loss and their gradients run over chunks of tokens, so "
+               "one chunk's logits live at a time (default on; --chunk-loss=false keeps them whole)"),
+      cl::init(true), cl::cat(optCat));
+  static cl::opt<int64_t> lossChunkBytes(
+      "loss-chunk-bytes",
+      cl::desc("Plans: the most bytes of logits one chunk of --chunk-loss takes (default 268435456; the fewest "
+               "chunks of a multiple of 16 tokens that fit)"),
+      cl::init(int64_t(256) << 20), cl::cat(optCat));
   static cl::opt<bool> fuseCastColumnSums(
       "fuse-cast-column-sums",
       cl::desc("Plans: a Linear's bias gradient (a column sum of dY) pairs with the FP8 cast of dY that writes its "
@@ -612,6 +622,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     return p;
   };
+  if (lossChunkBytes < 1)
+    return error("--loss-chunk-bytes=" + std::to_string(lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
+                 "keeps the loss whole)");
   if (!train && !storageLevel.empty() && rc.backend != "msamp")
     return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
   std::string reportOptions;
@@ -737,6 +750,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         AssignPrecisionOptions ap;
         ap.activations = activationPrecision;
         pm.addPass(createAssignPrecision(ap));
+      }
+      if (out == Emit::Plan && chunkLoss) {
+        ChunkLossOptions cl;
+        cl.maxChunkBytes = lossChunkBytes;
+        pm.addPass(createChunkLoss(cl));
       }
       if (out == Emit::Plan && fusePointwiseChains)
         pm.addPass(createFusePointwiseChains());

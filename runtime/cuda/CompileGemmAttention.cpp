@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaExecutorImpl.h"
 
+#include <type_traits>
+
 namespace octet::rt::cuda::detail {
 
 /// cuBLAS on row-major data: C[M,N] = op(A) op(B), batched.
@@ -208,6 +210,13 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
                       !withAmax && numElements(shapeOf(op.inputs[4])) == N &&
                       fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), true, fast, true).empty();
   bool direct = !rowA && !colB && (!hasBias || epilogueBias) && !withAmax && (ot == DType::F32 || ot == DType::BF16);
+  // accumulate (input 6): D = C + A x B in cuBLASLt's epilogue (beta = 1), C copied into D first
+  // unless the plan gave D C's buffer.
+  bool accumulate = has(op, 6);
+  if (accumulate && (!direct || ot != DType::F32 || typeOf(op.inputs[6]) != DType::F32 ||
+                     numElements(shapeOf(op.inputs[6])) != M * N))
+    fail(op, "accumulate needs per-tensor scales, a float32 result and a float32 C of its shape");
+  const void *C = accumulate ? devicePtr(op.inputs[6]) : nullptr;
   bool accInOut = ot == DType::F32;
   size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
   char *const *sp = scratch(need);
@@ -235,8 +244,11 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
       return err;
     if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
       return err;
+    if (C && C != D && cudaMemcpyAsync(D, C, size_t(M * N) * 4, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+      return "copying accumulate into the result failed";
     if (direct)
-      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s, epilogueBias ? bias : nullptr);
+      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s, epilogueBias ? bias : nullptr,
+                       C != nullptr);
     bool perTensor = !rowA && !colB;
     float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(*sp + offAcc);
     if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
@@ -354,18 +366,48 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   if (anyBf16 && !fused)
     fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
              "compile with fp8-opt --activation-precision=f32");
+  // Batch slices (CudaOptions::attentionWorkspaceBytes): the fewest whose cuDNN workspace fits, each
+  // a whole number of batch rows (heads in place: `heads` (batch, head) pairs a row).
+  int64_t slices = 1, unit = std::max<int64_t>(heads, 1);
+  for (int64_t k = 2; fused && fused->workspaceBytes() > opt_.attentionWorkspaceBytes && k <= a.batch / unit; ++k) {
+    if ((a.batch / unit) % k)
+      continue;
+    dev::AttnArgs part = a;
+    part.batch = a.batch / k;
+    if (std::shared_ptr<const dev::CudnnAttention> f = cudnnAttention(part, true))
+      fused = f, slices = k;
+  }
+  if (slices > 1)
+    ++fusions_["attention gradients in batch slices"];
   need += fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, true);
   char *const *sp = scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
                     static_cast<float *>(devicePtr(op.outputs[2]))};
-  attentionProgram(op, a, qs.back(), out, [outs, missing, work, fused, sp](dev::AttnArgs a, cudaStream_t s) {
+  attentionProgram(op, a, qs.back(), out, [outs, missing, work, fused, sp, slices](dev::AttnArgs a, cudaStream_t s) {
     a.stream = s;
     a.work = *sp + work;
     a.delta = reinterpret_cast<float *>(*sp);
     a.dq = outs[0] ? outs[0] : reinterpret_cast<float *>(*sp + missing[0]);
     a.dk = outs[1] ? outs[1] : reinterpret_cast<float *>(*sp + missing[1]);
     a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(*sp + missing[2]);
-    return fused ? fused->run(a) : dev::attentionBackward(a);
+    if (!fused)
+      return dev::attentionBackward(a);
+    const int64_t n = a.batch / slices, qUnit = int64_t(a.tq) * a.d, kUnit = int64_t(a.tk) * a.d;
+    for (int64_t j = 0; j < slices; ++j) { // slice j: pairs [j n, (j + 1) n), one after another in the workspace
+      dev::AttnArgs p = a;
+      p.batch = n;
+      auto at = [&](auto *ptr, int slot, int64_t unit) { // BF16 (AttnArgs::bf16) or float32 elements
+        using T = std::remove_pointer_t<decltype(ptr)>;
+        return reinterpret_cast<T *>(reinterpret_cast<std::conditional_t<std::is_const_v<T>, const char *, char *>>(ptr) +
+                                     j * n * unit * (slot >= 0 && a.bf16[slot] ? 2 : 4));
+      };
+      p.q = at(a.q, 0, qUnit), p.k = at(a.k, 1, kUnit), p.v = at(a.v, 2, kUnit);
+      p.yIn = at(a.yIn, 4, qUnit), p.dy = at(a.dy, 5, qUnit), p.lseIn = at(a.lseIn, -1, a.tq);
+      p.dq = at(a.dq, 6, qUnit), p.dk = at(a.dk, 7, kUnit), p.dv = at(a.dv, 8, kUnit);
+      if (std::string e = fused->run(p); !e.empty())
+        return e;
+    }
+    return std::string();
   });
 }
 

@@ -773,6 +773,13 @@ void registerBackend() {
       o.attention = parseAttentionPrecision(at);
     if (const char *c = std::getenv("OCTET_CUDA_CUDNN"))
       o.cudnnAttention = std::string(c) != "0";
+    if (const char *w = std::getenv("OCTET_CUDA_ATTENTION_WORKSPACE_MIB")) { // the same bits, another launch count
+      char *end = nullptr;
+      long long mib = std::strtoll(w, &end, 10);
+      if (!*w || *end || mib < 1 || mib > (1ll << 30))
+        throw Error(std::string("OCTET_CUDA_ATTENTION_WORKSPACE_MIB='") + w + "' is not a whole number of MiB from 1");
+      o.attentionWorkspaceBytes = size_t(mib) << 20;
+    }
     return makeCudaRunner(std::move(p), o);
   };
   registerDeviceBackend(std::move(b));

@@ -124,7 +124,7 @@ std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb
 
 std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                       const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                      cudaStream_t stream, const void *biasBf16) {
+                      cudaStream_t stream, const void *biasBf16, bool accumulate) {
   if (!impl->error.empty())
     return impl->error;
   auto misaligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
@@ -149,7 +149,7 @@ std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format 
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv, sizeof aScaleInv);
   if (biasBf16)
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasBf16, sizeof biasBf16);
-  float alpha = 1.0f, beta = 0.0f;
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; // accumulate: D = D + A x B (C is D)
   return status(cublasLtMatmul(impl->handle, p.desc, &alpha, B, p.a, A, p.b, &beta, D, p.d, D, p.d, &p.algo,
                                impl->workspace, kWorkspaceBytes, stream),
                 "cublasLtMatmul");

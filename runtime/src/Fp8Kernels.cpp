@@ -190,12 +190,21 @@ void gemmKernel(KernelContext &c) {
     if (bias.numel() != N)
       c.fail("bias must have N = " + std::to_string(N) + " elements");
   }
+  const float *acc = nullptr; // D = C + the scaled product (accumulate, input 6)
+  if (c.hasInput(6)) {
+    const Tensor &ct = c.input(6);
+    if (ct.dtype != DType::F32 || ct.numel() != M * N || c.outputDType(0) != DType::F32)
+      c.fail("accumulate must be float32 of the result's shape, and the result float32");
+    acc = ct.data<float>();
+  }
   float amax = 0.0f;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       float v = rowA || colB ? o[m * N + n] * pa[rowA ? m : 0] * pb[colB ? n : 0] : o[m * N + n] * (pa[0] * pb[0]);
       if (c.hasInput(4))
         v += bias.data<float>()[n];
+      if (acc)
+        v += acc[m * N + n];
       o[m * N + n] = v;
       float av = std::fabs(v);
       amax = std::isnan(av) || std::isnan(amax) ? NAN : std::max(amax, av);

@@ -172,7 +172,10 @@ std::vector<GemmNumerics> gemmNumerics(const Runner &ex) {
     Matrix A = attr("transpose_a") ? a.hp.transposed() : a.hp, B = attr("transpose_b") ? b.hp.transposed() : b.hp;
     Tensor df = d->dtype == DType::F32 ? *d : d->castTo(DType::F32);
     TensorPtr bias = op.inputs.size() > 4 && op.inputs[4] >= 0 ? ex.value(op.inputs[4]) : nullptr;
-    if (A.cols != B.rows || A.rows * B.cols != df.numel() || (bias && bias->numel() != B.cols)) {
+    // accumulate (input 6): D holds C plus the product; the product alone is compared.
+    TensorPtr acc = op.inputs.size() > 6 && op.inputs[6] >= 0 ? ex.value(op.inputs[6]) : nullptr;
+    if (A.cols != B.rows || A.rows * B.cols != df.numel() || (bias && bias->numel() != B.cols) ||
+        (op.inputs.size() > 6 && op.inputs[6] >= 0 && (!acc || acc->dtype != DType::F32 || acc->numel() != df.numel()))) {
       g.sqnrDb = NAN;
       out.push_back(g);
       continue;
@@ -186,7 +189,7 @@ std::vector<GemmNumerics> gemmNumerics(const Runner &ex) {
         const float *ar = &A.v[size_t(i * A.cols)], *br = &Bt.v[size_t(j * Bt.cols)];
         for (int64_t k = 0; k < A.cols; ++k)
           r += double(ar[k]) * double(br[k]);
-        double e = r - double(df.data<float>()[i * B.cols + j]);
+        double e = r - double(df.data<float>()[i * B.cols + j]) + (acc ? double(acc->data<float>()[i * B.cols + j]) : 0.0);
         signal += r * r;
         noise += e * e;
       }

@@ -551,4 +551,41 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
   }
 }
 
+
+/// cuDNN's deterministic backward takes a workspace quadratic in the sequence; past
+/// CudaOptions::attentionWorkspaceBytes the gradient runs over slices of the batch, one launch per
+/// slice in one smaller workspace. Each (batch, head) pair is computed alone, so the gradients are
+/// the unsliced run's bits, for float32 operands (copied to BF16 in the workspace) and BF16 ones.
+TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
+  REQUIRE_GPU();
+  REQUIRE_CUDNN();
+  const int64_t B = 4, T = 512, H = 2, D = 64, W = H * D;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "BF16" : "float32");
+    Plan plan = attentionPlan(B, T, H, D, bf16);
+    std::mt19937 rng(29);
+    std::map<std::string, TensorPtr> feed;
+    for (const char *n : {"q", "k", "v", "dy"}) {
+      Tensor t = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
+      feed[n] = std::make_shared<Tensor>(bf16 ? t.castTo(DType::BF16) : t);
+    }
+    auto whole = cuda::makeCudaRunner(plan);
+    cuda::CudaOptions small;
+    small.attentionWorkspaceBytes = 1; // every slice one batch row
+    auto sliced = cuda::makeCudaRunner(plan, small);
+    EXPECT_EQ(fusionCount(*whole, "attention gradients in batch slices"), 0);
+    EXPECT_EQ(fusionCount(*sliced, "attention gradients in batch slices"), 1);
+    EXPECT_LT(cuda::deviceMemory(*sliced)["scratch"], cuda::deviceMemory(*whole)["scratch"]);
+    for (int run = 0; run < 2; ++run) { // eagerly, then as a graph
+      whole->run(feed, false);
+      sliced->run(feed, false);
+      for (int id : plan.outputs) {
+        TensorPtr a = whole->value(id), b = sliced->value(id);
+        ASSERT_TRUE(a && b);
+        EXPECT_EQ(a->bytes, b->bytes) << plan.values[size_t(id)].name << " run " << run;
+      }
+    }
+  }
+}
+
 } // namespace

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
@@ -150,6 +152,66 @@ TEST(CudaExecutor, CastColumnSumsShareBuffers) {
       else
         EXPECT_EQ(got->bytes, want->bytes) << plan.values[size_t(id)].name;
     }
+  }
+}
+
+
+/// octet-chunk-loss's weight gradient: fp8.gemm with `accumulate` (input 6) adds each chunk's
+/// product to the sum of the previous ones: d1 = A1 x B1 + c, d2 = A2 x B2 + d1. With the plan's
+/// memory giving each result its accumulator's bytes (in place, as the compiler plans it) and
+/// without (separate buffers), the GPU gives the CPU's sums, and the in-place plan's arena holds
+/// one [M, N] buffer.
+TEST(CudaExecutor, GemmAccumulateMatchesTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const int64_t M = 96, K = 256, N = 160;
+  for (bool inPlace : {true, false}) {
+    SCOPED_TRACE(inPlace ? "in place" : "apart");
+    Plan plan;
+    int a1 = addValue(plan, "a1", {M, K}), b1 = addValue(plan, "b1", {N, K});
+    int a2 = addValue(plan, "a2", {M, K}), b2 = addValue(plan, "b2", {N, K});
+    for (int v : {a1, b1, a2, b2})
+      plan.values[size_t(v)].dtype = v == b2 ? DType::F8E5M2 : DType::F8E4M3FN;
+    int c = addValue(plan, "c", {M, N}), d1 = addValue(plan, "d1", {M, N}), d2 = addValue(plan, "d2", {M, N});
+    int sa = addScalar(plan, "sa", 0.03f), sb = addScalar(plan, "sb", 0.5f);
+    for (auto [d, a, b, acc] : {std::tuple{d1, a1, b1, c}, std::tuple{d2, a2, b2, d1}}) {
+      PlanOp &g = addOp(plan, "fp8.gemm", "gemm" + std::to_string(d), {a, b, sa, sb, -1, -1, acc}, {d});
+      g.attrs["transpose_b"].i = 1;
+    }
+    plan.inputs = {a1, b1, a2, b2, c};
+    plan.outputs = {d2};
+    int64_t bytes = M * N * 4;
+    plan.arenaAlignment = 256;
+    if (inPlace) {
+      plan.arenaBytes = bytes;
+      plan.buffers = {{d1, 0, bytes}, {d2, 0, bytes}};
+      plan.inPlaceResults = {{d2, d1}};
+    } else {
+      plan.arenaBytes = 2 * bytes;
+      plan.buffers = {{d1, 0, bytes}, {d2, bytes, bytes}};
+    }
+    auto codes = [&](Shape sh, uint8_t mask) {
+      auto t = std::make_shared<Tensor>(DType::F8E4M3FN, sh);
+      for (int64_t i = 0; i < t->numel(); ++i)
+        t->data<uint8_t>()[i] = uint8_t(rng() & mask); // no NaN or Inf codes
+      return t;
+    };
+    auto e5 = codes({N, K}, 0xBBu);
+    e5->dtype = DType::F8E5M2;
+    std::map<std::string, TensorPtr> feed = {{"a1", codes({M, K}, 0xF7u)}, {"b1", codes({N, K}, 0xF7u)},
+                                             {"a2", codes({M, K}, 0xF7u)}, {"b2", e5},
+                                             {"c", std::make_shared<Tensor>(Tensor(DType::F32, {M, N}))}};
+    // C as large as the products (their largest with C = 0), so a sum without it would be far off.
+    Executor products(plan);
+    products.run(feed, false);
+    Tensor p = *products.value(d2);
+    float big = 0;
+    for (int64_t i = 0; i < p.numel(); ++i)
+      big = std::max(big, std::fabs(p.data<float>()[i]));
+    feed["c"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, big));
+    auto gpu = expectOutputsMatchCpu(plan, feed, 3, 1e-3); // FP8 tensor cores' accumulation
+    EXPECT_GT(maxRelError(*gpu->value(d2), p), 0.1);
+    EXPECT_EQ(cuda::deviceMemory(*gpu)["arena"], size_t(plan.arenaBytes));
   }
 }
 

@@ -495,6 +495,36 @@ def FuseRuns : Pass<"octet-fuse-runs", "mlir::ModuleOp"> {
   }];
 }
 
+def ChunkLoss : Pass<"octet-chunk-loss", "mlir::ModuleOp"> {
+  let summary = "Run the output layer, its loss and their gradients over chunks of tokens";
+  let description = [{
+    The output layer's scores (logits [tokens, classes]) and their gradient
+    are the largest activations of a language model's step, and in a training
+    plan they live at once with the FP8 codes of that gradient. This pass runs
+    the region over K chunks of token rows, one after the other: the FP8 GEMM
+    that writes the scores (its input's codes sliced by rows), the
+    SoftmaxCrossEntropyLoss (reduction `sum` per chunk; a mean divides the sum
+    by the count of labels not ignored), its octet::SoftmaxCrossEntropyLossGrad
+    (dY divided by that count), the FP8 cast of the gradient (codes by rows,
+    the transposed copy by columns, the amax the Max over chunks) and the FP8
+    GEMMs reading those codes: the dgrad's rows concatenated, the wgrad (a
+    contraction over tokens) added up in float32. K is the fewest chunks of a
+    whole multiple of 16 rows whose scores take at most `max-chunk-bytes`.
+    The same arithmetic per element, only the float32 sums of the loss and
+    the weight gradient in another order; delayed scaling (scales known before
+    the step) is required: a scale computed from the whole gradient, a
+    high-precision output GEMM, or any other reader of a chunked value leaves
+    the loss whole (`verbose` says why). fp8-opt runs it when writing a plan
+    (`--chunk-loss`, `--loss-chunk-bytes`).
+  }];
+  let options = [
+    Option<"maxChunkBytes", "max-chunk-bytes", "int64_t", "268435456",
+           "Scores one chunk may take, in bytes">,
+    Option<"verbose", "verbose", "bool", "false", "A remark per loss: chunked, or why not">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
 def FuseCastColumnSums : Pass<"octet-fuse-cast-column-sums", "mlir::ModuleOp"> {
   let summary = "Take a Linear's bias gradient in the pass that casts its output gradient";
   let description = [{

@@ -295,3 +295,19 @@ func.func @cast_amax_transposed_type(%x: tensor<16x64xf32>, %s: tensor<f32>) -> 
   %q, %a, %t = fp8.cast_amax %x, %s : tensor<16x64xf32>, tensor<f32> -> tensor<16x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E5M2>
   return %a : tensor<f32>
 }
+
+// -----
+
+func.func @gemm_accumulate_type(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %c: tensor<16x32xbf16>) -> tensor<16x32xbf16> {
+  // expected-error @+1 {{accumulate must have the float32 result's type 'tensor<16x32xbf16>', got 'tensor<16x32xbf16>'}}
+  %d = fp8.gemm %a, %b, %s, %s accumulate %c : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<16x32xbf16>) -> tensor<16x32xbf16>
+  return %d : tensor<16x32xbf16>
+}
+
+// -----
+
+func.func @gemm_accumulate_bias(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %c: tensor<16x32xf32>, %bias: tensor<32xf32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{accumulate takes neither a bias nor with_amax}}
+  %d = fp8.gemm %a, %b, %s, %s bias %bias accumulate %c : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+  return %d : tensor<16x32xf32>
+}

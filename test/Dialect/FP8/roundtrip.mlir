@@ -33,14 +33,16 @@ func.func @dynamic_rowwise(%x: tensor<16x64xf32>) -> tensor<16x64xf8E4M3FN> {
 // CHECK: fp8.gemm {{.*}} bias %{{.+}} {accumulation = #fp8.accumulation<split>, transpose_b = true, with_amax = true}
 // CHECK-SAME: -> (tensor<16x32xf32>, tensor<f32>)
 // CHECK: fp8.gemm {{.*}} d_scale %{{.+}} :
+// CHECK: fp8.gemm {{.*}} accumulate %[[E:.+]] {transpose_b = true} : {{.*}} -> tensor<16x32xf32>
 // CHECK: fp8.all_reduce %{{.+}}, %{{.+}} {reduction = #fp8.reduction<max>} : tensor<32x64xf8E5M2>
 func.func @gemms(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %g: tensor<32x64xf8E5M2>,
                  %s: tensor<f32>, %bias: tensor<32xf32>) -> (tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>) {
   %d = fp8.gemm %a, %b, %s, %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>
   %e, %amax = fp8.gemm %a, %g, %s, %s bias %bias {transpose_b = true, accumulation = #fp8.accumulation<split>, with_amax = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<f32>, tensor<f32>, tensor<32xf32>) -> (tensor<16x32xf32>, tensor<f32>)
   %f = fp8.gemm %a, %b, %s, %s d_scale %s : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<16x32xf8E4M3FN>
+  %h = fp8.gemm %a, %g, %s, %s accumulate %e {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<f32>, tensor<f32>, tensor<16x32xf32>) -> tensor<16x32xf32>
   %r = fp8.all_reduce %g, %s {reduction = #fp8.reduction<max>} : tensor<32x64xf8E5M2>, tensor<f32> -> tensor<32x64xf8E5M2>
-  return %d, %e, %amax, %f, %r : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>
+  return %d, %h, %amax, %f, %r : tensor<16x32xbf16>, tensor<16x32xf32>, tensor<f32>, tensor<16x32xf8E4M3FN>, tensor<32x64xf8E5M2>
 }
 
 // -----

@@ -19,6 +19,9 @@
       '.recomputed'), as "cast-type<-source count", the source being the op type that makes the
       cast's input behind any Reshape (param: a parameter or state), and the ops it runs again to
       make those inputs, by type; then the arena's size in bytes
+  plan_facts.py chunks PLAN...   how many SoftmaxCrossEntropyLoss ops a plan holds (one per chunk of
+      octet-chunk-loss), how many fp8.gemm add to an accumulate operand and how many of those write
+      over it in place (memory.in_place), and the arena's size in bytes
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
 """
 import json
@@ -144,6 +147,15 @@ def main():
             precision(path, header(path))
         elif what == "training":
             print(f"{os.path.basename(path)}: " + json.dumps(header(path)["training"], sort_keys=True))
+        elif what == "chunks":
+            plan = header(path)
+            ops = plan["ops"]
+            acc = [op for op in ops if op["type"] == "fp8.gemm" and len(op["in"]) > 6 and op["in"][6] >= 0]
+            pairs = {tuple(p) for p in plan["memory"].get("in_place", [])}
+            over = sum(1 for op in acc if (op["out"][0], op["in"][6]) in pairs)
+            losses = sum(1 for op in ops if op["type"] == "SoftmaxCrossEntropyLoss")
+            print(f"{os.path.basename(path)}: losses {losses} accumulate {len(acc)} in place {over} "
+                  f"arena {plan['memory']['arena_bytes']}")
         elif what == "op-types":
             plan = header(path)
             counts = {}

@@ -175,6 +175,13 @@ LogicalResult GemmOp::verify() {
     return emitOpError("d_scale is only meaningful for an FP8 output");
   if (getWithAmax() != (getDAmax().size() == 1))
     return emitOpError("with_amax requires exactly one d_amax result (and vice versa)");
+  if (Value c = getAccumulate()) {
+    if (c.getType() != getD().getType() || !ed.isF32())
+      return emitOpError() << "accumulate must have the float32 result's type " << getD().getType() << ", got "
+                           << c.getType();
+    if (getWithAmax() || getBias())
+      return emitOpError("accumulate takes neither a bias nor with_amax");
+  }
   // Scales: per tensor, or rowwise ([M, 1] for a 2-D A; [N, 1] for B as [N, K]).
   auto perRow = [](Value s, RankedTensorType x) {
     auto st = s.getType().dyn_cast<RankedTensorType>();

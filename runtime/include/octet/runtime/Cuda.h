@@ -123,7 +123,7 @@ public:
   /// epilogue, in float32 before D is rounded.
   std::string run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                   const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                  cudaStream_t stream = nullptr, const void *biasBf16 = nullptr);
+                  cudaStream_t stream = nullptr, const void *biasBf16 = nullptr, bool accumulate = false);
   /// Whether cuBLASLt has an algorithm for this GEMM (what run() would use; "" or why not).
   std::string supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
                        bool biasBf16);

@@ -199,20 +199,24 @@ def FP8_GemmOp : FP8_Op<"gemm", [AttrSizedOperandSegments]> {
     E4M3 x E5M2 and E5M2 x E4M3). The output is BF16/F16/F32, or FP8 with a
     `d_scale`; `with_amax` adds the amax of D (before any output scaling)
     as a second result. `accumulation` is `fast` (fprop) or `split`
-    (dgrad/wgrad: periodic promotion to FP32).
+    (dgrad/wgrad: periodic promotion to FP32). With `accumulate` C (float32,
+    D's type), D = C + the scaled product, summed in float32 (cuBLASLt's
+    beta = 1): a weight gradient added up over chunks of tokens
+    (octet-chunk-loss) writes over its previous partial sum.
     Example:
     `%d = fp8.gemm %a, %b, %sa, %sb {accumulation = #fp8.accumulation<fast>} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>`
   }];
   let arguments = (ins FP8_Tensor:$a, FP8_Tensor:$b, FP8_ScaleTensor:$a_scale_inv,
                    FP8_ScaleTensor:$b_scale_inv, Optional<FP8_HighTensor>:$bias,
-                   Optional<FP8_ScaleTensor>:$d_scale,
+                   Optional<FP8_ScaleTensor>:$d_scale, Optional<FP8_HighTensor>:$accumulate,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
                    DefaultValuedAttr<FP8_AccumulationAttr, "::octet::fp8::Accumulation::fast">:$accumulation,
                    DefaultValuedAttr<BoolAttr, "false">:$with_amax);
   let results = (outs AnyTypeOf<[FP8_HighTensor, FP8_Tensor]>:$d, Variadic<FP8_ScaleTensor>:$d_amax);
   let assemblyFormat = [{
-    $a `,` $b `,` $a_scale_inv `,` $b_scale_inv (`bias` $bias^)? (`d_scale` $d_scale^)? attr-dict
+    $a `,` $b `,` $a_scale_inv `,` $b_scale_inv (`bias` $bias^)? (`d_scale` $d_scale^)?
+    (`accumulate` $accumulate^)? attr-dict
     `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
