@@ -215,6 +215,8 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     SmallVector<int64_t> lseShape(qs.begin(), qs.end() - 1);
     SmallVector<NamedAttribute> attrs{b.getNamedAttr("scale", b.getF32FloatAttr(float(scale))),
                                       ox.si64("is_causal", causal)};
+    if (maxWorkspaceBytes > 0) // the gradient (GradientRules.cpp) takes the forward's attributes
+      attrs.push_back(ox.si64("max_workspace_bytes", maxWorkspaceBytes));
     // Heads in place: Q, K and V all split from [B, S, H, d] tensors.
     Value qSrc = foldHeadTransposes ? headSplitSource(q) : Value(), vSrc = qSrc ? headSplitSource(v) : Value();
     bool headsInPlace = vSrc && isHeadSwap(perm);
@@ -284,6 +286,11 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     getOperation().walk([&](func::FuncOp f) {
       if (maxHeadDim < 1) {
         f.emitError() << "octet-fuse-attention: max-head-dim=" << int64_t(maxHeadDim) << " must be at least 1";
+        return signalPassFailure();
+      }
+      if (maxWorkspaceBytes < 0) {
+        f.emitError() << "octet-fuse-attention: max-workspace-bytes=" << int64_t(maxWorkspaceBytes)
+                      << " must be 0 (no bound) or more";
         return signalPassFailure();
       }
       SmallVector<ox::SoftmaxOp> softmaxes(f.getOps<ox::SoftmaxOp>());

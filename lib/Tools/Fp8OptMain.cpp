@@ -233,6 +233,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                "(default on; --fuse-runs=false launches each)"),
       cl::init(true), cl::cat(optCat));
 
+  static cl::opt<int64_t> attentionWorkspaceBytes(
+      "attention-workspace-bytes",
+      cl::desc("Plans: the most scratch one fused attention op may take on a backend (default 0: no bound); "
+               "cuDNN's deterministic backward, whose workspace grows with the sequence squared, then runs over "
+               "slices of the batch. Less memory, a little more time"),
+      cl::init(0), cl::cat(optCat));
   static cl::opt<bool> chunkLoss(
       "chunk-loss",
       cl::desc("Plans: the output layer's FP8 GEMM, the loss and their gradients run over chunks of tokens, so "
@@ -622,6 +628,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     return p;
   };
+  if (attentionWorkspaceBytes < 0)
+    return error("--attention-workspace-bytes=" + std::to_string(attentionWorkspaceBytes) +
+                 " must be 0 (no bound) or more");
   if (lossChunkBytes < 1)
     return error("--loss-chunk-bytes=" + std::to_string(lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
                  "keeps the loss whole)");
@@ -697,7 +706,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       before += std::string(recipeInfo && recipeInfo->name != "none" ? "" : "octet-raise-layers{layers=gelu},") +
                 "octet-lower-layers{gelu-op=true},";
     if (attentionFirst)
-      before += std::string("octet-fuse-attention{fold-head-transposes=") + (foldHeadTransposes ? "true" : "false") +
+      before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(attentionWorkspaceBytes) +
+                " fold-head-transposes=" + (foldHeadTransposes ? "true" : "false") +
                 "},";
     trainingPipeline = before + trainingPipeline;
     PassManager pm(&ctx, ModuleOp::getOperationName());
@@ -727,6 +737,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       if (out == Emit::Plan && fuseAttention && !attentionFirst) {
         FuseAttentionOptions fa;
         fa.foldHeadTransposes = foldHeadTransposes;
+        fa.maxWorkspaceBytes = attentionWorkspaceBytes;
         pm.addPass(createFuseAttention(fa));
       }
       if (out == Emit::Plan && fusePointwise)

@@ -366,10 +366,13 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   if (anyBf16 && !fused)
     fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
              "compile with fp8-opt --activation-precision=f32");
-  // Batch slices (CudaOptions::attentionWorkspaceBytes): the fewest whose cuDNN workspace fits, each
+  // Batch slices (the plan's max_workspace_bytes, or CudaOptions::attentionWorkspaceBytes): the
+  // fewest whose cuDNN workspace fits, each
   // a whole number of batch rows (heads in place: `heads` (batch, head) pairs a row).
   int64_t slices = 1, unit = std::max<int64_t>(heads, 1);
-  for (int64_t k = 2; fused && fused->workspaceBytes() > opt_.attentionWorkspaceBytes && k <= a.batch / unit; ++k) {
+  size_t bound = opt_.attentionWorkspaceBytes ? opt_.attentionWorkspaceBytes
+                                              : size_t(std::max<int64_t>(attrInt(op, "max_workspace_bytes", 0), 0));
+  for (int64_t k = 2; fused && bound && fused->workspaceBytes() > bound && k <= a.batch / unit; ++k) {
     if ((a.batch / unit) % k)
       continue;
     dev::AttnArgs part = a;

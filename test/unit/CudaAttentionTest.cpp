@@ -552,9 +552,9 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
 }
 
 
-/// cuDNN's deterministic backward takes a workspace quadratic in the sequence; past
-/// CudaOptions::attentionWorkspaceBytes the gradient runs over slices of the batch, one launch per
-/// slice in one smaller workspace. Each (batch, head) pair is computed alone, so the gradients are
+/// cuDNN's deterministic backward takes a workspace quadratic in the sequence; past the plan's
+/// max_workspace_bytes the gradient runs over slices of the batch, one launch per slice in one
+/// smaller workspace. Each (batch, head) pair is computed alone, so the gradients are
 /// the unsliced run's bits, for float32 operands (copied to BF16 in the workspace) and BF16 ones.
 TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
   REQUIRE_GPU();
@@ -570,9 +570,13 @@ TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
       feed[n] = std::make_shared<Tensor>(bf16 ? t.castTo(DType::BF16) : t);
     }
     auto whole = cuda::makeCudaRunner(plan);
+    Plan bounded = plan; // the compiler's bound (fp8-opt --attention-workspace-bytes): one batch row a slice
+    for (PlanOp &op : bounded.ops)
+      op.attrs["max_workspace_bytes"].i = 1;
+    auto sliced = cuda::makeCudaRunner(bounded);
     cuda::CudaOptions small;
-    small.attentionWorkspaceBytes = 1; // every slice one batch row
-    auto sliced = cuda::makeCudaRunner(plan, small);
+    small.attentionWorkspaceBytes = 1; // the same bound set for debugging
+    EXPECT_EQ(fusionCount(*cuda::makeCudaRunner(plan, small), "attention gradients in batch slices"), 1);
     EXPECT_EQ(fusionCount(*whole, "attention gradients in batch slices"), 0);
     EXPECT_EQ(fusionCount(*sliced, "attention gradients in batch slices"), 1);
     EXPECT_LT(cuda::deviceMemory(*sliced)["scratch"], cuda::deviceMemory(*whole)["scratch"]);

@@ -356,6 +356,11 @@ def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
            "When Q, K and V are split from [B, S, H, d] tensors by Transpose [0, 2, 1, 3], read them "
            "in place as [B, S, H * d] (q_num_heads, kv_num_heads) and write Y so, dropping the "
            "head split and merge (--fold-head-transposes)">,
+    Option<"maxWorkspaceBytes", "max-workspace-bytes", "int64_t", "0",
+           "Above 0: the node and its gradient carry max_workspace_bytes, the most scratch a backend "
+           "may take for them (the CUDA runtime runs cuDNN's deterministic backward, whose workspace "
+           "is quadratic in the sequence, over slices of the batch that fit; the same bits) "
+           "(--attention-workspace-bytes)">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }

@@ -22,6 +22,8 @@
   plan_facts.py chunks PLAN...   how many SoftmaxCrossEntropyLoss ops a plan holds (one per chunk of
       octet-chunk-loss), how many fp8.gemm add to an accumulate operand and how many of those write
       over it in place (memory.in_place), and the arena's size in bytes
+  plan_facts.py op-attrs NAME PLAN...  how many ops of each type carry attribute NAME, and its values
+      (sorted, distinct)
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
 """
 import json
@@ -133,6 +135,18 @@ def recomputed(path, plan):
 
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
+    if what == "op-attrs":
+        name, paths = paths[0], paths[1:]
+        for path in paths:
+            counts, values = {}, set()
+            for op in header(path)["ops"]:
+                a = op.get("attrs", {}).get(name)
+                if a is not None:
+                    counts[op["type"]] = counts.get(op["type"], 0) + 1
+                    values.add(a.get("i", a.get("f", a.get("s"))))
+            print(f"{os.path.basename(path)}: " + "".join(f"{t} {n} " for t, n in sorted(counts.items())) +
+                  "values" + "".join(f" {v}" for v in sorted(values)))
+        return
     in_place = []
     for path in paths:
         if what == "gemm-layouts":

@@ -43,12 +43,12 @@ struct CudaOptions {
   bool cudnnAttention = true; // BF16 attention through cuDNN's fused SDPA where cuDNN 9 loads and has an
                               // engine for the shape; else (or false) Attention.cu's kernels
   /// cuDNN's deterministic attention backward on Hopper takes a workspace quadratic in the sequence
-  /// (batch x heads x Tq x Tk x 2 bytes: 1 GiB at 8 x 16 heads x 2048); one op runs as several
-  /// launches over slices of its batch, the fewest whose workspace fits this many bytes (each
-  /// (batch, head) pair is computed alone: the same bits). 640 MiB: two slices of that 1.3B GPT,
-  /// whose 513 MiB lie in free arena bytes where 1 GiB did not, for 3 ms of its step (eight: 7.5
-  /// ms; docs/BENCHMARKS.md). OCTET_CUDA_ATTENTION_WORKSPACE_MIB sets it for fp8-run.
-  size_t attentionWorkspaceBytes = size_t(640) << 20;
+  /// (batch x heads x Tq x Tk x 2 bytes: 1 GiB at 8 x 16 heads x 2048). Where the plan's
+  /// AttentionGrad carries max_workspace_bytes (fp8-opt --attention-workspace-bytes), one op runs
+  /// as several launches over slices of its batch, the fewest whose workspace fits (each (batch,
+  /// head) pair is computed alone: the same bits). Above 0, this bound replaces the plan's
+  /// (debugging: OCTET_CUDA_ATTENTION_WORKSPACE_MIB).
+  size_t attentionWorkspaceBytes = 0;
 };
 
 /// Parses OCTET_CUDA_ATTENTION's value (auto, tf32, bf16); throws Error naming the variable otherwise.
