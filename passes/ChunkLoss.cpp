@@ -51,6 +51,14 @@ RankedTensorType staticTensor(Type t) {
   return r && r.hasStaticShape() ? r : RankedTensorType();
 }
 
+/// Whether fp8.gemm `g` has per-tensor scales and no accumulator: a chunk of its rows or of its
+/// contraction is the same GEMM on the chunk.
+bool chunkable(fp8::GemmOp g) {
+  auto perTensor = [](Value s) { auto t = staticTensor(s.getType()); return t && t.getNumElements() == 1; };
+  return !g.getDScale() && !g.getWithAmax() && !g.getAccumulate() && perTensor(g.getAScaleInv()) &&
+         perTensor(g.getBScaleInv()) && g.getA().getType().cast<ShapedType>().getRank() == 2;
+}
+
 bool isLossGrad(Operation *op) {
   auto n = dyn_cast<ox::GenericNodeOp>(op);
   return n && n.getOpType() == "SoftmaxCrossEntropyLossGrad" && n.getDomain() == "octet";
@@ -88,8 +96,8 @@ public:
 
   /// Adds fp8.gemm `g` that reads a token-split value; `why` says what does not fit.
   LogicalResult addGemm(fp8::GemmOp g, std::string &why) {
-    if (g.getDScale() || g.getWithAmax() || g.getA().getType().cast<ShapedType>().getRank() != 2) {
-      why = "a GEMM of the gradient writes FP8 or its amax";
+    if (!chunkable(g)) {
+      why = "a GEMM of the gradient has rowwise scales, an accumulator, or writes FP8 or its amax";
       return failure();
     }
     int aM = g.getTransposeA() ? 1 : 0, aK = 1 - aM, bK = g.getTransposeB() ? 1 : 0;
@@ -173,9 +181,8 @@ LogicalResult buildRegion(ox::SoftmaxCrossEntropyLossOp loss, Region &r, std::st
     return failure();
   }
   RegionBuilder b(r);
-  if (p.getDScale() || p.getWithAmax() || p.getTransposeA() || p.getA().getType().cast<ShapedType>().getRank() != 2 ||
-      failed(b.slice(p.getA(), 0)) || failed(b.slice(labels, 0))) {
-    why = "the output GEMM's input is not [tokens, features]";
+  if (!chunkable(p) || p.getTransposeA() || failed(b.slice(p.getA(), 0)) || failed(b.slice(labels, 0))) {
+    why = "the output GEMM's input is not [tokens, features] with per-tensor scales";
     return failure();
   }
   r.split[s] = 0;

@@ -139,3 +139,19 @@ func.func @three_chunks(%xq: tensor<48x16xf8E4M3FN>, %wt: tensor<32x16xf8E4M3FN>
   %ds = onnx.node "SoftmaxCrossEntropyLossGrad"(%scores, %labels, %one) {attrs = {}, domain = "octet"} : (tensor<48x32xbf16>, tensor<48xi64>, tensor<f32>) -> tensor<48x32xbf16>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Rowwise scales (one per token row of the output GEMM's input) stay whole.
+// CHECK-LABEL: func.func @rowwise
+// CHECK-NOT: onnx.Slice
+// CHECK: return
+func.func @rowwise(%xq: tensor<64x16xf8E4M3FN>, %wt: tensor<32x16xf8E4M3FN>, %labels: tensor<64xi64>, %sx: tensor<64x1xf32>, %sw: tensor<32x1xf32>) -> tensor<f32> {
+  %scores = fp8.gemm %xq, %wt, %sx, %sw {transpose_b = true} : (tensor<64x16xf8E4M3FN>, tensor<32x16xf8E4M3FN>, tensor<64x1xf32>, tensor<32x1xf32>) -> tensor<64x32xbf16>
+  %none = onnx.none
+  // expected-remark @+1 {{octet-chunk-loss: the loss stays whole: the output GEMM's input is not [tokens, features] with per-tensor scales}}
+  %loss, %lp = onnx.SoftmaxCrossEntropyLoss %scores, %labels, %none : (tensor<64x32xbf16>, tensor<64xi64>, none) -> (tensor<f32>, none)
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %ds = onnx.node "SoftmaxCrossEntropyLossGrad"(%scores, %labels, %one) {attrs = {}, domain = "octet"} : (tensor<64x32xbf16>, tensor<64xi64>, tensor<f32>) -> tensor<64x32xbf16>
+  return %loss : tensor<f32>
+}
