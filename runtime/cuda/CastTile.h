@@ -134,7 +134,8 @@ __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
         uint2 out = encodeEight(v, si[i], tg.e5m2[i]);
-        *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
+        if (tg.q[i]) // null: the plan left the codes out, only the transposed copy is read
+          *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
         // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
         // the 8 codes go to shared memory as two 4-byte words.
         *reinterpret_cast<unsigned *>(&tile[i][tr][lc]) = out.x;

@@ -760,14 +760,18 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     int64_t n = numElements(shapeOf(x));
     if (numElements(shapeOf(sc)) != 1)
       fail(op, "scale_inv must be per tensor");
-    DType ot = plan_.values[size_t(op.outputs[0])].dtype, xt = typeOf(x);
+    // The plan may leave the codes out where it keeps the transposed copy (nothing reads them).
+    bool codes = op.outputs[0] >= 0;
+    if (!codes && (op.outputs.size() < 3 || op.outputs[2] < 0))
+      fail(op, "writes neither the codes nor their transposed copy");
+    DType ot = plan_.values[size_t(codes ? op.outputs[0] : op.outputs[2])].dtype, xt = typeOf(x);
     if (!isFp8(ot))
       fail(op, "result must be an FP8 type");
     if (op.outputs.size() < 2 || (op.outputs[1] >= 0 && plan_.values[size_t(op.outputs[1])].dtype != DType::F32))
       fail(op, "the amax result must be float32");
     const void *xp = devicePtr(x);
     const float *sp = static_cast<const float *>(devicePtr(sc));
-    auto *q = static_cast<uint8_t *>(outPtr(0));
+    auto *q = codes ? static_cast<uint8_t *>(outPtr(0)) : nullptr;
     // An amax nothing reads (a current-scaling cast that octet-cast-transpose gave a transposed copy).
     auto *amax = op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : discardAmax();
     bool sat = attrInt(op, "saturate", 1) != 0;
@@ -795,12 +799,13 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     }
     if (!qt && wide && aligned(xp, 16) && aligned(q, 8))
       return onePass([=](cudaStream_t s) { return cuda::castAmax(xp, it, size_t(n), sp, f, q, amax, s, slot); });
+    // The unfused kernels go through the codes: scratch where the plan left them out.
+    char *const *codesAt = q ? nullptr : scratch(size_t(n));
+    auto codesPtr = [q, codesAt] { return q ? q : reinterpret_cast<uint8_t *>(*codesAt); };
     out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, int(xt), 1, n, amax, s); });
-    out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, q, s); });
-    if (qt) {
-      dev::CopyArgs c = byteTranspose(q, qt, rows, cols);
-      out.push_back([c](cudaStream_t s) { return dev::stridedCopy(c, s); });
-    }
+    out.push_back([=](cudaStream_t s) { return dev::fp8Cast(xp, int(xt), sp, 1, n, int(ot), sat, codesPtr(), s); });
+    if (qt)
+      out.push_back([=](cudaStream_t s) { return dev::stridedCopy(byteTranspose(codesPtr(), qt, rows, cols), s); });
     return;
   }
   if (t == "fp8.amax") {

@@ -44,10 +44,12 @@ int64_t scaleRows(const KernelContext &c, const Tensor &x, const Tensor &s) {
   return s.numel();
 }
 
-void castKernel(KernelContext &c) {
+/// The codes of fp8.cast, or of fp8.cast_amax, whose plan may leave them out where it keeps the
+/// transposed copy (output 2; docs/PLAN.md): they take that copy's type.
+Tensor castCodes(KernelContext &c) {
   Tensor x = asF32(c.input(0));
   const Tensor &s = c.input(1);
-  DType to = c.outputDType(0);
+  DType to = c.wantsOutput(0) || c.numOutputs() < 3 ? c.outputDType(0) : c.outputDType(2);
   if (!isFp8(to))
     c.fail("result must be an FP8 type");
   bool sat = c.attrInt("saturate", 1) != 0;
@@ -56,8 +58,10 @@ void castKernel(KernelContext &c) {
   for (int64_t r = 0; r < rows; ++r)
     fp8Quantize(x.data<float>() + r * inner, size_t(inner), s.data<float>()[r], fp8FormatOf(to), sat,
                 q.data<uint8_t>() + r * inner);
-  c.setOutput(0, std::move(q));
+  return q;
 }
+
+void castKernel(KernelContext &c) { c.setOutput(0, castCodes(c)); }
 
 void dequantizeKernel(KernelContext &c) {
   const Tensor &q = c.input(0), &s = c.input(1);
@@ -95,13 +99,12 @@ void amaxKernel(KernelContext &c) {
 /// fp8.cast_amax: fp8.cast's result and the per-tensor fp8.amax of the same input; with a third
 /// output, the cast's codes transposed ([rows, cols] of the input as 2-D -> [cols, rows]).
 void castAmaxKernel(KernelContext &c) {
-  castKernel(c);
+  Tensor q = castCodes(c);
   Tensor x = asF32(c.input(0));
   Tensor r(DType::F32, {});
   r.data<float>()[0] = amaxOf(x.data<float>(), x.numel());
   c.setOutput(1, std::move(r));
   if (c.numOutputs() > 2) {
-    const Tensor &q = *c.outputs()[0].tensor;
     if (q.rank() < 1)
       c.fail("a transposed copy needs an input of rank 1 or more");
     int64_t cols = q.shape.back(), rows = q.numel() / std::max<int64_t>(cols, 1);
@@ -111,6 +114,7 @@ void castAmaxKernel(KernelContext &c) {
         t.data<uint8_t>()[j * rows + i] = q.data<uint8_t>()[i * cols + j];
     c.setOutput(2, std::move(t));
   }
+  c.setOutput(0, std::move(q));
 }
 
 /// 2^floor(log2(v)) for finite positive v.

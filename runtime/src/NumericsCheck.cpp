@@ -96,7 +96,7 @@ Operand operand(const Runner &ex, const std::vector<const PlanOp *> &producer, i
   if (!o.src.cast)
     return o;
   TensorPtr x = ex.value(o.src.cast->inputs[0]), si = ex.value(o.src.cast->inputs[1]);
-  TensorPtr q = ex.value(o.src.cast->outputs[0]);
+  TensorPtr q = o.src.cast->outputs[0] >= 0 ? ex.value(o.src.cast->outputs[0]) : nullptr; // may be left out
   if (!x || !si || !q || !isFp8(q->dtype) || si->numel() != 1 || x->shape.empty())
     return o;
   Fp8Format f = fp8FormatOf(q->dtype);

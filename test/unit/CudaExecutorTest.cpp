@@ -414,6 +414,20 @@ TEST(CudaExecutor, CastAmaxTransposedMatchesTheCpu) {
     }
     const Tensor &t = *cpu.value(qt), &c = *cpu.value(q);
     EXPECT_EQ(t.data<uint8_t>()[1 * rows + 2], c.data<uint8_t>()[2 * cols + 1]); // the reference transposes
+    // The codes left out (-1: a recomputing copy whose untransposed codes nothing reads): the
+    // transposed copy and the amax are the same bits, on both paths.
+    Plan bare = plan;
+    bare.ops[0].outputs[0] = -1;
+    bare.outputs = {amax, qt};
+    Executor cpuBare(bare);
+    cpuBare.run({{"x", in}}, false);
+    auto gpuBare = cuda::makeCudaRunner(bare);
+    gpuBare->run({{"x", in}}, false);
+    for (int id : bare.outputs) {
+      ASSERT_TRUE(cpuBare.value(id) && gpuBare->value(id));
+      EXPECT_EQ(cpuBare.value(id)->bytes, cpu.value(id)->bytes) << plan.values[size_t(id)].name;
+      EXPECT_EQ(gpuBare->value(id)->bytes, cpu.value(id)->bytes) << plan.values[size_t(id)].name << " of " << shapeString(xs);
+    }
   }
 }
 
