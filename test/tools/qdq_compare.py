@@ -106,8 +106,12 @@ def main():
                     else:
                         fp8run += ["--load-state", st]
                 out = os.path.join(tmp, "out.npz")
-                run(fp8run + ["--outputs", out, "--dump", "_fp8$"])
+                run(fp8run + ["--outputs", out, "--dump", "_fp8(_t)?$"])
                 ours = dict(np.load(out))
+                # Codes the plan leaves out where only their transposed copy is read (docs/PLAN.md):
+                # the copy, transposed back ([cols, rows] of the codes viewed 2-D).
+                for k in [k for k in ours if k.endswith("_fp8_t") and k[:-2] not in ours]:
+                    ours[k[:-2]] = ours[k].T
 
                 m = onnx.load(qdq)
                 g = m.graph
@@ -155,6 +159,8 @@ def main():
                             zp_type = n2.attribute[0].t.data_type
                     fmt = "e5m2" if zp_type == TensorProto.FLOAT8E5M2 else "e4m3"
                     ours_dec = decode(ours[qname], fmt)
+                    if ours_dec.size == res[dq].size:
+                        ours_dec = ours_dec.reshape(res[dq].shape)
 
                     def equal(u, v):
                         return np.array_equal(u, v, equal_nan=True) and np.array_equal(np.signbit(u), np.signbit(v))
