@@ -316,6 +316,7 @@ void rewrite(Region &r, int64_t k) {
       Operation *n = b.clone(*op, map);
       n->removeAttr("octet.fusion");
       n->removeAttr("octet.fusion_group");
+      n->setAttr("octet.loss_chunk", b.getI64IntegerAttr(c)); // fp8-opt --report counts them
       if (auto names = op->getAttrOfType<ArrayAttr>(octet::kResultNamesAttr)) {
         SmallVector<std::string> renamed;
         for (Attribute a : names)
@@ -341,7 +342,7 @@ void rewrite(Region &r, int64_t k) {
                                          g.getAccumulation(), false);
         for (NamedAttribute a : g->getAttrs())
           if (!acc->hasAttr(a.getName()))
-            acc->setAttr(a.getName(), a.getValue());
+            acc->setAttr(a.getName(), a.getValue()); // octet.loss_chunk too
         g->erase();
         combined[op->getResult(0)] = acc.getD();
         continue;

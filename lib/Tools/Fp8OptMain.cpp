@@ -800,7 +800,13 @@ int octet::fp8OptMain(int argc, char **argv) {
         llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
         ros << "peak activation memory (plan arena): " << arena << " bytes\n";
         std::map<std::string, std::pair<std::set<int64_t>, int64_t>> groups; // kind -> (groups, ops)
+        std::set<int64_t> chunks; // octet-chunk-loss's chunks (octet.loss_chunk)
+        int64_t chunkOps = 0;
         module.walk([&](Operation *op) {
+          if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
+            chunks.insert(c.getInt());
+            ++chunkOps;
+          }
           auto kind = op->getAttrOfType<StringAttr>("octet.fusion");
           auto group = op->getAttrOfType<IntegerAttr>("octet.fusion_group");
           if (kind && group) {
@@ -810,6 +816,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         });
         for (auto &[kind, g] : groups)
           ros << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
+        if (!chunks.empty())
+          ros << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps << " ops)\n";
       }
     } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();
