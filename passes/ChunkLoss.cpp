@@ -42,14 +42,11 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
+using octet::staticTensor;
+
 /// How a region value is split over chunks: along a token axis (0 or 1), or whole in every
 /// chunk and combined by a sum (float32 GEMM results, the loss) or a maximum (amaxes).
 enum Split : int { Sum = -1, Max = -2 };
-
-RankedTensorType staticTensor(Type t) {
-  auto r = t.dyn_cast<RankedTensorType>();
-  return r && r.hasStaticShape() ? r : RankedTensorType();
-}
 
 /// Whether fp8.gemm `g` has per-tensor scales and no accumulator: a chunk of its rows or of its
 /// contraction is the same GEMM on the chunk.

@@ -21,6 +21,8 @@
 #include "octet/Passes/Passes.h"
 #include "octet/runtime/Pointwise.h"
 
+#include "OnnxBuilder.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -40,15 +42,12 @@ namespace ox = octet::onnx_dialect;
 
 namespace {
 
+using octet::staticTensor;
+
 /// The operand count of an op type a Pointwise program may hold (the runtime's table), else 0.
 int arityOf(StringRef t) {
   const octet::rt::PwOpInfo *info = octet::rt::lookupPointwiseOp(std::string_view(t.data(), t.size()));
   return info ? info->arity : 0;
-}
-
-RankedTensorType staticTensor(Type t) {
-  auto r = t.dyn_cast<RankedTensorType>();
-  return r && r.hasStaticShape() ? r : RankedTensorType();
 }
 
 /// Whether `op` can join a program: a listed type with its arity, a static float32

@@ -15,6 +15,8 @@
 #include "octet/Passes/Passes.h"
 #include "octet/runtime/Pointwise.h"
 
+#include "OnnxBuilder.h"
+
 #include "FusionGroups.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,10 +33,7 @@ namespace ox = octet::onnx_dialect;
 
 namespace {
 
-RankedTensorType staticTensor(Type t) {
-  auto r = t.dyn_cast<RankedTensorType>();
-  return r && r.hasStaticShape() ? r : RankedTensorType();
-}
+using octet::staticTensor;
 
 bool isFloat(Type t) { return t.isF32() || t.isBF16(); }
 

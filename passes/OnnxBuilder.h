@@ -67,6 +67,12 @@ public:
   mlir::Location loc;
 };
 
+/// `t` as a ranked tensor type of static shape, or null.
+inline mlir::RankedTensorType staticTensor(mlir::Type t) {
+  auto r = t.dyn_cast<mlir::RankedTensorType>();
+  return r && r.hasStaticShape() ? r : mlir::RankedTensorType();
+}
+
 /// Names an op's results in plans and exported models (`octet.result_names`).
 inline void setResultNames(mlir::Operation *op, llvm::ArrayRef<std::string> names) {
   llvm::SmallVector<mlir::Attribute> a;
