@@ -366,13 +366,20 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   if (anyBf16 && !fused)
     fail(op, "BF16 operands need cuDNN's attention, which this machine cannot run (see the note above); "
              "compile with fp8-opt --activation-precision=f32");
-  // Batch slices (the plan's max_workspace_bytes, or CudaOptions::attentionWorkspaceBytes): the
-  // fewest whose cuDNN workspace fits, each
-  // a whole number of batch rows (heads in place: `heads` (batch, head) pairs a row).
+  // Batch slices (the plan's max_workspace_bytes, or CudaOptions::attentionWorkspaceBytes): one
+  // launch where its cuDNN workspace fits the bound or arena bytes no buffer holds while this op
+  // runs (arenaGap(), where placeScratch() then puts it), else the fewest slices whose workspace
+  // fits either, each a whole number of batch rows (heads in place: `heads` (batch, head) pairs a
+  // row). The debugging bound slices to the bound alone.
   int64_t slices = 1, unit = std::max<int64_t>(heads, 1);
   size_t bound = opt_.attentionWorkspaceBytes ? opt_.attentionWorkspaceBytes
                                               : size_t(std::max<int64_t>(attrInt(op, "max_workspace_bytes", 0), 0));
-  for (int64_t k = 2; fused && bound && fused->workspaceBytes() > bound && k <= a.batch / unit; ++k) {
+  auto fits = [&](const dev::CudnnAttention &f) {
+    size_t w = f.workspaceBytes();
+    return !bound || w <= bound ||
+           (!opt_.attentionWorkspaceBytes && need + w >= kScratchWorthPlacing && arenaGap(compiling_, need + w) >= 0);
+  };
+  for (int64_t k = 2; fused && !fits(*fused) && k <= a.batch / unit; ++k) {
     if ((a.batch / unit) % k)
       continue;
     dev::AttnArgs part = a;

@@ -171,7 +171,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     std::cerr << "\n";
   }
   compiling_ = size_t(-1);
-  placeScratch(arena_);
+  placeScratch();
   flags_ = static_cast<int *>(alloc(sizeof(int) * std::max<size_t>(flagWhat_.size(), 1), "launch arguments"));
   if (std::getenv("OCTET_CUDA_VERBOSE")) {
     std::cerr << "note: device memory (GiB):";
@@ -303,29 +303,36 @@ void CudaExecutor::place() {
     }
 }
 
-/// Each op's scratch: a large one (attention's backward: cuDNN's workspace) goes where the arena
-/// holds no buffer while that op runs (the memory plan's lifetimes, Plan.h arenaUses(); the arena's
-/// peak is elsewhere, at the loss), the rest share one buffer sized for the largest of them.
-void CudaExecutor::placeScratch(char *arena) {
-  constexpr size_t kAlign = 256, kWorthPlacing = size_t(1) << 20;
-  std::vector<ArenaUse> uses = arena ? arenaUses(plan_) : std::vector<ArenaUse>();
-  std::sort(uses.begin(), uses.end(), [](const ArenaUse &a, const ArenaUse &b) { return a.offset < b.offset; });
-  std::vector<int64_t> placed(scratchNeed_.size(), -1);
-  for (size_t k = 0; arena && k < plan_.ops.size(); ++k) {
-    size_t need = (scratchNeed_[k] + kAlign - 1) / kAlign * kAlign;
-    if (need < kWorthPlacing)
-      continue;
-    int64_t at = 0; // the lowest gap that fits among the buffers alive at op k
-    for (const ArenaUse &u : uses) {
-      if (u.from > int(k) || u.to < int(k))
-        continue;
-      if (u.offset >= at + int64_t(need))
-        break;
-      at = std::max(at, (u.offset + u.bytes + int64_t(kAlign) - 1) / int64_t(kAlign) * int64_t(kAlign));
-    }
-    if (at + int64_t(need) <= plan_.arenaBytes)
-      placed[k] = at;
+/// The lowest offset in the arena where `bytes` fit among the buffers alive while op k runs (the
+/// memory plan's lifetimes, Plan.h arenaUses()), or -1 where no gap holds them.
+int64_t CudaExecutor::arenaGap(size_t k, size_t bytes) {
+  constexpr int64_t kAlign = 256;
+  if (!arena_)
+    return -1;
+  if (!arenaUsesSorted_) {
+    arenaUses_ = arenaUses(plan_);
+    std::sort(arenaUses_.begin(), arenaUses_.end(), [](const ArenaUse &a, const ArenaUse &b) { return a.offset < b.offset; });
+    arenaUsesSorted_ = true;
   }
+  int64_t need = (int64_t(bytes) + kAlign - 1) / kAlign * kAlign, at = 0;
+  for (const ArenaUse &u : arenaUses_) {
+    if (u.from > int(k) || u.to < int(k))
+      continue;
+    if (u.offset >= at + need)
+      break;
+    at = std::max(at, (u.offset + u.bytes + kAlign - 1) / kAlign * kAlign);
+  }
+  return at + need <= plan_.arenaBytes ? at : -1;
+}
+
+/// Each op's scratch: a large one (attention's backward: cuDNN's workspace) goes where the arena
+/// holds no buffer while that op runs (arenaGap(); the arena's peak is elsewhere, at the loss), the
+/// rest share one buffer sized for the largest of them.
+void CudaExecutor::placeScratch() {
+  std::vector<int64_t> placed(scratchNeed_.size(), -1);
+  for (size_t k = 0; arena_ && k < plan_.ops.size(); ++k)
+    if (scratchNeed_[k] >= kScratchWorthPlacing)
+      placed[k] = arenaGap(k, scratchNeed_[k]);
   for (size_t k = 0; k < scratchNeed_.size(); ++k)
     if (placed[k] < 0 && scratchNeed_[k] > scratchBytes_) {
       scratchBytes_ = scratchNeed_[k];
@@ -334,7 +341,7 @@ void CudaExecutor::placeScratch(char *arena) {
   if (scratchBytes_)
     scratch_ = static_cast<char *>(alloc(scratchBytes_, "scratch"));
   for (size_t k = 0; k < scratchNeed_.size(); ++k) {
-    scratchAt_[k] = placed[k] >= 0 ? arena + placed[k] : scratch_;
+    scratchAt_[k] = placed[k] >= 0 ? arena_ + placed[k] : scratch_;
     if (placed[k] >= 0)
       ++fusions_["scratch in free arena bytes"];
   }

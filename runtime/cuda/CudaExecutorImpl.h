@@ -377,7 +377,11 @@ private:
     scratchNeed_[k] = std::max(scratchNeed_[k], bytes);
     return &scratchAt_[k];
   }
-  void placeScratch(char *arena);
+  static constexpr size_t kScratchWorthPlacing = size_t(1) << 20; // smaller ones share the one buffer
+  void placeScratch();
+  int64_t arenaGap(size_t k, size_t bytes);
+  std::vector<ArenaUse> arenaUses_; // sorted by offset, on first use
+  bool arenaUsesSorted_ = false;
   size_t compiling_ = size_t(-1); // the plan op compile() works on
   std::vector<size_t> scratchNeed_; // per plan op (and one more for work outside compile())
   std::vector<char *> scratchAt_;   // sized once at construction: the steps hold pointers into it

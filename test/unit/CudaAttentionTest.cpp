@@ -592,4 +592,44 @@ TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
   }
 }
 
+/// The plan's bound slices the gradient only where the arena has no free bytes for the whole
+/// workspace: with an arena that holds it (no buffer in it) one launch in the arena; with one that
+/// holds three quarters of it, slices whose workspace fits there. The bits are the same each way.
+/// (The arena holds the log-sum-exp, alive throughout, and free bytes after it.)
+TEST(CudaExecutor, AttentionGradientTakesFreeArenaBytesBeforeSlicing) {
+  REQUIRE_GPU();
+  REQUIRE_CUDNN();
+  const int64_t B = 4, T = 512, H = 2, D = 64, W = H * D;
+  Plan plan = attentionPlan(B, T, H, D, true);
+  std::mt19937 rng(31);
+  std::map<std::string, TensorPtr> feed;
+  for (const char *n : {"q", "k", "v", "dy"})
+    feed[n] = std::make_shared<Tensor>(randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f).castTo(DType::BF16));
+  auto whole = cuda::makeCudaRunner(plan);
+  const size_t need = cuda::deviceMemory(*whole)["scratch"]; // the gradient's: the forward's is smaller
+  ASSERT_GT(need, size_t(2) << 20);
+  whole->run(feed, false);
+  for (size_t arena : {need + 4096, need * 3 / 4 / 256 * 256}) {
+    SCOPED_TRACE("arena of " + std::to_string(arena) + " bytes, the whole scratch " + std::to_string(need));
+    Plan bounded = plan;
+    for (PlanOp &op : bounded.ops)
+      op.attrs["max_workspace_bytes"].i = 1;
+    const int lse = bounded.outputs[1];
+    const int64_t lseBytes = B * H * T * 4;
+    bounded.arenaAlignment = 256;
+    bounded.buffers = {{lse, 0, lseBytes}};
+    bounded.arenaBytes = (lseBytes + 255) / 256 * 256 + int64_t(arena);
+    auto gpu = cuda::makeCudaRunner(bounded);
+    EXPECT_EQ(fusionCount(*gpu, "attention gradients in batch slices"), arena > need ? 0 : 1);
+    EXPECT_GE(fusionCount(*gpu, "scratch in free arena bytes"), 1);
+    EXPECT_LT(cuda::deviceMemory(*gpu)["scratch"], need);
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr a = whole->value(id), b = gpu->value(id);
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(a->bytes, b->bytes) << plan.values[size_t(id)].name;
+    }
+  }
+}
+
 } // namespace
