@@ -4,6 +4,9 @@
 //                                  FP32 out, OCTET_BENCH_SPLIT=1: split accumulation)
 // octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor, and the same
 //                                  writing the transposed copy too (cast-transpose)
+// octet-cuda-bench castsrc ROWS COLS  cast-transpose from each source the executor fuses into it
+//                                  (BF16 tensor, BF16 GELU, float32 LayerNorm; one and three targets;
+//                                  with and without the untransposed codes; with column sums)
 // octet-cuda-bench copy BYTES      device-to-device copy (the HBM roofline)
 // octet-cuda-bench transpose ROWS COLS  byte transpose (an FP8 GEMM operand made K-contiguous)
 // octet-cuda-bench attention HEADS T D CAUSAL
@@ -87,7 +90,7 @@ template <typename T> __global__ void fillValues(T *p, size_t n, uint32_t seed) 
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
+    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
     return 2;
   }
   std::string why;
@@ -282,6 +285,93 @@ int main(int argc, char **argv) {
                 (long long)R, (long long)C, ms, 2.0 * double(R * C) / ms / 1e6);
     return 0;
   }
+  if (what == "castsrc" && argc == 4) {
+    int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]);
+    size_t n = size_t(rows * cols);
+    std::vector<void *> Xb(4), Xf(4);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(cudaMalloc(&Xb[i], n * 2));
+      CHECK(cudaMalloc(&Xf[i], n * 4));
+      fillValues<<<1024, 256>>>(static_cast<__nv_bfloat16 *>(Xb[i]), n, 11u + i);
+      fillValues<<<1024, 256>>>(static_cast<float *>(Xf[i]), n, 21u + i);
+    }
+    uint8_t *q[3], *qt[3];
+    for (int i = 0; i < 3; ++i) {
+      CHECK(cudaMalloc(&q[i], n));
+      CHECK(cudaMalloc(&qt[i], n));
+    }
+    float *si, *amax, *gamma, *beta, *partials;
+    double *stats;
+    CHECK(cudaMalloc(&si, 16));
+    CHECK(cudaMalloc(&amax, 16));
+    CHECK(cudaMalloc(&gamma, size_t(cols) * 4));
+    CHECK(cudaMalloc(&beta, size_t(cols) * 4));
+    CHECK(cudaMalloc(&stats, size_t(rows) * 16));
+    CHECK(cudaMalloc(&partials, size_t((rows + 63) / 64 * cols) * 4));
+    fillValues<<<64, 256>>>(gamma, size_t(cols), 3u);
+    fillValues<<<64, 256>>>(beta, size_t(cols), 4u);
+    std::vector<double> st(size_t(rows) * 2);
+    for (int64_t r = 0; r < rows; ++r)
+      st[size_t(2 * r)] = 0.01 * double(r % 7), st[size_t(2 * r + 1)] = 0.25;
+    CHECK(cudaMemcpy(stats, st.data(), st.size() * 8, cudaMemcpyHostToDevice));
+    // The scales' inverse: 1, or OCTET_BENCH_SCALE_INV (delayed scaling's are any float).
+    const char *sv = std::getenv("OCTET_BENCH_SCALE_INV");
+    float sis[4] = {1, 1, 1, 1};
+    if (sv)
+      sis[0] = sis[1] = sis[2] = sis[3] = std::strtof(sv, nullptr);
+    CHECK(cudaMemcpy(si, sis, 16, cudaMemcpyHostToDevice));
+    struct Case {
+      const char *name;
+      cuda::CastSource::Kind kind;
+      bool bf16, codes, sums;
+      int targets;
+      bool slot = false; // the blocks meet in an amax slot (the executor's way: no memset per launch)
+    };
+    const Case cases[] = {{"bf16", cuda::CastSource::Plain, true, true, false, 1},
+                          {"bf16 transposed only", cuda::CastSource::Plain, true, false, false, 1},
+                          {"bf16 with column sums", cuda::CastSource::Plain, true, true, true, 1},
+                          {"f32", cuda::CastSource::Plain, false, true, false, 1},
+                          {"gelu(bf16)", cuda::CastSource::Gelu, true, true, false, 1},
+                          {"gelu(bf16) transposed only", cuda::CastSource::Gelu, true, false, false, 1},
+                          {"layernorm(f32)", cuda::CastSource::LayerNorm, false, true, false, 1},
+                          {"layernorm(f32) transposed only", cuda::CastSource::LayerNorm, false, false, false, 1},
+                          {"layernorm(f32), 3 targets", cuda::CastSource::LayerNorm, false, true, false, 3},
+                          {"bf16, amax slot", cuda::CastSource::Plain, true, true, false, 1, true},
+                          {"gelu(bf16), amax slot", cuda::CastSource::Gelu, true, true, false, 1, true}};
+    unsigned *slot;
+    CHECK(cudaMalloc(&slot, 8));
+    CHECK(cudaMemset(slot, 0, 8));
+    for (const Case &c : cases) {
+      std::string err;
+      cuda::CastTarget tg[3];
+      for (int i = 0; i < c.targets; ++i)
+        tg[i] = {si + i, cuda::Format::E4M3, c.codes ? q[i] : nullptr, qt[i], amax + i};
+      double ms = medianMs([&](int i) {
+        cuda::CastSource src;
+        src.kind = c.kind;
+        src.x = c.bf16 ? Xb[i % 4] : Xf[i % 4];
+        src.type = c.bf16 ? cuda::InType::BF16 : cuda::InType::F32;
+        src.tanhApprox = true;
+        if (c.kind == cuda::CastSource::LayerNorm)
+          src.stats = stats, src.gamma = gamma, src.beta = beta;
+        if (!c.slot)
+          cudaMemsetAsync(amax, 0, 16);
+        std::string e = cuda::castTransposeMany(src, rows, cols, tg, c.targets, nullptr, c.sums ? partials : nullptr,
+                                                c.slot ? slot : nullptr);
+        if (!e.empty())
+          err = e;
+      });
+      if (!err.empty()) {
+        std::fprintf(stderr, "octet-cuda-bench: %s: %s\n", c.name, err.c_str());
+        return 1;
+      }
+      double bytes = double(n) * ((c.bf16 ? 2 : 4) + c.targets * (c.codes ? 2 : 1));
+      std::printf("{\"kernel\": \"cast_transpose\", \"source\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
+                  "\"ms\": %.5f, \"GBps\": %.0f}\n",
+                  c.name, (long long)rows, (long long)cols, ms, bytes / ms / 1e6);
+    }
+    return 0;
+  }
   if (what == "copy" && argc == 3) {
     size_t bytes = size_t(std::atoll(argv[2]));
     void *a, *b;
@@ -292,6 +382,6 @@ int main(int argc, char **argv) {
                 2.0 * double(bytes) / ms / 1e6);
     return 0;
   }
-  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
+  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
   return 2;
 }
