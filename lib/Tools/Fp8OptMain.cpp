@@ -235,9 +235,10 @@ int octet::fp8OptMain(int argc, char **argv) {
 
   static cl::opt<int64_t> attentionWorkspaceBytes(
       "attention-workspace-bytes",
-      cl::desc("Plans: the most scratch one fused attention op may take on a backend (default 0: no bound); "
-               "cuDNN's deterministic backward, whose workspace grows with the sequence squared, then runs over "
-               "slices of the batch. Less memory, a little more time"),
+      cl::desc("Plans: the most scratch one fused attention op may take on a backend beyond the arena bytes free "
+               "while it runs (default 0: no bound); cuDNN's deterministic backward, whose workspace grows with "
+               "the sequence squared, then runs over slices of the batch where neither holds it. Less memory, a "
+               "little more time"),
       cl::init(0), cl::cat(optCat));
   static cl::opt<bool> chunkLoss(
       "chunk-loss",
