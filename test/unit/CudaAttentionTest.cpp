@@ -470,6 +470,17 @@ Plan attentionPlan(int64_t B, int64_t T, int64_t H, int64_t D, bool bf16) {
   return plan;
 }
 
+/// attentionPlan's inputs: q, k and v of magnitude 1, dy of 1e-3, [B, T, W] (BF16 for a BF16 plan).
+std::map<std::string, TensorPtr> attentionFeed(int64_t B, int64_t T, int64_t W, unsigned seed, bool bf16) {
+  std::mt19937 rng(seed);
+  std::map<std::string, TensorPtr> feed;
+  for (const char *n : {"q", "k", "v", "dy"}) {
+    Tensor t = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
+    feed[n] = std::make_shared<Tensor>(bf16 ? t.castTo(DType::BF16) : t);
+  }
+  return feed;
+}
+
 /// A plan's BF16 attention (forward and gradient, heads in place, causal) runs through cuDNN by
 /// default, one graph per direction, and on Attention.cu's kernels with CudaOptions::cudnnAttention
 /// off; both within BF16's bound of the CPU, and each the same bits in every run (graphs included).
@@ -517,11 +528,7 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
   REQUIRE_CUDNN();
   const int64_t B = 2, T = 1024, H = 4, D = 64, W = H * D;
   Plan plan = attentionPlan(B, T, H, D, true);
-  std::mt19937 rng(19);
-  std::map<std::string, TensorPtr> feed;
-  for (const char *n : {"q", "k", "v", "dy"})
-    feed[n] = std::make_shared<Tensor>(
-        randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f).castTo(DType::BF16));
+  std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 19, true);
   Executor cpu(plan);
   cpu.run(feed, false);
   auto gpu = cuda::makeCudaRunner(plan);
@@ -563,12 +570,7 @@ TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
   for (bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "BF16" : "float32");
     Plan plan = attentionPlan(B, T, H, D, bf16);
-    std::mt19937 rng(29);
-    std::map<std::string, TensorPtr> feed;
-    for (const char *n : {"q", "k", "v", "dy"}) {
-      Tensor t = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
-      feed[n] = std::make_shared<Tensor>(bf16 ? t.castTo(DType::BF16) : t);
-    }
+    std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 29, bf16);
     auto whole = cuda::makeCudaRunner(plan);
     Plan bounded = plan; // the compiler's bound (fp8-opt --attention-workspace-bytes): one batch row a slice
     for (PlanOp &op : bounded.ops)
@@ -601,10 +603,7 @@ TEST(CudaExecutor, AttentionGradientTakesFreeArenaBytesBeforeSlicing) {
   REQUIRE_CUDNN();
   const int64_t B = 4, T = 512, H = 2, D = 64, W = H * D;
   Plan plan = attentionPlan(B, T, H, D, true);
-  std::mt19937 rng(31);
-  std::map<std::string, TensorPtr> feed;
-  for (const char *n : {"q", "k", "v", "dy"})
-    feed[n] = std::make_shared<Tensor>(randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f).castTo(DType::BF16));
+  std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 31, true);
   auto whole = cuda::makeCudaRunner(plan);
   const size_t need = cuda::deviceMemory(*whole)["scratch"]; // the gradient's: the forward's is smaller
   ASSERT_GT(need, size_t(2) << 20);
