@@ -236,10 +236,10 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<int64_t> attentionWorkspaceBytes(
       "attention-workspace-bytes",
       cl::desc("Plans: the most scratch one fused attention op may take on a backend beyond the arena bytes free "
-               "while it runs (default 0: no bound); cuDNN's deterministic backward, whose workspace grows with "
-               "the sequence squared, then runs over slices of the batch where neither holds it. Less memory, a "
-               "little more time"),
-      cl::init(0), cl::cat(optCat));
+               "while it runs (default 512 MiB; 0: no bound); cuDNN's deterministic backward, whose workspace "
+               "grows with the sequence squared, then runs over slices of the batch where neither holds it. Less "
+               "memory, a little more time (the 1.3B GPT at 8 x 2048: 1 GiB less at no measured cost)"),
+      cl::init(int64_t(512) << 20), cl::cat(optCat));
   static cl::opt<bool> chunkLoss(
       "chunk-loss",
       cl::desc("Plans: the output layer's FP8 GEMM, the loss and their gradients run over chunks of tokens, so "
