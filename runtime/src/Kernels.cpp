@@ -307,11 +307,9 @@ void negAbs(KernelContext &c, bool neg) {
   c.setOutput(0, std::move(r));
 }
 
-/// GELU; the tanh approximation as x sigmoid(2u) = 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715
-/// x^3), the expression the CUDA kernels compute (EwMath.h geluF).
 float gelu(float x, bool tanhApprox) {
   if (tanhApprox)
-    return x / (1.0f + std::exp(-1.5957691216057308f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
   return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
 }
 
