@@ -275,6 +275,8 @@ void CudaExecutor::foldStatics() {
 void CudaExecutor::place() {
   if (!plan_.buffers.empty()) {
     arena_ = static_cast<char *>(alloc(size_t(plan_.arenaBytes), "arena"));
+    arenaUses_ = arenaUses(plan_);
+    std::sort(arenaUses_.begin(), arenaUses_.end(), [](const ArenaUse &a, const ArenaUse &b) { return a.offset < b.offset; });
     for (const Plan::Buffer &b : plan_.buffers)
       if (!static_[size_t(b.value)])
         ptr_[size_t(b.value)] = arena_ + b.offset;
@@ -309,11 +311,6 @@ int64_t CudaExecutor::arenaGap(size_t k, size_t bytes) {
   constexpr int64_t kAlign = 256;
   if (!arena_)
     return -1;
-  if (!arenaUsesSorted_) {
-    arenaUses_ = arenaUses(plan_);
-    std::sort(arenaUses_.begin(), arenaUses_.end(), [](const ArenaUse &a, const ArenaUse &b) { return a.offset < b.offset; });
-    arenaUsesSorted_ = true;
-  }
   int64_t need = (int64_t(bytes) + kAlign - 1) / kAlign * kAlign, at = 0;
   for (const ArenaUse &u : arenaUses_) {
     if (u.from > int(k) || u.to < int(k))
@@ -382,11 +379,10 @@ void CudaExecutor::printSlowestOps() const {
   }
   if (profile_ < 3)
     return;
-  // OCTET_CUDA_PROFILE=3: each op of at least 0.1 ms, in program order (the first 200), with what
-  // the executor's fusions made of it.
+  // OCTET_CUDA_PROFILE=3: each op of at least 0.1 ms, in program order, with what the executor's
+  // fusions made of it.
   std::cerr << "ops of at least 0.1 ms in program order: ms per step, node, type, input types -> output shape\n";
-  int shown = 0;
-  for (size_t k = 0; k < opMs_.size() && shown < 200; ++k) {
+  for (size_t k = 0; k < opMs_.size(); ++k) {
     double ms = opMs_[k] / profiledRuns_;
     if (ms < 0.1)
       continue;
@@ -399,7 +395,6 @@ void CudaExecutor::printSlowestOps() const {
     std::cerr << " -> " << (op.outputs.empty() || op.outputs[0] < 0 ? std::string("-") : shapeString(shapeOf(op.outputs[0])))
               << (program_[k].parts.empty() ? "" : " [fused: " + std::to_string(program_[k].parts.size()) + " parts]")
               << "\n";
-    ++shown;
   }
 }
 

@@ -380,8 +380,7 @@ private:
   static constexpr size_t kScratchWorthPlacing = size_t(1) << 20; // smaller ones share the one buffer
   void placeScratch();
   int64_t arenaGap(size_t k, size_t bytes);
-  std::vector<ArenaUse> arenaUses_; // sorted by offset, on first use
-  bool arenaUsesSorted_ = false;
+  std::vector<ArenaUse> arenaUses_; // the memory plan's buffers in the arena, by offset (place())
   size_t compiling_ = size_t(-1); // the plan op compile() works on
   std::vector<size_t> scratchNeed_; // per plan op (and one more for work outside compile())
   std::vector<char *> scratchAt_;   // sized once at construction: the steps hold pointers into it
