@@ -250,6 +250,19 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: the most bytes of logits one chunk of --chunk-loss takes (default 268435456; the fewest "
                "chunks of a multiple of 16 tokens that fit)"),
       cl::init(int64_t(256) << 20), cl::cat(optCat));
+  static cl::opt<bool> foldResidualAdds(
+      "fold-residual-adds",
+      cl::desc("Plans: a residual Add of a float32 FP8 GEMM result (x + Linear(h)) becomes that GEMM with x as its "
+               "accumulate C, added in the GEMM's epilogue (default off: on the H100, cuBLASLt's FP8 GEMM reading a "
+               "float32 C, with the GPT's float32 bias in a pass of its own, took longer than the GEMM and the Add "
+               "apart, docs/BENCHMARKS.md)"),
+      cl::init(false), cl::cat(optCat));
+  static cl::opt<bool> fuseGeluAmax(
+      "fuse-gelu-amax",
+      cl::desc("Plans: a GELU and the per-tensor amax of its result (dynamic scaling: ao, msamp) form a fusion "
+               "group a backend computes in the GELU's pass (default on; --fuse-gelu-amax=false reads the GELU's "
+               "output again for the amax)"),
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseCastColumnSums(
       "fuse-cast-column-sums",
       cl::desc("Plans: a Linear's bias gradient (a column sum of dY) pairs with the FP8 cast of dY that writes its "
@@ -768,12 +781,16 @@ int octet::fp8OptMain(int argc, char **argv) {
         cl.maxChunkBytes = lossChunkBytes;
         pm.addPass(createChunkLoss(cl));
       }
+      if (out == Emit::Plan && foldResidualAdds)
+        pm.addPass(createFoldResidualAdds());
       if (out == Emit::Plan && fusePointwiseChains)
         pm.addPass(createFusePointwiseChains());
       if (out == Emit::Plan && fuseRuns)
         pm.addPass(createFuseRuns());
       if (out == Emit::Plan && fuseCastColumnSums)
         pm.addPass(createFuseCastColumnSums());
+      if (out == Emit::Plan && fuseGeluAmax)
+        pm.addPass(createFuseGeluAmax());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;
@@ -802,8 +819,9 @@ int octet::fp8OptMain(int argc, char **argv) {
         ros << "peak activation memory (plan arena): " << arena << " bytes\n";
         std::map<std::string, std::pair<std::set<int64_t>, int64_t>> groups; // kind -> (groups, ops)
         std::set<int64_t> chunks; // octet-chunk-loss's chunks (octet.loss_chunk)
-        int64_t chunkOps = 0;
+        int64_t chunkOps = 0, residualAdds = 0;
         module.walk([&](Operation *op) {
+          residualAdds += op->hasAttr("octet.residual_add");
           if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
             chunks.insert(c.getInt());
             ++chunkOps;
@@ -817,6 +835,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         });
         for (auto &[kind, g] : groups)
           ros << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
+        if (residualAdds)
+          ros << "residual Adds folded into FP8 GEMMs: " << residualAdds << "\n";
         if (!chunks.empty())
           ros << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps << " ops)\n";
       }

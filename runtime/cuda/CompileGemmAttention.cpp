@@ -209,10 +209,17 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   bool epilogueBias = hasBias && ot == DType::BF16 && typeOf(op.inputs[4]) == DType::BF16 && !rowA && !colB &&
                       !withAmax && numElements(shapeOf(op.inputs[4])) == N &&
                       fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), true, fast, true).empty();
-  bool direct = !rowA && !colB && (!hasBias || epilogueBias) && !withAmax && (ot == DType::F32 || ot == DType::BF16);
-  // accumulate (input 6): D = C + A x B in cuBLASLt's epilogue (beta = 1), C copied into D first
-  // unless the plan gave D C's buffer.
+  // accumulate (input 6): D = C + A x B in cuBLASLt's epilogue (beta = 1), C read where it lies
+  // (the plan may give D C's buffer); with a float32 bias (a residual Add folded into the GEMM,
+  // octet-fold-residual-adds), cuBLASLt's epilogue adds it where it has an algorithm for that,
+  // else a pass over D after the GEMM.
   bool accumulate = has(op, 6);
+  bool accBiasF32 = accumulate && hasBias && ot == DType::F32 && typeOf(op.inputs[4]) == DType::F32 && !rowA &&
+                    !colB && !withAmax && numElements(shapeOf(op.inputs[4])) == N;
+  bool epilogueBiasF32 =
+      accBiasF32 && fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), false, fast, true, true).empty();
+  bool direct = !rowA && !colB && (!hasBias || epilogueBias || accBiasF32) && !withAmax &&
+                (ot == DType::F32 || ot == DType::BF16);
   if (accumulate && (!direct || ot != DType::F32 || typeOf(op.inputs[6]) != DType::F32 ||
                      numElements(shapeOf(op.inputs[6])) != M * N))
     fail(op, "accumulate needs per-tensor scales, a float32 result and a float32 C of its shape");
@@ -227,8 +234,8 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   int biasType = hasBias ? int(typeOf(op.inputs[4])) : 0;
   float *amax = withAmax ? static_cast<float *>(devicePtr(op.outputs[1])) : nullptr;
   Format fa = fp8FormatOfType(ta), fb = fp8FormatOfType(tb);
-  if (hasBias && !rowA && !colB && !withAmax && ot == DType::F32 && biasType == int(DType::F32) && !transA && transB &&
-      numElements(shapeOf(op.inputs[4])) == N)
+  if (hasBias && !accumulate && !rowA && !colB && !withAmax && ot == DType::F32 && biasType == int(DType::F32) &&
+      !transA && transB && numElements(shapeOf(op.inputs[4])) == N)
     gemmBias_[size_t(&op - plan_.ops.data())] = {
         [=](cudaStream_t s) { return fp8_->run(M, N, K, A, fa, B, fb, SA, SB, D, false, fast, s); },
         static_cast<const float *>(bias), N, D, o};
@@ -244,11 +251,23 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
       return err;
     if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
       return err;
-    if (C && C != D && cudaMemcpyAsync(D, C, size_t(M * N) * 4, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
-      return "copying accumulate into the result failed";
+    if (direct && accBiasF32 && !epilogueBiasF32) { // D = C + A x B, then the bias over D
+      if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, false, fast, s, nullptr, true, C); !e.empty())
+        return e;
+      dev::EpilogueArgs ep;
+      ep.acc = static_cast<float *>(D);
+      ep.out = D;
+      ep.outType = int(ot);
+      ep.M = M;
+      ep.N = N;
+      ep.applyScales = false; // cuBLASLt applied them
+      ep.bias = bias;
+      ep.biasType = biasType;
+      return dev::gemmEpilogue(ep, s);
+    }
     if (direct)
-      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s, epilogueBias ? bias : nullptr,
-                       C != nullptr);
+      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s,
+                       epilogueBias || epilogueBiasF32 ? bias : nullptr, C != nullptr, C, epilogueBiasF32);
     bool perTensor = !rowA && !colB;
     float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(*sp + offAcc);
     if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,

@@ -820,6 +820,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     const void *xp = devicePtr(x);
     int xt = int(typeOf(x));
     auto *o = static_cast<float *>(outPtr(0));
+    if (!rowwise)
+      amaxes_[size_t(&op - plan_.ops.data())] = {xp, inner, o};
     out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, xt, rows, inner, o, s); });
     return;
   }

@@ -146,6 +146,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     fuseCastColumnSums();
   if (opt_.castSources)
     fuseCastSources();
+  fuseGeluAmax();
   fuseDelayedScales();
   fuseSumSquares();
   if (jit_ && opt_.chains)

@@ -205,6 +205,14 @@ private:
     int y;
   };
   std::map<size_t, LayerNormOp> layerNorms_;
+  /// A per-tensor fp8.amax: what it reads and where it writes (fuseGeluAmax()).
+  struct AmaxOp {
+    const void *xp;
+    int64_t n;
+    float *out;
+  };
+  std::map<size_t, AmaxOp> amaxes_;
+  void fuseGeluAmax();
   struct GeluOp {
     float *x;
     const float *bias; // folded from the GEMM that writes x (foldGemmBias()): added, and written back

@@ -247,7 +247,13 @@ std::string layerNormGrad(const void *x, const float *scale, const void *dy, con
 std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s);
 /// g = GELU(x) (tanh approximation with tanhApprox) over n contiguous values, float32 or (bf16) BF16
 /// on both sides, 16-byte aligned.
-std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s);
+/// With `amax`, also max |g| over the stored values into it (fp8.amax's result: zeroed first, a NaN
+/// made canonical), the amax of a gelu_amax fusion group.
+std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s,
+                 float *amax = nullptr);
+/// An amax (n floats) that kernels wrote as max |x| bits by atomicMax: any NaN becomes the
+/// canonical one, as amaxRows leaves it.
+std::string finishAmax(float *amax, int64_t n, cudaStream_t s);
 /// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
 /// summed in double): the second half of a column sum taken in per-block partials.
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);

@@ -260,7 +260,11 @@ std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float
   } else {
     amaxRowKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(x, type, rows, inner, bits);
   }
-  canonicalNanKernel<<<blocksFor(rows), 256, 0, s>>>(amax, rows);
+  return finishAmax(amax, rows, s);
+}
+
+std::string finishAmax(float *amax, int64_t n, cudaStream_t s) {
+  canonicalNanKernel<<<blocksFor(n), 256, 0, s>>>(amax, n);
   return check("amax");
 }
 

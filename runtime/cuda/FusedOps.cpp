@@ -613,6 +613,56 @@ void CudaExecutor::fuseCastSources() {
   }
 }
 
+/// The plan's gelu_amax groups (octet-fuse-gelu-amax): the GELU's pass also takes max |y| of what
+/// it stores into the amax's result, and the amax reads nothing. The pair runs as it is where the
+/// GELU runs otherwise (a folded bias, unaligned pointers), a program other than views runs
+/// between them, or the amax's result shares bytes with the GELU's operands (the arena may give
+/// it a buffer that dies at the GELU). check() runs the ops as they were.
+void CudaExecutor::fuseGeluAmax() {
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + bn && pb < pa + an;
+  };
+  std::map<int64_t, size_t> geluAt; // the plan's group -> the program of its GELU
+  for (size_t k = 0; k < program_.size(); ++k) {
+    int64_t group = planGroup(k, "gelu_amax");
+    if (group < 0)
+      continue;
+    if (geluSources_.count(program_[k].op)) {
+      geluAt[group] = k;
+      continue;
+    }
+    auto a = amaxes_.find(program_[k].op);
+    auto g = geluAt.find(group);
+    if (a == amaxes_.end() || g == geluAt.end()) {
+      ++fusions_["gelu amax not applied"];
+      continue;
+    }
+    const size_t gp = g->second;
+    geluAt.erase(g);
+    const GeluOp ge = geluSources_.at(program_[gp].op);
+    const void *x = ge.x;
+    void *y = devicePtr(ge.y);
+    const size_t bytes = size_t(ge.n) * (ge.bf16 ? 2 : 4);
+    bool between = false;
+    for (size_t j = gp + 1; j < k; ++j)
+      between = between || !quietView(j);
+    if (between || !program_[gp].parts.empty() || a->second.xp != y || a->second.n != ge.n ||
+        (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 ||
+        overlaps(a->second.out, sizeof(float), x, bytes) || overlaps(a->second.out, sizeof(float), y, bytes)) {
+      ++fusions_["gelu amax not applied"];
+      continue;
+    }
+    float *out = a->second.out;
+    const bool bf16 = ge.bf16, tanhApprox = ge.tanhApprox;
+    const int64_t n = ge.n;
+    replaceProgram(gp, [=](cudaStream_t s) { return dev::gelu(x, y, bf16, n, tanhApprox, s, out); });
+    replaceProgram(k, nothing);
+    ++fusions_["GELU takes its amax"];
+  }
+}
+
 /// The plan's delayed_scale_list groups (fp8.delayed_scale programs of one history length and setting
 /// that octet-sink-scale-updates put together at the step's end) each run as one delayedScaleList
 /// launch.

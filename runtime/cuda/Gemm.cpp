@@ -35,7 +35,7 @@ struct Gemm::Impl {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool, bool>; // ..., bias
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool, int>; // ..., bias: 0, BF16 1, float32 2
   std::map<Key, Plan> plans;
   std::string error;
 
@@ -63,9 +63,9 @@ struct Gemm::Impl {
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &Nop, sizeof Nop);
     int8_t fastAccum = fast ? 1 : 0;
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fastAccum, sizeof fastAccum);
-    if (bias) { // a BF16 bias, added in float32 before D is rounded to BF16
+    if (bias) { // a BF16 or float32 bias, added in float32 before D is rounded
       cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-      cudaDataType_t bt = CUDA_R_16BF;
+      cudaDataType_t bt = bias == 2 ? CUDA_R_32F : CUDA_R_16BF;
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
     }
@@ -107,12 +107,14 @@ Gemm::~Gemm() = default;
 size_t Gemm::workspaceBytes() { return kWorkspaceBytes; }
 
 std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
-                           bool biasBf16) {
+                           bool bias, bool biasF32) {
   if (!impl->error.empty())
     return impl->error;
-  if (biasBf16 && !dBf16)
+  if (bias && !biasF32 && !dBf16)
     return "a BF16 bias needs a BF16 result";
-  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, biasBf16};
+  if (bias && biasF32 && dBf16)
+    return "a float32 bias needs a float32 result";
+  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, bias ? (biasF32 ? 2 : 1) : 0};
   if (impl->plans.count(key))
     return "";
   Impl::Plan p;
@@ -124,7 +126,7 @@ std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb
 
 std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                       const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                      cudaStream_t stream, const void *biasBf16, bool accumulate) {
+                      cudaStream_t stream, const void *bias, bool accumulate, const void *C, bool biasF32) {
   if (!impl->error.empty())
     return impl->error;
   auto misaligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
@@ -132,9 +134,11 @@ std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format 
     return "FP8 GEMM operands and scale pointers must be 16-byte aligned (cuBLASLt)";
   if (fa == Format::E5M2 && fb == Format::E5M2)
     return "E5M2 x E5M2 is not supported by FP8 tensor cores; one operand must be E4M3";
-  if (biasBf16 && (!dBf16 || misaligned(biasBf16)))
-    return "a BF16 bias needs a BF16 result and a 16-byte aligned pointer";
-  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, biasBf16 != nullptr};
+  if (bias && (dBf16 == biasF32 || misaligned(bias)))
+    return "a bias needs a result of its type (BF16 or float32) and a 16-byte aligned pointer";
+  if (C && (!accumulate || misaligned(C)))
+    return "C is read with accumulate only, from a 16-byte aligned pointer";
+  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, bias ? (biasF32 ? 2 : 1) : 0};
   auto it = impl->plans.find(key);
   if (it == impl->plans.end()) {
     Impl::Plan p;
@@ -147,10 +151,10 @@ std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format 
   // Scale pointers are per call (they live in the FP8 state).
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv, sizeof bScaleInv);
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv, sizeof aScaleInv);
-  if (biasBf16)
-    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasBf16, sizeof biasBf16);
-  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; // accumulate: D = D + A x B (C is D)
-  return status(cublasLtMatmul(impl->handle, p.desc, &alpha, B, p.a, A, p.b, &beta, D, p.d, D, p.d, &p.algo,
+  if (bias)
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; // accumulate: D = C + A x B (C is D unless given)
+  return status(cublasLtMatmul(impl->handle, p.desc, &alpha, B, p.a, A, p.b, &beta, C ? C : D, p.d, D, p.d, &p.algo,
                                impl->workspace, kWorkspaceBytes, stream),
                 "cublasLtMatmul");
 }

@@ -584,13 +584,27 @@ __global__ void __launch_bounds__(256) biasGeluKernel(float4 *y, const float *bi
 
 /// g = GELU(x) over n contiguous float32 or BF16 values (T, both sides), 16 bytes a thread (x and g
 /// 16-byte aligned) and the tail one by one: the elementwise Gelu's arithmetic, at the copy's speed.
-template <typename T, bool Tanh> __global__ void __launch_bounds__(256) geluKernel(const T *x, T *g, int64_t n) {
+/// g = GELU(x); with amaxBits, also max |g| of the stored values (bits; NaN above Inf) into it by
+/// one atomicMax a block: the amax a dynamic-scaling cast of g needs, in the same pass.
+template <typename T, bool Tanh, bool Amax>
+__global__ void __launch_bounds__(256) geluKernel(const T *x, T *g, int64_t n, unsigned *amaxBits) {
   constexpr int kPer = 16 / sizeof(T);
-  auto f = [](T v) -> T {
+  unsigned m = 0;
+  auto f = [&](T v) -> T {
+    T r;
     if constexpr (sizeof(T) == 4)
-      return geluF(v, Tanh);
+      r = geluF(v, Tanh);
     else
-      return __float2bfloat16_rn(geluF(__bfloat162float(v), Tanh));
+      r = __float2bfloat16_rn(geluF(__bfloat162float(v), Tanh));
+    if constexpr (Amax) {
+      float back;
+      if constexpr (sizeof(T) == 4)
+        back = r;
+      else
+        back = __bfloat162float(r);
+      m = max(m, __float_as_uint(fabsf(back)));
+    }
+    return r;
   };
   int64_t chunks = n / kPer;
   GRID_LOOP(i, chunks) {
@@ -602,6 +616,11 @@ template <typename T, bool Tanh> __global__ void __launch_bounds__(256) geluKern
     reinterpret_cast<uint4 *>(g)[i] = u;
   }
   GRID_LOOP(j, n - chunks * kPer) { g[chunks * kPer + j] = f(x[chunks * kPer + j]); }
+  if constexpr (Amax) {
+    m = blockMaxBits(m);
+    if (threadIdx.x == 0)
+      atomicMax(amaxBits, m);
+  }
 }
 
 /// out[j] = sum over r < rows of partials[r * stride + j], j < n: blocks of 32 columns x 8 row
@@ -754,20 +773,29 @@ std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n
   return check("biasGelu");
 }
 
-std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s) {
+std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s, float *amax) {
   if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(g)) % 16)
     return "gelu: pointers must be 16-byte aligned";
-  if (n == 0)
-    return "";
-  int blocks = blocksFor(n / (bf16 ? 8 : 4) + 1);
-  auto launch = [&](auto t, auto tanh) {
-    using T = decltype(t);
-    geluKernel<T, decltype(tanh)::value><<<blocks, 256, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(g), n);
-  };
-  if (bf16)
-    tanhApprox ? launch(__nv_bfloat16(), std::true_type()) : launch(__nv_bfloat16(), std::false_type());
-  else
-    tanhApprox ? launch(float(), std::true_type()) : launch(float(), std::false_type());
+  if (amax)
+    cudaMemsetAsync(amax, 0, sizeof(float), s);
+  if (n > 0) {
+    int blocks = blocksFor(n / (bf16 ? 8 : 4) + 1);
+    auto *bits = reinterpret_cast<unsigned *>(amax);
+    auto launch = [&](auto t, auto tanh) {
+      using T = decltype(t);
+      constexpr bool Tanh = decltype(tanh)::value;
+      if (amax)
+        geluKernel<T, Tanh, true><<<blocks, 256, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(g), n, bits);
+      else
+        geluKernel<T, Tanh, false><<<blocks, 256, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(g), n, nullptr);
+    };
+    if (bf16)
+      tanhApprox ? launch(__nv_bfloat16(), std::true_type()) : launch(__nv_bfloat16(), std::false_type());
+    else
+      tanhApprox ? launch(float(), std::true_type()) : launch(float(), std::false_type());
+  }
+  if (amax)
+    return finishAmax(amax, 1, s);
   return check("gelu");
 }
 

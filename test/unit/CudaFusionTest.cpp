@@ -70,6 +70,8 @@ expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &
 /// The FP8 casts of one tensor in one pass that also computes the tensor (CudaOptions::castSources):
 ///   layernorm  LayerNormalization -> Reshape (a view) -> three casts of the view with their own scales
 ///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
+///   layernorm-qt  the same where the plan keeps only the transposed codes (a rematerialized cast);
+///   layernorm-wide  rows of 400 (a width that is no multiple of 64: partial column tiles);
 ///   gelu-bias  fp8.gemm with an FP32 bias -> Gelu (tanh) -> cast: foldGemmBias gives the GELU the bias,
 ///              and the cast adds it, writes the sum back (the GEMM's result is a plan output, as the
 ///              GELU's gradient reads it) and takes GELU of it;
@@ -79,15 +81,20 @@ expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &
 ///   shared     two casts of one input in a row (no producer);
 ///   kept       the LayerNorm's output is also a plan output: the casts share a read but the
 ///              LayerNorm still writes it.
-/// Every output is the same bits with the fusion on and off (graphs included); against the CPU,
-/// float outputs are within 1e-5 (1e-2 after the FP8 GEMM) and FP8 codes within one code (not
-/// after the GEMM); the runner reports the fusions it made.
+/// Every output is the same bits with the fusion on and off (graphs included; the LayerNorm's rows
+/// are pairs x, -x of multiples of 1/64, whose statistics are exact in any order of summation);
+/// against the CPU, float outputs are within
+/// 1e-5 (1e-2 after the FP8 GEMM) and FP8 codes within one code (not after the GEMM); the runner
+/// reports the fusions it made.
 TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
   REQUIRE_GPU();
   std::mt19937 rng(31);
-  const int64_t M = 256, N = 384;
-  for (std::string what : {"layernorm", "gelu-bias", "gelu", "gelu-bf16", "shared", "kept"}) {
+  const int64_t M = 256;
+  for (std::string what :
+       {"layernorm", "layernorm-qt", "layernorm-wide", "gelu-bias", "gelu", "gelu-bf16", "shared", "kept"}) {
     SCOPED_TRACE(what);
+    const bool norm = what.rfind("layernorm", 0) == 0 || what == "kept";
+    const int64_t N = what == "layernorm-wide" ? 400 : 384;
     Plan plan;
     std::map<std::string, TensorPtr> feed;
     auto input = [&](const std::string &name, Shape sh, float sd) {
@@ -102,8 +109,14 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     auto constant = [&](const std::string &name, float v) { return addScalar(plan, name, v); };
     int source = -1; // the value the casts read
     std::string expect;
-    if (what == "layernorm" || what == "kept") {
+    if (norm) {
       int x = input("x", {2, M / 2, N}, 2.0f), g = input("gamma", {N}, 1.0f), b = input("beta", {N}, 0.5f);
+      float *xv = feed["x"]->data<float>();
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c < N / 2; ++c) {
+          float v = std::round(xv[r * N + c] * 64.0f) / 64.0f;
+          xv[r * N + c] = v, xv[r * N + N - 1 - c] = -v;
+        }
       int y = addValue(plan, "y", {2, M / 2, N}), shape = addValue(plan, "shape", {2});
       auto st = std::make_shared<Tensor>(DType::I64, Shape{2});
       st->data<int64_t>()[0] = M, st->data<int64_t>()[1] = N;
@@ -153,14 +166,19 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       source = input("x", {M, N}, 3.0f);
       expect = "casts share a read";
     }
-    const int casts = what == "layernorm" || what == "kept" ? 3 : what == "shared" ? 2 : 1;
+    const int casts = norm ? 3 : what == "shared" ? 2 : 1;
     for (int c = 0; c < casts; ++c) {
       std::string n = std::to_string(c);
       int si = constant("si" + n, 0.004f * float(c + 1));
       int q = addValue(plan, "q" + n, {M, N}), a = addValue(plan, "amax" + n, {}), qt = addValue(plan, "qt" + n, {N, M});
       plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = c == 2 ? DType::F8E5M2 : DType::F8E4M3FN;
-      op("fp8.cast_amax", {source, si}, {q, a, qt});
-      plan.outputs.insert(plan.outputs.end(), {q, a, qt});
+      if (what == "layernorm-qt") {
+        op("fp8.cast_amax", {source, si}, {-1, a, qt});
+        plan.outputs.insert(plan.outputs.end(), {a, qt});
+      } else {
+        op("fp8.cast_amax", {source, si}, {q, a, qt});
+        plan.outputs.insert(plan.outputs.end(), {q, a, qt});
+      }
     }
     // The GEMM's tensor-core sums differ from the CPU's; otherwise its LayerNorm and GELU round alike.
     bool fromGemm = what == "gelu-bias";
@@ -169,6 +187,51 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     EXPECT_EQ(made[expect], 1);
     EXPECT_EQ(made["casts in fused passes"], casts);
     EXPECT_TRUE(cuda::fusions(*apart).empty());
+  }
+}
+
+/// A GELU and the per-tensor amax of its result, grouped as octet-fuse-gelu-amax writes them
+/// (gelu_amax): the GELU's pass takes the amax of what it stores, in float32 and BF16, over three
+/// runs (eager, captured, replayed: the amax is zeroed in the pass each time). The GELU's values
+/// are within 1e-6 of the CPU's (CUDA's tanhf against libm's; BF16 within one rounding), the amax is
+/// the max |g| of the GPU's own stored values bit for bit and near the CPU's. With an op between the pair
+/// ("apart"), the pair runs as it is and the runner says so.
+TEST(CudaExecutor, GeluAmaxMatchesTheSeparateOps) {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const int64_t M = 256, N = 520; // rows * cols not a multiple of 8: the kernel's tail too
+  for (std::string what : {"f32", "bf16", "apart"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    int x = addValue(plan, "x", {M, N}), g = addValue(plan, "g", {M, N}), a = addValue(plan, "amax", {});
+    int t = addValue(plan, "t", {M, N});
+    DType dt = what == "bf16" ? DType::BF16 : DType::F32;
+    plan.values[size_t(x)].dtype = plan.values[size_t(g)].dtype = plan.values[size_t(t)].dtype = dt;
+    PlanOp &gelu = addOp(plan, "Gelu", "gelu", {x}, {g});
+    gelu.attrs["approximate"].kind = Attr::String;
+    gelu.attrs["approximate"].s = "tanh";
+    if (what == "apart")
+      addOp(plan, "Tanh", "tanh", {x}, {t});
+    addOp(plan, "fp8.amax", "amax", {g}, {a});
+    groupOps(plan, {0, plan.ops.size() - 1}, "gelu_amax", 0);
+    plan.inputs = {x};
+    plan.outputs = {g, a};
+    if (what == "apart")
+      plan.outputs.push_back(t);
+    Tensor xv = randomTensor({M, N}, rng, 3.0f);
+    xv.data<float>()[M * N - 1] = -40.0f; // GELU near zero there; the largest |g| elsewhere
+    xv.data<float>()[M * N - 3] = 9.5f;   // the largest |g|, in the last vector's tail
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(xv.castTo(dt))}};
+    // BF16: a value whose tanhf differs in the last bit may round to the other neighbour.
+    auto gpu = expectOutputsMatchCpu(plan, feed, 3, what == "bf16" ? 1e-2 : 1e-6);
+    TensorPtr gv = gpu->value(g);
+    Tensor gf = gv->castTo(DType::F32);
+    float m = 0;
+    for (int64_t i = 0; i < gf.numel(); ++i)
+      m = std::max(m, std::fabs(gf.data<float>()[i]));
+    EXPECT_EQ(gpu->value(a)->data<float>()[0], m);
+    EXPECT_EQ(fusionCount(*gpu, "GELU takes its amax"), what == "apart" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*gpu, "gelu amax not applied"), what == "apart" ? 1 : 0);
   }
 }
 

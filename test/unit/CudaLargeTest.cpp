@@ -6,7 +6,7 @@
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
-// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows; the GELU and a
+// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows, and its FP8 cast; the GELU and a
 // generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
 // memory for the largest).
 //
@@ -225,26 +225,65 @@ TEST(CudaLarge, SoftmaxCrossEntropyPast32BitElements) {
   expectLargeOutputsMatch(plan, {{"scores", patterned({N, C}, N * C - 1)}, {"labels", labels}}, false, 1e-5);
 }
 
+/// LayerNormalization (epsilon 1e-5, last axis) of input x [rows, n] with inputs scale and b [n],
+/// writing y, mean and inv ([rows, 1]); the three are the plan's inputs.
+struct LayerNormValues {
+  int y, mean, inv;
+};
+LayerNormValues addLayerNorm(Plan &plan, int64_t rows, int64_t n) {
+  int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), b = addValue(plan, "b", {n});
+  LayerNormValues v{addValue(plan, "y", {rows, n}), addValue(plan, "mean", {rows, 1}), addValue(plan, "inv", {rows, 1})};
+  PlanOp &op = addOp(plan, "LayerNormalization", "ln", {x, sc, b}, {v.y, v.mean, v.inv});
+  op.attrs["axis"].i = -1;
+  op.attrs["epsilon"].kind = Attr::Float;
+  op.attrs["epsilon"].f = 1e-5f;
+  plan.inputs = {x, sc, b};
+  return v;
+}
+
 /// LayerNormalization over 2^21 + 64 rows of 1024 (more rows than a grid's y takes, 2^31 + 65536
 /// values), with its mean and inverse standard deviation.
 TEST(CudaLarge, LayerNormPast32BitElements) {
   REQUIRE_GPU_MEMORY(int64_t(24) << 30);
   const int64_t n = 1024, rows = kPast32 / n;
   Plan plan;
-  int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), b = addValue(plan, "b", {n});
-  int y = addValue(plan, "y", {rows, n}), mean = addValue(plan, "mean", {rows, 1}), inv = addValue(plan, "inv", {rows, 1});
-  PlanOp &op = addOp(plan, "LayerNormalization", "ln", {x, sc, b}, {y, mean, inv});
-  op.attrs["axis"].i = -1;
-  op.attrs["epsilon"].kind = Attr::Float;
-  op.attrs["epsilon"].f = 1e-5f;
-  plan.inputs = {x, sc, b};
-  plan.outputs = {y, mean, inv};
+  LayerNormValues v = addLayerNorm(plan, rows, n);
+  plan.outputs = {v.y, v.mean, v.inv};
   std::mt19937 rng(3);
   expectLargeOutputsMatch(plan,
                           {{"x", patterned({rows, n}, kPast32 - 1)},
                            {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
                            {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
                           false, 1e-6);
+}
+
+/// LayerNormalization over 2^20 + 32 rows of 2048 (2^31 + 65536 values) whose output only an FP8
+/// cast reads, with the transposed copy and without the codes (a rematerialized cast): the executor
+/// computes it in the cast's pass (the row statistics, then the tiles, past 65535 row tiles).
+/// Each row is patterned values v and their negations -v (a mean of 0 and squares of multiples of
+/// 1/512: statistics exact in any order of summation), so the transposed codes, amax, mean and
+/// inverse standard deviation are the CPU's bits.
+TEST(CudaLarge, LayerNormCastPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(16) << 30);
+  const int64_t n = 2048, rows = kPast32 / n;
+  Plan plan;
+  LayerNormValues v = addLayerNorm(plan, rows, n);
+  int si = addScalar(plan, "si", 0.02f), a = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {n, rows});
+  plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+  addOp(plan, "fp8.cast_amax", "cast", {v.y, si}, {-1, a, qt});
+  plan.outputs = {qt, a, v.mean, v.inv};
+  std::mt19937 rng(5);
+  TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
+  float *xv = xs->data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n / 2; ++c)
+      xv[r * n + n - 1 - c] = -xv[r * n + c];
+  auto gpu = expectLargeOutputsMatch(plan,
+                                     {{"x", xs},
+                                      {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                                      {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
+                                     true, 0.0);
+  EXPECT_EQ(fusionCount(*gpu, "cast computes LayerNorm"), 1);
 }
 
 /// The GELU (tanh form) and a generated Pointwise kernel (x * 0.5 + a broadcast row) over 2^31 +

@@ -157,10 +157,11 @@ TEST(CudaExecutor, CastColumnSumsShareBuffers) {
 
 
 /// octet-chunk-loss's weight gradient: fp8.gemm with `accumulate` (input 6) adds each chunk's
-/// product to the sum of the previous ones: d1 = A1 x B1 + c, d2 = A2 x B2 + d1. With the plan's
-/// memory giving each result its accumulator's bytes (in place, as the compiler plans it) and
-/// without (separate buffers), the GPU gives the CPU's sums, and the in-place plan's arena holds
-/// one [M, N] buffer.
+/// product to the sum of the previous ones: d1 = A1 x B1 + c, d2 = A2 x B2 + d1; the first with a
+/// float32 bias, as octet-fold-residual-adds makes a residual connection (x + Linear(h): C is x,
+/// which the GEMM reads where it lies, D elsewhere). With the plan's memory giving the second
+/// result its accumulator's bytes (in place, as the compiler plans it) and without (separate
+/// buffers), the GPU gives the CPU's sums, and the in-place plan's arena holds one [M, N] buffer.
 TEST(CudaExecutor, GemmAccumulateMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(41);
@@ -173,12 +174,12 @@ TEST(CudaExecutor, GemmAccumulateMatchesTheCpu) {
     for (int v : {a1, b1, a2, b2})
       plan.values[size_t(v)].dtype = v == b2 ? DType::F8E5M2 : DType::F8E4M3FN;
     int c = addValue(plan, "c", {M, N}), d1 = addValue(plan, "d1", {M, N}), d2 = addValue(plan, "d2", {M, N});
-    int sa = addScalar(plan, "sa", 0.03f), sb = addScalar(plan, "sb", 0.5f);
-    for (auto [d, a, b, acc] : {std::tuple{d1, a1, b1, c}, std::tuple{d2, a2, b2, d1}}) {
-      PlanOp &g = addOp(plan, "fp8.gemm", "gemm" + std::to_string(d), {a, b, sa, sb, -1, -1, acc}, {d});
+    int sa = addScalar(plan, "sa", 0.03f), sb = addScalar(plan, "sb", 0.5f), bias = addValue(plan, "bias", {N});
+    for (auto [d, a, b, acc, bi] : {std::tuple{d1, a1, b1, c, bias}, std::tuple{d2, a2, b2, d1, -1}}) {
+      PlanOp &g = addOp(plan, "fp8.gemm", "gemm" + std::to_string(d), {a, b, sa, sb, bi, -1, acc}, {d});
       g.attrs["transpose_b"].i = 1;
     }
-    plan.inputs = {a1, b1, a2, b2, c};
+    plan.inputs = {a1, b1, a2, b2, c, bias};
     plan.outputs = {d2};
     int64_t bytes = M * N * 4;
     plan.arenaAlignment = 256;
@@ -200,7 +201,8 @@ TEST(CudaExecutor, GemmAccumulateMatchesTheCpu) {
     e5->dtype = DType::F8E5M2;
     std::map<std::string, TensorPtr> feed = {{"a1", codes({M, K}, 0xF7u)}, {"b1", codes({N, K}, 0xF7u)},
                                              {"a2", codes({M, K}, 0xF7u)}, {"b2", e5},
-                                             {"c", std::make_shared<Tensor>(Tensor(DType::F32, {M, N}))}};
+                                             {"c", std::make_shared<Tensor>(Tensor(DType::F32, {M, N}))},
+                                             {"bias", std::make_shared<Tensor>(Tensor(DType::F32, {N}))}};
     // C as large as the products (their largest with C = 0), so a sum without it would be far off.
     Executor products(plan);
     products.run(feed, false);
@@ -209,6 +211,7 @@ TEST(CudaExecutor, GemmAccumulateMatchesTheCpu) {
     for (int64_t i = 0; i < p.numel(); ++i)
       big = std::max(big, std::fabs(p.data<float>()[i]));
     feed["c"] = std::make_shared<Tensor>(randomTensor({M, N}, rng, big));
+    feed["bias"] = std::make_shared<Tensor>(randomTensor({N}, rng, big));
     auto gpu = expectOutputsMatchCpu(plan, feed, 3, 1e-3); // FP8 tensor cores' accumulation
     EXPECT_GT(maxRelError(*gpu->value(d2), p), 0.1);
     EXPECT_EQ(cuda::deviceMemory(*gpu)["arena"], size_t(plan.arenaBytes));

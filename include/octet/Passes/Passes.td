@@ -548,6 +548,36 @@ def FuseCastColumnSums : Pass<"octet-fuse-cast-column-sums", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def FuseGeluAmax : Pass<"octet-fuse-gelu-amax", "mlir::ModuleOp"> {
+  let summary = "Take a GELU's per-tensor amax in the GELU's own pass";
+  let description = [{
+    An fp8.amax over the whole tensor (dynamic scaling: `ao`, MS-AMP) of an
+    onnx.Gelu's result, the MLP's second Linear's input, becomes a fusion
+    group with the GELU (kind "gelu_amax", `octet.fusion` and
+    `octet.fusion_group`, which the plan keeps as the ops' `fusion` and
+    `fusion_group`): a backend takes max |y| of the values the GELU stores as
+    it stores them, instead of reading them again. One amax per GELU; ops
+    already in a group are left alone. fp8-opt runs it when writing a plan
+    (`--fuse-gelu-amax`).
+  }];
+}
+
+def FoldResidualAdds : Pass<"octet-fold-residual-adds", "mlir::ModuleOp"> {
+  let summary = "Fold a residual Add into the FP8 GEMM that computes its other term";
+  let description = [{
+    An onnx.Add of float32 x and the float32 result of an fp8.gemm (through
+    one Reshape at most; the Add its only reader, x of the Add's type, the
+    GEMM's scales per tensor, no amax or FP8 output) becomes the GEMM with
+    `accumulate` x: D = x + (the scaled product + bias), the sum cuBLASLt's
+    epilogue forms with beta = 1, reshaped back to the Add's shape. The Add's
+    read of both tensors and its write go; the CPU reference computes the same
+    bits. The folded GEMM carries `octet.residual_add` (fp8-opt --report counts
+    them). fp8-opt runs it when writing a plan with `--fold-residual-adds` (off
+    by default: slower on the H100 for the GPT's biased, float32 residual).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
+}
+
 def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
   let summary = "Store activations in BF16 where every reader can take it (the compiler's autocast)";
   let description = [{

@@ -306,8 +306,8 @@ func.func @gemm_accumulate_type(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E
 
 // -----
 
-func.func @gemm_accumulate_bias(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %c: tensor<16x32xf32>, %bias: tensor<32xf32>) -> tensor<16x32xf32> {
-  // expected-error @+1 {{accumulate takes neither a bias nor with_amax}}
-  %d = fp8.gemm %a, %b, %s, %s bias %bias accumulate %c : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+func.func @gemm_accumulate_amax(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>, %s: tensor<f32>, %c: tensor<16x32xf32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{accumulate takes neither with_amax nor d_scale}}
+  %d, %m = fp8.gemm %a, %b, %s, %s accumulate %c {with_amax = true} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<16x32xf32>) -> (tensor<16x32xf32>, tensor<f32>)
   return %d : tensor<16x32xf32>
 }

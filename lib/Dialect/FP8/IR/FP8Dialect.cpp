@@ -179,8 +179,8 @@ LogicalResult GemmOp::verify() {
     if (c.getType() != getD().getType() || !ed.isF32())
       return emitOpError() << "accumulate must have the float32 result's type " << getD().getType() << ", got "
                            << c.getType();
-    if (getWithAmax() || getBias())
-      return emitOpError("accumulate takes neither a bias nor with_amax");
+    if (getWithAmax() || getDScale())
+      return emitOpError("accumulate takes neither with_amax nor d_scale");
   }
   // Scales: per tensor, or rowwise ([M, 1] for a 2-D A; [N, 1] for B as [N, K]).
   auto perRow = [](Value s, RankedTensorType x) {

@@ -119,14 +119,16 @@ class Gemm {
 public:
   Gemm();
   ~Gemm();
-  /// `biasBf16` (with dBf16 only): N bfloat16 values added to every row of D in cuBLASLt's
-  /// epilogue, in float32 before D is rounded.
+  /// `bias`: N values of D's type (bfloat16 with dBf16, float32 with biasF32 and a float32 D)
+  /// added to every row of D in cuBLASLt's epilogue, in float32 before D is rounded. accumulate:
+  /// D = C + the product (beta = 1), C float32 of D's shape, D itself where C is null.
   std::string run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
                   const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                  cudaStream_t stream = nullptr, const void *biasBf16 = nullptr, bool accumulate = false);
+                  cudaStream_t stream = nullptr, const void *bias = nullptr, bool accumulate = false,
+                  const void *C = nullptr, bool biasF32 = false);
   /// Whether cuBLASLt has an algorithm for this GEMM (what run() would use; "" or why not).
   std::string supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
-                       bool biasBf16);
+                       bool bias, bool biasF32 = false);
   /// The device bytes of cuBLASLt's workspace this object holds.
   static size_t workspaceBytes();
 

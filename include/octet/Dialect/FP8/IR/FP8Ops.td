@@ -200,9 +200,10 @@ def FP8_GemmOp : FP8_Op<"gemm", [AttrSizedOperandSegments]> {
     `d_scale`; `with_amax` adds the amax of D (before any output scaling)
     as a second result. `accumulation` is `fast` (fprop) or `split`
     (dgrad/wgrad: periodic promotion to FP32). With `accumulate` C (float32,
-    D's type), D = C + the scaled product, summed in float32 (cuBLASLt's
-    beta = 1): a weight gradient added up over chunks of tokens
-    (octet-chunk-loss) writes over its previous partial sum.
+    D's type), D = C + (the scaled product + bias), summed in float32
+    (cuBLASLt's beta = 1): a weight gradient added up over chunks of tokens
+    (octet-chunk-loss) writes over its previous partial sum, and a residual
+    Add takes the GEMM's result (octet-fold-residual-adds).
     Example:
     `%d = fp8.gemm %a, %b, %sa, %sb {accumulation = #fp8.accumulation<fast>} : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xbf16>`
   }];
