@@ -11,6 +11,14 @@
 
 namespace octet::rt::cuda::detail {
 
+namespace {
+/// Whether bytes [a, a + an) and [b, b + bn) share one.
+bool bytesOverlap(const void *a, size_t an, const void *b, size_t bn) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + bn && pb < pa + an;
+}
+} // namespace
+
 /// The plan's fusion groups of `kind` (octet-fuse-runs) run as one launch each (`build`); the
 /// executor checks that each member compiled to the kernel the launch takes (`infos`) with the
 /// first member's setting (`same`) and reads no other member's result, else the group runs as
@@ -159,10 +167,6 @@ void CudaExecutor::fusePointwiseChains() {
 /// x * 1/rms * gamma before the Q, K and V projections' casts). The arithmetic is the program's and
 /// the casts', in their order: the same bits. check() runs the ops as they were.
 void CudaExecutor::fuseCastPointwise() {
-  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
-    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + bn && pb < pa + an;
-  };
   Step nothing = [](cudaStream_t) { return std::string(); };
   for (size_t k = 0; k < program_.size(); ++k) {
     size_t op = program_[k].op;
@@ -220,10 +224,10 @@ void CudaExecutor::fuseCastPointwise() {
           int64_t reach = 0;
           for (int d = 0; d < a.shape.rank; ++d)
             reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
-          clash = clash || overlaps(w, wn, a.in[j], size_t(reach + 1) * dev::pwSize(a.inType[j]));
+          clash = clash || bytesOverlap(w, wn, a.in[j], size_t(reach + 1) * dev::pwSize(a.inType[j]));
         }
         if (q + 1 < chain.args.size() && chain.store[q])
-          clash = clash || overlaps(w, wn, a.out, size_t(a.n) * dev::pwSize(a.outType));
+          clash = clash || bytesOverlap(w, wn, a.out, size_t(a.n) * dev::pwSize(a.outType));
       }
     }
     cuda::tile::Targets tg;
@@ -571,13 +575,9 @@ void CudaExecutor::fuseCastSources() {
     // The source's bytes are read (and with a folded bias written) in the pass that writes the
     // codes: where the arena gave a target bytes of a source that died at its producer, no fusion.
     const size_t elems = size_t(c0.rows * c0.cols), srcBytes = elems * (c0.it == cuda::InType::F32 ? 4 : 2);
-    auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
-      auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-      return pa < pb + bn && pb < pa + an;
-    };
     if (std::any_of(targets.begin(), targets.end(), [&](const cuda::CastTarget &t) {
-          return overlaps(t.q, elems, src.x, srcBytes) || overlaps(t.qt, elems, src.x, srcBytes) ||
-                 overlaps(t.amax, sizeof(float), src.x, srcBytes);
+          return bytesOverlap(t.q, elems, src.x, srcBytes) || bytesOverlap(t.qt, elems, src.x, srcBytes) ||
+                 bytesOverlap(t.amax, sizeof(float), src.x, srcBytes);
         }))
       continue;
     Step stats; // the LayerNorm's rows' statistics, which the pass applies
@@ -620,10 +620,6 @@ void CudaExecutor::fuseCastSources() {
 /// it a buffer that dies at the GELU). check() runs the ops as they were.
 void CudaExecutor::fuseGeluAmax() {
   Step nothing = [](cudaStream_t) { return std::string(); };
-  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
-    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + bn && pb < pa + an;
-  };
   std::map<int64_t, size_t> geluAt; // the plan's group -> the program of its GELU
   for (size_t k = 0; k < program_.size(); ++k) {
     int64_t group = planGroup(k, "gelu_amax");
@@ -650,7 +646,7 @@ void CudaExecutor::fuseGeluAmax() {
       between = between || !quietView(j);
     if (between || !program_[gp].parts.empty() || a->second.xp != y || a->second.n != ge.n ||
         (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 ||
-        overlaps(a->second.out, sizeof(float), x, bytes) || overlaps(a->second.out, sizeof(float), y, bytes)) {
+        bytesOverlap(a->second.out, sizeof(float), x, bytes) || bytesOverlap(a->second.out, sizeof(float), y, bytes)) {
       ++fusions_["gelu amax not applied"];
       continue;
     }
