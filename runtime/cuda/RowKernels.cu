@@ -584,8 +584,8 @@ __global__ void __launch_bounds__(256) biasGeluKernel(float4 *y, const float *bi
 
 /// g = GELU(x) over n contiguous float32 or BF16 values (T, both sides), 16 bytes a thread (x and g
 /// 16-byte aligned) and the tail one by one: the elementwise Gelu's arithmetic, at the copy's speed.
-/// g = GELU(x); with amaxBits, also max |g| of the stored values (bits; NaN above Inf) into it by
-/// one atomicMax a block: the amax a dynamic-scaling cast of g needs, in the same pass.
+/// With Amax, also max |g| of the stored values (bits; NaN above Inf) into amaxBits by one atomicMax
+/// a block: the amax a dynamic-scaling cast of g needs, in the same pass (a gelu_amax group).
 template <typename T, bool Tanh, bool Amax>
 __global__ void __launch_bounds__(256) geluKernel(const T *x, T *g, int64_t n, unsigned *amaxBits) {
   constexpr int kPer = 16 / sizeof(T);
