@@ -241,10 +241,19 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     for (Value s2 : squares)
       sumsq = sumsq ? g.add(sumsq, s2) : s2;
     Value gnorm = g.unary("Sqrt", sumsq);
+    // MS-AMP O2/O3 moments of an FP8 weight updated by one fp8.adam_step (fuse-msamp-adam): it
+    // takes the unclipped gradient and the clipping coefficient (Adam's L2 term, which needs the
+    // float32 weight in the gradient, keeps the ops).
+    auto fusedStep = [&](const Param &p) {
+      return fuseMsampAdam && p.fp8Weight && (msampLevel == "O2" || msampLevel == "O3") && optimizer != "sgd" &&
+             !(optimizer == "adam" && weightDecay > 0);
+    };
+    Value clipCoef;
     if (clipGradNorm > 0) { // PyTorch: coef = min(1, max_norm / (norm + 1e-6))
-      Value coef = g.binary("Min", c(1.0), g.div(c(clipGradNorm), g.add(gnorm, c(1e-6))), scalarF32);
+      clipCoef = g.binary("Min", c(1.0), g.div(c(clipGradNorm), g.add(gnorm, c(1e-6))), scalarF32);
       for (Param &p : params)
-        p.grad = g.mul(p.grad, coef);
+        if (!fusedStep(p))
+          p.grad = g.mul(p.grad, clipCoef);
     }
 
     Value bc1, bc2sqrt;
@@ -282,6 +291,30 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         }
         next = g.sub(w, g.mul(upd, lrNow));
       } else {
+        if (fusedStep(p)) {
+          auto t8 = RankedTensorType::get(pt.getShape(), b.getFloat8E4M3FNType());
+          auto t16 = RankedTensorType::get(pt.getShape(), b.getF16Type());
+          Value m8 = state(name + ".exp_avg", zerosOf(t8), "optimizer");
+          Value ms = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), "optimizer");
+          Value vs = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          Value decay = optimizer == "adamw" && weightDecay > 0 ? g.sub(c(1.0), g.mul(lrNow, c(weightDecay))) : c(1.0);
+          auto f = [&](StringRef n, double v) { return b.getNamedAttr(n, b.getF32FloatAttr(float(v))); };
+          Value wt = p.init.getResult();
+          auto step = b.create<fp8::AdamStepOp>(
+              loc, TypeRange{wt.getType(), t8, scalarF32, t16, scalarF32},
+              ValueRange{wt, grad, m8, ms, v16, vs, clipCoef ? clipCoef : c(1.0), decay, g.div(lrNow, bc1), bc2sqrt},
+              ArrayRef<NamedAttribute>{f("beta1", beta1), f("one_minus_beta1", 1.0 - beta1), f("beta2", beta2),
+                                       f("one_minus_beta2", 1.0 - beta2), f("eps", eps)});
+          updates.push_back({name + ".exp_avg", step.getNewExpAvg()});
+          updates.push_back({name + ".exp_avg.scale_inv", step.getNewExpAvgScaleInv()});
+          updates.push_back({name + ".exp_avg_sq.scale_inv", step.getNewExpAvgSqScaleInv()});
+          updates.push_back({name + ".exp_avg_sq", step.getNewExpAvgSq()});
+          p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
+          setRole(p.init.getResult(), msampLevel == "O3" ? "master_weight" : "weight");
+          updates.push_back({name, step.getNewWeight()});
+          continue;
+        }
         if (optimizer == "adam" && weightDecay > 0)
           grad = g.add(grad, g.mul(w, c(weightDecay)));
         if (optimizer == "adamw" && weightDecay > 0)
@@ -312,12 +345,15 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           updates.push_back({name + ".exp_avg.scale_inv", si});
           // The second moment (g^2 / (1 - beta2), often below FP16's smallest
           // subnormal) is held as FP16 with its own power-of-2 scale: the
-          // largest element lands in [2^13, 2^15) (Log rounding may add one).
+          // largest element lands in [2^13, 2^15) (Log rounding may add one; fp8.adam_step
+          // takes the exact floor(log2), [2^13, 2^14)).
           Value amax = b.create<fp8::AmaxOp>(loc, scalarF32, v2, b.getBoolAttr(false));
           Value e = g.unary("Floor", g.div(g.unary("Log", amax), c(std::log(2.0))));
           Value vsi = g.binary("Pow", c(2.0), g.sub(e, c(13.0)), scalarF32);
           auto cond = RankedTensorType::get({}, b.getI1Type());
           Value ok = g.ox.op("Greater", cond, {amax, c(0.0)});
+          // At least 2^-126: a smaller power of two would underflow (fp8.adam_step's rule too).
+          vsi = g.binary("Max", vsi, c(std::ldexp(1.0, -126)), scalarF32);
           vsi = g.ox.op("Where", scalarF32, {ok, vsi, c(1.0)});
           updates.push_back({name + ".exp_avg_sq.scale_inv", vsi});
           updates.push_back({name + ".exp_avg_sq",

@@ -263,6 +263,17 @@ int octet::fp8OptMain(int argc, char **argv) {
                "group a backend computes in the GELU's pass (default on; --fuse-gelu-amax=false reads the GELU's "
                "output again for the amax)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> foldWideningCasts(
+      "fold-widening-casts",
+      cl::desc("Plans: FP8 casts and amaxes of a float32 Cast of an FP16/BF16 tensor read the narrow tensor "
+               "(exact; MS-AMP's FP16 weights) instead of a float32 copy (default on)"),
+      cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseMsampAdam(
+      "fuse-msamp-adam",
+      cl::desc("Plans, msamp O2/O3: each FP8 weight's Adam/AdamW update (FP8 first and FP16 second moment, FP16 "
+               "weight) is one fp8.adam_step a backend runs in two reads of the state (default on; "
+               "--fuse-msamp-adam=false keeps the float32 ops)"),
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseCastColumnSums(
       "fuse-cast-column-sums",
       cl::desc("Plans: a Linear's bias gradient (a column sum of dY) pairs with the FP8 cast of dY that writes its "
@@ -632,6 +643,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         o += " msamp-level=" + storageLevel;
       if (!keepGradients)
         o += " keep-gradients=false";
+      if (plan && fuseMsampAdam && (storageLevel == "O2" || storageLevel == "O3"))
+        o += " fuse-msamp-adam=true";
       if (dataParallelOn)
         p += std::string(",octet-data-parallel{fp8-gradients=") +
              ((storageLevel == "O1" || storageLevel == "O2") && fp8AllReduce ? "true" : "false") +
@@ -783,6 +796,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       }
       if (out == Emit::Plan && foldResidualAdds)
         pm.addPass(createFoldResidualAdds());
+      if (out == Emit::Plan && foldWideningCasts)
+        pm.addPass(createFoldWideningCasts());
       if (out == Emit::Plan && fusePointwiseChains)
         pm.addPass(createFusePointwiseChains());
       if (out == Emit::Plan && fuseRuns)

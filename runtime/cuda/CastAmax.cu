@@ -27,6 +27,7 @@ namespace {
 template <typename T> __device__ float toFloat(T v);
 template <> __device__ float toFloat<float>(float v) { return v; }
 template <> __device__ float toFloat<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <> __device__ float toFloat<__half>(__half v) { return __half2float(v); }
 
 template <__nv_fp8_interpretation_t F> __device__ uint8_t encode(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F);
@@ -197,6 +198,12 @@ std::string castAmax(const void *x, InType t, size_t n, const float *scaleInv, F
       castAmaxKernel<float, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
     else
       castAmaxKernel<float, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
+  } else if (t == InType::F16) {
+    auto *xp = static_cast<const __half *>(x);
+    if (f == Format::E4M3)
+      castAmaxKernel<__half, __NV_E4M3><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
+    else
+      castAmaxKernel<__half, __NV_E5M2><<<blocks, threads, 0, stream>>>(xp, n, scaleInv, q, bits, slot);
   } else {
     auto *xp = static_cast<const __nv_bfloat16 *>(x);
     if (f == Format::E4M3)
@@ -271,6 +278,9 @@ std::string castTransposeMany(const CastSource &src, int64_t rows, int64_t cols,
   case CastSource::Plain:
     if (src.type == InType::F32) {
       PlainSrc<float> s{static_cast<const float *>(src.x)};
+      colPartials ? launch(s, Sums()) : launch(s, NoSums());
+    } else if (src.type == InType::F16) {
+      PlainSrc<__half> s{static_cast<const __half *>(src.x)};
       colPartials ? launch(s, Sums()) : launch(s, NoSums());
     } else {
       PlainSrc<__nv_bfloat16> s{static_cast<const __nv_bfloat16 *>(src.x)};

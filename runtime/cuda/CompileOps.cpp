@@ -731,9 +731,9 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       bool sat = attrInt(op, "saturate", 1) != 0;
       // Per tensor from float32 or BF16 (current scaling's casts): the one-pass cast + amax kernel,
       // its amax unread.
-      if (rows == 1 && sat && (DType(xt) == DType::F32 || DType(xt) == DType::BF16) &&
+      if (rows == 1 && sat && (DType(xt) == DType::F32 || DType(xt) == DType::BF16 || DType(xt) == DType::F16) &&
           reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(o) % 8 == 0) {
-        cuda::InType it = DType(xt) == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+        cuda::InType it = inTypeOf(DType(xt));
         cuda::Format f = DType(ot) == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
         float *amax = discardAmax();
         unsigned *slot = amaxSlot();
@@ -776,8 +776,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     auto *amax = op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : discardAmax();
     bool sat = attrInt(op, "saturate", 1) != 0;
     auto aligned = [](const void *p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
-    bool wide = sat && (xt == DType::F32 || xt == DType::BF16);
-    cuda::InType it = xt == DType::F32 ? cuda::InType::F32 : cuda::InType::BF16;
+    bool wide = sat && (xt == DType::F32 || xt == DType::BF16 || xt == DType::F16);
+    cuda::InType it = inTypeOf(xt);
     cuda::Format f = ot == DType::F8E4M3FN ? cuda::Format::E4M3 : cuda::Format::E5M2;
     // The one-pass kernels (CastAmax.cu) meet in a slot of their own and the last block writes the
     // amax, so it needs no memset.
@@ -836,6 +836,49 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     bool pow2 = attrInt(op, "power_of_two", 0);
     auto *sc = static_cast<float *>(outPtr(0)), *si = static_cast<float *>(outPtr(1));
     out.push_back([=](cudaStream_t s) { return dev::dynamicScale(a, n, fmax, eps, pow2, sc, si, s); });
+    return;
+  }
+  if (t == "fp8.adam_step") {
+    for (int id : op.outputs)
+      if (id < 0)
+        fail(op, "every result (weight, exp_avg and exp_avg_sq with their scale_invs) must be used");
+    cuda::AdamStepArgs a;
+    a.n = numElements(shapeOf(op.inputs[0]));
+    DType wt = typeOf(op.inputs[0]);
+    if ((wt != DType::F16 && wt != DType::F32) || typeOf(op.inputs[1]) != DType::F32 ||
+        typeOf(op.inputs[2]) != DType::F8E4M3FN || typeOf(op.inputs[4]) != DType::F16)
+      fail(op, "weight (float16/float32), grad (float32), exp_avg (E4M3) and exp_avg_sq (float16) expected");
+    for (int i : {1, 2, 4})
+      if (numElements(shapeOf(op.inputs[size_t(i)])) != a.n)
+        fail(op, "grad, exp_avg and exp_avg_sq must have the weight's size");
+    for (int i = 3; i < 10; ++i)
+      if (i != 4 && (typeOf(op.inputs[size_t(i)]) != DType::F32 || numElements(shapeOf(op.inputs[size_t(i)])) != 1))
+        fail(op, "operand " + std::to_string(i) + " must be a float32 scalar");
+    auto in = [&](int i) { return devicePtr(op.inputs[size_t(i)]); };
+    auto f = [&](int i) { return static_cast<const float *>(in(i)); };
+    a.weight = in(0);
+    a.weightF16 = wt == DType::F16;
+    a.grad = f(1);
+    a.expAvg = static_cast<const uint8_t *>(in(2));
+    a.expAvgScaleInv = f(3);
+    a.expAvgSq = static_cast<const uint16_t *>(in(4));
+    a.expAvgSqScaleInv = f(5);
+    a.gradScale = f(6);
+    a.decay = f(7);
+    a.stepSize = f(8);
+    a.bc2Sqrt = f(9);
+    a.beta1 = float(attrFloat(op, "beta1", 0.9));
+    a.oneMinusBeta1 = float(attrFloat(op, "one_minus_beta1", 0.1));
+    a.beta2 = float(attrFloat(op, "beta2", 0.999));
+    a.oneMinusBeta2 = float(attrFloat(op, "one_minus_beta2", 0.001));
+    a.eps = float(attrFloat(op, "eps", 1e-8));
+    a.newWeight = outPtr(0);
+    a.newExpAvg = static_cast<uint8_t *>(outPtr(1));
+    a.newExpAvgScaleInv = static_cast<float *>(outPtr(2));
+    a.newExpAvgSq = static_cast<uint16_t *>(outPtr(3));
+    a.newExpAvgSqScaleInv = static_cast<float *>(outPtr(4));
+    a.scratch = alloc(16, "fp8.adam_step amaxes");
+    out.push_back([a](cudaStream_t s) { return cuda::adamStep(a, s); });
     return;
   }
   if (t == "fp8.delayed_scale") {

@@ -42,6 +42,10 @@ inline void cudaCheck(cudaError_t e, const char *what) {
     throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
 
+/// The cast kernels' source type for a float32, BF16 or FP16 tensor.
+inline cuda::InType inTypeOf(DType t) {
+  return t == DType::F32 ? cuda::InType::F32 : t == DType::F16 ? cuda::InType::F16 : cuda::InType::BF16;
+}
 inline bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 
 inline dev::Dims dimsOf(const Shape &s) {

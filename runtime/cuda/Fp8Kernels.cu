@@ -96,7 +96,7 @@ __global__ void amaxAllKernel(const void *x, int type, int64_t n, unsigned *out)
     atomicMax(out, m);
 }
 
-/// amaxAllKernel over float32 or BF16 (T) with 16-byte loads (x 16-byte aligned): each block
+/// amaxAllKernel over float32, BF16 or FP16 (T) with 16-byte loads (x 16-byte aligned): each block
 /// reduces its threads' maxima and publishes one atomicMax.
 template <typename T> __global__ void amaxVecKernel(const T *x, int64_t n, unsigned *out) {
   constexpr int kPer = 16 / sizeof(T);
@@ -110,6 +110,8 @@ template <typename T> __global__ void amaxVecKernel(const T *x, int64_t n, unsig
       float f;
       if constexpr (sizeof(T) == 4)
         f = e[k];
+      else if constexpr (std::is_same_v<T, __half>)
+        f = __half2float(e[k]);
       else
         f = __bfloat162float(e[k]);
       m = max(m, absBits(f));
@@ -126,6 +128,8 @@ template <typename T> __global__ void amaxVecKernel(const T *x, int64_t n, unsig
   for (int64_t j = chunks * kPer + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += stride) {
     if constexpr (sizeof(T) == 4)
       m = max(m, absBits(x[j]));
+    else if constexpr (std::is_same_v<T, __half>)
+      m = max(m, absBits(__half2float(x[j])));
     else
       m = max(m, absBits(__bfloat162float(x[j])));
   }
@@ -249,10 +253,12 @@ std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (rows == 1) {
     cudaMemsetAsync(amax, 0, sizeof(float), s);
-    bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (type == F32 || type == BF16);
+    bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && (type == F32 || type == BF16 || type == F16);
     int blocks = std::min(blocksFor(inner), 132 * 8);
     if (inner > 0 && vec && type == F32)
       amaxVecKernel<float><<<blocks, 256, 0, s>>>(static_cast<const float *>(x), inner, bits);
+    else if (inner > 0 && vec && type == F16)
+      amaxVecKernel<__half><<<blocks, 256, 0, s>>>(static_cast<const __half *>(x), inner, bits);
     else if (inner > 0 && vec)
       amaxVecKernel<__nv_bfloat16><<<blocks, 256, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), inner, bits);
     else if (inner > 0)

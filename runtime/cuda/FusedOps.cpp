@@ -204,7 +204,8 @@ void CudaExecutor::fuseCastPointwise() {
     for (size_t q = 1; q < chain.args.size(); ++q)
       lastOp = program_[p].parts[q].op;
     int y = plan_.ops[lastOp].outputs[0];
-    bool sameType = (last.outType == dev::PwType::BF16) == (c.it == cuda::InType::BF16);
+    bool sameType = (last.outType == dev::PwType::BF16 && c.it == cuda::InType::BF16) ||
+                    (last.outType == dev::PwType::F32 && c.it == cuda::InType::F32);
     if (last.out != c.xp || devicePtr(y) != c.xp || !sameType || !onlyReadBy(y, readers))
       continue;
     // The pass reads the programs' inputs while it writes the codes: no target may share their

@@ -8,6 +8,9 @@
 // every block walks every tensor), the update octet-optimizer builds from
 // onnx ops, with the same float operations in the same order (no FMA
 // contraction), so it equals the CPU reference bit for bit.
+// adamStep: fp8.adam_step (MS-AMP O2's FP8 first and FP16 second moment): a
+// pass for the new moments' amaxes, then a pass that scales, stores and
+// updates, eight elements a thread with vector accesses where aligned.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
@@ -91,6 +94,154 @@ __global__ void adamwKernel(int T, float *const *__restrict__ params, const floa
   }
 }
 
+/// What the two passes of adamStep share: amax bits of m2 and v2, and the old scale_invs (the
+/// update may write the new ones over them while other blocks still read).
+struct AdamScratch {
+  unsigned amaxM, amaxV;
+  float oldMs, oldVs;
+};
+
+struct Moments {
+  float m2, v2;
+};
+
+__device__ __forceinline__ Moments adamMoments(const AdamStepArgs &a, float gs, float g, uint8_t m, uint16_t v,
+                                              float ms, float vs) {
+  float gi = __fmul_rn(g, gs);
+  float m0 = __fmul_rn(dev::decodeFp8(m, dev::E4M3), ms);
+  float v0 = __fmul_rn(__half2float(__ushort_as_half(v)), vs);
+  return {__fadd_rn(__fmul_rn(m0, a.beta1), __fmul_rn(gi, a.oneMinusBeta1)),
+          __fadd_rn(__fmul_rn(v0, a.beta2), __fmul_rn(__fmul_rn(gi, gi), a.oneMinusBeta2))};
+}
+
+/// 8 consecutive elements from i (vector loads: 32 bytes of grad, 8 of codes, 16 of FP16).
+struct Eight {
+  float g[8];
+  uint8_t m[8];
+  uint16_t v[8];
+};
+__device__ __forceinline__ void loadEight(const AdamStepArgs &a, int64_t i, Eight &e) {
+  *reinterpret_cast<float4 *>(e.g) = *reinterpret_cast<const float4 *>(a.grad + i);
+  *reinterpret_cast<float4 *>(e.g + 4) = *reinterpret_cast<const float4 *>(a.grad + i + 4);
+  *reinterpret_cast<uint2 *>(e.m) = *reinterpret_cast<const uint2 *>(a.expAvg + i);
+  *reinterpret_cast<uint4 *>(e.v) = *reinterpret_cast<const uint4 *>(a.expAvgSq + i);
+}
+
+template <bool Vec> __global__ void __launch_bounds__(256) adamAmaxKernel(AdamStepArgs a) {
+  auto *sc = static_cast<AdamScratch *>(a.scratch);
+  float ms = *a.expAvgScaleInv, vs = *a.expAvgSqScaleInv, gs = *a.gradScale;
+  unsigned bm = 0, bv = 0;
+  auto take = [&](Moments r) {
+    bm = max(bm, __float_as_uint(fabsf(r.m2)));
+    bv = max(bv, __float_as_uint(fabsf(r.v2)));
+  };
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t chunks = Vec ? a.n / 8 : 0;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
+    Eight e;
+    loadEight(a, c * 8, e);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      take(adamMoments(a, gs, e.g[k], e.m[k], e.v[k], ms, vs));
+  }
+  for (int64_t i = chunks * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride)
+    take(adamMoments(a, gs, a.grad[i], a.expAvg[i], a.expAvgSq[i], ms, vs));
+  bm = dev::blockMaxBits(bm);
+  bv = dev::blockMaxBits(bv);
+  if (threadIdx.x == 0) {
+    atomicMax(&sc->amaxM, bm);
+    atomicMax(&sc->amaxV, bv);
+    if (blockIdx.x == 0) {
+      sc->oldMs = ms;
+      sc->oldVs = vs;
+    }
+  }
+}
+
+struct NewScales {
+  float ms, vs;
+};
+/// fp8.dynamic_scale (E4M3, power of two, eps 1e-12) of amax(m2); 2^(floor(log2 amax(v2)) - 13).
+__device__ __forceinline__ NewScales adamScales(const AdamScratch &sc) {
+  float am = __uint_as_float(sc.amaxM), av = __uint_as_float(sc.amaxV);
+  float s = __fdiv_rn(448.0f, am < 1e-12f ? 1e-12f : am);
+  if (isfinite(s) && s > 0.0f)
+    s = ldexpf(1.0f, ilogbf(s));
+  float vsi = 1.0f;
+  if (av > 0.0f)
+    vsi = isinf(av) ? av : ldexpf(1.0f, max(ilogbf(av) - 13, -126));
+  return {__fdiv_rn(1.0f, s), vsi};
+}
+
+template <bool Vec> __global__ void __launch_bounds__(256) adamUpdateKernel(AdamStepArgs a) {
+  const auto &sc = *static_cast<const AdamScratch *>(a.scratch);
+  NewScales ns = adamScales(sc);
+  float decay = *a.decay, stepSize = *a.stepSize, bc2 = *a.bc2Sqrt, gs = *a.gradScale;
+  auto one = [&](float g, uint8_t m, uint16_t v, float w, float &wOut, uint8_t &mOut, uint16_t &vOut) {
+    Moments r = adamMoments(a, gs, g, m, v, sc.oldMs, sc.oldVs);
+    float w0 = __fmul_rn(w, decay);
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(r.v2), bc2), a.eps);
+    wOut = __fsub_rn(w0, __fmul_rn(__fdiv_rn(r.m2, denom), stepSize));
+    mOut = dev::encodeFp8(__fdiv_rn(r.m2, ns.ms), dev::E4M3, true);
+    vOut = __half_as_ushort(__float2half_rn(__fdiv_rn(r.v2, ns.vs)));
+  };
+  auto wAt = [&](int64_t i) {
+    return a.weightF16 ? __half2float(static_cast<const __half *>(a.weight)[i]) : static_cast<const float *>(a.weight)[i];
+  };
+  auto wStore = [&](int64_t i, float v) {
+    if (a.weightF16)
+      static_cast<__half *>(a.newWeight)[i] = __float2half_rn(v);
+    else
+      static_cast<float *>(a.newWeight)[i] = v;
+  };
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t chunks = Vec ? a.n / 8 : 0;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
+    int64_t i = c * 8;
+    Eight e;
+    loadEight(a, i, e);
+    uint16_t w16[8], wo16[8];
+    float wf[8];
+    if (a.weightF16) {
+      *reinterpret_cast<uint4 *>(w16) = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(a.weight) + i);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        wf[k] = __half2float(__ushort_as_half(w16[k]));
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        wf[k] = static_cast<const float *>(a.weight)[i + k];
+    }
+    float wo[8];
+    uint8_t mo[8];
+    uint16_t vo[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      one(e.g[k], e.m[k], e.v[k], wf[k], wo[k], mo[k], vo[k]);
+    if (a.weightF16) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        wo16[k] = __half_as_ushort(__float2half_rn(wo[k]));
+      *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(a.newWeight) + i) = *reinterpret_cast<const uint4 *>(wo16);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        static_cast<float *>(a.newWeight)[i + k] = wo[k];
+    }
+    *reinterpret_cast<uint2 *>(a.newExpAvg + i) = *reinterpret_cast<const uint2 *>(mo);
+    *reinterpret_cast<uint4 *>(a.newExpAvgSq + i) = *reinterpret_cast<const uint4 *>(vo);
+  }
+  for (int64_t i = chunks * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+    float wo;
+    one(a.grad[i], a.expAvg[i], a.expAvgSq[i], wAt(i), wo, a.newExpAvg[i], a.newExpAvgSq[i]);
+    wStore(i, wo);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *a.newExpAvgScaleInv = ns.ms;
+    *a.newExpAvgSqScaleInv = ns.vs;
+  }
+}
+
 std::string check(cudaError_t e, const char *what) {
   return e == cudaSuccess ? std::string() : std::string(what) + ": " + cudaGetErrorString(e);
 }
@@ -124,6 +275,28 @@ std::string adamwAll(int T, float *const *params, const float *const *grads, flo
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   adamwKernel<<<sms * 4, 256, 0, stream>>>(T, params, grads, m, v, sizes, c);
   return check(cudaGetLastError(), "adamwAll launch");
+}
+
+std::string adamStep(const AdamStepArgs &a, cudaStream_t stream) {
+  if (a.n < 1)
+    return "adamStep: no elements";
+  auto al = [](const void *p, size_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
+  bool vec = al(a.grad, 16) && al(a.expAvg, 8) && al(a.expAvgSq, 16) && al(a.newExpAvg, 8) &&
+             al(a.newExpAvgSq, 16) && (!a.weightF16 || (al(a.weight, 16) && al(a.newWeight, 16)));
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int64_t work = vec ? (a.n + 7) / 8 : a.n;
+  int blocks = int(std::min<int64_t>((work + 255) / 256, int64_t(sms) * 8));
+  cudaMemsetAsync(a.scratch, 0, 2 * sizeof(unsigned), stream);
+  if (vec) {
+    adamAmaxKernel<true><<<blocks, 256, 0, stream>>>(a);
+    adamUpdateKernel<true><<<blocks, 256, 0, stream>>>(a);
+  } else {
+    adamAmaxKernel<false><<<blocks, 256, 0, stream>>>(a);
+    adamUpdateKernel<false><<<blocks, 256, 0, stream>>>(a);
+  }
+  return check(cudaGetLastError(), "adamStep launch");
 }
 
 } // namespace octet::rt::cuda

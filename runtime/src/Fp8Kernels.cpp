@@ -8,6 +8,8 @@
 //   fp8.delayed_scale TransformerEngine's delayed-scaling update
 //   fp8.dynamic_scale torchao's current scaling
 //   fp8.gemm          exact FP8 products, FP32 accumulation, then scales
+//   fp8.adam_step     Adam/AdamW with MS-AMP O2's FP8 / FP16 moments (x86-64
+//                     without -mfma: no multiply-add contraction, as the op says)
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -16,6 +18,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <vector>
 
 namespace octet::rt {
 namespace {
@@ -222,6 +225,72 @@ void gemmKernel(KernelContext &c) {
   }
 }
 
+/// The FP16 second moment's scale_inv: 2^(floor(log2(amax)) - 13), at least 2^-126 (a smaller
+/// power of two would underflow); 1 for an amax of 0 or NaN, +Inf for +Inf.
+float secondMomentScaleInv(float amax) {
+  if (!(amax > 0.0f))
+    return 1.0f;
+  if (std::isinf(amax))
+    return amax;
+  return std::ldexp(1.0f, std::max(std::ilogb(amax) - 13, -126));
+}
+
+void adamStepKernel(KernelContext &c) {
+  const Tensor &w = c.input(0), &g = c.input(1), &m = c.input(2), &v = c.input(4);
+  auto scalar = [&](size_t i) {
+    const Tensor &t = c.input(i);
+    if (t.dtype != DType::F32 || t.numel() != 1)
+      c.fail("operand " + std::to_string(i) + " must be a float32 scalar");
+    return t.data<float>()[0];
+  };
+  float ms = scalar(3), vs = scalar(5), gs = scalar(6), decay = scalar(7), stepSize = scalar(8), bc2 = scalar(9);
+  if ((w.dtype != DType::F16 && w.dtype != DType::F32) || g.dtype != DType::F32 || m.dtype != DType::F8E4M3FN ||
+      v.dtype != DType::F16 || g.numel() != w.numel() || m.numel() != w.numel() || v.numel() != w.numel())
+    c.fail("weight (float16/float32), grad (float32), exp_avg (E4M3) and exp_avg_sq (float16) must have one size");
+  float b1 = c.attrFloat("beta1", 0.9f), omb1 = c.attrFloat("one_minus_beta1", 0.1f);
+  float b2 = c.attrFloat("beta2", 0.999f), omb2 = c.attrFloat("one_minus_beta2", 0.001f);
+  float eps = c.attrFloat("eps", 1e-8f);
+  int64_t n = w.numel();
+  bool w16 = w.dtype == DType::F16;
+  const float *pg = g.data<float>();
+  const uint8_t *pm = m.data<uint8_t>();
+  const uint16_t *pv = v.data<uint16_t>();
+  // The new moments in float32 (their amaxes come before their scales), then the update.
+  std::vector<float> m2(static_cast<size_t>(n)), v2(static_cast<size_t>(n));
+  float am = 0.0f, av = 0.0f;
+  auto amaxOf = [](float a, float x) { return std::isnan(x) || std::isnan(a) ? NAN : std::max(a, std::fabs(x)); };
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = pg[i] * gs;
+    m2[i] = fp8Decode(pm[i], Fp8Format::E4M3FN) * ms * b1 + gi * omb1;
+    v2[i] = halfToFloat(pv[i]) * vs * b2 + gi * gi * omb2;
+    am = amaxOf(am, m2[i]);
+    av = amaxOf(av, v2[i]);
+  }
+  float mScale = fp8Max(Fp8Format::E4M3FN) / std::max(am, 1e-12f); // fp8.dynamic_scale, power of two
+  if (std::isfinite(mScale) && mScale > 0)
+    mScale = powerOfTwoFloor(mScale);
+  float msNew = 1.0f / mScale, vsNew = secondMomentScaleInv(av);
+  Tensor wOut(w.dtype, w.shape), mOut(DType::F8E4M3FN, w.shape), vOut(DType::F16, w.shape);
+  Tensor msOut(DType::F32, {}), vsOut(DType::F32, {});
+  for (int64_t i = 0; i < n; ++i) {
+    float w0 = (w16 ? halfToFloat(w.data<uint16_t>()[i]) : w.data<float>()[i]) * decay;
+    float next = w0 - m2[i] / (std::sqrt(v2[i]) / bc2 + eps) * stepSize;
+    if (w16)
+      wOut.data<uint16_t>()[i] = floatToHalf(next);
+    else
+      wOut.data<float>()[i] = next;
+    mOut.data<uint8_t>()[i] = fp8Encode(m2[i] / msNew, Fp8Format::E4M3FN, true);
+    vOut.data<uint16_t>()[i] = floatToHalf(v2[i] / vsNew);
+  }
+  msOut.data<float>()[0] = msNew;
+  vsOut.data<float>()[0] = vsNew;
+  c.setOutput(0, std::move(wOut));
+  c.setOutput(1, std::move(mOut));
+  c.setOutput(2, std::move(msOut));
+  c.setOutput(3, std::move(vOut));
+  c.setOutput(4, std::move(vsOut));
+}
+
 } // namespace
 
 void registerFp8Kernels(std::map<std::string, Kernel> &k) {
@@ -232,6 +301,7 @@ void registerFp8Kernels(std::map<std::string, Kernel> &k) {
   k["fp8.delayed_scale"] = delayedScaleKernel;
   k["fp8.dynamic_scale"] = dynamicScaleKernel;
   k["fp8.gemm"] = gemmKernel;
+  k["fp8.adam_step"] = adamStepKernel;
 }
 
 } // namespace octet::rt

@@ -310,3 +310,16 @@ TEST(CudaLarge, ElementwisePast32BitElements) {
 }
 
 } // namespace
+
+/// fp8.adam_step over 2^31 + 65536 elements (an FP16 weight, float32 gradient, FP8 and FP16
+/// moments): the new weight, moments and scales bit for bit; the gradient's largest value is the
+/// last element, so an update that misses the end gets both moments' scales wrong.
+TEST(CudaLarge, AdamStepPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  Plan plan;
+  AdamStepValues a = addAdamStep(plan, "w", {kPast32}, DType::F16,
+                                 std::make_shared<Tensor>(patterned({kPast32}, -1)->castTo(DType::F16)));
+  plan.inputs = {a.grad};
+  plan.outputs = {a.newWeight, a.newExpAvg, a.newExpAvgScaleInv, a.newExpAvgSq, a.newExpAvgSqScaleInv};
+  expectLargeOutputsMatch(plan, {{"w.grad", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}

@@ -164,6 +164,60 @@ inline void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) 
   }
 }
 
+/// The values of one fp8.adam_step (MS-AMP O2's update of an FP8 weight; FP8Ops.td).
+struct AdamStepValues {
+  int weight, grad, expAvg, expAvgScaleInv, expAvgSq, expAvgSqScaleInv;
+  int newWeight, newExpAvg, newExpAvgScaleInv, newExpAvgSq, newExpAvgSqScaleInv;
+};
+
+/// Appends an fp8.adam_step over [`s`] named `name` as octet-optimizer writes one (AdamW, beta1 0.9,
+/// beta2 0.999, eps 1e-8), its state as constants of kind State (weight of `weightType`, zero
+/// moments with scale_inv 1) and `grad` a plan value; the scalar operands (clipping coefficient,
+/// decay, step size, sqrt of the second bias correction) are float32 constants.
+inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Shape &s, DType weightType,
+                                  TensorPtr weight) {
+  auto state = [&](const std::string &n, const Shape &sh, DType dt, TensorPtr v) {
+    int id = addValue(plan, n, sh);
+    plan.values[size_t(id)].dtype = dt;
+    if (!v) {
+      v = std::make_shared<Tensor>(dt, sh);
+      if (sh.empty())
+        v->data<float>()[0] = 1.0f; // a scale_inv
+    }
+    plan.constants[id] = std::move(v);
+    plan.constantKinds[id] = ConstantKind::State;
+    return id;
+  };
+  AdamStepValues a;
+  a.weight = state(name, s, weightType, std::move(weight));
+  a.grad = addValue(plan, name + ".grad", s);
+  a.expAvg = state(name + ".exp_avg", s, DType::F8E4M3FN, nullptr);
+  a.expAvgScaleInv = state(name + ".exp_avg.scale_inv", {}, DType::F32, nullptr);
+  a.expAvgSq = state(name + ".exp_avg_sq", s, DType::F16, nullptr);
+  a.expAvgSqScaleInv = state(name + ".exp_avg_sq.scale_inv", {}, DType::F32, nullptr);
+  auto next = [&](int of) {
+    int id = addValue(plan, plan.values[size_t(of)].name + ".next", plan.values[size_t(of)].shape);
+    plan.values[size_t(id)].dtype = plan.values[size_t(of)].dtype;
+    return id;
+  };
+  a.newWeight = next(a.weight);
+  a.newExpAvg = next(a.expAvg);
+  a.newExpAvgScaleInv = next(a.expAvgScaleInv);
+  a.newExpAvgSq = next(a.expAvgSq);
+  a.newExpAvgSqScaleInv = next(a.expAvgSqScaleInv);
+  int clip = addScalar(plan, name + ".clip", 0.75f), decay = addScalar(plan, name + ".decay", 0.9999f);
+  int step = addScalar(plan, name + ".step_size", 3e-3f), bc2 = addScalar(plan, name + ".bc2", 0.0316f);
+  PlanOp &op = addOp(plan, "fp8.adam_step", name + ".step",
+                     {a.weight, a.grad, a.expAvg, a.expAvgScaleInv, a.expAvgSq, a.expAvgSqScaleInv, clip, decay, step, bc2},
+                     {a.newWeight, a.newExpAvg, a.newExpAvgScaleInv, a.newExpAvgSq, a.newExpAvgSqScaleInv});
+  for (auto [k, v] : std::vector<std::pair<const char *, float>>{
+           {"beta1", 0.9f}, {"one_minus_beta1", 0.1f}, {"beta2", 0.999f}, {"one_minus_beta2", 0.001f}, {"eps", 1e-8f}}) {
+    op.attrs[k].kind = Attr::Float;
+    op.attrs[k].f = v;
+  }
+  return a;
+}
+
 /// Appends an octet::Pointwise op: `ops` over operands numbered inputs first, then one result per
 /// instruction (three per instruction in `args`, -1 unused); named after its output.
 inline void addPointwise(Plan &plan, std::vector<int> in, int out, std::vector<std::string> ops, std::vector<int64_t> args) {

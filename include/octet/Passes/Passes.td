@@ -226,6 +226,9 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
            "Keep d(loss)/d(param) as results (fp8-run --dump-gradients); false frees each after its update">,
     Option<"msampLevel", "msamp-level", "std::string", "\"\"",
            "MS-AMP storage for FP8 Linear weights: O1, O2, O3 (empty: FP32)">,
+    Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
+           "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "
+           "instead of its float32 ops">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
@@ -546,6 +549,18 @@ def FuseCastColumnSums : Pass<"octet-fuse-cast-column-sums", "mlir::ModuleOp"> {
     (`--fuse-cast-column-sums`).
   }];
   let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
+def FoldWideningCasts : Pass<"octet-fold-widening-casts", "mlir::ModuleOp"> {
+  let summary = "FP8 casts and amaxes read the FP16/BF16 value an exact widening Cast to float32 reads";
+  let description = [{
+    An fp8.amax, fp8.cast or fp8.cast_amax of an onnx.Cast from FP16 or BF16
+    to float32 takes the Cast's operand instead (the same values: the
+    widening is exact, and the FP8 ops convert to float themselves); a Cast
+    left without readers is erased. MS-AMP O2/O3's FP16 weights are cast to
+    FP8 from their FP16 storage, not through a float32 copy. fp8-opt runs it
+    when writing a plan (`--fold-widening-casts`).
+  }];
 }
 
 def FuseGeluAmax : Pass<"octet-fuse-gelu-amax", "mlir::ModuleOp"> {

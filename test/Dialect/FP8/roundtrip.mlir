@@ -102,3 +102,12 @@ func.func @cast_amax_transposed(%x: tensor<2x8x64xf32>, %s: tensor<f32>) -> tens
   %q, %a, %t = fp8.cast_amax %x, %s : tensor<2x8x64xf32>, tensor<f32> -> tensor<2x8x64xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>
   return %t : tensor<64x16xf8E4M3FN>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @adam_step
+// CHECK: fp8.adam_step %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, eps = 9.99999993E-9 : f32, one_minus_beta1 = 1.000000e-01 : f32, one_minus_beta2 = 1.000000e-03 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+func.func @adam_step(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>) {
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  return %w2, %m2, %ms, %v2, %vs : tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>
+}

@@ -263,5 +263,17 @@ LogicalResult AllReduceDoneOp::verify() {
   return success();
 }
 
+LogicalResult AdamStepOp::verify() {
+  auto shape = getWeight().getType().cast<ShapedType>().getShape();
+  for (Value t : {getGrad(), getExpAvg(), getExpAvgSq()})
+    if (t.getType().cast<ShapedType>().getShape() != shape)
+      return emitOpError() << "grad, exp_avg and exp_avg_sq must have the weight's shape " << getWeight().getType()
+                           << ", got " << t.getType();
+  if (getNewWeight().getType() != getWeight().getType() || getNewExpAvg().getType() != getExpAvg().getType() ||
+      getNewExpAvgSq().getType() != getExpAvgSq().getType())
+    return emitOpError("the new weight and moments must have the types of the old");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "octet/Dialect/FP8/IR/FP8Ops.cpp.inc"

@@ -19,7 +19,7 @@ typedef struct CUstream_st *cudaStream_t;
 namespace octet::rt::cuda {
 
 enum class Format { E4M3, E5M2 };
-enum class InType { F32, BF16 };
+enum class InType { F32, BF16, F16 };
 
 /// Whether a usable GPU is present; `why` says what is missing otherwise
 /// (no driver, no device, compute capability below 8.9).
@@ -108,6 +108,31 @@ struct AdamW {
 /// one launch, in place: p, m, v.
 std::string adamwAll(int T, float *const *params, const float *const *grads, float *const *m, float *const *v,
                      const int64_t *sizes, const AdamW &c, cudaStream_t stream = nullptr);
+
+/// fp8.adam_step (MS-AMP O2/O3 moments; include/octet/Dialect/FP8/IR/FP8Ops.td) over n elements:
+/// one pass for the new moments' amaxes, one for the update, each reading the state once; the
+/// CPU reference's float operations in its order (octet::rt Fp8Kernels.cpp), so the bits agree.
+/// The results may be the operands' own buffers (an in-place state update). `scratch`: 16 device
+/// bytes the launches share.
+struct AdamStepArgs {
+  int64_t n = 0;
+  const void *weight = nullptr; // float16, or float32 without weightF16
+  bool weightF16 = true;
+  const float *grad = nullptr;
+  const uint8_t *expAvg = nullptr; // E4M3 codes
+  const float *expAvgScaleInv = nullptr;
+  const uint16_t *expAvgSq = nullptr; // float16
+  const float *expAvgSqScaleInv = nullptr, *gradScale = nullptr, *decay = nullptr, *stepSize = nullptr,
+              *bc2Sqrt = nullptr;
+  float beta1 = 0, oneMinusBeta1 = 0, beta2 = 0, oneMinusBeta2 = 0, eps = 0;
+  void *newWeight = nullptr;
+  uint8_t *newExpAvg = nullptr;
+  float *newExpAvgScaleInv = nullptr;
+  uint16_t *newExpAvgSq = nullptr;
+  float *newExpAvgSqScaleInv = nullptr;
+  void *scratch = nullptr;
+};
+std::string adamStep(const AdamStepArgs &a, cudaStream_t stream = nullptr);
 
 /// FP8 GEMM through cuBLASLt: D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv
 /// (+ bias[N]), row-major, B as nn.Linear stores weights (the "TN" layout FP8
