@@ -268,6 +268,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: FP8 casts and amaxes of a float32 Cast of an FP16/BF16 tensor read the narrow tensor "
                "(exact; MS-AMP's FP16 weights) instead of a float32 copy (default on)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseAmaxScale(
+      "fuse-amax-scale",
+      cl::desc("Plans: dynamic scaling's fp8.dynamic_scale and the amax it reads form a fusion group a backend "
+               "computes in one launch (default on; --fuse-amax-scale=false launches the scale alone)"),
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseMsampAdam(
       "fuse-msamp-adam",
       cl::desc("Plans, msamp O2/O3: each FP8 weight's Adam/AdamW update (FP8 first and FP16 second moment, FP16 "
@@ -806,6 +811,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseCastColumnSums());
       if (out == Emit::Plan && fuseGeluAmax)
         pm.addPass(createFuseGeluAmax());
+      if (out == Emit::Plan && fuseAmaxScale)
+        pm.addPass(createFuseAmaxScale());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

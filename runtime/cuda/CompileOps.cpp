@@ -821,7 +821,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     int xt = int(typeOf(x));
     auto *o = static_cast<float *>(outPtr(0));
     if (!rowwise)
-      amaxes_[size_t(&op - plan_.ops.data())] = {xp, inner, o};
+      amaxes_[size_t(&op - plan_.ops.data())] = {xp, inner, o, xt};
     out.push_back([=](cudaStream_t s) { return dev::amaxRows(xp, xt, rows, inner, o, s); });
     return;
   }
@@ -835,6 +835,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     float eps = float(attrFloat(op, "eps", 1e-12));
     bool pow2 = attrInt(op, "power_of_two", 0);
     auto *sc = static_cast<float *>(outPtr(0)), *si = static_cast<float *>(outPtr(1));
+    dynamicScales_[size_t(&op - plan_.ops.data())] = {a, n, fmax, eps, pow2, sc, si};
     out.push_back([=](cudaStream_t s) { return dev::dynamicScale(a, n, fmax, eps, pow2, sc, si, s); });
     return;
   }

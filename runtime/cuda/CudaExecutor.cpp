@@ -147,6 +147,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   if (opt_.castSources)
     fuseCastSources();
   fuseGeluAmax();
+  fuseAmaxScale();
   fuseDelayedScales();
   fuseSumSquares();
   if (jit_ && opt_.chains)

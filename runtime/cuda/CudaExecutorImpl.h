@@ -214,9 +214,20 @@ private:
     const void *xp;
     int64_t n;
     float *out;
+    int type; // dev:: type code of x
   };
   std::map<size_t, AmaxOp> amaxes_;
   void fuseGeluAmax();
+  /// A per-tensor fp8.dynamic_scale: its amax, setting and results (fuseAmaxScale()).
+  struct DynamicScaleOp {
+    const float *amax;
+    int64_t n;
+    float fmax, eps;
+    bool pow2;
+    float *scale, *scaleInv;
+  };
+  std::map<size_t, DynamicScaleOp> dynamicScales_;
+  void fuseAmaxScale();
   struct GeluOp {
     float *x;
     const float *bias; // folded from the GEMM that writes x (foldGemmBias()): added, and written back

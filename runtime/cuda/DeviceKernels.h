@@ -337,6 +337,10 @@ std::string fp8Dequantize(const uint8_t *q, int fmtType, const float *scaleInv, 
                           int outType, cudaStream_t s);
 /// amax[row] = max |x| over each row of `inner` elements (NaN propagates).
 std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float *amax, cudaStream_t s);
+/// Per-tensor amaxRows followed by dynamicScale of that amax, finished in one launch: the amax
+/// (NaN canonical), then scale and scale_inv (an amax_scale group, octet-fuse-amax-scale).
+std::string amaxScaled(const void *x, int type, int64_t n, float *amax, float fmax, float eps, bool pow2,
+                       float *scale, float *scaleInv, cudaStream_t s);
 /// torchao's current scaling: scale = fmax / max(amax, eps) (pow2: rounded down), scaleInv = 1/scale.
 std::string dynamicScale(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale,
                          float *scaleInv, cudaStream_t s);

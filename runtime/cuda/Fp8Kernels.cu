@@ -157,16 +157,26 @@ __global__ void canonicalNanKernel(float *a, int64_t n) {
   }
 }
 
+/// fp8.dynamic_scale of one amax.
+__device__ __forceinline__ void scaleOf(float a, float fmax, float eps, bool pow2, float *scale, float *scaleInv) {
+  float v = __fdiv_rn(fmax, a < eps ? eps : a); // std::max(a, eps): NaN stays NaN
+  if (pow2 && isfinite(v) && v > 0.0f)
+    v = ldexpf(1.0f, ilogbf(v));
+  *scale = v;
+  *scaleInv = __fdiv_rn(1.0f, v);
+}
+
 __global__ void dynamicScaleKernel(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale,
                                    float *scaleInv) {
-  GRID_LOOP(i, n) {
-    float a = amax[i];
-    float v = __fdiv_rn(fmax, a < eps ? eps : a); // std::max(a, eps): NaN stays NaN
-    if (pow2 && isfinite(v) && v > 0.0f)
-      v = ldexpf(1.0f, ilogbf(v));
-    scale[i] = v;
-    scaleInv[i] = __fdiv_rn(1.0f, v);
-  }
+  GRID_LOOP(i, n) { scaleOf(amax[i], fmax, eps, pow2, scale + i, scaleInv + i); }
+}
+
+/// finishAmax and dynamicScale of one per-tensor amax, in one thread.
+__global__ void finishAmaxScaleKernel(float *amax, float fmax, float eps, bool pow2, float *scale, float *scaleInv) {
+  float a = *amax;
+  if (isnan(a))
+    *amax = a = NAN;
+  scaleOf(a, fmax, eps, pow2, scale, scaleInv);
 }
 
 __global__ void epilogueKernel(EpilogueArgs a) {
@@ -272,6 +282,24 @@ std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float
 std::string finishAmax(float *amax, int64_t n, cudaStream_t s) {
   canonicalNanKernel<<<blocksFor(n), 256, 0, s>>>(amax, n);
   return check("amax");
+}
+
+std::string amaxScaled(const void *x, int type, int64_t n, float *amax, float fmax, float eps, bool pow2,
+                       float *scale, float *scaleInv, cudaStream_t s) {
+  cudaMemsetAsync(amax, 0, sizeof(float), s);
+  bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  int blocks = std::min(blocksFor(n), 132 * 8);
+  auto *bits = reinterpret_cast<unsigned *>(amax);
+  if (n > 0 && vec && type == F32)
+    amaxVecKernel<float><<<blocks, 256, 0, s>>>(static_cast<const float *>(x), n, bits);
+  else if (n > 0 && vec && type == F16)
+    amaxVecKernel<__half><<<blocks, 256, 0, s>>>(static_cast<const __half *>(x), n, bits);
+  else if (n > 0 && vec && type == BF16)
+    amaxVecKernel<__nv_bfloat16><<<blocks, 256, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), n, bits);
+  else if (n > 0)
+    amaxAllKernel<<<blocks, 256, 0, s>>>(x, type, n, bits);
+  finishAmaxScaleKernel<<<1, 1, 0, s>>>(amax, fmax, eps, pow2, scale, scaleInv);
+  return check("amaxScaled");
 }
 
 std::string dynamicScale(const float *amax, int64_t n, float fmax, float eps, bool pow2, float *scale, float *scaleInv,

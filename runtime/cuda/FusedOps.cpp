@@ -660,6 +660,49 @@ void CudaExecutor::fuseGeluAmax() {
   }
 }
 
+/// The plan's amax_scale groups (octet-fuse-amax-scale: a per-tensor fp8.amax and the
+/// fp8.dynamic_scale that reads it, next to each other): the amax's launch finishes with the scale
+/// (amaxScaled) and the scale's program runs nothing. A pair whose programs are apart, whose scale
+/// reads another value or more than one, or whose results share bytes with the amax's input runs
+/// as two launches ("amax scale not applied").
+void CudaExecutor::fuseAmaxScale() {
+  Step nothing = [](cudaStream_t) { return std::string(); };
+  std::map<int64_t, size_t> amaxAt; // the plan's group -> the program of its amax
+  for (size_t k = 0; k < program_.size(); ++k) {
+    int64_t group = planGroup(k, "amax_scale");
+    if (group < 0)
+      continue;
+    if (amaxes_.count(program_[k].op)) {
+      amaxAt[group] = k;
+      continue;
+    }
+    auto d = dynamicScales_.find(program_[k].op);
+    auto a = amaxAt.find(group);
+    if (d == dynamicScales_.end() || a == amaxAt.end()) {
+      ++fusions_["amax scale not applied"];
+      continue;
+    }
+    const size_t ap = a->second;
+    amaxAt.erase(a);
+    const AmaxOp am = amaxes_.at(program_[ap].op);
+    const DynamicScaleOp ds = d->second;
+    bool between = false;
+    for (size_t j = ap + 1; j < k; ++j)
+      between = between || !quietView(j);
+    size_t xBytes = size_t(am.n) * dtypeSize(DType(am.type));
+    if (between || !program_[ap].parts.empty() || ds.amax != am.out || ds.n != 1 ||
+        bytesOverlap(ds.scale, sizeof(float), am.xp, xBytes) || bytesOverlap(ds.scaleInv, sizeof(float), am.xp, xBytes)) {
+      ++fusions_["amax scale not applied"];
+      continue;
+    }
+    replaceProgram(ap, [am, ds](cudaStream_t s) {
+      return dev::amaxScaled(am.xp, am.type, am.n, am.out, ds.fmax, ds.eps, ds.pow2, ds.scale, ds.scaleInv, s);
+    });
+    replaceProgram(k, nothing);
+    ++fusions_["amax takes its scale"];
+  }
+}
+
 /// The plan's delayed_scale_list groups (fp8.delayed_scale programs of one history length and setting
 /// that octet-sink-scale-updates put together at the step's end) each run as one delayedScaleList
 /// launch.

@@ -543,17 +543,45 @@ TEST(CudaExecutor, Fp16SourcesMatchTheCpu) {
     Tensor xv = randomTensor(sh, rng, 30.0f);
     xv.data<float>()[xv.numel() - 1] = -900.0f; // the amax, in the last element
     std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(xv.castTo(DType::F16))}};
-    Executor cpu(plan);
-    cpu.run(feed, false);
-    auto gpu = cuda::makeCudaRunner(plan);
-    for (int run = 0; run < 3; ++run) {
-      gpu->run(feed, false);
-      for (int id : plan.outputs) {
-        TensorPtr want = cpu.value(id), got = gpu->value(id);
-        ASSERT_TRUE(want && got) << plan.values[size_t(id)].name;
-        EXPECT_EQ(got->bytes, want->bytes) << plan.values[size_t(id)].name << " run " << run;
-      }
-    }
-    EXPECT_EQ(cpu.value(a)->data<float>()[0], 900.0f);
+    auto gpu = expectOutputsBitExact(plan, feed, 3);
+    EXPECT_EQ(gpu->value(a)->data<float>()[0], 900.0f);
+  }
+}
+
+/// An amax_scale group (octet-fuse-amax-scale): the scale computed in the amax's launch. Float32,
+/// BF16 and FP16 inputs (the vector kernels, 3 tail elements) and an op between the pair (then two
+/// launches): every output bit for bit against the CPU, eager, captured and replayed.
+TEST(CudaExecutor, AmaxScaleMatchesTheSeparateOps) {
+  REQUIRE_GPU();
+  std::mt19937 rng(47);
+  const Shape sh{129, 83};
+  for (std::string what : {"f32", "bf16", "f16", "apart"}) {
+    SCOPED_TRACE(what);
+    Plan plan;
+    int x = addValue(plan, "x", sh), a = addValue(plan, "amax", {}), sc = addValue(plan, "scale", {});
+    int si = addValue(plan, "scale_inv", {}), t = addValue(plan, "t", sh), q = addValue(plan, "q", sh);
+    DType dt = what == "bf16" ? DType::BF16 : what == "f16" ? DType::F16 : DType::F32;
+    plan.values[size_t(x)].dtype = dt;
+    plan.values[size_t(q)].dtype = DType::F8E4M3FN;
+    addOp(plan, "fp8.amax", "amax", {x}, {a});
+    if (what == "apart")
+      addOp(plan, "Tanh", "tanh", {x}, {t});
+    PlanOp &ds = addOp(plan, "fp8.dynamic_scale", "scale", {a}, {sc, si});
+    ds.attrs["format"].kind = Attr::String;
+    ds.attrs["format"].s = "float8e4m3fn";
+    ds.attrs["power_of_two"].i = 1;
+    groupOps(plan, {0, plan.ops.size() - 1}, "amax_scale", 0);
+    addOp(plan, "fp8.cast", "cast", {x, si}, {q});
+    plan.inputs = {x};
+    plan.outputs = {a, sc, si, q};
+    if (what == "apart")
+      plan.outputs.push_back(t);
+    Tensor xv = randomTensor(sh, rng, 3.0f);
+    xv.data<float>()[xv.numel() - 2] = -37.0f; // the amax, in the tail
+    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(xv.castTo(dt))}};
+    auto gpu = expectOutputsBitExact(plan, feed, 3, {t}, 1e-6); // tanhf may differ in the last bit
+    EXPECT_EQ(gpu->value(a)->data<float>()[0], 37.0f);
+    EXPECT_EQ(fusionCount(*gpu, "amax takes its scale"), what == "apart" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*gpu, "amax scale not applied"), what == "apart" ? 1 : 0);
   }
 }

@@ -7,7 +7,7 @@
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
 // conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows, and its FP8 cast; the GELU and a
-// generated Pointwise kernel. Skipped without a GPU or without the memory (about 30 GiB of GPU
+// generated Pointwise kernel; MS-AMP's Adam step (fp8.adam_step). Skipped without a GPU or without the memory (about 30 GiB of GPU
 // memory for the largest).
 //
 //===----------------------------------------------------------------------===//

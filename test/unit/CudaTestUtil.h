@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -273,6 +274,31 @@ inline std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std
       if (got->shape == want->shape) {
         EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
       }
+    }
+  }
+  return gpu;
+}
+
+/// Runs `plan` once on the CPU and `runs` times on the GPU (eager, then captured and replayed):
+/// every output the CPU's bytes, but those in `near`, within `tol` (max|err| / max|ref|).
+/// Returns the runner, for checks of its own.
+inline std::unique_ptr<Runner> expectOutputsBitExact(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
+                                                     int runs, const std::set<int> &near = {}, double tol = 0) {
+  Executor cpu(plan);
+  cpu.run(feed, false);
+  auto gpu = cuda::makeCudaRunner(plan);
+  for (int run = 0; run < runs; ++run) {
+    gpu->run(feed, false);
+    for (int id : plan.outputs) {
+      TensorPtr want = cpu.value(id), got = gpu->value(id);
+      const std::string &name = plan.values[size_t(id)].name;
+      EXPECT_TRUE(want && got) << name;
+      if (!want || !got)
+        continue;
+      if (near.count(id))
+        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
+      else
+        EXPECT_EQ(got->bytes, want->bytes) << name << " run " << run;
     }
   }
   return gpu;

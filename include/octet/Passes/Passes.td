@@ -563,6 +563,19 @@ def FoldWideningCasts : Pass<"octet-fold-widening-casts", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseAmaxScale : Pass<"octet-fuse-amax-scale", "mlir::ModuleOp"> {
+  let summary = "Compute dynamic scaling's scale where its amax finishes";
+  let description = [{
+    An fp8.amax over the whole tensor that only the fp8.dynamic_scale right
+    after it reads becomes a fusion group with it (kind "amax_scale",
+    `octet.fusion` and `octet.fusion_group`, the plan's `fusion` and
+    `fusion_group`): a backend computes scale and scale_inv in the amax's
+    launch instead of a one-value launch of their own. Ops already in a
+    group (a GELU's amax) are left alone. fp8-opt runs it when writing a
+    plan, after octet-fuse-gelu-amax (`--fuse-amax-scale`).
+  }];
+}
+
 def FuseGeluAmax : Pass<"octet-fuse-gelu-amax", "mlir::ModuleOp"> {
   let summary = "Take a GELU's per-tensor amax in the GELU's own pass";
   let description = [{
