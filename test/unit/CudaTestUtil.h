@@ -256,9 +256,9 @@ inline double maxRelError(const Tensor &gpuIn, const Tensor &cpuIn) {
 
 /// Runs `plan` once on the CPU executor and `runs` times on a CUDA runner (the first eagerly, the
 /// next as a graph): every output of every run has the CPU's shape and is within `tol` of it
-/// (maxRelError). Returns the runner, for checks of its own.
+/// (maxRelError), those in `exact` the CPU's bytes. Returns the runner, for checks of its own.
 inline std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
-                                              int runs, double tol) {
+                                              int runs, double tol, const std::set<int> &exact = {}) {
   Executor cpu(plan);
   cpu.run(feed, false);
   auto gpu = cuda::makeCudaRunner(plan);
@@ -271,34 +271,10 @@ inline std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std
       if (!want || !got)
         continue;
       EXPECT_EQ(got->shape, want->shape) << name;
-      if (got->shape == want->shape) {
-        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
-      }
-    }
-  }
-  return gpu;
-}
-
-/// Runs `plan` once on the CPU and `runs` times on the GPU (eager, then captured and replayed):
-/// every output the CPU's bytes, but those in `near`, within `tol` (max|err| / max|ref|).
-/// Returns the runner, for checks of its own.
-inline std::unique_ptr<Runner> expectOutputsBitExact(const Plan &plan, const std::map<std::string, TensorPtr> &feed,
-                                                     int runs, const std::set<int> &near = {}, double tol = 0) {
-  Executor cpu(plan);
-  cpu.run(feed, false);
-  auto gpu = cuda::makeCudaRunner(plan);
-  for (int run = 0; run < runs; ++run) {
-    gpu->run(feed, false);
-    for (int id : plan.outputs) {
-      TensorPtr want = cpu.value(id), got = gpu->value(id);
-      const std::string &name = plan.values[size_t(id)].name;
-      EXPECT_TRUE(want && got) << name;
-      if (!want || !got)
-        continue;
-      if (near.count(id))
-        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
-      else
+      if (exact.count(id))
         EXPECT_EQ(got->bytes, want->bytes) << name << " run " << run;
+      else if (got->shape == want->shape)
+        EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
     }
   }
   return gpu;
