@@ -301,9 +301,17 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           Value decay = optimizer == "adamw" && weightDecay > 0 ? g.sub(c(1.0), g.mul(lrNow, c(weightDecay))) : c(1.0);
           auto f = [&](StringRef n, double v) { return b.getNamedAttr(n, b.getF32FloatAttr(float(v))); };
           Value wt = p.init.getResult();
+          // An FP8-held gradient (MS-AMP) is read as its codes: a quarter of float32's bytes.
+          Value gradSi = c(1.0);
+          if (auto dq = grad.getDefiningOp<fp8::DequantizeOp>();
+              dq && dq.getScaleInv().getType().cast<RankedTensorType>().getRank() == 0) {
+            grad = dq.getInput();
+            gradSi = dq.getScaleInv();
+          }
           auto step = b.create<fp8::AdamStepOp>(
               loc, TypeRange{wt.getType(), t8, scalarF32, t16, scalarF32},
-              ValueRange{wt, grad, m8, ms, v16, vs, clipCoef ? clipCoef : c(1.0), decay, g.div(lrNow, bc1), bc2sqrt},
+              ValueRange{wt, grad, gradSi, m8, ms, v16, vs, clipCoef ? clipCoef : c(1.0), decay, g.div(lrNow, bc1),
+                         bc2sqrt},
               ArrayRef<NamedAttribute>{f("beta1", beta1), f("one_minus_beta1", 1.0 - beta1), f("beta2", beta2),
                                        f("one_minus_beta2", 1.0 - beta2), f("eps", eps)});
           updates.push_back({name + ".exp_avg", step.getNewExpAvg()});

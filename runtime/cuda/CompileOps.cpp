@@ -845,29 +845,31 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
         fail(op, "every result (weight, exp_avg and exp_avg_sq with their scale_invs) must be used");
     cuda::AdamStepArgs a;
     a.n = numElements(shapeOf(op.inputs[0]));
-    DType wt = typeOf(op.inputs[0]);
-    if ((wt != DType::F16 && wt != DType::F32) || typeOf(op.inputs[1]) != DType::F32 ||
-        typeOf(op.inputs[2]) != DType::F8E4M3FN || typeOf(op.inputs[4]) != DType::F16)
-      fail(op, "weight (float16/float32), grad (float32), exp_avg (E4M3) and exp_avg_sq (float16) expected");
-    for (int i : {1, 2, 4})
+    DType wt = typeOf(op.inputs[0]), gt = typeOf(op.inputs[1]);
+    if ((wt != DType::F16 && wt != DType::F32) || (gt != DType::F32 && !isFp8(gt)) ||
+        typeOf(op.inputs[3]) != DType::F8E4M3FN || typeOf(op.inputs[5]) != DType::F16)
+      fail(op, "weight (float16/float32), grad (float32/FP8), exp_avg (E4M3) and exp_avg_sq (float16) expected");
+    for (int i : {1, 3, 5})
       if (numElements(shapeOf(op.inputs[size_t(i)])) != a.n)
         fail(op, "grad, exp_avg and exp_avg_sq must have the weight's size");
-    for (int i = 3; i < 10; ++i)
-      if (i != 4 && (typeOf(op.inputs[size_t(i)]) != DType::F32 || numElements(shapeOf(op.inputs[size_t(i)])) != 1))
+    for (int i : {2, 4, 6, 7, 8, 9, 10})
+      if (typeOf(op.inputs[size_t(i)]) != DType::F32 || numElements(shapeOf(op.inputs[size_t(i)])) != 1)
         fail(op, "operand " + std::to_string(i) + " must be a float32 scalar");
     auto in = [&](int i) { return devicePtr(op.inputs[size_t(i)]); };
     auto f = [&](int i) { return static_cast<const float *>(in(i)); };
     a.weight = in(0);
     a.weightF16 = wt == DType::F16;
-    a.grad = f(1);
-    a.expAvg = static_cast<const uint8_t *>(in(2));
-    a.expAvgScaleInv = f(3);
-    a.expAvgSq = static_cast<const uint16_t *>(in(4));
-    a.expAvgSqScaleInv = f(5);
-    a.gradScale = f(6);
-    a.decay = f(7);
-    a.stepSize = f(8);
-    a.bc2Sqrt = f(9);
+    a.grad = in(1);
+    a.gradType = int(gt);
+    a.gradScaleInv = f(2);
+    a.expAvg = static_cast<const uint8_t *>(in(3));
+    a.expAvgScaleInv = f(4);
+    a.expAvgSq = static_cast<const uint16_t *>(in(5));
+    a.expAvgSqScaleInv = f(6);
+    a.gradScale = f(7);
+    a.decay = f(8);
+    a.stepSize = f(9);
+    a.bc2Sqrt = f(10);
     a.beta1 = float(attrFloat(op, "beta1", 0.9));
     a.oneMinusBeta1 = float(attrFloat(op, "one_minus_beta1", 0.1));
     a.beta2 = float(attrFloat(op, "beta2", 0.999));

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <type_traits>
 
 namespace octet::rt::cuda {
 namespace {
@@ -114,22 +115,44 @@ __device__ __forceinline__ Moments adamMoments(const AdamStepArgs &a, float gs, 
           __fadd_rn(__fmul_rn(v0, a.beta2), __fmul_rn(__fmul_rn(gi, gi), a.oneMinusBeta2))};
 }
 
-/// 8 consecutive elements from i (vector loads: 32 bytes of grad, 8 of codes, 16 of FP16).
+/// Gradient element i as fp8.dequantize reads FP8 codes (decode * scale_inv); float32 times its
+/// scale_inv (1) for G = F32.
+template <int G> __device__ __forceinline__ float gradAt(const AdamStepArgs &a, int64_t i, float gsi) {
+  if constexpr (G == dev::F32)
+    return __fmul_rn(static_cast<const float *>(a.grad)[i], gsi);
+  else
+    return __fmul_rn(dev::decodeFp8(static_cast<const uint8_t *>(a.grad)[i], G), gsi);
+}
+
+/// 8 consecutive elements from i (vector loads: 32 bytes of float32 gradient or 8 of its codes,
+/// 8 of first-moment codes, 16 of FP16).
 struct Eight {
   float g[8];
   uint8_t m[8];
   uint16_t v[8];
 };
-__device__ __forceinline__ void loadEight(const AdamStepArgs &a, int64_t i, Eight &e) {
-  *reinterpret_cast<float4 *>(e.g) = *reinterpret_cast<const float4 *>(a.grad + i);
-  *reinterpret_cast<float4 *>(e.g + 4) = *reinterpret_cast<const float4 *>(a.grad + i + 4);
+template <int G> __device__ __forceinline__ void loadEight(const AdamStepArgs &a, int64_t i, float gsi, Eight &e) {
+  if constexpr (G == dev::F32) {
+    const float *g = static_cast<const float *>(a.grad);
+    *reinterpret_cast<float4 *>(e.g) = *reinterpret_cast<const float4 *>(g + i);
+    *reinterpret_cast<float4 *>(e.g + 4) = *reinterpret_cast<const float4 *>(g + i + 4);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      e.g[k] = __fmul_rn(e.g[k], gsi);
+  } else {
+    uint8_t q[8];
+    *reinterpret_cast<uint2 *>(q) = *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(a.grad) + i);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      e.g[k] = __fmul_rn(dev::decodeFp8(q[k], G), gsi);
+  }
   *reinterpret_cast<uint2 *>(e.m) = *reinterpret_cast<const uint2 *>(a.expAvg + i);
   *reinterpret_cast<uint4 *>(e.v) = *reinterpret_cast<const uint4 *>(a.expAvgSq + i);
 }
 
-template <bool Vec> __global__ void __launch_bounds__(256) adamAmaxKernel(AdamStepArgs a) {
+template <bool Vec, int G> __global__ void __launch_bounds__(256) adamAmaxKernel(AdamStepArgs a) {
   auto *sc = static_cast<AdamScratch *>(a.scratch);
-  float ms = *a.expAvgScaleInv, vs = *a.expAvgSqScaleInv, gs = *a.gradScale;
+  float ms = *a.expAvgScaleInv, vs = *a.expAvgSqScaleInv, gs = *a.gradScale, gsi = *a.gradScaleInv;
   unsigned bm = 0, bv = 0;
   auto take = [&](Moments r) {
     bm = max(bm, __float_as_uint(fabsf(r.m2)));
@@ -139,13 +162,13 @@ template <bool Vec> __global__ void __launch_bounds__(256) adamAmaxKernel(AdamSt
   int64_t chunks = Vec ? a.n / 8 : 0;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
     Eight e;
-    loadEight(a, c * 8, e);
+    loadEight<G>(a, c * 8, gsi, e);
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       take(adamMoments(a, gs, e.g[k], e.m[k], e.v[k], ms, vs));
   }
   for (int64_t i = chunks * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride)
-    take(adamMoments(a, gs, a.grad[i], a.expAvg[i], a.expAvgSq[i], ms, vs));
+    take(adamMoments(a, gs, gradAt<G>(a, i, gsi), a.expAvg[i], a.expAvgSq[i], ms, vs));
   bm = dev::blockMaxBits(bm);
   bv = dev::blockMaxBits(bv);
   if (threadIdx.x == 0) {
@@ -173,10 +196,10 @@ __device__ __forceinline__ NewScales adamScales(const AdamScratch &sc) {
   return {__fdiv_rn(1.0f, s), vsi};
 }
 
-template <bool Vec> __global__ void __launch_bounds__(256) adamUpdateKernel(AdamStepArgs a) {
+template <bool Vec, int G> __global__ void __launch_bounds__(256) adamUpdateKernel(AdamStepArgs a) {
   const auto &sc = *static_cast<const AdamScratch *>(a.scratch);
   NewScales ns = adamScales(sc);
-  float decay = *a.decay, stepSize = *a.stepSize, bc2 = *a.bc2Sqrt, gs = *a.gradScale;
+  float decay = *a.decay, stepSize = *a.stepSize, bc2 = *a.bc2Sqrt, gs = *a.gradScale, gsi = *a.gradScaleInv;
   auto one = [&](float g, uint8_t m, uint16_t v, float w, float &wOut, uint8_t &mOut, uint16_t &vOut) {
     Moments r = adamMoments(a, gs, g, m, v, sc.oldMs, sc.oldVs);
     float w0 = __fmul_rn(w, decay);
@@ -199,7 +222,7 @@ template <bool Vec> __global__ void __launch_bounds__(256) adamUpdateKernel(Adam
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
     int64_t i = c * 8;
     Eight e;
-    loadEight(a, i, e);
+    loadEight<G>(a, i, gsi, e);
     uint16_t w16[8], wo16[8];
     float wf[8];
     if (a.weightF16) {
@@ -233,7 +256,7 @@ template <bool Vec> __global__ void __launch_bounds__(256) adamUpdateKernel(Adam
   }
   for (int64_t i = chunks * 8 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride) {
     float wo;
-    one(a.grad[i], a.expAvg[i], a.expAvgSq[i], wAt(i), wo, a.newExpAvg[i], a.newExpAvgSq[i]);
+    one(gradAt<G>(a, i, gsi), a.expAvg[i], a.expAvgSq[i], wAt(i), wo, a.newExpAvg[i], a.newExpAvgSq[i]);
     wStore(i, wo);
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -281,7 +304,10 @@ std::string adamStep(const AdamStepArgs &a, cudaStream_t stream) {
   if (a.n < 1)
     return "adamStep: no elements";
   auto al = [](const void *p, size_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
-  bool vec = al(a.grad, 16) && al(a.expAvg, 8) && al(a.expAvgSq, 16) && al(a.newExpAvg, 8) &&
+  bool g32 = a.gradType == dev::F32;
+  if (!g32 && a.gradType != dev::E4M3 && a.gradType != dev::E5M2)
+    return "adamStep: the gradient must be float32 or FP8";
+  bool vec = al(a.grad, g32 ? 16 : 8) && al(a.expAvg, 8) && al(a.expAvgSq, 16) && al(a.newExpAvg, 8) &&
              al(a.newExpAvgSq, 16) && (!a.weightF16 || (al(a.weight, 16) && al(a.newWeight, 16)));
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -289,13 +315,24 @@ std::string adamStep(const AdamStepArgs &a, cudaStream_t stream) {
   int64_t work = vec ? (a.n + 7) / 8 : a.n;
   int blocks = int(std::min<int64_t>((work + 255) / 256, int64_t(sms) * 8));
   cudaMemsetAsync(a.scratch, 0, 2 * sizeof(unsigned), stream);
-  if (vec) {
-    adamAmaxKernel<true><<<blocks, 256, 0, stream>>>(a);
-    adamUpdateKernel<true><<<blocks, 256, 0, stream>>>(a);
-  } else {
-    adamAmaxKernel<false><<<blocks, 256, 0, stream>>>(a);
-    adamUpdateKernel<false><<<blocks, 256, 0, stream>>>(a);
-  }
+  auto launch = [&](auto vecTag, auto gradTag) {
+    constexpr bool V = decltype(vecTag)::value;
+    constexpr int G = decltype(gradTag)::value;
+    adamAmaxKernel<V, G><<<blocks, 256, 0, stream>>>(a);
+    adamUpdateKernel<V, G><<<blocks, 256, 0, stream>>>(a);
+  };
+  auto withGrad = [&](auto vecTag) {
+    if (g32)
+      launch(vecTag, std::integral_constant<int, dev::F32>());
+    else if (a.gradType == dev::E4M3)
+      launch(vecTag, std::integral_constant<int, dev::E4M3>());
+    else
+      launch(vecTag, std::integral_constant<int, dev::E5M2>());
+  };
+  if (vec)
+    withGrad(std::true_type());
+  else
+    withGrad(std::false_type());
   return check(cudaGetLastError(), "adamStep launch");
 }
 

@@ -236,23 +236,28 @@ float secondMomentScaleInv(float amax) {
 }
 
 void adamStepKernel(KernelContext &c) {
-  const Tensor &w = c.input(0), &g = c.input(1), &m = c.input(2), &v = c.input(4);
+  const Tensor &w = c.input(0), &g = c.input(1), &m = c.input(3), &v = c.input(5);
   auto scalar = [&](size_t i) {
     const Tensor &t = c.input(i);
     if (t.dtype != DType::F32 || t.numel() != 1)
       c.fail("operand " + std::to_string(i) + " must be a float32 scalar");
     return t.data<float>()[0];
   };
-  float ms = scalar(3), vs = scalar(5), gs = scalar(6), decay = scalar(7), stepSize = scalar(8), bc2 = scalar(9);
-  if ((w.dtype != DType::F16 && w.dtype != DType::F32) || g.dtype != DType::F32 || m.dtype != DType::F8E4M3FN ||
+  float gsi = scalar(2), ms = scalar(4), vs = scalar(6), gs = scalar(7), decay = scalar(8), stepSize = scalar(9),
+        bc2 = scalar(10);
+  if ((w.dtype != DType::F16 && w.dtype != DType::F32) || (g.dtype != DType::F32 && !isFp8(g.dtype)) ||
+      m.dtype != DType::F8E4M3FN ||
       v.dtype != DType::F16 || g.numel() != w.numel() || m.numel() != w.numel() || v.numel() != w.numel())
-    c.fail("weight (float16/float32), grad (float32), exp_avg (E4M3) and exp_avg_sq (float16) must have one size");
+    c.fail("weight (float16/float32), grad (float32/FP8), exp_avg (E4M3) and exp_avg_sq (float16) must have one size");
   float b1 = c.attrFloat("beta1", 0.9f), omb1 = c.attrFloat("one_minus_beta1", 0.1f);
   float b2 = c.attrFloat("beta2", 0.999f), omb2 = c.attrFloat("one_minus_beta2", 0.001f);
   float eps = c.attrFloat("eps", 1e-8f);
   int64_t n = w.numel();
   bool w16 = w.dtype == DType::F16;
-  const float *pg = g.data<float>();
+  // The gradient as fp8.dequantize reads FP8 codes (decode * scale_inv), float32 times its 1.
+  auto gradAt = [&, fmt = isFp8(g.dtype) ? fp8FormatOf(g.dtype) : Fp8Format::E4M3FN](int64_t i) {
+    return isFp8(g.dtype) ? fp8Decode(g.data<uint8_t>()[i], fmt) * gsi : g.data<float>()[i] * gsi;
+  };
   const uint8_t *pm = m.data<uint8_t>();
   const uint16_t *pv = v.data<uint16_t>();
   // The new moments in float32 (their amaxes come before their scales), then the update.
@@ -260,7 +265,7 @@ void adamStepKernel(KernelContext &c) {
   float am = 0.0f, av = 0.0f;
   auto amaxOf = [](float a, float x) { return std::isnan(x) || std::isnan(a) ? NAN : std::max(a, std::fabs(x)); };
   for (int64_t i = 0; i < n; ++i) {
-    float gi = pg[i] * gs;
+    float gi = gradAt(i) * gs;
     m2[i] = fp8Decode(pm[i], Fp8Format::E4M3FN) * ms * b1 + gi * omb1;
     v2[i] = halfToFloat(pv[i]) * vs * b2 + gi * gi * omb2;
     am = amaxOf(am, m2[i]);

@@ -466,18 +466,24 @@ TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
 /// fp8.adam_step (MS-AMP O2's update: FP8 first moment, FP16 second moment, each with its
 /// power-of-two scale): three weights updated in place over five steps, against the CPU bit for bit
 /// (eager, captured, replayed): an FP16 weight of 2211 elements (not a multiple of 8: the vector
-/// loop's tail), an FP32 one, and one whose gradient is 0 (amaxes of 0: scale_inv 1 for the second
-/// moment, the largest power of two for the first).
+/// loop's tail), an FP32 one, one whose gradient is 0 (amaxes of 0: scale_inv 1 for the second
+/// moment, the largest power of two for the first), and two whose gradients are E5M2 and E4M3 codes.
 TEST(CudaExecutor, AdamStepMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(41);
   const Shape sh{67, 33};
   Plan plan;
   std::vector<std::pair<AdamStepValues, float>> steps; // the update's values, the gradient's scale
-  for (auto [name, wt, gscale] : std::vector<std::tuple<std::string, DType, float>>{
-           {"w16", DType::F16, 0.02f}, {"w32", DType::F32, 3.0f}, {"still", DType::F16, 0.0f}}) {
+  std::vector<DType> gradTypes;
+  for (auto [name, wt, gscale, gt] : std::vector<std::tuple<std::string, DType, float, DType>>{
+           {"w16", DType::F16, 0.02f, DType::F32},
+           {"w32", DType::F32, 3.0f, DType::F32},
+           {"still", DType::F16, 0.0f, DType::F32},
+           {"e5m2", DType::F16, 50.0f, DType::F8E5M2},
+           {"e4m3", DType::F16, 20.0f, DType::F8E4M3FN}}) {
     auto w = std::make_shared<Tensor>(randomTensor(sh, rng, 0.05f).castTo(wt));
-    AdamStepValues a = addAdamStep(plan, name, sh, wt, w);
+    AdamStepValues a = addAdamStep(plan, name, sh, wt, w, gt);
+    gradTypes.push_back(gt);
     plan.inputs.push_back(a.grad);
     for (auto [from, to] : std::vector<std::pair<int, int>>{{a.weight, a.newWeight},
                                                              {a.expAvg, a.newExpAvg},
@@ -494,11 +500,12 @@ TEST(CudaExecutor, AdamStepMatchesTheCpu) {
   auto gpu = cuda::makeCudaRunner(plan);
   for (int step = 0; step < 5; ++step) {
     std::map<std::string, TensorPtr> feed;
-    for (auto &[a, gscale] : steps) {
+    for (size_t p = 0; p < steps.size(); ++p) {
+      auto &[a, gscale] = steps[p];
       Tensor g = randomTensor(sh, rng, 1.0f);
       for (int64_t i = 0; i < g.numel(); ++i)
         g.data<float>()[i] *= gscale;
-      feed[plan.values[size_t(a.grad)].name] = std::make_shared<Tensor>(std::move(g));
+      feed[plan.values[size_t(a.grad)].name] = std::make_shared<Tensor>(g.castTo(gradTypes[p])); // codes: saturated
     }
     cpu.run(feed, true);
     gpu->run(feed, true);

@@ -173,10 +173,11 @@ struct AdamStepValues {
 
 /// Appends an fp8.adam_step over [`s`] named `name` as octet-optimizer writes one (AdamW, beta1 0.9,
 /// beta2 0.999, eps 1e-8), its state as constants of kind State (weight of `weightType`, zero
-/// moments with scale_inv 1) and `grad` a plan value; the scalar operands (clipping coefficient,
-/// decay, step size, sqrt of the second bias correction) are float32 constants.
+/// moments with scale_inv 1) and `grad` a plan value of `gradType` (FP8 codes with a scale_inv of
+/// 1/16, as MS-AMP holds weight gradients, or float32 with 1); the scalar operands (clipping
+/// coefficient, decay, step size, sqrt of the second bias correction) are float32 constants.
 inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Shape &s, DType weightType,
-                                  TensorPtr weight) {
+                                  TensorPtr weight, DType gradType = DType::F32) {
   auto state = [&](const std::string &n, const Shape &sh, DType dt, TensorPtr v) {
     int id = addValue(plan, n, sh);
     plan.values[size_t(id)].dtype = dt;
@@ -192,6 +193,8 @@ inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Sha
   AdamStepValues a;
   a.weight = state(name, s, weightType, std::move(weight));
   a.grad = addValue(plan, name + ".grad", s);
+  plan.values[size_t(a.grad)].dtype = gradType;
+  int gradScaleInv = addScalar(plan, name + ".grad.scale_inv", gradType == DType::F32 ? 1.0f : 0.0625f);
   a.expAvg = state(name + ".exp_avg", s, DType::F8E4M3FN, nullptr);
   a.expAvgScaleInv = state(name + ".exp_avg.scale_inv", {}, DType::F32, nullptr);
   a.expAvgSq = state(name + ".exp_avg_sq", s, DType::F16, nullptr);
@@ -209,7 +212,7 @@ inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Sha
   int clip = addScalar(plan, name + ".clip", 0.75f), decay = addScalar(plan, name + ".decay", 0.9999f);
   int step = addScalar(plan, name + ".step_size", 3e-3f), bc2 = addScalar(plan, name + ".bc2", 0.0316f);
   PlanOp &op = addOp(plan, "fp8.adam_step", name + ".step",
-                     {a.weight, a.grad, a.expAvg, a.expAvgScaleInv, a.expAvgSq, a.expAvgSqScaleInv, clip, decay, step, bc2},
+                     {a.weight, a.grad, gradScaleInv, a.expAvg, a.expAvgScaleInv, a.expAvgSq, a.expAvgSqScaleInv, clip, decay, step, bc2},
                      {a.newWeight, a.newExpAvg, a.newExpAvgScaleInv, a.newExpAvgSq, a.newExpAvgSqScaleInv});
   for (auto [k, v] : std::vector<std::pair<const char *, float>>{
            {"beta1", 0.9f}, {"one_minus_beta1", 0.1f}, {"beta2", 0.999f}, {"one_minus_beta2", 0.001f}, {"eps", 1e-8f}}) {

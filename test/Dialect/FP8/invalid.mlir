@@ -316,7 +316,7 @@ func.func @gemm_accumulate_amax(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E
 
 func.func @adam_step_shape(%w: tensor<64x32xf16>, %g: tensor<32x64xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>) -> tensor<64x32xf16> {
   // expected-error @+1 {{grad, exp_avg and exp_avg_sq must have the weight's shape 'tensor<64x32xf16>', got 'tensor<32x64xf32>'}}
-  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<32x64xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<32x64xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
   return %w2 : tensor<64x32xf16>
 }
 
@@ -324,14 +324,14 @@ func.func @adam_step_shape(%w: tensor<64x32xf16>, %g: tensor<32x64xf32>, %m: ten
 
 func.func @adam_step_types(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>) -> tensor<64x32xf32> {
   // expected-error @+1 {{the new weight and moments must have the types of the old}}
-  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
   return %w2 : tensor<64x32xf32>
 }
 
 // -----
 
 func.func @adam_step_moment_type(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E5M2>, %v: tensor<64x32xf16>, %s: tensor<f32>) -> tensor<64x32xf16> {
-  // expected-error @+1 {{operand #2 must be tensor of f8E4M3FN type values}}
-  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  // expected-error @+1 {{operand #3 must be tensor of f8E4M3FN type values}}
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
   return %w2 : tensor<64x32xf16>
 }

@@ -118,7 +118,9 @@ struct AdamStepArgs {
   int64_t n = 0;
   const void *weight = nullptr; // float16, or float32 without weightF16
   bool weightF16 = true;
-  const float *grad = nullptr;
+  const void *grad = nullptr; // float32, or FP8 codes (gradType) dequantized by gradScaleInv
+  int gradType = 0;           // octet::rt::DType as int: F32, F8E4M3FN or F8E5M2
+  const float *gradScaleInv = nullptr;
   const uint8_t *expAvg = nullptr; // E4M3 codes
   const float *expAvgScaleInv = nullptr;
   const uint16_t *expAvgSq = nullptr; // float16

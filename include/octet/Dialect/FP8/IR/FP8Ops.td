@@ -324,7 +324,7 @@ def FP8_AdamStepOp : FP8_Op<"adam_step"> {
     backend reads the state twice (once for the new moments' amaxes, once
     for the update) instead of materializing every float32 temporary. In
     float32, with every operation rounded as written (no fused multiply-add):
-      g  = grad * grad_scale                      (the clipping coefficient)
+      g  = (grad * grad_scale_inv) * grad_scale   (FP8 codes decoded; the clipping coefficient)
       w0 = weight * decay                         (AdamW: 1 - lr * weight_decay)
       m  = dequantize(exp_avg, exp_avg_scale_inv)
       v  = exp_avg_sq * exp_avg_sq_scale_inv
@@ -334,11 +334,14 @@ def FP8_AdamStepOp : FP8_Op<"adam_step"> {
     Results: w2 in the weight's type; m2 as E4M3 codes with the scale_inv of
     `fp8.dynamic_scale` (E4M3, power of two) of amax(m2); v2 / s as FP16 with
     s = 2^(floor(log2(amax(v2))) - 13) (the largest element in [2^13, 2^14)),
-    1 for an amax of 0 or NaN, +Inf for +Inf. The coefficients are
+    1 for an amax of 0 or NaN, +Inf for +Inf. `grad` is float32 (with a
+    grad_scale_inv of 1) or the FP8 codes an MS-AMP weight gradient is held
+    in, read as fp8.dequantize reads them. The coefficients are
     attributes holding the float32 values the update multiplies by.
-    Example: `%w2, %m2, %ms2, %v2, %vs2 = fp8.adam_step %w, %g, %m, %ms, %v, %vs, %c, %d, %lr, %bc2 {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)`
+    Example: `%w2, %m2, %ms2, %v2, %vs2 = fp8.adam_step %w, %g, %gs, %m, %ms, %v, %vs, %c, %d, %lr, %bc2 {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)`
   }];
-  let arguments = (ins TensorOf<[F16, F32]>:$weight, TensorOf<[F32]>:$grad, TensorOf<[F8E4M3FN]>:$exp_avg,
+  let arguments = (ins TensorOf<[F16, F32]>:$weight, TensorOf<[F32, F8E4M3FN, F8E5M2]>:$grad,
+                   0DTensorOf<[F32]>:$grad_scale_inv, TensorOf<[F8E4M3FN]>:$exp_avg,
                    0DTensorOf<[F32]>:$exp_avg_scale_inv, TensorOf<[F16]>:$exp_avg_sq,
                    0DTensorOf<[F32]>:$exp_avg_sq_scale_inv, 0DTensorOf<[F32]>:$grad_scale,
                    0DTensorOf<[F32]>:$decay, 0DTensorOf<[F32]>:$step_size,
@@ -349,7 +352,7 @@ def FP8_AdamStepOp : FP8_Op<"adam_step"> {
                   0DTensorOf<[F32]>:$new_exp_avg_scale_inv, TensorOf<[F16]>:$new_exp_avg_sq,
                   0DTensorOf<[F32]>:$new_exp_avg_sq_scale_inv);
   let assemblyFormat = [{
-    $weight `,` $grad `,` $exp_avg `,` $exp_avg_scale_inv `,` $exp_avg_sq `,` $exp_avg_sq_scale_inv `,`
+    $weight `,` $grad `,` $grad_scale_inv `,` $exp_avg `,` $exp_avg_scale_inv `,` $exp_avg_sq `,` $exp_avg_sq_scale_inv `,`
     $grad_scale `,` $decay `,` $step_size `,` $bias_correction2_sqrt attr-dict
     `:` functional-type(operands, results)
   }];
