@@ -11,6 +11,8 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Passes/Passes.h"
 
+#include "FusionGroups.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace octet {
@@ -35,22 +37,10 @@ struct FuseAmaxScale : octet::impl::FuseAmaxScaleBase<FuseAmaxScale> {
         return;
       pairs.push_back({a, d});
     });
-    // One number per group, in order (markFusionGroup's walk per group would be quadratic).
-    Builder b(&getContext());
-    int64_t next = 0;
-    getOperation().walk([&](Operation *op) {
-      auto k = op->getAttrOfType<StringAttr>("octet.fusion");
-      auto g = op->getAttrOfType<IntegerAttr>("octet.fusion_group");
-      if (k && g && k.getValue() == "amax_scale")
-        next = std::max(next, g.getInt() + 1);
-    });
-    for (auto [a, d] : pairs) {
-      for (Operation *op : {a, d}) {
-        op->setAttr("octet.fusion", b.getStringAttr("amax_scale"));
-        op->setAttr("octet.fusion_group", b.getI64IntegerAttr(next));
-      }
-      ++next;
-    }
+    // One module walk for the numbering, not one per group.
+    int64_t next = octet::nextFusionGroup(getOperation(), "amax_scale");
+    for (auto [a, d] : pairs)
+      octet::markFusionGroup({a, d}, "amax_scale", next++);
   }
 };
 

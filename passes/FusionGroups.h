@@ -13,10 +13,8 @@
 
 namespace octet {
 
-/// Marks `ops` as the next group of `kind` in their module (numbered after the module's existing
-/// groups of that kind).
-inline void markFusionGroup(llvm::ArrayRef<mlir::Operation *> ops, llvm::StringRef kind) {
-  mlir::Operation *module = ops.front()->getParentOfType<mlir::ModuleOp>();
+/// The number the next group of `kind` in `module` takes (one more than its largest so far).
+inline int64_t nextFusionGroup(mlir::Operation *module, llvm::StringRef kind) {
   int64_t next = 0;
   module->walk([&](mlir::Operation *op) {
     auto k = op->getAttrOfType<mlir::StringAttr>("octet.fusion");
@@ -24,11 +22,22 @@ inline void markFusionGroup(llvm::ArrayRef<mlir::Operation *> ops, llvm::StringR
     if (k && g && k.getValue() == kind)
       next = std::max(next, g.getInt() + 1);
   });
+  return next;
+}
+
+/// Marks `ops` as group `group` of `kind`.
+inline void markFusionGroup(llvm::ArrayRef<mlir::Operation *> ops, llvm::StringRef kind, int64_t group) {
   mlir::Builder b(ops.front()->getContext());
   for (mlir::Operation *op : ops) {
     op->setAttr("octet.fusion", b.getStringAttr(kind));
-    op->setAttr("octet.fusion_group", b.getI64IntegerAttr(next));
+    op->setAttr("octet.fusion_group", b.getI64IntegerAttr(group));
   }
+}
+
+/// Marks `ops` as the next group of `kind` in their module (numbered after the module's existing
+/// groups of that kind).
+inline void markFusionGroup(llvm::ArrayRef<mlir::Operation *> ops, llvm::StringRef kind) {
+  markFusionGroup(ops, kind, nextFusionGroup(ops.front()->getParentOfType<mlir::ModuleOp>(), kind));
 }
 
 } // namespace octet
