@@ -15,7 +15,7 @@
 #           batch, torchao included, is bench/run_peers.sh; NORM=rms: the RMSNorm GPT (make_gpt_onnx.py --norm rms), Octet te
 #           with and without OCTET_CUDA_CAST_SOURCES against PyTorch BF16 with nn.RMSNorm
 #   ablate-S  Octet te on model size S with each optimization of issue 5 switched off in turn
-#           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: OCTET_CUDA_ATTENTION=tf32;
+#           (generated Pointwise kernels: OCTET_CUDA_JIT=0; BF16 attention: a plan with --attention-precision=tf32;
 #           bias gradients in the cast's pass: OCTET_CUDA_CAST_SUMS=0; GEMM biases added by their
 #           readers: OCTET_CUDA_FOLD_BIAS=0; casts of one tensor in one pass that computes it (the
 #           LayerNorm's and GELU's FP8 output): OCTET_CUDA_CAST_SOURCES=0;
@@ -119,7 +119,7 @@ ablate-*)
   }
   variant all "$p-te.plan"
   variant no-jit "$p-te.plan" OCTET_CUDA_JIT=0
-  variant tf32-attention "$p-te.plan" OCTET_CUDA_ATTENTION=tf32
+  variant tf32-attention "$p-te-tf32-attention.plan"
   variant no-cast-amax "$p-te-no-fuse-cast-amax.plan"
   variant no-in-place "$p-te-no-in-place-updates.plan"
   variant no-cast-transpose "$p-te-no-cast-transpose.plan"
@@ -130,7 +130,7 @@ ablate-*)
   variant no-fold-bias "$p-te.plan" OCTET_CUDA_FOLD_BIAS=0
   variant no-group-casts "$p-te-no-group-casts.plan"
   variant no-cast-sources "$p-te.plan" OCTET_CUDA_CAST_SOURCES=0
-  variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_ATTENTION=tf32 OCTET_CUDA_CAST_SUMS=0 \
+  variant none-of-them "$p-te-no-all.plan" OCTET_CUDA_JIT=0 OCTET_CUDA_CAST_SUMS=0 \
     OCTET_CUDA_FOLD_BIAS=0 OCTET_CUDA_CAST_SOURCES=0
   python3 - "$out/ablate-$s.jsonl" <<'PY'
 import json, sys

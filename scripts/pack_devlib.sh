@@ -148,8 +148,12 @@ case " ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4} " in *" 1.3b "*)
     gzip -f "$d/bench/gpt-1.3b-te-no-$v.plan"
   done
   "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" \
+    --recipe te ${OPT_FLAGS---keep-gradients=false} --attention-precision=tf32 -o "$d/bench/gpt-1.3b-te-tf32-attention.plan"
+  gzip -f "$d/bench/gpt-1.3b-te-tf32-attention.plan"
+  "$opt" "$build/bench/gpt-1.3b.onnx" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" \
     --recipe te ${OPT_FLAGS---keep-gradients=false} --fuse-cast-amax=false --in-place-updates=false \
-    --sink-scale-updates=false --fuse-grads=false --fold-head-transposes=false --group-casts=false -o "$d/bench/gpt-1.3b-te-no-all.plan"
+    --sink-scale-updates=false --fuse-grads=false --fold-head-transposes=false --group-casts=false \
+    --attention-precision=tf32 -o "$d/bench/gpt-1.3b-te-no-all.plan"
   rm -f "$d/bench/gpt-1.3b-te-no-both.plan.gz"
   gzip -f "$d/bench/gpt-1.3b-te-no-all.plan" ;;
 esac

@@ -255,8 +255,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: a residual Add of a float32 FP8 GEMM result (x + Linear(h)) becomes that GEMM with x as its "
                "accumulate C, added in the GEMM's epilogue (default off: on the H100, cuBLASLt's FP8 GEMM reading a "
                "float32 C, with the GPT's float32 bias in a pass of its own, took longer than the GEMM and the Add "
-               "apart, docs/BENCHMARKS.md)"),
-      cl::init(false), cl::cat(optCat));
+               "apart, docs/BENCHMARKS.md; listed by --help-hidden)"),
+      cl::init(false), cl::Hidden, cl::cat(optCat));
   static cl::opt<bool> fuseGeluAmax(
       "fuse-gelu-amax",
       cl::desc("Plans: a GELU and the per-tensor amax of its result (dynamic scaling: ao, msamp) form a fusion "
@@ -341,6 +341,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
                "(octet-assign-precision; default f32)"),
       cl::init("f32"), cl::cat(optCat));
+
+  static cl::opt<std::string> attentionPrecision(
+      "attention-precision",
+      cl::desc("Plans: the operand precision a GPU backend computes fused attention with (float32 accumulation "
+               "and softmax either way): bf16 (as under autocast), tf32, or auto: bf16 where attention reads "
+               "BF16 or the plan has an FP8 recipe, else tf32 (octet-attention-precision; default auto)"),
+      cl::init("auto"), cl::cat(optCat));
 
   static cl::opt<bool> inPlaceUpdates(
       "in-place-updates",
@@ -529,6 +536,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       !choice(reportFormat, reportFormat.getValue(), {"text", "json"}) ||
       !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}) ||
       !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}) ||
+      !choice(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}) ||
       !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}))
     return 1;
   auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min) {
@@ -813,6 +821,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseGeluAmax());
       if (out == Emit::Plan && fuseAmaxScale)
         pm.addPass(createFuseAmaxScale());
+      if (out == Emit::Plan) {
+        AttentionPrecisionOptions ap;
+        ap.precision = attentionPrecision;
+        pm.addPass(createAttentionPrecision(ap));
+      }
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;

@@ -23,8 +23,8 @@ struct BlasCall {
   float alpha = 1, beta = 0;
 };
 
-std::string runBlas(cublasHandle_t h, const BlasCall &c, bool tf32) {
-  cublasComputeType_t ct = c.type == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+std::string runBlas(cublasHandle_t h, const BlasCall &c) {
+  const cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
   cublasOperation_t opA = c.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = c.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t st;
   if (c.ptrs)
@@ -125,8 +125,7 @@ void CudaExecutor::compileMatMul(const PlanOp &op, std::vector<Step> &out) {
       c.ptrs = static_cast<const void **>(d);
     }
   }
-  bool tf32 = opt_.tf32;
-  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+  out.push_back([this, c](cudaStream_t) { return runBlas(blas_, c); });
 }
 
 void CudaExecutor::compileGemm(const PlanOp &op, std::vector<Step> &out) {
@@ -169,8 +168,7 @@ void CudaExecutor::compileGemm(const PlanOp &op, std::vector<Step> &out) {
     out.push_back([e](cudaStream_t s) { return dev::elementwise(e, s); });
     c.beta = beta;
   }
-  bool tf32 = opt_.tf32;
-  out.push_back([this, c, tf32](cudaStream_t) { return runBlas(blas_, c, tf32); });
+  out.push_back([this, c](cudaStream_t) { return runBlas(blas_, c); });
 }
 
 
@@ -198,7 +196,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   if (K % 16 || N % 16)
     fail(op, "FP8 GEMMs need K and N multiples of 16 (K=" + std::to_string(K) + ", N=" + std::to_string(N) +
                  "); exclude this layer from the recipe");
-  bool fast = opt_.fastAccum && attrStr(op, "accumulation", "split") == "fast";
+  bool fast = attrStr(op, "accumulation", "split") == "fast";
   bool withAmax = op.outputs.size() > 1 && op.outputs[1] >= 0;
   bool hasBias = has(op, 4);
   // Scratch layout: [A as [M,K]] [B as [N,K]] [float32 accumulator [M,N]].
@@ -342,7 +340,7 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
                  "the head width, or use --device cpu");
   a.scale = float(attrFloat(op, "scale", 1.0));
   a.causal = attrInt(op, "is_causal", 0) != 0;
-  a.precision = attention_;
+  a.precision = attentionPrecision(op);
   a.q = static_cast<const float *>(devicePtr(op.inputs[0]));
   a.k = static_cast<const float *>(devicePtr(op.inputs[1]));
   a.v = static_cast<const float *>(devicePtr(op.inputs[2]));

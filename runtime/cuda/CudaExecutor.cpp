@@ -104,13 +104,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
   cublasSetStream(blas_, stream_);
   blasWorkspace_ = alloc(size_t(32) << 20, "workspaces");
   cublasSetWorkspace(blas_, blasWorkspace_, size_t(32) << 20);
-  if (!opt_.tf32)
-    cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH);
-  bool fp8Recipe = !plan_.recipe.empty() && plan_.recipe != "none";
-  attention_ = opt_.attention == CudaOptions::Attention::BF16 ||
-                       (opt_.attention == CudaOptions::Attention::Auto && fp8Recipe)
-                   ? dev::AttnPrecision::BF16
-                   : dev::AttnPrecision::TF32;
+  cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH); // float32 GEMMs in float32: no TF32 the plan did not ask for
   fp8_ = std::make_unique<Gemm>();
   allocated_ += Gemm::workspaceBytes();
   allocatedBy_["workspaces"] += Gemm::workspaceBytes();
@@ -684,7 +678,7 @@ int CudaExecutor::check(const Executor &ref, std::ostream &os) {
     bool gemm = op.type == "MatMul" || op.type == "Gemm" || op.type == "fp8.gemm" || attention; // tensor cores
     // BF16 operands round to 8 significant bits (unit roundoff 2^-9): products of such inputs are
     // good to a few 1e-3 normwise, against the TF32 kernels' and FP32 GEMMs' 1e-4.
-    double tol = attention && attention_ == dev::AttnPrecision::BF16 ? 1e-2 : gemm ? 1e-3 : 1e-5;
+    double tol = attention && attentionPrecision(op) == dev::AttnPrecision::BF16 ? 1e-2 : gemm ? 1e-3 : 1e-5;
     bool bf16Out = false; // a BF16 result: one rounding apart is 2^-8 of the value
     for (int id : op.outputs)
       bf16Out = bf16Out || (id >= 0 && typeOf(id) == DType::BF16);
@@ -768,10 +762,7 @@ void registerBackend() {
     return true;
   };
   b.check = [](Plan p, const std::map<std::string, TensorPtr> &in, std::ostream &os) {
-    CudaOptions o;
-    if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
-      o.attention = parseAttentionPrecision(at);
-    return checkAgainstCpu(std::move(p), in, os, o);
+    return checkAgainstCpu(std::move(p), in, os, CudaOptions());
   };
   b.bytes = [](const Runner &r) { return deviceBytes(r); };
   b.memory = [](const Runner &r) { return deviceMemory(r); };
@@ -780,8 +771,6 @@ void registerBackend() {
     CudaOptions o;
     if (const char *g = std::getenv("OCTET_CUDA_GRAPHS"))
       o.graphs = std::string(g) != "0";
-    if (const char *t = std::getenv("OCTET_CUDA_TF32"))
-      o.tf32 = std::string(t) == "1";
     if (const char *j = std::getenv("OCTET_CUDA_JIT"))
       o.jit = std::string(j) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CHAINS"))
@@ -790,12 +779,8 @@ void registerBackend() {
       o.castSums = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CAST_SOURCES"))
       o.castSources = std::string(c) != "0";
-    if (const char *c = std::getenv("OCTET_CUDA_FAST_ACCUM"))
-      o.fastAccum = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_FOLD_BIAS"))
       o.foldBias = std::string(c) != "0";
-    if (const char *at = std::getenv("OCTET_CUDA_ATTENTION"))
-      o.attention = parseAttentionPrecision(at);
     if (const char *c = std::getenv("OCTET_CUDA_CUDNN"))
       o.cudnnAttention = std::string(c) != "0";
     if (const char *w = std::getenv("OCTET_CUDA_ATTENTION_WORKSPACE_MIB")) { // the same bits, another launch count
@@ -810,14 +795,17 @@ void registerBackend() {
   registerDeviceBackend(std::move(b));
 }
 
-CudaOptions::Attention parseAttentionPrecision(const std::string &v) {
-  if (v == "auto")
-    return CudaOptions::Attention::Auto;
-  if (v == "tf32")
-    return CudaOptions::Attention::TF32;
-  if (v == "bf16")
-    return CudaOptions::Attention::BF16;
-  throw Error("OCTET_CUDA_ATTENTION='" + v + "' is not a precision; use auto, tf32 or bf16");
+dev::AttnPrecision CudaExecutor::attentionPrecision(const PlanOp &op) const {
+  std::string p = attrStr(op, "precision", "");
+  if (p == "bf16")
+    return dev::AttnPrecision::BF16;
+  if (p == "tf32")
+    return dev::AttnPrecision::TF32;
+  if (!p.empty())
+    throw Error("node '" + op.name + "' (" + op.type + "): precision '" + p +
+                "' is not bf16 or tf32; write the plan again with fp8-opt");
+  // Plans written before octet-attention-precision: what its auto rule gives them.
+  return !plan_.recipe.empty() && plan_.recipe != "none" ? dev::AttnPrecision::BF16 : dev::AttnPrecision::TF32;
 }
 
 int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, std::ostream &os, CudaOptions o) {

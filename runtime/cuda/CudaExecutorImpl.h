@@ -327,7 +327,9 @@ private:
   void *blasWorkspace_ = nullptr;
   std::unique_ptr<Gemm> fp8_;
   std::unique_ptr<dev::PwJit> jit_; // null: Pointwise programs run on the interpreter kernel
-  dev::AttnPrecision attention_ = dev::AttnPrecision::TF32; // CudaOptions::attention, resolved
+  /// The operand precision of a fused attention op: its `precision` attribute
+  /// (octet-attention-precision); without one (older plans), that pass's auto rule by the recipe.
+  dev::AttnPrecision attentionPrecision(const PlanOp &op) const;
   std::vector<void *> ptr_;
   std::vector<TensorPtr> host_;
   std::vector<char> static_;

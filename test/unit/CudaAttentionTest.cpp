@@ -76,6 +76,8 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
     op->attrs["is_causal"].i = 1;
     op->attrs["q_num_heads"].i = H;
     op->attrs["kv_num_heads"].i = H;
+    op->attrs["precision"].kind = Attr::String;
+    op->attrs["precision"].s = "bf16"; // octet-attention-precision's choice under an FP8 recipe
   }
   fwd.type = "octet::Attention";
   fwd.name = "attention";
@@ -103,7 +105,6 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
   Executor cpu(plan);
   cpu.run(feed, false);
   cuda::CudaOptions on, off;
-  on.attention = off.attention = cuda::CudaOptions::Attention::BF16;
   off.foldBias = false;
   auto gpu = cuda::makeCudaRunner(plan, on), plain = cuda::makeCudaRunner(plan, off);
   expectSameAsUnfused(plan, *gpu, *plain, cpu, feed, [](const Tensor &got, const Tensor &want, const std::string &n) {
@@ -175,24 +176,11 @@ TEST(CudaKernels, AttentionMatchesTheCpu) {
   }
 }
 
-/// OCTET_CUDA_ATTENTION's values; anything else is refused with the variable named (no GPU needed).
-TEST(CudaOptions, AttentionPrecisionValues) {
-  EXPECT_EQ(cuda::parseAttentionPrecision("auto"), cuda::CudaOptions::Attention::Auto);
-  EXPECT_EQ(cuda::parseAttentionPrecision("tf32"), cuda::CudaOptions::Attention::TF32);
-  EXPECT_EQ(cuda::parseAttentionPrecision("bf16"), cuda::CudaOptions::Attention::BF16);
-  try {
-    cuda::parseAttentionPrecision("fp16");
-    ADD_FAILURE() << "fp16 was accepted";
-  } catch (const Error &e) {
-    EXPECT_NE(std::string(e.what()).find("OCTET_CUDA_ATTENTION='fp16'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("auto, tf32 or bf16"), std::string::npos) << e.what();
-  }
-}
-
-/// A plan's octet::Attention runs with BF16 operands when the plan has an FP8 recipe and with TF32
-/// ones when it has none (CudaOptions::Attention::Auto), and as the option says otherwise: BF16's
-/// error against the CPU is that of 8-bit significands (above TF32's bound, below BF16's).
-TEST(CudaExecutor, AttentionPrecisionFollowsTheRecipe) {
+/// A plan's octet::Attention runs with the operands its `precision` attribute names
+/// (octet-attention-precision); a plan without one (written before that pass) as that pass's auto
+/// rule: BF16 under an FP8 recipe, TF32 without. BF16's error against the CPU is that of 8-bit
+/// significands (above TF32's bound, below BF16's); a precision no kernel has is refused.
+TEST(CudaExecutor, AttentionPrecisionFollowsThePlan) {
   REQUIRE_GPU();
   const int64_t B = 2, T = 128, D = 64;
   Plan plan;
@@ -217,25 +205,32 @@ TEST(CudaExecutor, AttentionPrecisionFollowsTheRecipe) {
     in[n] = std::make_shared<Tensor>(randomTensor({B, T, D}, rng, 1.0f));
   Executor cpu(plan);
   cpu.run(in, false);
-  auto error = [&](const std::string &recipe, cuda::CudaOptions::Attention a) {
+  auto error = [&](const std::string &recipe, const std::string &precision) {
     Plan p = plan;
     p.recipe = recipe;
-    cuda::CudaOptions o;
-    o.attention = a;
-    auto gpu = cuda::makeCudaRunner(p, o);
+    if (!precision.empty()) {
+      p.ops[0].attrs["precision"].kind = Attr::String;
+      p.ops[0].attrs["precision"].s = precision;
+    }
+    auto gpu = cuda::makeCudaRunner(p);
     gpu->run(in, false);
     TensorPtr got = gpu->value(y);
     EXPECT_TRUE(got);
     return got ? normwiseError(std::vector<float>(got->data<float>(), got->data<float>() + got->numel()), *cpu.value(y))
                : 1.0;
   };
-  using A = cuda::CudaOptions::Attention;
-  double tf32 = error("", A::Auto), bf16 = error("te", A::Auto);
+  double tf32 = error("", ""), bf16 = error("te", "");
   EXPECT_LT(tf32, 1e-3);
   EXPECT_GT(bf16, 1e-3);
   EXPECT_LT(bf16, 1e-2);
-  EXPECT_EQ(error("te", A::TF32), tf32); // the option overrides the recipe, bit for bit the same kernels
-  EXPECT_EQ(error("", A::BF16), bf16);
+  EXPECT_EQ(error("te", "tf32"), tf32); // the plan's attribute decides, bit for bit the same kernels
+  EXPECT_EQ(error("", "bf16"), bf16);
+  try {
+    error("", "fp16");
+    ADD_FAILURE() << "precision fp16 was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("precision 'fp16' is not bf16 or tf32"), std::string::npos) << e.what();
+  }
 }
 
 /// Several tensors in one launch each way against the host's round-to-nearest-even: the 8-wide path

@@ -630,6 +630,27 @@ def AssignPrecision : Pass<"octet-assign-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
 }
 
+def AttentionPrecision : Pass<"octet-attention-precision", "mlir::ModuleOp"> {
+  let summary = "Choose the tensor-core operand precision of each fused attention op";
+  let description = [{
+    Every fused attention op (`onnx.node "Attention"` and `"AttentionGrad"`,
+    domain octet) gets `precision` in its attributes: the precision a GPU
+    backend rounds Q, K, V (and Y, dY) to for its tensor-core products, with
+    float32 accumulation and softmax either way. `bf16` is what PyTorch's
+    autocast gives attention; `tf32` keeps float32 operands close (10-bit
+    significands). With `precision=auto` (the default): `bf16` where an operand
+    is stored in BF16 or the module has an FP8 recipe (`octet.recipe`, not
+    "none"), else `tf32`. An op with BF16 operands cannot compute on TF32
+    operands: `precision=tf32` there is an error naming the op. The CPU
+    reference computes attention in float32 whatever the attribute says.
+    fp8-opt runs it when writing a plan (`--attention-precision`).
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"auto\"", "auto, bf16 or tf32">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
 def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
   let summary = "Move a step's delayed-scaling updates, in order, to its end";
   let description = [{

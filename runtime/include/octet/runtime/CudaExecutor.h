@@ -21,7 +21,6 @@ namespace octet::rt::cuda {
 
 struct CudaOptions {
   bool graphs = true; // capture the step as a CUDA graph after the first run
-  bool tf32 = false;  // float32 MatMul/Gemm on TF32 tensor cores (default: exact FP32)
   bool jit = true;    // generated kernels (NVRTC) for Pointwise programs (else, or without NVRTC,
                       // the interpreter kernel)
   bool chains = true; // with jit: the plan's pointwise_chain fusion groups each in one generated kernel
@@ -31,15 +30,8 @@ struct CudaOptions {
   bool castSources = true; // the FP8 casts of one tensor in one pass, which also computes the tensor where a
                            // LayerNorm, GELU or (with jit) Pointwise program writes it for them alone
                            // (their FP8 output; the GELU gradient's cast)
-  bool fastAccum = true; // FP8 GEMMs the plan marks accumulation = fast (TE's fprop) use cuBLASLt's fast
-                         // accumulation; false: split accumulation (FP32 promotion) for every FP8 GEMM
   bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
                         // Add, or the Transpose that splits heads) instead of in a pass of its own
-  /// Tensor-core operands of octet::Attention/AttentionGrad (FP32 accumulation either way). Auto:
-  /// BF16 for plans of an FP8 recipe (the precision autocast gives attention in those recipes),
-  /// TF32 for plans without one (close to the FP32 reference).
-  enum class Attention { Auto, TF32, BF16 };
-  Attention attention = Attention::Auto;
   bool cudnnAttention = true; // BF16 attention through cuDNN's fused SDPA where cuDNN 9 loads and has an
                               // engine for the shape; else (or false) Attention.cu's kernels
   /// cuDNN's deterministic attention backward on Hopper takes a workspace quadratic in the sequence
@@ -51,15 +43,12 @@ struct CudaOptions {
   size_t attentionWorkspaceBytes = 0;
 };
 
-/// Parses OCTET_CUDA_ATTENTION's value (auto, tf32, bf16); throws Error naming the variable otherwise.
-CudaOptions::Attention parseAttentionPrecision(const std::string &v);
-
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
-/// OCTET_CUDA_TF32=1, OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0,
-/// OCTET_CUDA_CAST_SOURCES=0, OCTET_CUDA_FAST_ACCUM=0,
-/// OCTET_CUDA_FOLD_BIAS=0, OCTET_CUDA_ATTENTION=auto|tf32|bf16 and OCTET_CUDA_CUDNN=0 (debugging and
-/// ablations; the defaults are what plans are measured with).
+/// OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0, OCTET_CUDA_CAST_SOURCES=0,
+/// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_CUDNN=0 (debugging and ablations: the same arithmetic
+/// launched otherwise, or Attention.cu's kernels instead of cuDNN's); what is computed (GEMM
+/// accumulation, attention precision) is the plan's.
 void registerBackend();
 
 /// Throws Error when no usable GPU is present or the plan needs FP8 and the
