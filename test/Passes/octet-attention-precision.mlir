@@ -1,6 +1,6 @@
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-attention-precision)' | FileCheck %s --check-prefix=AUTO
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-attention-precision{precision=bf16})' | FileCheck %s --check-prefix=BF16
-// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-attention-precision{precision=tf32})' | FileCheck %s --check-prefix=TF32
+// RUN: fp8-opt %s -split-input-file --octet-attention-precision | FileCheck %s --check-prefix=AUTO
+// RUN: fp8-opt %s -split-input-file --octet-attention-precision=precision=bf16 | FileCheck %s --check-prefix=BF16
+// RUN: fp8-opt %s -split-input-file --octet-attention-precision='precision=tf32' | FileCheck %s --check-prefix=TF32
 
 // No FP8 recipe, float32 operands: auto gives TF32 to the forward and the gradient alike, and
 // keeps the other attributes; the option overrides.
