@@ -158,6 +158,38 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
       op->erase();
   }
 
+  /// A program of `shape` whose result only members of `joined` read, more than one of them (a
+  /// value the formula reads several times: the GELU gradient's tanh), joins `joined` (its group
+  /// number into `merge`), as long as the limits allow; again, until none does.
+  void joinReadOnlyInside(SmallVector<Operation *> &joined, llvm::SetVector<int> &merge,
+                          const llvm::DenseMap<Operation *, int> &groupOf,
+                          const std::vector<SmallVector<Operation *>> &groups, ArrayRef<int64_t> shape) {
+    for (bool grew = true; grew;) {
+      grew = false;
+      llvm::SmallPtrSet<Operation *, 32> inside(joined.begin(), joined.end());
+      for (Operation *o : joined) {
+        for (Value v : o->getOperands()) {
+          Operation *p = v.getDefiningOp();
+          auto it = p ? groupOf.find(p) : groupOf.end();
+          if (it == groupOf.end() || merge.contains(it->second) || groups[size_t(it->second)].empty() ||
+              groups[size_t(it->second)].back() != p || v.getType().cast<RankedTensorType>().getShape() != shape ||
+              !llvm::all_of(v.getUsers(), [&](Operation *u) { return inside.contains(u); }))
+            continue;
+          SmallVector<Operation *> tried = joined;
+          tried.append(groups[size_t(it->second)]);
+          if (int64_t(tried.size()) > maxOps || int64_t(inputsOf(tried).size()) > maxInputs)
+            continue;
+          joined = std::move(tried);
+          merge.insert(it->second);
+          grew = true;
+          break;
+        }
+        if (grew)
+          break;
+      }
+    }
+  }
+
   void runOnFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
     if (broadcastExpands)
@@ -184,6 +216,8 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
       for (int g : merge)
         joined.append(groups[size_t(g)]);
       joined.push_back(&op);
+      if (!merge.empty() && int64_t(joined.size()) <= maxOps && int64_t(inputsOf(joined).size()) <= maxInputs)
+        joinReadOnlyInside(joined, merge, groupOf, groups, shape);
       if (merge.empty() || int64_t(joined.size()) > maxOps || int64_t(inputsOf(joined).size()) > maxInputs) {
         groupOf[&op] = int(groups.size());
         groups.push_back({&op});
