@@ -155,9 +155,10 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Compile ONNX nodes Octet's runtime does not run (other domains, unknown op types) for "
                "pass pipelines that lower them; without it such a node is an error in a plan or with --train"),
       cl::init(false), cl::cat(importCat));
-  static cl::opt<bool> genericOnly("import-generic",
-                                   cl::desc("Import every ONNX node as the generic onnx.node"),
-                                   cl::cat(importCat));
+  static cl::opt<bool> genericOnly(
+      "import-generic",
+      cl::desc("Import every ONNX node as the generic onnx.node (for debugging the importer; listed by --help-hidden)"),
+      cl::Hidden, cl::cat(importCat));
   static cl::opt<std::string> absentWeights(
       "absent-weights",
       cl::desc("'zeros': initializers whose external data file is missing import as zeros (compile a graph from "
@@ -262,6 +263,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: a GELU and the per-tensor amax of its result (dynamic scaling: ao, msamp) form a fusion "
                "group a backend computes in the GELU's pass (default on; --fuse-gelu-amax=false reads the GELU's "
                "output again for the amax)"),
+      cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseGeluRecompute(
+      "fuse-gelu-recompute",
+      cl::desc("Plans: a GELU recomputed for its transposed FP8 codes (--rematerialize-fp8-sources=gelu) is cast in "
+               "the pass of the GELU gradient's cast, which reads the same input (default on)"),
       cl::init(true), cl::cat(optCat));
   static cl::opt<bool> foldWideningCasts(
       "fold-widening-casts",
@@ -817,6 +823,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseRuns());
       if (out == Emit::Plan && fuseCastColumnSums)
         pm.addPass(createFuseCastColumnSums());
+      if (out == Emit::Plan && fuseGeluRecompute)
+        pm.addPass(createFuseGeluRecompute());
       if (out == Emit::Plan && fuseGeluAmax)
         pm.addPass(createFuseGeluAmax());
       if (out == Emit::Plan && fuseAmaxScale)

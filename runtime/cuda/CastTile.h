@@ -3,7 +3,8 @@
 // One 64 x 64 tile of values per block, cast to FP8 for up to three targets
 // (codes row by row and, through shared memory, transposed), with the tile's
 // max |value| published to each target's amax and optionally the tile's
-// column sums. The values come from a source functor `src.load8(r, c, cols,
+// column sums. With two value streams, the last target casts the second
+// stream (a GELU recomputed in the pass of its gradient's cast). The values come from a source functor `src.load8(r, c, cols,
 // v)`: CastAmax.cu instantiates it for tensors, GELU and LayerNorm; the
 // Pointwise code generator (PointwiseJit.cpp) puts this file's text into its
 // translation unit and instantiates it for a generated Pointwise program, so
@@ -98,17 +99,20 @@ template <class Dst> __device__ void publishAmax(unsigned m, unsigned *slot, int
 /// GEMMs and summed over rows for the bias). NT is tg.n: a kernel per target count keeps one
 /// target's shared tile and registers as small as a single cast's (bfloat16 input with the
 /// transposed copy: 0.110 ms with room for three against 0.099 with one, 16384 x 4096 on the H100).
-template <class Src, bool Sums, int NT>
+/// NS = 2: `src.load8(r, c, cols, v, w)` gives a second stream w of the same shape, which the last
+/// target casts (its amax is w's; the sums stay v's); slot is then two slots, v's and w's.
+template <class Src, bool Sums, int NT, int NS = 1>
 __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows, long long cols, const Targets &tg,
                                                   float *__restrict__ colPartials, unsigned *slot) {
   static_assert(NT >= 1 && NT <= kMaxTargets, "1 to kMaxTargets targets");
+  static_assert(NS == 1 || (NS == 2 && NT >= 2), "a second stream needs a target of its own");
   __shared__ __align__(16) unsigned char tile[NT][kTile][kTile + 4];
   float si[NT];
 #pragma unroll
   for (int i = 0; i < NT; ++i)
     si[i] = *tg.scaleInv[i];
   const long long c0 = (long long)(blockIdx.x) * kTile, tilesY = (rows + kTile - 1) / kTile;
-  unsigned m = 0;
+  unsigned m = 0, mw = 0;
   constexpr int perRow = kTile / 8, rowsPerPass = kThreads / perRow;
   int lr = threadIdx.x / perRow, lc = threadIdx.x % perRow * 8;
   // Row tiles from blockIdx.y in steps of gridDim.y (at most 65535): any number of rows. Each
@@ -123,8 +127,15 @@ __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows
       long long r = r0 + tr, c = c0 + lc;
       if (r >= rows || c >= cols) // cols is a multiple of 16: an 8-value group is whole or absent
         continue;
-      float v[8];
-      src.load8(r, c, cols, v);
+      float v[8], w[8]; // w: the second stream's (NS = 2)
+      if constexpr (NS == 2) {
+        src.load8(r, c, cols, v, w);
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          mw = max(mw, __float_as_uint(fabsf(w[k])));
+      } else {
+        src.load8(r, c, cols, v);
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         m = max(m, __float_as_uint(fabsf(v[k])));
@@ -133,7 +144,12 @@ __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows
       }
 #pragma unroll
       for (int i = 0; i < NT; ++i) {
-        uint2 out = encodeEight(v, si[i], tg.e5m2[i]);
+        uint2 out;
+        if constexpr (NS == 2)
+          out = i == NT - 1 ? encodeEight(w, si[i], tg.e5m2[i])
+                            : encodeEight(v, si[i], tg.e5m2[i]);
+        else
+          out = encodeEight(v, si[i], tg.e5m2[i]);
         if (tg.q[i]) // null: the plan left the codes out, only the transposed copy is read
           *reinterpret_cast<uint2 *>(tg.q[i] + r * cols + c) = out;
         // Tile rows are 68 bytes apart (17 words: the column reads below hit two banks at most), so
@@ -171,9 +187,16 @@ __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows
       }
     }
   }
-  publishAmax(m, slot, NT, [&](int i) {
-    return i == 0 ? tg.amax[0] : i == 1 ? tg.amax[1] : tg.amax[kMaxTargets - 1]; // no local copy of tg
-  });
+  auto amaxOf = [&](int i) { // no local copy of tg
+    return i == 0 ? tg.amax[0] : i == 1 ? tg.amax[1] : tg.amax[kMaxTargets - 1];
+  };
+  if constexpr (NS == 2) {
+    publishAmax(m, slot, NT - 1, amaxOf);
+    __syncthreads(); // blockAmax's shared words are read before the second max writes them
+    publishAmax(mw, slot ? slot + 2 : nullptr, 1, [&](int) { return amaxOf(NT - 1); });
+  } else {
+    publishAmax(m, slot, NT, amaxOf);
+  }
 }
 #endif
 

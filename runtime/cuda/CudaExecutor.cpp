@@ -39,16 +39,16 @@ void *CudaExecutor::alloc(size_t bytes, const char *what) {
   return p;
 }
 
-unsigned *CudaExecutor::amaxSlot() {
-  if (!slotsLeft_) {
+unsigned *CudaExecutor::amaxSlot(int streams) {
+  if (slotsLeft_ < size_t(streams)) {
     constexpr size_t kPage = 1024;
     slots_ = static_cast<unsigned *>(alloc(kPage * 2 * sizeof(unsigned), "launch arguments"));
     cudaCheck(cudaMemset(slots_, 0, kPage * 2 * sizeof(unsigned)), "amax slots");
     slotsLeft_ = kPage;
   }
-  --slotsLeft_;
+  slotsLeft_ -= size_t(streams);
   unsigned *s = slots_;
-  slots_ += 2;
+  slots_ += 2 * streams;
   return s;
 }
 

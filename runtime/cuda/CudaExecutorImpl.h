@@ -246,6 +246,15 @@ private:
     std::vector<cuda::CastTarget> targets;
   };
   std::map<size_t, CastGroup> castGroups_;
+  /// fuseCastSources()'s passes that compute a GELU for its cast where the plan groups the two as
+  /// gelu_recompute_cast (octet-fuse-gelu-recompute), by the cast's op: what fuseCastPointwise()
+  /// needs to take that cast in the pass of the GELU gradient's cast instead.
+  struct RecomputedGelu {
+    cuda::CastSource src;
+    cuda::CastTarget target;
+    int64_t rows, cols;
+  };
+  std::map<size_t, RecomputedGelu> recomputedGelus_;
   std::map<std::string, int> fusions_; // what fuseCastSources(), fusePointwiseChains() and
                                        // fuseCastPointwise() made, by kind (cuda::fusions())
   /// Whether every reader of value v is one of the plan ops `ops` (through views onto the same
@@ -314,6 +323,10 @@ private:
   };
   std::map<size_t, CastSumOp> castSums_;
   void fuseCastPointwise();
+  std::optional<size_t> recomputedGeluBefore(size_t p, const ChainOp &chain, const CastTransposeOp &c,
+                                             const std::vector<cuda::CastTarget> &targets);
+  static dev::PwArgs geluProgram(const cuda::CastSource &src, const dev::PwArgs &like);
+  static bool writesOverInputs(const std::vector<std::pair<const void *, size_t>> &written, const ChainOp &chain);
   /// A step that launches a generated kernel for `args`' programs, or runs `apart` (their own
   /// launches) should the generated kernels not build.
   Step generatedStep(std::vector<dev::PwArgs> args, std::vector<Step> apart,
@@ -376,8 +389,9 @@ private:
   /// cudaMalloc, counted in bytes() and under `what` in memory().
   void *alloc(size_t bytes, const char *what);
   /// Two zeroed unsigned for a one-pass cast's amax (cuda::castAmax's slot): the kernels leave them
-  /// zero, so the amax needs no memset before each launch.
-  unsigned *amaxSlot();
+  /// zero, so the amax needs no memset before each launch. `streams` slots side by side for a pass
+  /// that takes that many amaxes.
+  unsigned *amaxSlot(int streams = 1);
   /// Where casts write an amax that no op reads (one float32 for all of them).
   float *discardAmax();
   float *discardAmax_ = nullptr;

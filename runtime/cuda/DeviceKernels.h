@@ -129,9 +129,11 @@ public:
   /// tile::kMaxTargets, codes, transposed codes, amax; with `sums`, the column sums into
   /// colPartials): one pass for the programs and the casts. -1 where the index space does not fit
   /// the tile (rows and cols multiples of 16, 16-byte vectors). launchCastChain's Targets has n ==
-  /// targets.
+  /// targets. With `second` >= 0, program `second` (not stored) gives a second stream of values,
+  /// which the last target casts (a GELU recomputed in its gradient's cast pass); launchCastChain's
+  /// slot is then two slots (four unsigned).
   int addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows, int64_t cols,
-                   bool sums, int targets = 1);
+                   bool sums, int targets = 1, int second = -1);
   std::string launchCastChain(int h, const std::vector<const PwArgs *> &programs, const tile::Targets &tg,
                               float *colPartials, unsigned *slot, cudaStream_t s) const;
   /// Whether addChain would take `programs` (registers nothing).

@@ -37,10 +37,15 @@ __device__ __forceinline__ unsigned short bf16Bits(float f) {
 __device__ __forceinline__ float bf16Float(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }
 __device__ __forceinline__ float bf16Round(float f) { return bf16Float(bf16Bits(f)); }
 
+/// GELU as the CPU reference computes it, each product and sum rounded on its own: nvcc's default
+/// --fmad=true would contract x + c x^3 into an FMA where NVRTC's --fmad=false does not, so the
+/// generated kernels and nvcc's would differ in the last bit.
 __device__ __forceinline__ float geluF(float x, bool tanhApprox) {
-  if (tanhApprox)
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  if (tanhApprox) {
+    float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
+    return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(__fmul_rn(0.7978845608028654f, __fadd_rn(x, cube)))));
+  }
+  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, erff(__fmul_rn(x, 0.7071067811865476f))));
 }
 
 __device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool hasLo, bool hasHi) {

@@ -217,40 +217,127 @@ void CudaExecutor::fuseCastPointwise() {
       written.insert(written.end(), {{t.q, elems}, {t.qt, elems}, {t.amax, sizeof(float)}});
     if (sum != castSums_.end())
       written.push_back({sum->second.partials, size_t(cuda::castTransposeTileRows(c.rows) * c.cols) * sizeof(float)});
-    bool clash = false;
-    for (size_t q = 0; q < chain.args.size() && !clash; ++q) {
-      const dev::PwArgs &a = chain.args[q];
-      for (auto &[w, wn] : written) {
-        for (int j = 0; j < a.nIn; ++j) { // the bytes input j spans: its last element's offset, plus one
-          int64_t reach = 0;
-          for (int d = 0; d < a.shape.rank; ++d)
-            reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
-          clash = clash || bytesOverlap(w, wn, a.in[j], size_t(reach + 1) * dev::pwSize(a.inType[j]));
-        }
-        if (q + 1 < chain.args.size() && chain.store[q])
-          clash = clash || bytesOverlap(w, wn, a.out, size_t(a.n) * dev::pwSize(a.outType));
+    cuda::tile::Targets tg;
+    if (writesOverInputs(written, chain) || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty())
+      continue;
+    // The GELU recomputed for its cast right before (the plan's gelu_recompute_cast group), of an
+    // input the programs read: its cast joins this pass as the last target.
+    std::optional<size_t> geluCast = recomputedGeluBefore(p, chain, c, targets);
+    int h = -1;
+    if (geluCast) {
+      const RecomputedGelu &g = recomputedGelus_.at(program_[*geluCast].op);
+      ChainOp withGelu = chain;
+      withGelu.args.insert(withGelu.args.begin(), geluProgram(g.src, chain.args.back()));
+      withGelu.store.insert(withGelu.store.begin(), false);
+      std::vector<cuda::CastTarget> all = targets;
+      all.push_back(g.target);
+      cuda::tile::Targets tg2;
+      if (dev::tileTargets(all.data(), int(all.size()), tg2).empty() &&
+          (h = jit_->addCastChain(withGelu.args, withGelu.store, c.rows, c.cols, sum != castSums_.end(), tg2.n, 0)) >= 0) {
+        chain = std::move(withGelu);
+        tg = tg2;
       }
     }
-    cuda::tile::Targets tg;
-    if (clash || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty())
-      continue;
-    int h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n);
-    if (h < 0)
+    geluCast = h >= 0 ? geluCast : std::nullopt;
+    if (h < 0 && (h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n)) < 0)
       continue;
     float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
     std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
     apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
+    if (geluCast)
+      apart.insert(apart.begin(), program_[*geluCast].steps.begin(), program_[*geluCast].steps.end());
+    unsigned *slot = geluCast ? amaxSlot(2) : c.slot;
     Step fused = generatedStep(chain.args, apart,
-                               [this, h, tg, partials, slot = c.slot](const std::vector<const dev::PwArgs *> &ptrs,
-                                                                     cudaStream_t s) {
+                               [this, h, tg, partials, slot](const std::vector<const dev::PwArgs *> &ptrs,
+                                                             cudaStream_t s) {
                                  return jit_->launchCastChain(h, ptrs, tg, partials, slot, s);
                                });
+    if (geluCast) {
+      recomputedGelus_.erase(program_[*geluCast].op);
+      replaceProgram(*geluCast, nothing);
+      ++fusions_["recomputed GELU cast in its gradient's pass"];
+    }
     replaceProgram(p, nothing);
     replaceProgram(k, fused);
     ++fusions_["cast computes Pointwise"];
-    if (tg.n > 1)
+    if (targets.size() > 1)
       ++fusions_["grouped casts compute Pointwise"];
   }
+  // The plan's gelu_recompute_cast groups whose GELU casts in a pass of its own.
+  if (!recomputedGelus_.empty())
+    fusions_["gelu recompute cast not applied"] += int(recomputedGelus_.size());
+}
+
+/// Whether any of the `written` byte ranges overlaps an input of the programs of `chain`, or a
+/// result one of them stores for a later reader.
+bool CudaExecutor::writesOverInputs(const std::vector<std::pair<const void *, size_t>> &written,
+                                    const ChainOp &chain) {
+  for (size_t q = 0; q < chain.args.size(); ++q) {
+    const dev::PwArgs &a = chain.args[q];
+    for (auto &[w, wn] : written) {
+      for (int j = 0; j < a.nIn; ++j) { // the bytes input j spans: its last element's offset, plus one
+        int64_t reach = 0;
+        for (int d = 0; d < a.shape.rank; ++d)
+          reach += (a.shape.d[d] - 1) * std::abs(a.inStr[j].s[d]);
+        if (bytesOverlap(w, wn, a.in[j], size_t(reach + 1) * dev::pwSize(a.inType[j])))
+          return true;
+      }
+      if (q + 1 < chain.args.size() && chain.store[q] && bytesOverlap(w, wn, a.out, size_t(a.n) * dev::pwSize(a.outType)))
+        return true;
+    }
+  }
+  return false;
+}
+
+/// The program of a recomputed GELU's cast (fuseCastSources() made it compute the GELU; the plan's
+/// gelu_recompute_cast group) right before program p (views aside), where the programs of `chain`
+/// read the GELU's input, the cast is of c's shape and a target is left for it; else nothing.
+std::optional<size_t> CudaExecutor::recomputedGeluBefore(size_t p, const ChainOp &chain, const CastTransposeOp &c,
+                                                         const std::vector<cuda::CastTarget> &targets) {
+  size_t g = p;
+  while (g > 0 && quietView(g - 1))
+    --g;
+  if (g == 0 || targets.size() >= size_t(cuda::kMaxCastTargets))
+    return std::nullopt;
+  auto rg = recomputedGelus_.find(program_[g - 1].op);
+  if (rg == recomputedGelus_.end() || rg->second.rows != c.rows || rg->second.cols != c.cols ||
+      rg->second.src.bias || rg->second.src.writeSum)
+    return std::nullopt;
+  const void *x = rg->second.src.x;
+  bool reads = false;
+  for (const dev::PwArgs &a : chain.args)
+    for (int j = 0; j < a.nIn; ++j)
+      reads = reads || (a.in[j] == x && a.inType[j] == (rg->second.src.type == cuda::InType::BF16 ? dev::PwType::BF16
+                                                                                                    : dev::PwType::F32));
+  // The GELU's codes are written in the pass that reads the programs' inputs.
+  const cuda::CastTarget &t = rg->second.target;
+  const size_t elems = size_t(c.rows * c.cols);
+  if (!reads || writesOverInputs({{t.q, elems}, {t.qt, elems}, {t.amax, sizeof(float)}}, chain))
+    return std::nullopt;
+  return g - 1;
+}
+
+/// A one-instruction program computing GELU of the cast source's input over `like`'s shape,
+/// stored (were it stored) as the source's type: the recomputed GELU as the generated kernel
+/// computes it, the same arithmetic as the GELU's own kernel (EwMath.h's geluF, rounded to BF16
+/// for a BF16 GELU).
+dev::PwArgs CudaExecutor::geluProgram(const cuda::CastSource &src, const dev::PwArgs &like) {
+  dev::PwArgs a;
+  a.nIn = 1;
+  a.nCode = 1;
+  a.in[0] = src.x;
+  a.inType[0] = a.outType = src.type == cuda::InType::BF16 ? dev::PwType::BF16 : dev::PwType::F32;
+  a.shape = like.shape;
+  a.n = like.n;
+  int64_t stride = 1;
+  for (int d = a.shape.rank - 1; d >= 0; --d) {
+    a.inStr[0].s[d] = stride;
+    stride *= a.shape.d[d];
+  }
+  a.op[0] = src.tanhApprox ? dev::Ew::GeluTanh : dev::Ew::Gelu;
+  a.arg[0][0] = 1; // register 1: the input
+  a.out = nullptr; // never stored: the last target casts it
+  return a;
 }
 
 Step CudaExecutor::generatedStep(
@@ -599,6 +686,8 @@ void CudaExecutor::fuseCastSources() {
           return e;
       return cuda::castTransposeMany(src, rows, cols, targets.data(), int(targets.size()), s, nullptr, slot);
     };
+    if (src.kind == cuda::CastSource::Gelu && group.size() == 1 && planGroup(k, "gelu_recompute_cast") >= 0)
+      recomputedGelus_[program_[k].op] = {src, targets[0], rows, cols};
     ++fusions_[src.kind == cuda::CastSource::LayerNorm ? "cast computes LayerNorm"
                : src.kind == cuda::CastSource::Gelu    ? "cast computes GELU"
                                                        : "casts share a read"];

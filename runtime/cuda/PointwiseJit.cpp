@@ -186,10 +186,11 @@ struct Chain {
   bool cast = false, sums = false;
   int64_t rows = 0, cols = 0;
   int targets = 1;
+  int second = -1; // the program whose result the last target casts, or -1 (all cast the last result)
 
   std::string key() const {
     std::string k = cast ? "cast " + std::to_string(targets) + ":" + std::to_string(rows) + "x" +
-                               std::to_string(cols) + (sums ? "+" : "") + "|"
+                               std::to_string(cols) + (sums ? "+" : "") + "~" + std::to_string(second) + "|"
                          : "";
     for (size_t p = 0; p < parts.size(); ++p) {
       k += parts[p].key() + (store[p] ? "#" : "#-");
@@ -348,7 +349,8 @@ std::string generate(const Chain &c, const std::string &name) {
   if (c.cast) {
     o << "struct " << name << "_src {\n";
     generatePointers(o, c, true, false);
-    o << "  __device__ __forceinline__ void load8(long long r, long long cc, long long cols, float (&vals)[8]) const {\n";
+    o << "  __device__ __forceinline__ void load8(long long r, long long cc, long long cols, float (&vals)[8]"
+      << (c.second >= 0 ? ", float (&vals2)[8]" : "") << ") const {\n";
     o << "  using namespace octet::rt::cuda::dev;\n";
     generateScalars(o, c, "  ");
     o << "#pragma unroll\n  for (int h = 0; h < " << 8 / V << "; ++h) {\n";
@@ -358,12 +360,19 @@ std::string generate(const Chain &c, const std::string &name) {
     bool round = c.parts.back().outType == PwType::BF16; // the cast reads what the plan stores
     for (int l = 0; l < V; ++l)
       o << "    vals[h * " << V << " + " << l << "] = " << rounded(round, last + "[" + std::to_string(l) + "]") << ";\n";
+    if (c.second >= 0) { // rounded as that program would store its result
+      const Spec &p2 = c.parts[size_t(c.second)];
+      std::string r2 = "r" + std::to_string(c.second) + "_" + std::to_string(p2.nCode - 1);
+      for (int l = 0; l < V; ++l)
+        o << "    vals2[h * " << V << " + " << l << "] = "
+          << rounded(p2.outType == PwType::BF16, r2 + "[" + std::to_string(l) + "]") << ";\n";
+    }
     o << "  }\n  }\n};\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << tile::kThreads << ") " << name << "(" << name
       << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
          "unsigned *slot) {\n";
     o << "  octet::rt::cuda::tile::castTransposeTile<" << name << "_src, " << (c.sums ? "true" : "false")
-      << ", " << c.targets << ">(src, rows, cols, tg, colPartials, slot);\n}\n\n";
+      << ", " << c.targets << ", " << (c.second >= 0 ? 2 : 1) << ">(src, rows, cols, tg, colPartials, slot);\n}\n\n";
     return o.str();
   }
   o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
@@ -429,14 +438,17 @@ int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool>
 }
 
 int PwJit::addCastChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, int64_t rows,
-                        int64_t cols, bool sums, int targets) {
+                        int64_t cols, bool sums, int targets, int second) {
   Chain c;
   if (targets < 1 || targets > tile::kMaxTargets || !makeChain(programs, c) || store.size() != programs.size() ||
       rows % 16 || cols % 16 || rows < 1 ||
       rows * cols != c.parts[0].n || c.parts[0].vec != kVec)
     return -1; // 8 results per load8 from two groups of 4; the tile's shape rules
+  if (second >= 0 && (targets < 2 || second + 1 >= int(programs.size()) || store[size_t(second)]))
+    return -1; // the second stream: an earlier program, not stored, with a target of its own
   c.store = store;
   c.store.back() = false; // the cast takes the last result
+  c.second = second;
   c.cast = true;
   c.sums = sums;
   c.targets = targets;

@@ -461,6 +461,69 @@ TEST(CudaExecutor, CastsOfOneTensorComputeThePointwiseProgram) {
   }
 }
 
+/// A GELU recomputed for its transposed codes (the MLP's second Linear's input, cast again for its
+/// weight gradient), grouped as octet-fuse-gelu-recompute writes it (gelu_recompute_cast) right
+/// before the GELU gradient's chain of the same input h (t = tanh(0.5 h), d = dy t + t t) and the
+/// gradient's E5M2 cast with its transposed copy and column sum: one generated kernel reads h and dy
+/// once and writes both casts' codes, amaxes and the sum, the unfused runner's bits and the CPU's
+/// codes. Cases: BF16 tensors and tanh GELU (what fp8-opt writes with BF16 activations); float32
+/// and erf; "apart": a program between the GELU's cast and the chain, so each runs on its own and
+/// the runner counts the group as not applied; "one-program": the gradient is one program.
+TEST(CudaExecutor, RecomputedGeluCastsInItsGradientsPass) {
+  REQUIRE_GPU();
+  std::mt19937 rng(43);
+  const int64_t M = 320, N = 256;
+  for (std::string what : {"bf16", "f32-erf", "apart", "one-program"}) {
+    SCOPED_TRACE(what);
+    const bool bf16 = what != "f32-erf";
+    Plan plan;
+    int h = addValue(plan, "h", {M, N}), dy = addValue(plan, "dy", {M, N}), half = addScalar(plan, "half", 0.5f);
+    int g = addValue(plan, "g", {M, N}), t = addValue(plan, "t", {M, N}), d = addValue(plan, "d", {M, N});
+    int gsi = addScalar(plan, "gsi", 0.01f), gamax = addValue(plan, "gamax", {}), gqt = addValue(plan, "gqt", {N, M});
+    int si = addScalar(plan, "si", 0.002f), q = addValue(plan, "q", {M, N}), amax = addValue(plan, "amax", {});
+    int qt = addValue(plan, "qt", {N, M}), sum = addValue(plan, "sum", {N}), other = addValue(plan, "other", {M, N});
+    plan.values[size_t(gqt)].dtype = DType::F8E4M3FN;
+    plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = DType::F8E5M2;
+    plan.inputs = {h, dy};
+    PlanOp &gelu = addOp(plan, "Gelu", "gelu", {h}, {g});
+    if (what != "f32-erf") {
+      gelu.attrs["approximate"].kind = Attr::String;
+      gelu.attrs["approximate"].s = "tanh";
+    }
+    addOp(plan, "fp8.cast_amax", "gelu_cast", {g, gsi}, {-1, gamax, gqt});
+    groupOps(plan, 0, 2, "gelu_recompute_cast", 0);
+    if (what == "apart")
+      addPointwise(plan, {dy, half}, other, {"Mul"}, {0, 1, -1});
+    size_t first = plan.ops.size();
+    if (what == "one-program") {
+      addPointwise(plan, {dy, h}, d, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+    } else {
+      addPointwise(plan, {h, half}, t, {"Mul", "Tanh"}, {0, 1, -1, 2, -1, -1});
+      addPointwise(plan, {dy, t}, d, {"Mul", "Mul", "Add"}, {0, 1, -1, 1, 1, -1, 2, 3, -1});
+      chainOps(plan, first, 2);
+    }
+    addOp(plan, "fp8.cast_amax", "cast", {d, si}, {q, amax, qt});
+    addReduceSum(plan, d, sum, {0}); // the first Linear's bias gradient, in the cast's group
+    groupOps(plan, {opIndex(plan, "ReduceSum") - 1, opIndex(plan, "ReduceSum")}, "cast_column_sum", 0);
+    plan.outputs = {gamax, gqt, q, amax, qt, sum};
+    if (what == "apart")
+      plan.outputs.push_back(other);
+    std::map<std::string, TensorPtr> feed = {{"h", std::make_shared<Tensor>(randomTensor({M, N}, rng, 2.0f))},
+                                             {"dy", std::make_shared<Tensor>(randomTensor({M, N}, rng, 1.0f))}};
+    if (bf16) {
+      for (int id : {h, dy, g, t, d, other})
+        plan.values[size_t(id)].dtype = DType::BF16;
+      for (const char *n : {"h", "dy"})
+        feed[n] = std::make_shared<Tensor>(feed[n]->castTo(DType::BF16));
+    }
+    auto [fused, apart] = expectCastFusionExact(plan, feed, bf16 ? 1e-2 : 1e-5);
+    EXPECT_EQ(fusionCount(*fused, "recomputed GELU cast in its gradient's pass"), what == "apart" ? 0 : 1);
+    EXPECT_EQ(fusionCount(*fused, "gelu recompute cast not applied"), what == "apart" ? 1 : 0);
+    EXPECT_EQ(fusionCount(*fused, "cast computes Pointwise"), 1);
+    EXPECT_EQ(fusionCount(*apart, "recomputed GELU cast in its gradient's pass"), 0);
+  }
+}
+
 } // namespace
 
 /// fp8.adam_step (MS-AMP O2's update: FP8 first moment, FP16 second moment, each with its

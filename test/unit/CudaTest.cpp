@@ -881,8 +881,10 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, true), 0);
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 8, 512, true), -1) << "rows not a multiple of 16";
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 128, true), -1) << "not the programs' size";
+    EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, true, 2, 0), -1) << "a stored second stream";
+    EXPECT_EQ(cast.addCastChain({m, p}, {false, true}, 16, 256, true, 1, 0), -1) << "no target for the second stream";
     src = cast.source();
-    EXPECT_NE(src.find("castTransposeTile<octet_pw0_src, true, 1>(src, rows, cols, tg, colPartials, slot)"),
+    EXPECT_NE(src.find("castTransposeTile<octet_pw0_src, true, 1, 1>(src, rows, cols, tg, colPartials, slot)"),
               std::string::npos) << src;
     EXPECT_NE(src.find("(out0 + i)"), std::string::npos) << src;
     EXPECT_EQ(src.find("(out1 + i)"), std::string::npos) << src;
@@ -902,7 +904,7 @@ TEST(PointwiseJit, GeneratedKernelsCompileWithTheirLayouts) {
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 3), 1);
     EXPECT_EQ(cast.addCastChain({m, p}, {true, true}, 16, 256, false, 4), -1) << "more targets than a pass takes";
     src = cast.source();
-    EXPECT_NE(src.find("castTransposeTile<octet_pw1_src, false, 3>(src, rows, cols, tg, colPartials, slot)"),
+    EXPECT_NE(src.find("castTransposeTile<octet_pw1_src, false, 3, 1>(src, rows, cols, tg, colPartials, slot)"),
               std::string::npos) << src;
     for (int cc : {90, 89})
       EXPECT_EQ(dev::PwJit::compile(src, cc, cubin), "") << "sm_" << cc;

@@ -304,7 +304,8 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     Groups float32 elementwise onnx ops (Add, Sub, Mul, Div, Pow, Max, Min,
     Neg, Abs, Sqrt, Reciprocal, Tanh, Sigmoid, Erf, Exp, Log, Relu, Where)
     whose results share one static shape and are read only inside the group
-    into `onnx.node "Pointwise"` (domain "octet"). Its operands are the
+    into `onnx.node "Pointwise"` (domain "octet"); a result several members
+    read (the GELU gradient's tanh) stays in the program too. Its operands are the
     group's outside inputs (broadcasting to the result); `ops` lists the op
     types in program order and `args` three operand slots per op (k below the
     input count: input k; above: the result of op k - #inputs; -1: none).
@@ -573,6 +574,26 @@ def FuseAmaxScale : Pass<"octet-fuse-amax-scale", "mlir::ModuleOp"> {
     launch instead of a one-value launch of their own. Ops already in a
     group (a GELU's amax) are left alone. fp8-opt runs it when writing a
     plan, after octet-fuse-gelu-amax (`--fuse-amax-scale`).
+  }];
+}
+
+def FuseGeluRecompute : Pass<"octet-fuse-gelu-recompute", "mlir::ModuleOp"> {
+  let summary = "Cast a GELU recomputed in the backward in the GELU gradient's cast pass";
+  let description = [{
+    An onnx.Gelu whose one reader is an fp8.cast_amax whose codes nothing
+    reads (only the transposed copy: the MLP's second Linear's input cast
+    again for its weight gradient by octet-rematerialize-fp8-casts
+    `sources=gelu`), where a Pointwise program or chain that reads the same
+    input h follows within 16 ops and an FP8 cast-transpose of the same
+    shape reads its result (the GELU's gradient, the first Linear's dY):
+    the GELU and its cast move to just before that program, the ops that
+    read the cast's results (the weight-gradient GEMM) to just after the
+    gradient's cast, and the GELU and its cast become a fusion group (kind
+    "gelu_recompute_cast", the plan's `fusion` and `fusion_group`). A
+    backend computes GELU(h) and its codes in the gradient's cast pass,
+    which reads h anyway. Not where those readers feed the gradient. fp8-opt
+    runs it when writing a plan, after octet-fuse-cast-column-sums
+    (`--fuse-gelu-recompute`).
   }];
 }
 

@@ -24,6 +24,7 @@
       over it in place (memory.in_place), and the arena's size in bytes
   plan_facts.py op-attrs NAME PLAN...  how many ops of each type carry attribute NAME, and its values
       (sorted, distinct)
+  plan_facts.py ops PLAN...   the plan's ops in order, one per line: type, result names, fusion kind
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
 """
 import json
@@ -170,6 +171,13 @@ def main():
             losses = sum(1 for op in ops if op["type"] == "SoftmaxCrossEntropyLoss")
             print(f"{os.path.basename(path)}: losses {losses} accumulate {len(acc)} in place {over} "
                   f"arena {plan['memory']['arena_bytes']}")
+        elif what == "ops":
+            plan = header(path)
+            names = [v["name"] for v in plan["values"]]
+            for op in plan["ops"]:
+                outs = " ".join(names[o] if o >= 0 else "-" for o in op.get("out", []))
+                fusion = op.get("attrs", {}).get("fusion", {}).get("s", "")
+                print(f"{op['type']} {outs} {fusion}".rstrip())
         elif what == "op-types":
             plan = header(path)
             counts = {}
