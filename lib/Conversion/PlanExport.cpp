@@ -456,8 +456,9 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   for (OpResult r : op.getResults())
     if (int id = idOf(r); id >= 0)
       firstDef[size_t(id)] = index;
-  // A fusion group the compiler formed (octet-fuse-pointwise-chains): the backend runs it as one.
-  for (StringRef n : {"fusion", "fusion_group"})
+  // A fusion group the compiler formed (FusionGroups.h), a cast pass (octet-fuse-cast-sources) and
+  // a GEMM bias its reader adds (octet-fold-gemm-bias): what the backend runs as one.
+  for (StringRef n : {"fusion", "fusion_group", "cast_pass", "bias_fold"})
     if (Attribute a = op.getAttr(("octet." + n).str()))
       if (failed(convertAttr(n, a, attrs, op.getLoc())))
         return failure();

@@ -269,6 +269,17 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: a GELU recomputed for its transposed FP8 codes (--rematerialize-fp8-sources=gelu) is cast in "
                "the pass of the GELU gradient's cast, which reads the same input (default on)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseCastSources(
+      "fuse-cast-sources",
+      cl::desc("Plans: FP8 casts of one tensor, and the LayerNorm, GELU or Pointwise program that computes it, "
+               "form one cast pass a backend runs as one read (default on)"),
+      cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> foldGemmBias(
+      "fold-gemm-bias",
+      cl::desc("Plans: a float32 FP8 GEMM's bias is added by the op that reads its result (attention, GELU, "
+               "residual Add, head-split Transpose) instead of a pass of its own (default on; listed by "
+               "--help-hidden)"),
+      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::opt<bool> foldWideningCasts(
       "fold-widening-casts",
       cl::desc("Plans: FP8 casts and amaxes of a float32 Cast of an FP16/BF16 tensor read the narrow tensor "
@@ -383,8 +394,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       "fuse-grads",
       cl::desc("Training plans: the gradients of LayerNormalization and SoftmaxCrossEntropyLoss are one octet "
                "node each (LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad) that reads its inputs once "
-               "(default on; --fuse-grads=false spells them out in ONNX ops)"),
-      cl::init(true), cl::cat(optCat));
+               "(default on; --fuse-grads=false spells them out in ONNX ops; listed by --help-hidden)"),
+      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
   static cl::opt<bool> keepGradients(
       "keep-gradients",
@@ -825,6 +836,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseCastColumnSums());
       if (out == Emit::Plan && fuseGeluRecompute)
         pm.addPass(createFuseGeluRecompute());
+      if (out == Emit::Plan && fuseCastSources)
+        pm.addPass(createFuseCastSources());
       if (out == Emit::Plan && fuseGeluAmax)
         pm.addPass(createFuseGeluAmax());
       if (out == Emit::Plan && fuseAmaxScale)
@@ -834,6 +847,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         ap.precision = attentionPrecision;
         pm.addPass(createAttentionPrecision(ap));
       }
+      if (out == Emit::Plan && foldGemmBias)
+        pm.addPass(createFoldGemmBias());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;
@@ -863,11 +878,20 @@ int octet::fp8OptMain(int argc, char **argv) {
         std::map<std::string, std::pair<std::set<int64_t>, int64_t>> groups; // kind -> (groups, ops)
         std::set<int64_t> chunks; // octet-chunk-loss's chunks (octet.loss_chunk)
         int64_t chunkOps = 0, residualAdds = 0;
+        std::set<int64_t> castPasses;                   // octet-fuse-cast-sources's passes
+        std::map<std::string, int64_t> castPassMembers; // their ops by type
+        std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
         module.walk([&](Operation *op) {
           residualAdds += op->hasAttr("octet.residual_add");
           if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
             chunks.insert(c.getInt());
             ++chunkOps;
+          }
+          if (auto f = op->getAttrOfType<StringAttr>("octet.bias_fold"))
+            ++biasFolds[f.str()];
+          if (auto c = op->getAttrOfType<IntegerAttr>("octet.cast_pass")) {
+            castPasses.insert(c.getInt());
+            castPassMembers[planOpType(op)] += 1;
           }
           auto kind = op->getAttrOfType<StringAttr>("octet.fusion");
           auto group = op->getAttrOfType<IntegerAttr>("octet.fusion_group");
@@ -878,6 +902,17 @@ int octet::fp8OptMain(int argc, char **argv) {
         });
         for (auto &[kind, g] : groups)
           ros << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
+        if (!castPasses.empty()) {
+          ros << "cast passes: " << castPasses.size() << " (";
+          const char *sep = "";
+          for (auto &[type, n] : castPassMembers) {
+            ros << sep << n << " " << type;
+            sep = ", ";
+          }
+          ros << ")\n";
+        }
+        for (auto &[reader, n] : biasFolds)
+          ros << "FP8 GEMM biases added by their reader: " << n << " " << reader << "\n";
         if (residualAdds)
           ros << "residual Adds folded into FP8 GEMMs: " << residualAdds << "\n";
         if (!chunks.empty())

@@ -299,6 +299,9 @@ private:
     const PlanOp &op = plan_.ops[program_[k].op];
     return attrStr(op, "fusion", "") == kind ? attrInt(op, "fusion_group", -1) : -1;
   }
+  /// The cast pass the plan puts program entry k's op in (its cast_pass attribute, written by
+  /// octet-fuse-cast-sources), or -1.
+  int64_t planCastPass(size_t k) const { return attrInt(plan_.ops[program_[k].op], "cast_pass", -1); }
   /// The plan's fusion groups of `kind` whose ops `infos` holds and `same` pairs with the group's
   /// first (none reading another's output) become one program of the step `build` makes from their
   /// infos; check() still runs the members one by one.

@@ -192,22 +192,29 @@ void CudaExecutor::fuseCastPointwise() {
     if (before == 0)
       continue;
     size_t p = before - 1, pop = program_[p].op;
+    if (planCastPass(p) < 0 || planCastPass(p) != planCastPass(k))
+      continue; // the plan computes the source apart (octet-fuse-cast-sources)
+    auto notApplied = [&] { ++fusions_["cast passes not applied"]; };
     ChainOp chain;
     if (auto ch = chains_.find(pop); ch != chains_.end())
       chain = ch->second;
     else if (auto pw = pointwise_.find(pop); pw != pointwise_.end() && program_[p].parts.empty())
       chain = {{pw->second}, {true}};
-    else
+    else {
+      notApplied();
       continue;
-    const dev::PwArgs &last = chain.args.back();
+    }
+    const dev::PwArgs last = chain.args.back();
     size_t lastOp = pop;
     for (size_t q = 1; q < chain.args.size(); ++q)
       lastOp = program_[p].parts[q].op;
     int y = plan_.ops[lastOp].outputs[0];
     bool sameType = (last.outType == dev::PwType::BF16 && c.it == cuda::InType::BF16) ||
                     (last.outType == dev::PwType::F32 && c.it == cuda::InType::F32);
-    if (last.out != c.xp || devicePtr(y) != c.xp || !sameType || !onlyReadBy(y, readers))
+    if (last.out != c.xp || devicePtr(y) != c.xp || !sameType || !onlyReadBy(y, readers)) {
+      notApplied();
       continue;
+    }
     // The pass reads the programs' inputs while it writes the codes: no target may share their
     // bytes (the arena may give a target the bytes of an input that dies here), nor a result
     // still written.
@@ -218,8 +225,10 @@ void CudaExecutor::fuseCastPointwise() {
     if (sum != castSums_.end())
       written.push_back({sum->second.partials, size_t(cuda::castTransposeTileRows(c.rows) * c.cols) * sizeof(float)});
     cuda::tile::Targets tg;
-    if (writesOverInputs(written, chain) || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty())
+    if (writesOverInputs(written, chain) || !dev::tileTargets(targets.data(), int(targets.size()), tg).empty()) {
+      notApplied();
       continue;
+    }
     // The GELU recomputed for its cast right before (the plan's gelu_recompute_cast group), of an
     // input the programs read: its cast joins this pass as the last target.
     std::optional<size_t> geluCast = recomputedGeluBefore(p, chain, c, targets);
@@ -239,8 +248,10 @@ void CudaExecutor::fuseCastPointwise() {
       }
     }
     geluCast = h >= 0 ? geluCast : std::nullopt;
-    if (h < 0 && (h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n)) < 0)
+    if (h < 0 && (h = jit_->addCastChain(chain.args, chain.store, c.rows, c.cols, sum != castSums_.end(), tg.n)) < 0) {
+      notApplied();
       continue;
+    }
     float *partials = sum != castSums_.end() ? sum->second.partials : nullptr;
     std::vector<Step> apart = program_[p].steps; // should the generated kernels not build
     apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
@@ -363,15 +374,17 @@ void CudaExecutor::replaceProgram(size_t at, Step step) {
   program_[at] = std::move(fused);
 }
 
-/// An fp8.gemm's bias, added in the GEMM's epilogue, costs a pass over its result (read and
-/// write). Where the result (or a Reshape-like view of it) has one reader and that reader is a
-/// float32 Add of another tensor of its shape (the residual stream) or a Transpose (the head
-/// split), the GEMM runs without the bias and the reader adds it: the Add as x + (y + bias), the
-/// copy as it moves each value. Where a GELU reads the result first (the MLP), the GELU adds the
-/// bias in place and takes GELU of the sum. Where only BF16 attention reads the result (Q, K and V
-/// with the heads in place, through views), both the forward and the gradient add the bias as they
-/// convert the operands to BF16. The arithmetic is the same (y + bias rounded, then the rest), so
-/// the results are the same bits. check() runs the ops as they were.
+/// An fp8.gemm's float32 bias costs a pass over its result (read and write). Where the plan says
+/// which reader adds it instead (the GEMM's bias_fold, written by octet-fold-gemm-bias), the GEMM
+/// runs without the bias and: "add", the one reader (through a view) is a float32 Add of another
+/// tensor of its shape (the residual stream): x + (y + bias); "copy", a Transpose (the head split)
+/// adds it as it moves each value; "gelu", the GELU that reads the result first (the MLP) adds the
+/// bias in place and takes GELU of the sum; "attention", BF16 attention alone reads the result (Q,
+/// K and V with the heads in place, through views): both the forward and the gradient add the bias
+/// as they convert the operands to BF16. The arithmetic is the same (y + bias rounded, then the
+/// rest), so the results are the same bits. Where the reader did not compile to a kernel that can
+/// (or the plan's word does not hold), the GEMM keeps its bias ("bias folds not applied").
+/// check() runs the ops as they were.
 void CudaExecutor::foldGemmBias() {
   std::vector<int> readers(plan_.values.size(), 0), reader(plan_.values.size(), -1);
   std::vector<std::vector<size_t>> readersOf(plan_.values.size());
@@ -424,33 +437,50 @@ void CudaExecutor::foldGemmBias() {
     return uses;
   };
   std::map<size_t, AttnBias> attentionBias; // by attention op
+  for (const PlanOp &op : plan_.ops) // GEMMs the plan folds whose bias did not compile to gemmBias_
+    if (!attrStr(op, "bias_fold", "").empty() && !gemmBias_.count(size_t(&op - plan_.ops.data())))
+      ++fusions_["bias folds not applied"];
   for (auto &[gop, g] : gemmBias_) {
+    const std::string fold = attrStr(plan_.ops[gop], "bias_fold", "");
+    if (fold.empty())
+      continue;
+    auto notApplied = [&] { ++fusions_["bias folds not applied"]; };
     // Q, K and V projections (their head views) read only by BF16 attention: the operands' BF16
     // conversion adds the bias, forward and backward.
-    if (auto uses = attentionUses(g.out, g.N); !uses.empty() && programOf.count(gop)) {
+    if (fold == "attention") {
+      auto uses = attentionUses(g.out, g.N);
+      if (uses.empty() || !programOf.count(gop)) {
+        notApplied();
+        continue;
+      }
       for (auto [r, i] : uses)
         attentionBias[r][size_t(i)] = g.bias;
       replaceProgram(programOf[gop], g.withoutBias);
+      ++fusions_["GEMM biases added by their reader"];
       continue;
     }
     // The MLP's GELU reads the result first (the backward reads it again later): it adds the bias
     // in place, as the epilogue would have, and computes GELU of the sum.
-    if (int r = first[size_t(g.out)]; r >= 0 && gelus_.count(size_t(r)) && programOf.count(gop) &&
-                                      programOf.count(size_t(r))) {
-      const dev::EwArgs &e = gelus_.at(size_t(r));
-      if (e.in[0] == g.D && e.n % 4 == 0 && g.N % 4 == 0) {
+    if (fold == "gelu") {
+      int r = first[size_t(g.out)];
+      const dev::EwArgs *e = r >= 0 && gelus_.count(size_t(r)) ? &gelus_.at(size_t(r)) : nullptr;
+      if (e && programOf.count(gop) && programOf.count(size_t(r)) && e->in[0] == g.D && e->n % 4 == 0 &&
+          g.N % 4 == 0) {
         auto *y = static_cast<float *>(const_cast<void *>(g.D));
-        auto *out = static_cast<float *>(e.out);
+        auto *out = static_cast<float *>(e->out);
         const float *bias = g.bias;
-        int64_t N = g.N, n = e.n;
-        bool tanhApprox = e.op == dev::Ew::GeluTanh;
+        int64_t N = g.N, n = e->n;
+        bool tanhApprox = e->op == dev::Ew::GeluTanh;
         Step gelu = [=](cudaStream_t s) { return dev::biasGelu(y, bias, N, out, n, tanhApprox, s); };
         replaceProgram(programOf[gop], g.withoutBias);
         replaceProgram(programOf[size_t(r)], gelu);
         geluSources_[size_t(r)].bias = bias;
         geluSources_[size_t(r)].N = N;
-        continue;
+        ++fusions_["GEMM biases added by their reader"];
+      } else {
+        notApplied();
       }
+      continue;
     }
     int v = g.out, r = only(v);
     if (r >= 0 && octet::rt::isView(plan_.ops[size_t(r)].type)) { // a Reshape of the result: its reader
@@ -458,16 +488,20 @@ void CudaExecutor::foldGemmBias() {
       r = only(v);
     }
     auto pg = programOf.find(gop), pr = r >= 0 ? programOf.find(size_t(r)) : programOf.end();
-    if (r < 0 || pg == programOf.end() || pr == programOf.end())
+    if (r < 0 || pg == programOf.end() || pr == programOf.end()) {
+      notApplied();
       continue;
+    }
     const PlanOp &rop = plan_.ops[size_t(r)];
     Step add;
-    if (auto a = adds_.find(size_t(r)); a != adds_.end()) {
+    if (auto a = adds_.find(size_t(r)); fold == "add" && a != adds_.end()) {
       int w = rop.inputs[0] == v ? 0 : 1, x = 1 - w;
       Shape os = shapeOf(rop.outputs[0]);
       if (rop.inputs[size_t(x)] == v || shapeOf(v) != os || shapeOf(rop.inputs[size_t(x)]) != os || os.empty() ||
-          os.back() != g.N)
+          os.back() != g.N) {
+        notApplied();
         continue;
+      }
       dev::EwArgs e = a->second;
       e.op = dev::Ew::AddBias;
       e.nIn = 3;
@@ -477,18 +511,22 @@ void CudaExecutor::foldGemmBias() {
       e.inStr[0] = str[0], e.inStr[1] = str[1], e.inStr[2] = stridesOf(broadcastStrides({g.N}, os));
       e.inType[0] = e.inType[1] = e.inType[2] = int(DType::F32);
       add = [e](cudaStream_t s) { return dev::elementwise(e, s); };
-    } else if (auto c = transposes_.find(size_t(r)); c != transposes_.end()) {
+    } else if (auto c = transposes_.find(size_t(r)); fold == "copy" && c != transposes_.end()) {
       dev::CopyArgs ca = c->second;
-      if (ca.src != g.D || !dev::canCopyWithBias(ca, g.N))
+      if (ca.src != g.D || !dev::canCopyWithBias(ca, g.N)) {
+        notApplied();
         continue;
+      }
       const float *bias = g.bias;
       int64_t n = g.N;
       add = [ca, bias, n](cudaStream_t s) { return dev::stridedCopyWithBias(ca, bias, n, s); };
     } else {
+      notApplied(); // a reader of another kind than the plan's, or one that did not compile to its kernel
       continue;
     }
     replaceProgram(pg->second, g.withoutBias);
     replaceProgram(pr->second, add);
+    ++fusions_["GEMM biases added by their reader"];
   }
   for (auto &[r, bias] : attentionBias)
     replaceProgram(programOf[r], attentions_.at(r).withBias(bias));
@@ -587,37 +625,44 @@ bool CudaExecutor::quietView(size_t k) {
          !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
 }
 
-/// The FP8 casts of one tensor that run one after another (octet-group-casts puts them so; views
-/// between them move nothing) become one castTransposeMany pass: the tensor is read once for all of
-/// them. Where that tensor is the output of the LayerNormalization or GELU program just before
-/// (views aside) and nothing else reads it, the pass computes it instead: the LayerNorm's program
-/// writes only its rows' statistics and the casts apply them (the same arithmetic per element),
-/// the GELU's program runs nothing and the casts take GELU of its input (adding, and writing back,
-/// a GEMM bias that foldGemmBias() gave the GELU). The output itself is never written. check()
+/// The plan's cast passes (octet-fuse-cast-sources: FP8 cast-transposes of one tensor one after
+/// another, views aside, and the op right before that computes the tensor) become one
+/// castTransposeMany pass: the tensor is read once for all of them. Where the pass's producer is a
+/// LayerNormalization or a GELU program, the pass computes the tensor instead: the LayerNorm's
+/// program writes only its rows' statistics and the casts apply them (the same arithmetic per
+/// element), the GELU's program runs nothing and the casts take GELU of its input (adding, and
+/// writing back, a GEMM bias that foldGemmBias() gave the GELU). The output itself is never
+/// written. A Pointwise producer is fuseCastPointwise()'s. Members that did not compile to these
+/// kernels, or whose bytes the arena lets overlap, run apart ("cast passes not applied"). check()
 /// runs the ops as they were.
 void CudaExecutor::fuseCastSources() {
   Step nothing = [](cudaStream_t) { return std::string(); };
   for (size_t k = 0; k < program_.size(); ++k) {
+    const int64_t pass = planCastPass(k);
     auto first = castTransposes_.find(program_[k].op);
-    if (first == castTransposes_.end() || !program_[k].parts.empty())
+    if (pass < 0 || first == castTransposes_.end() || !program_[k].parts.empty())
       continue;
     const CastTransposeOp &c0 = first->second;
-    // The group: this cast and the ones of the same bytes right after it.
+    // The group: this cast and the pass's casts of the same bytes right after it.
     std::vector<size_t> group{k};
     size_t end = k + 1;
-    for (; end < program_.size() && group.size() < size_t(cuda::kMaxCastTargets); ++end) {
+    bool whole = true; // every member the plan puts in the pass joins it
+    for (; end < program_.size() && planCastPass(end) == pass; ++end) {
       if (quietView(end))
         continue;
       auto c = castTransposes_.find(program_[end].op);
       if (c == castTransposes_.end() || !program_[end].parts.empty() || c->second.xp != c0.xp ||
-          c->second.it != c0.it || c->second.rows != c0.rows || c->second.cols != c0.cols)
+          c->second.it != c0.it || c->second.rows != c0.rows || c->second.cols != c0.cols ||
+          group.size() >= size_t(cuda::kMaxCastTargets)) {
+        whole = false;
         break;
+      }
       group.push_back(end);
     }
     std::set<size_t> castOps;
     for (size_t g : group)
       castOps.insert(program_[g].op);
-    // The program that computes the tensor, when it comes right before (views aside).
+    // The program that computes the tensor, right before (views aside), in the same pass.
     size_t before = k;
     while (before > 0 && quietView(before - 1))
       --before;
@@ -626,8 +671,10 @@ void CudaExecutor::fuseCastSources() {
     src.type = c0.it;
     int producer = -1;
     std::optional<LayerNormOp> norm; // the LayerNorm whose output the pass computes
-    if (before > 0) {
+    if (before > 0 && planCastPass(before - 1) == pass) {
       size_t p = before - 1, pop = program_[p].op;
+      // A producer other than these is a Pointwise program or chain: fuseCastPointwise()'s.
+      bool ours = layerNorms_.count(pop) || geluSources_.count(pop);
       if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
         const LayerNormOp l = ln->second;
         if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols && onlyReadBy(l.y, castOps)) {
@@ -652,7 +699,10 @@ void CudaExecutor::fuseCastSources() {
           producer = int(p);
         }
       }
+      whole = whole && (!ours || producer >= 0);
     }
+    if (!whole)
+      ++fusions_["cast passes not applied"];
     if (group.size() < 2 && producer < 0)
       continue;
     std::vector<cuda::CastTarget> targets;
@@ -666,8 +716,10 @@ void CudaExecutor::fuseCastSources() {
     if (std::any_of(targets.begin(), targets.end(), [&](const cuda::CastTarget &t) {
           return bytesOverlap(t.q, elems, src.x, srcBytes) || bytesOverlap(t.qt, elems, src.x, srcBytes) ||
                  bytesOverlap(t.amax, sizeof(float), src.x, srcBytes);
-        }))
+        })) {
+      fusions_["cast passes not applied"] += whole ? 1 : 0; // else counted above
       continue;
+    }
     Step stats; // the LayerNorm's rows' statistics, which the pass applies
     if (norm) {
       const LayerNormOp l = *norm;

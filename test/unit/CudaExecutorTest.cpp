@@ -686,7 +686,8 @@ TEST(CudaExecutor, CastColumnSumsMatchTheCpu) {
 }
 
 
-/// An FP8 GEMM's bias added by the op that reads its result (CudaOptions::foldBias): fp8.gemm
+/// An FP8 GEMM's bias added by the op that reads its result where the plan says so (bias_fold,
+/// octet-fold-gemm-bias; CudaOptions::foldBias off runs it in the epilogue): fp8.gemm
 /// with a bias, a Reshape view, then a residual Add (either operand order) or the head-split
 /// Transpose; or a tanh-GELU that reads the result first, with the result also a plan output
 /// (the bias is added in place). Bit for bit the same as with the bias in the GEMM's epilogue
@@ -724,6 +725,9 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
     }
     use.name = "reader";
     use.outputs = {z};
+    // As octet-fold-gemm-bias writes it; with the second reader (3) a plan it would not write: the
+    // runner keeps the bias in the GEMM and says so.
+    foldBiasInto(g.gemm, gelu ? "gelu" : transpose ? "copy" : "add");
     plan.ops = gelu ? std::vector<PlanOp>{g.gemm, use} : std::vector<PlanOp>{g.gemm, g.reshape, use};
     plan.inputs = {a, b, bias};
     if (!transpose && !gelu)
@@ -750,6 +754,9 @@ TEST(CudaExecutor, GemmBiasFoldedIntoItsReader) {
       std::vector<float> g(got.data<float>(), got.data<float>() + got.numel());
       EXPECT_LE(normwiseError(g, want), 1e-3) << n;
     });
+    EXPECT_EQ(fusionCount(*gpu, "bias folds not applied"), reader == 3 ? 1 : 0);
+    EXPECT_EQ(fusionCount(*gpu, "GEMM biases added by their reader"), reader == 3 ? 0 : 1);
+    EXPECT_EQ(fusionCount(*plain, "GEMM biases added by their reader"), 0);
   }
 }
 

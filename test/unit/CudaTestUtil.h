@@ -117,6 +117,20 @@ inline void groupOps(Plan &plan, std::vector<size_t> ops, const std::string &kin
   }
 }
 
+/// Marks plan ops `ops` (indices) as cast pass `pass`, as octet-fuse-cast-sources writes them (docs/PLAN.md):
+/// FP8 casts of one tensor and the op that computes it, which the CUDA runner runs as one pass.
+inline void castPassOps(Plan &plan, std::vector<size_t> ops, int64_t pass) {
+  for (size_t k : ops)
+    plan.ops[k].attrs["cast_pass"].i = pass;
+}
+
+/// Marks an fp8.gemm's bias as added by its reader of kind `reader` (attention, gelu, add, copy), as
+/// octet-fold-gemm-bias writes it (docs/PLAN.md).
+inline void foldBiasInto(PlanOp &gemm, const std::string &reader) {
+  gemm.attrs["bias_fold"].kind = Attr::String;
+  gemm.attrs["bias_fold"].s = reader;
+}
+
 /// Ops [first, first + count) as one group of `kind`.
 inline void groupOps(Plan &plan, size_t first, size_t count, const std::string &kind, int64_t group) {
   std::vector<size_t> ops;

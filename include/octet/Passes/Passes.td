@@ -597,6 +597,41 @@ def FuseGeluRecompute : Pass<"octet-fuse-gelu-recompute", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseCastSources : Pass<"octet-fuse-cast-sources", "mlir::ModuleOp"> {
+  let summary = "FP8 cast-transposes of one tensor in one pass that computes the tensor";
+  let description = [{
+    FP8 cast-transposes (fp8.cast_amax with a transposed copy) of one tensor
+    that run one after another (at most 3; views between them move nothing),
+    and the op right before them that computes that tensor where nothing
+    else reads it: a float32 LayerNormalization over the last axis, a Gelu,
+    or an octet Pointwise program or pointwise_chain group (whose tensor a
+    cast's cast_column_sum partner may read too). They get one
+    `octet.cast_pass` number (the plan's `cast_pass`, docs/PLAN.md): a
+    backend may run them as one pass that reads the tensor's inputs once and
+    never stores the tensor. A single cast with no such producer gets none.
+    The CPU runs the ops one by one. fp8-opt runs it when writing a plan,
+    after octet-fuse-gelu-recompute (`--fuse-cast-sources`).
+  }];
+  let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
+def FoldGemmBias : Pass<"octet-fold-gemm-bias", "mlir::ModuleOp"> {
+  let summary = "A float32 FP8 GEMM's bias added by the op that reads its result";
+  let description = [{
+    An fp8.gemm with a float32 bias and result (per-tensor scales, B
+    transposed, no accumulate) costs a pass over its result to add the bias.
+    Where its reader can add it as it reads, the GEMM gets `octet.bias_fold`
+    (the plan's `bias_fold`, docs/PLAN.md) naming that reader: "attention"
+    (BF16-precision attention alone reads the result through views, forward
+    and gradient), "gelu" (the first reader is a float32 Gelu, which adds it
+    in place and writes the sum back), "add" (the one reader, through at most
+    one view, is a float32 Add of a tensor of the result's shape) or "copy"
+    (the one reader is a float32 Transpose). The arithmetic is the same; the
+    CPU runs the ops as they are. fp8-opt runs it when writing a plan, after
+    octet-attention-precision (`--fold-gemm-bias`).
+  }];
+}
+
 def FuseGeluAmax : Pass<"octet-fuse-gelu-amax", "mlir::ModuleOp"> {
   let summary = "Take a GELU's per-tensor amax in the GELU's own pass";
   let description = [{

@@ -25,6 +25,7 @@
   plan_facts.py op-attrs NAME PLAN...  how many ops of each type carry attribute NAME, and its values
       (sorted, distinct)
   plan_facts.py ops PLAN...   the plan's ops in order, one per line: type, result names, fusion kind
+      and cast pass (cast_pass=N)
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
 """
 import json
@@ -176,8 +177,10 @@ def main():
             names = [v["name"] for v in plan["values"]]
             for op in plan["ops"]:
                 outs = " ".join(names[o] if o >= 0 else "-" for o in op.get("out", []))
-                fusion = op.get("attrs", {}).get("fusion", {}).get("s", "")
-                print(f"{op['type']} {outs} {fusion}".rstrip())
+                attrs = op.get("attrs", {})
+                fusion = attrs.get("fusion", {}).get("s", "")
+                cast_pass = f" cast_pass={attrs['cast_pass']['i']}" if "cast_pass" in attrs else ""
+                print(f"{op['type']} {outs} {fusion}{cast_pass}".rstrip())
         elif what == "op-types":
             plan = header(path)
             counts = {}

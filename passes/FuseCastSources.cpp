@@ -1,0 +1,212 @@
+//===- FuseCastSources.cpp - FP8 casts that compute the tensor they cast --===//
+//
+// octet-fuse-cast-sources: an FP8 cast-transpose (fp8.cast_amax with its transposed copy, what
+// the FP8 GEMMs of a Linear and of its weight gradient read) reads its whole input once. Where
+// several of them cast one tensor one after another (octet-group-casts puts them so), they read
+// it once between them; where the op just before computes that tensor elementwise per row or per
+// element and nothing else reads it, the pass can compute it instead, and it is never stored:
+//
+//   - a float32 LayerNormalization over the last axis (the pass applies the rows' statistics);
+//   - a Gelu (a GELU the MLP's second Linear casts, forward or recomputed for its weight
+//     gradient);
+//   - an octet Pointwise program, or a pointwise_chain group (a GELU gradient, an RMSNorm's
+//     x * 1/rms * gamma); here a column sum the cast's cast_column_sum group takes in its pass
+//     may read the tensor too.
+//
+// The members (the casts, and the producer or every member of its chain) get the same
+// `octet.cast_pass` number (the plan's `cast_pass`): a backend may run them as one pass over the
+// tensor. The CPU runs the ops one by one (the same bits). Views (Reshape, Squeeze, Unsqueeze,
+// Flatten, Identity) between the members move nothing and are skipped.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/FP8/IR/FP8.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Passes/Passes.h"
+#include "octet/runtime/InPlace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace octet {
+#define GEN_PASS_DEF_FUSECASTSOURCES
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+namespace fp8 = octet::fp8;
+
+namespace {
+
+constexpr size_t kMaxCasts = 3; // casts of one pass (a backend's targets; docs/PLAN.md)
+constexpr llvm::StringLiteral kCastPass = "octet.cast_pass";
+
+bool isView(Operation *op) {
+  return op->getNumOperands() >= 1 && op->getNumResults() == 1 && octet::rt::isView(octet::planOpType(op));
+}
+
+/// The value `v` is a view of (through any views), or v.
+Value rootOf(Value v) {
+  while (Operation *d = v.getDefiningOp())
+    if (isView(d) && d->getOperand(0) != v)
+      v = d->getOperand(0);
+    else
+      break;
+  return v;
+}
+
+/// The op after (before) `op`, constants and views aside.
+Operation *nextOp(Operation *op) {
+  do
+    op = op->getNextNode();
+  while (op && (isa<ox::ConstantOp>(op) || isView(op)));
+  return op;
+}
+Operation *prevOp(Operation *op) {
+  do
+    op = op->getPrevNode();
+  while (op && (isa<ox::ConstantOp>(op) || isView(op)));
+  return op;
+}
+
+StringRef fusionOf(Operation *op) {
+  auto k = op->getAttrOfType<StringAttr>("octet.fusion");
+  return k ? k.getValue() : StringRef();
+}
+
+bool isPointwise(Operation *op) {
+  auto n = dyn_cast<ox::GenericNodeOp>(op);
+  return n && n.getOpType() == "Pointwise" && n.getDomain() == "octet";
+}
+
+/// The [rows, cols] a cast-transpose takes its float input as (cols the last axis).
+std::optional<std::pair<int64_t, int64_t>> castShape(fp8::CastAmaxOp c) {
+  auto t = c.getInput().getType().dyn_cast<RankedTensorType>();
+  if (!t || !t.hasStaticShape() || t.getRank() < 1 || !c.getTransposed() ||
+      !(t.getElementType().isF32() || t.getElementType().isBF16() || t.getElementType().isF16()))
+    return std::nullopt;
+  int64_t cols = t.getShape().back();
+  return std::make_pair(cols ? t.getNumElements() / cols : 0, cols);
+}
+
+/// Whether `v` (through views) is read only by `ops`, and is no function result.
+bool onlyReadBy(Value v, const llvm::SmallPtrSetImpl<Operation *> &ops) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *u = use.getOwner();
+    if (ops.contains(u))
+      continue;
+    if (!isView(u) || use.getOperandNumber() != 0 || !onlyReadBy(u->getResult(0), ops))
+      return false;
+  }
+  return true;
+}
+
+/// The members of the pointwise_chain group whose last member is `last`, in order (a chain's
+/// members are consecutive, constants aside: octet-fuse-pointwise-chains puts them so).
+SmallVector<Operation *> chainEndingAt(Operation *last) {
+  SmallVector<Operation *> members{last};
+  auto sameGroup = [&](Operation *op) {
+    return op && fusionOf(op) == "pointwise_chain" && op->getAttr("octet.fusion_group") == last->getAttr("octet.fusion_group");
+  };
+  for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode()) {
+    if (isa<ox::ConstantOp>(op))
+      continue;
+    if (!sameGroup(op))
+      break;
+    members.insert(members.begin(), op);
+  }
+  Operation *after = last->getNextNode();
+  while (after && isa<ox::ConstantOp>(after))
+    after = after->getNextNode();
+  if (sameGroup(after)) // not the chain's last member: its result is not the chain's
+    return {};
+  return members;
+}
+
+/// The ops that compute `x` in the pass of `casts` (whose readers `readers` are allowed), the op
+/// right before them (views aside), or none.
+SmallVector<Operation *> producerOf(Value x, Operation *firstCast, int64_t cols, bool summed,
+                                    const llvm::SmallPtrSetImpl<Operation *> &readers) {
+  Operation *p = prevOp(firstCast);
+  if (!p || x.getDefiningOp() != p || p->hasAttr(kCastPass) || !onlyReadBy(x, readers))
+    return {};
+  if (auto ln = dyn_cast<ox::LayerNormalizationOp>(p)) {
+    auto xt = ln.getX().getType().dyn_cast<RankedTensorType>();
+    auto f32 = [](Value v) {
+      auto t = v.getType().dyn_cast<TensorType>();
+      return t && t.getElementType().isF32();
+    };
+    if (summed || !xt || !xt.hasStaticShape() || !f32(ln.getX()) || !f32(ln.getScale()) || !f32(ln.getY()) ||
+        (!ln.getB().getType().isa<NoneType>() && !f32(ln.getB())) || p->hasAttr("octet.fusion"))
+      return {};
+    int64_t axis = ln.getAxis().value_or(-1), rank = xt.getRank();
+    axis = axis < 0 ? axis + rank : axis;
+    int64_t n = 1;
+    for (int64_t d = std::max<int64_t>(axis, 0); d < rank; ++d)
+      n *= xt.getShape()[size_t(d)];
+    return n == cols ? SmallVector<Operation *>{p} : SmallVector<Operation *>{};
+  }
+  if (isa<ox::GeluOp>(p) && !summed && fusionOf(p) != "gelu_amax")
+    return {p};
+  if (isPointwise(p) && fusionOf(p).empty())
+    return {p};
+  if (fusionOf(p) == "pointwise_chain")
+    return chainEndingAt(p);
+  return {};
+}
+
+struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
+  using FuseCastSourcesBase::FuseCastSourcesBase;
+
+  void runOnOperation() override {
+    int64_t next = 0;
+    getOperation().walk([&](Operation *op) {
+      if (auto g = op->getAttrOfType<IntegerAttr>(kCastPass))
+        next = std::max(next, g.getInt() + 1);
+    });
+    getOperation().walk([&](func::FuncOp f) {
+      if (f.getBody().empty())
+        return;
+      SmallVector<fp8::CastAmaxOp> casts;
+      for (auto c : f.getBody().front().getOps<fp8::CastAmaxOp>())
+        casts.push_back(c);
+      Builder b(&getContext());
+      for (fp8::CastAmaxOp c : casts) {
+        auto shape = castShape(c);
+        if (!shape || c->hasAttr(kCastPass))
+          continue;
+        Value x = rootOf(c.getInput());
+        Type et = c.getInput().getType().cast<TensorType>().getElementType();
+        // The casts of the same tensor right after this one.
+        SmallVector<Operation *> group{c};
+        for (Operation *op = nextOp(c); op && group.size() < kMaxCasts; op = nextOp(op)) {
+          auto d = dyn_cast<fp8::CastAmaxOp>(op);
+          if (!d || d->hasAttr(kCastPass) || rootOf(d.getInput()) != x || castShape(d) != shape ||
+              d.getInput().getType().cast<TensorType>().getElementType() != et)
+            break;
+          group.push_back(d);
+        }
+        // A cast whose column sum its pass takes (cast_column_sum) is one of its own.
+        auto isSummed = [](Operation *op) { return fusionOf(op) == "cast_column_sum"; };
+        if (isSummed(group.front()))
+          group.resize(1);
+        else
+          group.erase(llvm::find_if(group, isSummed), group.end());
+        bool summed = isSummed(group.front());
+        llvm::SmallPtrSet<Operation *, 4> readers(group.begin(), group.end());
+        if (summed) // the sum reads the tensor the cast reads, in the cast's pass
+          for (Operation *u : c.getInput().getUsers())
+            if (fusionOf(u) == "cast_column_sum" && u->getAttr("octet.fusion_group") == c->getAttr("octet.fusion_group"))
+              readers.insert(u);
+        SmallVector<Operation *> producer = producerOf(x, group.front(), shape->second, summed, readers);
+        if (group.size() < 2 && producer.empty())
+          continue;
+        for (Operation *op : llvm::concat<Operation *>(producer, group))
+          op->setAttr(kCastPass, b.getI64IntegerAttr(next));
+        ++next;
+      }
+    });
+  }
+};
+
+} // namespace
