@@ -9,6 +9,8 @@
 #include "octet/Support/ProtoIO.h"
 #include "octet/Support/RecipeConfig.h"
 #include "octet/Tools/ImportChecks.h"
+#include "octet/Tools/OutputFiles.h"
+#include "octet/Tools/PlanReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -48,65 +50,6 @@ namespace {
 
 enum class Emit { Auto, MLIR, ONNX, Plan };
 enum class InputFormat { Auto, MLIR, ONNX };
-
-/// "file: 'node'" / "file:line:col" / "file" for one-line diagnostics.
-std::string describeLocation(Location loc) {
-  std::string name, file;
-  unsigned line = 0, col = 0;
-  std::function<void(Location)> visit = [&](Location l) {
-    if (auto n = l.dyn_cast<NameLoc>()) {
-      if (name.empty())
-        name = n.getName().str();
-      visit(n.getChildLoc());
-    } else if (auto f = l.dyn_cast<FileLineColLoc>()) {
-      if (file.empty()) {
-        file = f.getFilename().str();
-        line = f.getLine();
-        col = f.getColumn();
-      }
-    } else if (auto fused = l.dyn_cast<FusedLoc>()) {
-      for (Location x : fused.getLocations())
-        visit(x);
-    } else if (auto cs = l.dyn_cast<CallSiteLoc>()) {
-      visit(cs.getCallee());
-    }
-  };
-  visit(loc);
-  std::string out = file;
-  if (line)
-    out += ":" + std::to_string(line) + ":" + std::to_string(col);
-  if (!name.empty())
-    out += (out.empty() ? "" : ": ") + std::string("node '") + name + "'";
-  return out;
-}
-
-/// Writes the result: stdout for "-", in place for devices like /dev/null,
-/// otherwise atomically (temporary, fsync, rename) so nothing half-written stays.
-bool writeOutput(llvm::StringRef path, const std::string &data) {
-  if (path == "-") {
-    llvm::outs() << data;
-    llvm::outs().flush();
-    return true;
-  }
-  llvm::sys::fs::file_status st;
-  if (!llvm::sys::fs::status(path, st) && st.type() != llvm::sys::fs::file_type::regular_file &&
-      st.type() != llvm::sys::fs::file_type::file_not_found) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec) {
-      llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << ec.message() << "\n";
-      return false;
-    }
-    os << data;
-    return true;
-  }
-  std::string error;
-  if (!octet::proto::writeFileAtomically(path.str(), data, error)) {
-    llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << error << "\n";
-    return false;
-  }
-  return true;
-}
 
 } // namespace
 
@@ -341,8 +284,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       "rematerialize-fp8-sources",
       cl::desc("Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
                "parameter's cast), activation (a cast of a tensor still live: the attention output's), gelu "
-               "(the GELU runs again), layernorm (the LayerNorm forward runs again). Default activation, the "
-               "copies that cost no time; each other kind trades step time for memory (docs/BENCHMARKS.md)"),
+               "(the GELU runs again), layernorm (the LayerNorm forward runs again). Default: activation (no "
+               "time), plus gelu and weight where each lowers the arena's peak by 1% or more (--report says)"),
       cl::CommaSeparated, cl::cat(optCat));
 
   static cl::opt<bool> sinkScaleUpdates(
@@ -752,6 +695,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 
+  std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes (choosePlanPasses)
+  bool trial = false;                     // a candidate's compile: no reports
+  bool rematChosen = false;               // the compiler chose rematSources
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
     std::string trainingPipeline = trainingPipelineFor(module, out == Emit::Plan);
     // Training plans: GELU as one op and fused attention before autodiff, so that their
@@ -768,11 +714,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                 "},";
     trainingPipeline = before + trainingPipeline;
     PassManager pm(&ctx, ModuleOp::getOperationName());
-    applyPassManagerCLOptions(pm);
-    applyDefaultTimingPassManagerCLOptions(pm);
+    if (!trial) { // a candidate's compile prints nothing (choosePlanPasses)
+      applyPassManagerCLOptions(pm);
+      applyDefaultTimingPassManagerCLOptions(pm);
+    }
     if (recipeInfo && recipeInfo->name != "none") {
       if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (shareInputScaling ? "" : " share-input-scaling=false"),
-                                     reportOptions, trainingPipeline)))
+                                     trial ? std::string() : reportOptions, trainingPipeline)))
         return failure();
     } else {
       if (recipeInfo)
@@ -806,8 +754,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       if (out == Emit::Plan && fuseCastAmax && groupCasts)
         pm.addPass(createGroupCasts());
       if (out == Emit::Plan && rematerializeFp8Casts)
-        pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{
-            16, rematerializeSources.empty() ? std::vector<std::string>{"activation"} : rematerializeSources}));
+        pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{16, rematSources}));
       if (out == Emit::Plan && sinkScaleUpdates)
         pm.addPass(createSinkScaleUpdates());
       if (out == Emit::Plan && dataParallelOn)
@@ -857,9 +804,50 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     if (failed(pm.run(module)))
       return failure();
-    if (report && dataParallelOn)
+    if (report && dataParallelOn && !trial)
       reportCollectives(module, outputFilename == "-" ? llvm::errs() : llvm::outs());
     return success();
+  };
+  // Which FP8 codes a plan recomputes for the backward (--rematerialize-fp8-sources): the user's
+  // list, else the compiler's choice: `activation` (copies that cost no time), then, under te's
+  // delayed scaling, `gelu` and `weight` in turn, each kept where it lowers the arena's peak by at
+  // least 1% (the codes it recomputes are live there: on the 1.3B GPT at 8 x 2048 they are, at
+  // batch 1 the peak lies elsewhere and recomputing would cost time for nothing). Under dynamic
+  // scaling (ao, msamp) a recomputed cast needs its amax pass again and the GELU's is not in its
+  // gradient's pass: 9 ms of a 235 ms step there (docs/BENCHMARKS.md), so activation alone. Each
+  // candidate compiles a copy of the module, its diagnostics unprinted (the chosen one compiles
+  // again, printing them).
+  auto choosePlanPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
+    rematSources = rematerializeSources.empty() ? std::vector<std::string>{"activation"}
+                                                : std::vector<std::string>(rematerializeSources);
+    rematChosen = rematerializeSources.empty();
+    if (out != Emit::Plan || !rematerializeFp8Casts || !rematerializeSources.empty() || rc.backend != "te")
+      return runPasses(module, ctx);
+    auto arenaWith = [&](std::vector<std::string> sources) -> std::optional<int64_t> {
+      OwningOpRef<ModuleOp> copy = module.clone();
+      std::vector<std::string> chosen = std::exchange(rematSources, sources);
+      ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
+      trial = true;
+      std::string bytes;
+      int64_t arena = -1;
+      bool ok = succeeded(runPasses(*copy, ctx)) &&
+                succeeded(exportToPlanBytes(*copy, bytes, "fp8-opt", &arena, inPlaceUpdates));
+      trial = false;
+      rematSources = std::move(chosen);
+      return ok ? std::optional<int64_t>(arena) : std::nullopt;
+    };
+    std::optional<int64_t> best = arenaWith(rematSources);
+    for (const char *extra : {"gelu", "weight"}) {
+      if (!best)
+        break;
+      std::vector<std::string> more = rematSources;
+      more.push_back(extra);
+      if (std::optional<int64_t> a = arenaWith(more); a && *a < *best - *best / 100) {
+        rematSources = std::move(more);
+        best = a;
+      }
+    }
+    return runPasses(module, ctx);
   };
   auto emitModule = [&](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
     if (out == Emit::MLIR) {
@@ -875,48 +863,14 @@ int octet::fp8OptMain(int argc, char **argv) {
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
         ros << "peak activation memory (plan arena): " << arena << " bytes\n";
-        std::map<std::string, std::pair<std::set<int64_t>, int64_t>> groups; // kind -> (groups, ops)
-        std::set<int64_t> chunks; // octet-chunk-loss's chunks (octet.loss_chunk)
-        int64_t chunkOps = 0, residualAdds = 0;
-        std::set<int64_t> castPasses;                   // octet-fuse-cast-sources's passes
-        std::map<std::string, int64_t> castPassMembers; // their ops by type
-        std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
-        module.walk([&](Operation *op) {
-          residualAdds += op->hasAttr("octet.residual_add");
-          if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
-            chunks.insert(c.getInt());
-            ++chunkOps;
-          }
-          if (auto f = op->getAttrOfType<StringAttr>("octet.bias_fold"))
-            ++biasFolds[f.str()];
-          if (auto c = op->getAttrOfType<IntegerAttr>("octet.cast_pass")) {
-            castPasses.insert(c.getInt());
-            castPassMembers[planOpType(op)] += 1;
-          }
-          auto kind = op->getAttrOfType<StringAttr>("octet.fusion");
-          auto group = op->getAttrOfType<IntegerAttr>("octet.fusion_group");
-          if (kind && group) {
-            groups[kind.str()].first.insert(group.getInt());
-            ++groups[kind.str()].second;
-          }
-        });
-        for (auto &[kind, g] : groups)
-          ros << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
-        if (!castPasses.empty()) {
-          ros << "cast passes: " << castPasses.size() << " (";
-          const char *sep = "";
-          for (auto &[type, n] : castPassMembers) {
-            ros << sep << n << " " << type;
-            sep = ", ";
-          }
-          ros << ")\n";
-        }
-        for (auto &[reader, n] : biasFolds)
-          ros << "FP8 GEMM biases added by their reader: " << n << " " << reader << "\n";
-        if (residualAdds)
-          ros << "residual Adds folded into FP8 GEMMs: " << residualAdds << "\n";
-        if (!chunks.empty())
-          ros << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps << " ops)\n";
+        if (rematerializeFp8Casts)
+          ros << "FP8 codes recomputed for the backward: " << llvm::join(rematSources, ", ")
+              << (!rematChosen          ? ""
+                  : rc.backend == "te" ? " (the compiler's choice: gelu and weight only where each lowers the arena's "
+                                         "peak by 1% or more)"
+                                       : " (the default under dynamic scaling, where recomputing more costs time)")
+              << "\n";
+        reportPlanFusions(module, ros);
       }
     } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();
@@ -934,7 +888,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     ScopedDiagnosticHandler handler(&ctx, [](Diagnostic &d) {
       if (d.getSeverity() == DiagnosticSeverity::Note)
         return success();
-      std::string where = describeLocation(d.getLocation());
+      std::string where = octet::describeLocation(d.getLocation());
       auto &os = d.getSeverity() == DiagnosticSeverity::Error
                      ? llvm::WithColor::error(llvm::errs(), "fp8-opt")
                      : llvm::WithColor::warning(llvm::errs(), "fp8-opt");
@@ -953,11 +907,11 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     opts.absentWeightsAsZeros = absentWeights == "zeros";
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
-    if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(runPasses(*module, ctx)) ||
+    if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(choosePlanPasses(*module, ctx)) ||
         failed(emitModule(*module, resultStream)))
       return 1;
     resultStream.flush();
-    return writeOutput(outputFilename, result) ? 0 : 1;
+    return octet::writeOutput(outputFilename, result) ? 0 : 1;
   }
 
   // MLIR input: one fresh context per chunk, as mlir-opt does.
@@ -969,7 +923,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     sourceMgr.AddNewSourceBuffer(std::move(chunk), llvm::SMLoc());
     auto body = [&]() -> LogicalResult {
       OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
-      if (!module || failed(runPasses(*module, ctx)))
+      if (!module || failed(choosePlanPasses(*module, ctx)))
         return failure();
       return emitModule(*module, os);
     };
@@ -985,5 +939,5 @@ int octet::fp8OptMain(int argc, char **argv) {
                                    /*insertMarkerInOutput=*/true)))
     return 1;
   resultStream.flush();
-  return writeOutput(outputFilename, result) ? 0 : 1;
+  return octet::writeOutput(outputFilename, result) ? 0 : 1;
 }

@@ -56,7 +56,10 @@ struct Source {
 
 Source sourceOf(const Plan &p, const std::vector<const PlanOp *> &producer, int id) {
   Source s;
-  const std::string &name = p.values[size_t(id)].name;
+  std::string name = p.values[size_t(id)].name;
+  const std::string again = ".recomputed"; // codes cast again for the backward (octet-rematerialize-fp8-casts)
+  if (name.size() > again.size() && name.compare(name.size() - again.size(), again.size(), again) == 0)
+    name.resize(name.size() - again.size());
   for (const char *role : {"input", "weight", "grad_output"}) {
     for (const char *suffix : {"_fp8", "_fp8_t"}) {
       std::string tail = std::string(".") + role + suffix;
@@ -96,7 +99,20 @@ Operand operand(const Runner &ex, const std::vector<const PlanOp *> &producer, i
   if (!o.src.cast)
     return o;
   TensorPtr x = ex.value(o.src.cast->inputs[0]), si = ex.value(o.src.cast->inputs[1]);
-  TensorPtr q = o.src.cast->outputs[0] >= 0 ? ex.value(o.src.cast->outputs[0]) : nullptr; // may be left out
+  TensorPtr q = o.src.cast->outputs[0] >= 0 ? ex.value(o.src.cast->outputs[0]) : nullptr;
+  if (!q && o.src.cast->outputs.size() > 2 && o.src.cast->outputs[2] >= 0 && x && !x->shape.empty()) {
+    // The plan left the codes out (only the transposed copy is read: a weight whose codes the
+    // backward casts again): the copy, [cols, rows], put back in x's order.
+    TensorPtr qt = ex.value(o.src.cast->outputs[2]);
+    const int64_t cols = x->shape.back(), rows = cols ? x->numel() / cols : 0;
+    if (qt && qt->numel() == rows * cols) {
+      auto back = std::make_shared<Tensor>(qt->dtype, x->shape);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          back->data<uint8_t>()[r * cols + c] = qt->data<uint8_t>()[c * rows + r];
+      q = back;
+    }
+  }
   if (!x || !si || !q || !isFp8(q->dtype) || si->numel() != 1 || x->shape.empty())
     return o;
   Fp8Format f = fp8FormatOf(q->dtype);
