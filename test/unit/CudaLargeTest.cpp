@@ -157,6 +157,29 @@ TEST(CudaLarge, CurrentScalingPast32BitElements) {
   expectLargeOutputsMatch(plan, {{"x", patterned({kPast32}, kPast32 - 1)}}, true, 0);
 }
 
+/// Rowwise scaling (torchao's rowwise recipe, `ao` with rowwise scales) of 2^31 + 65536 float32 values
+/// in 2^21 + 64 rows of 1024, past the 524280 blocks the row kernel launches (each takes more rows
+/// in turn): fp8.amax per row, fp8.dynamic_scale of every row's amax, fp8.cast with a scale per row
+/// and fp8.dequantize back, bit for bit; the last row holds the maximum.
+TEST(CudaLarge, RowwiseScalingPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(24) << 30);
+  const int64_t cols = 1024, rows = kPast32 / cols;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, cols}), amax = addValue(plan, "amax", {rows, 1});
+  int sc = addValue(plan, "scale", {rows, 1}), si = addValue(plan, "scale_inv", {rows, 1});
+  int q = addValue(plan, "q", {rows, cols}), y = addValue(plan, "y", {rows, cols});
+  plan.values[size_t(q)].dtype = DType::F8E4M3FN;
+  addOp(plan, "fp8.amax", "amax", {x}, {amax}).attrs["rowwise"].i = 1;
+  PlanOp &ds = addOp(plan, "fp8.dynamic_scale", "scale", {amax}, {sc, si});
+  ds.attrs["format"].kind = Attr::String;
+  ds.attrs["format"].s = "float8e4m3fn";
+  addOp(plan, "fp8.cast", "cast", {x, si}, {q});
+  addOp(plan, "fp8.dequantize", "dequantize", {q, si}, {y});
+  plan.inputs = {x};
+  plan.outputs = {amax, si, q, y};
+  expectLargeOutputsMatch(plan, {{"x", patterned({rows, cols}, kPast32 - 1)}}, true, 0);
+}
+
 /// Cast of 2^31 + 65536 float32 values to BF16 and the per-tensor dequantization of their FP8
 /// codes to float32 (the vectorized conversion kernel), bit for bit.
 TEST(CudaLarge, ConversionsPast32BitElements) {
@@ -271,6 +294,7 @@ TEST(CudaLarge, LayerNormCastPast32BitElements) {
   int si = addScalar(plan, "si", 0.02f), a = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {n, rows});
   plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
   addOp(plan, "fp8.cast_amax", "cast", {v.y, si}, {-1, a, qt});
+  castPassOps(plan, {plan.ops.size() - 2, plan.ops.size() - 1}, 0); // as octet-fuse-cast-sources writes them
   plan.outputs = {qt, a, v.mean, v.inv};
   std::mt19937 rng(5);
   TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
