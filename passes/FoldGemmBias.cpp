@@ -25,7 +25,8 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
-#include "octet/runtime/InPlace.h"
+
+#include "PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -40,10 +41,6 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
-bool isView(Operation *op) {
-  return op->getNumOperands() >= 1 && op->getNumResults() == 1 && octet::rt::isView(octet::planOpType(op));
-}
-
 bool isF32(Value v) {
   auto t = v.getType().dyn_cast<RankedTensorType>();
   return t && t.hasStaticShape() && t.getElementType().isF32();
@@ -56,7 +53,7 @@ int64_t elementsOf(Value v) { return v.getType().cast<RankedTensorType>().getNum
 bool onlyAttentionReads(Value v, bool &any) {
   for (OpOperand &use : v.getUses()) {
     Operation *u = use.getOwner();
-    if (isView(u) && use.getOperandNumber() == 0) {
+    if (octet::isViewOp(u) && use.getOperandNumber() == 0) {
       if (!onlyAttentionReads(u->getResult(0), any))
         return false;
       continue;
@@ -64,8 +61,8 @@ bool onlyAttentionReads(Value v, bool &any) {
     std::string t = octet::planOpType(u);
     auto attrs = u->getAttrOfType<DictionaryAttr>("attrs"); // octet-attention-precision's decision
     auto p = attrs ? attrs.getAs<StringAttr>("precision") : StringAttr();
-    if ((t != "octet::Attention" && t != "octet::AttentionGrad") || use.getOperandNumber() >= 3 || !p ||
-        p.getValue() != "bf16")
+    if ((t != "octet::Attention" && t != "octet::AttentionGrad") || use.getOperandNumber() >= 3 ||
+        !p || p.getValue() != "bf16")
       return false;
     any = true;
   }
@@ -95,7 +92,7 @@ StringRef foldOf(fp8::GemmOp g) {
   if (!y.hasOneUse())
     return {};
   Operation *r = *y.getUsers().begin();
-  if (isView(r) && r->getOperand(0) == y) {
+  if (octet::isViewOp(r) && r->getOperand(0) == y) {
     v = r->getResult(0);
     if (!v.hasOneUse())
       return {};
@@ -104,8 +101,8 @@ StringRef foldOf(fp8::GemmOp g) {
   if (auto add = dyn_cast<ox::AddOp>(r)) {
     Value other = add.getA() == v ? add.getB() : add.getA();
     if (other != v && isF32(other) && isF32(add.getResult()) && other.getType() == v.getType() &&
-        add.getResult().getType() == v.getType() && v.getType().cast<RankedTensorType>().getShape().back() ==
-                                                        yt.getShape().back())
+        add.getResult().getType() == v.getType() &&
+        v.getType().cast<RankedTensorType>().getShape().back() == yt.getShape().back())
       return "add";
     return {};
   }

@@ -19,11 +19,11 @@
 // Flatten, Identity) between the members move nothing and are skipped.
 //
 //===----------------------------------------------------------------------===//
-#include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
-#include "octet/runtime/InPlace.h"
+
+#include "PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -41,14 +41,10 @@ namespace {
 constexpr size_t kMaxCasts = 3; // casts of one pass (a backend's targets; docs/PLAN.md)
 constexpr llvm::StringLiteral kCastPass = "octet.cast_pass";
 
-bool isView(Operation *op) {
-  return op->getNumOperands() >= 1 && op->getNumResults() == 1 && octet::rt::isView(octet::planOpType(op));
-}
-
 /// The value `v` is a view of (through any views), or v.
 Value rootOf(Value v) {
   while (Operation *d = v.getDefiningOp())
-    if (isView(d) && d->getOperand(0) != v)
+    if (octet::isViewOp(d) && d->getOperand(0) != v)
       v = d->getOperand(0);
     else
       break;
@@ -58,25 +54,15 @@ Value rootOf(Value v) {
 /// The op after (before) `op`, constants and views aside.
 Operation *nextOp(Operation *op) {
   do
-    op = op->getNextNode();
-  while (op && (isa<ox::ConstantOp>(op) || isView(op)));
+    op = octet::nextStep(op);
+  while (op && octet::isViewOp(op));
   return op;
 }
 Operation *prevOp(Operation *op) {
   do
-    op = op->getPrevNode();
-  while (op && (isa<ox::ConstantOp>(op) || isView(op)));
+    op = octet::prevStep(op);
+  while (op && octet::isViewOp(op));
   return op;
-}
-
-StringRef fusionOf(Operation *op) {
-  auto k = op->getAttrOfType<StringAttr>("octet.fusion");
-  return k ? k.getValue() : StringRef();
-}
-
-bool isPointwise(Operation *op) {
-  auto n = dyn_cast<ox::GenericNodeOp>(op);
-  return n && n.getOpType() == "Pointwise" && n.getDomain() == "octet";
 }
 
 /// The [rows, cols] a cast-transpose takes its float input as (cols the last axis).
@@ -95,31 +81,22 @@ bool onlyReadBy(Value v, const llvm::SmallPtrSetImpl<Operation *> &ops) {
     Operation *u = use.getOwner();
     if (ops.contains(u))
       continue;
-    if (!isView(u) || use.getOperandNumber() != 0 || !onlyReadBy(u->getResult(0), ops))
+    if (!octet::isViewOp(u) || use.getOperandNumber() != 0 || !onlyReadBy(u->getResult(0), ops))
       return false;
   }
   return true;
 }
 
-/// The members of the pointwise_chain group whose last member is `last`, in order (a chain's
-/// members are consecutive, constants aside: octet-fuse-pointwise-chains puts them so).
+/// The members of the pointwise_chain group whose last member is `last`, in order; none if `last`
+/// is not the group's last.
 SmallVector<Operation *> chainEndingAt(Operation *last) {
-  SmallVector<Operation *> members{last};
-  auto sameGroup = [&](Operation *op) {
-    return op && fusionOf(op) == "pointwise_chain" && op->getAttr("octet.fusion_group") == last->getAttr("octet.fusion_group");
-  };
-  for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode()) {
-    if (isa<ox::ConstantOp>(op))
-      continue;
-    if (!sameGroup(op))
-      break;
-    members.insert(members.begin(), op);
-  }
-  Operation *after = last->getNextNode();
-  while (after && isa<ox::ConstantOp>(after))
-    after = after->getNextNode();
-  if (sameGroup(after)) // not the chain's last member: its result is not the chain's
+  auto [first, end] = octet::chainOf(last);
+  if (end != last)
     return {};
+  SmallVector<Operation *> members;
+  for (Operation *op = first; op != last; op = octet::nextStep(op))
+    members.push_back(op);
+  members.push_back(last);
   return members;
 }
 
@@ -136,8 +113,9 @@ SmallVector<Operation *> producerOf(Value x, Operation *firstCast, int64_t cols,
       auto t = v.getType().dyn_cast<TensorType>();
       return t && t.getElementType().isF32();
     };
-    if (summed || !xt || !xt.hasStaticShape() || !f32(ln.getX()) || !f32(ln.getScale()) || !f32(ln.getY()) ||
-        (!ln.getB().getType().isa<NoneType>() && !f32(ln.getB())) || p->hasAttr("octet.fusion"))
+    if (summed || !xt || !xt.hasStaticShape() || !f32(ln.getX()) || !f32(ln.getScale()) ||
+        !f32(ln.getY()) || (!ln.getB().getType().isa<NoneType>() && !f32(ln.getB())) ||
+        p->hasAttr("octet.fusion"))
       return {};
     int64_t axis = ln.getAxis().value_or(-1), rank = xt.getRank();
     axis = axis < 0 ? axis + rank : axis;
@@ -146,11 +124,11 @@ SmallVector<Operation *> producerOf(Value x, Operation *firstCast, int64_t cols,
       n *= xt.getShape()[size_t(d)];
     return n == cols ? SmallVector<Operation *>{p} : SmallVector<Operation *>{};
   }
-  if (isa<ox::GeluOp>(p) && !summed && fusionOf(p) != "gelu_amax")
+  if (isa<ox::GeluOp>(p) && !summed && octet::fusionOf(p) != "gelu_amax")
     return {p};
-  if (isPointwise(p) && fusionOf(p).empty())
+  if (octet::isPointwiseNode(p) && octet::fusionOf(p).empty())
     return {p};
-  if (fusionOf(p) == "pointwise_chain")
+  if (octet::fusionOf(p) == "pointwise_chain")
     return chainEndingAt(p);
   return {};
 }
@@ -187,7 +165,7 @@ struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
           group.push_back(d);
         }
         // A cast whose column sum its pass takes (cast_column_sum) is one of its own.
-        auto isSummed = [](Operation *op) { return fusionOf(op) == "cast_column_sum"; };
+        auto isSummed = [](Operation *op) { return octet::fusionOf(op) == "cast_column_sum"; };
         if (isSummed(group.front()))
           group.resize(1);
         else
@@ -196,9 +174,10 @@ struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
         llvm::SmallPtrSet<Operation *, 4> readers(group.begin(), group.end());
         if (summed) // the sum reads the tensor the cast reads, in the cast's pass
           for (Operation *u : c.getInput().getUsers())
-            if (fusionOf(u) == "cast_column_sum" && u->getAttr("octet.fusion_group") == c->getAttr("octet.fusion_group"))
+            if (octet::sameGroup(u, c, "cast_column_sum"))
               readers.insert(u);
-        SmallVector<Operation *> producer = producerOf(x, group.front(), shape->second, summed, readers);
+        SmallVector<Operation *> producer =
+            producerOf(x, group.front(), shape->second, summed, readers);
         if (group.size() < 2 && producer.empty())
           continue;
         for (Operation *op : llvm::concat<Operation *>(producer, group))

@@ -21,6 +21,7 @@
 #include "octet/Passes/Passes.h"
 
 #include "FusionGroups.h"
+#include "PlanOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -39,46 +40,8 @@ namespace {
 
 constexpr int kReach = 16; // ops between the GELU's cast and the gradient's first program, at most
 
-StringRef fusionOf(Operation *op) {
-  auto k = op->getAttrOfType<StringAttr>("octet.fusion");
-  return k ? k.getValue() : StringRef();
-}
-
-bool isPointwise(Operation *op) {
-  auto n = dyn_cast<ox::GenericNodeOp>(op);
-  return (n && n.getOpType() == "Pointwise" && n.getDomain() == "octet") || fusionOf(op) == "pointwise_chain";
-}
-
-/// Whether `op` is a member of the same pointwise_chain group as `of`.
-bool sameChain(Operation *op, Operation *of) {
-  return op && fusionOf(op) == "pointwise_chain" && fusionOf(of) == "pointwise_chain" &&
-         op->getAttr("octet.fusion_group") == of->getAttr("octet.fusion_group");
-}
-
-/// The op after (before) `op`, constants aside (a plan keeps them as values, not ops).
-Operation *next(Operation *op) {
-  do
-    op = op->getNextNode();
-  while (op && isa<ox::ConstantOp>(op));
-  return op;
-}
-Operation *prev(Operation *op) {
-  do
-    op = op->getPrevNode();
-  while (op && isa<ox::ConstantOp>(op));
-  return op;
-}
-
-/// The first and last members of the program (or chain group) `op` belongs to (a chain's members
-/// are consecutive, constants aside: octet-fuse-pointwise-chains puts them so).
-std::pair<Operation *, Operation *> chainOf(Operation *op) {
-  Operation *first = op, *last = op;
-  while (sameChain(prev(first), op))
-    first = prev(first);
-  while (sameChain(next(last), op))
-    last = next(last);
-  return {first, last};
-}
+/// A Pointwise program or a member of a pointwise_chain group.
+bool isPointwise(Operation *op) { return octet::isPointwiseNode(op) || octet::fusionOf(op) == "pointwise_chain"; }
 
 /// The FP8 cast-transpose that reads `v` or a view (Reshape) of it, if any.
 fp8::CastAmaxOp castOf(Value v) {
@@ -114,7 +77,7 @@ struct FuseGeluRecompute : octet::impl::FuseGeluRecomputeBase<FuseGeluRecompute>
         reader = op;
     if (!reader || !yt || !yt.hasStaticShape())
       return false;
-    auto [first, last] = chainOf(reader);
+    auto [first, last] = octet::chainOf(reader);
     if (!c1->isBeforeInBlock(first) || last->getNumResults() != 1)
       return false;
     fp8::CastAmaxOp c2 = castOf(last->getResult(0));

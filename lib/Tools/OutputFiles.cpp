@@ -55,7 +55,8 @@ bool octet::writeOutput(llvm::StringRef path, const std::string &data) {
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     if (ec) {
-      llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << ec.message() << "\n";
+      llvm::WithColor::error(llvm::errs(), "fp8-opt")
+          << "cannot write '" << path << "': " << ec.message() << "\n";
       return false;
     }
     os << data;
@@ -63,9 +64,9 @@ bool octet::writeOutput(llvm::StringRef path, const std::string &data) {
   }
   std::string error;
   if (!octet::proto::writeFileAtomically(path.str(), data, error)) {
-    llvm::WithColor::error(llvm::errs(), "fp8-opt") << "cannot write '" << path << "': " << error << "\n";
+    llvm::WithColor::error(llvm::errs(), "fp8-opt")
+        << "cannot write '" << path << "': " << error << "\n";
     return false;
   }
   return true;
 }
-

@@ -50,5 +50,6 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   if (residualAdds)
     os << "residual Adds folded into FP8 GEMMs: " << residualAdds << "\n";
   if (!chunks.empty())
-    os << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps << " ops)\n";
+    os << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps
+       << " ops)\n";
 }

@@ -11,7 +11,8 @@ namespace octet {
 /// "file: 'node'" / "file:line:col" / "file" for one-line diagnostics.
 std::string describeLocation(mlir::Location loc);
 /// Writes the result: stdout for "-", in place for devices like /dev/null, otherwise atomically
-/// (temporary, fsync, rename) so nothing half-written stays. False, with one line said, if it cannot.
+/// (temporary, fsync, rename) so nothing half-written stays. False, with one line said, if it
+/// cannot.
 bool writeOutput(llvm::StringRef path, const std::string &data);
 } // namespace octet
 

@@ -1,0 +1,68 @@
+//===- PlanOps.h - Ops as the plan passes see them -------------*- C++ -*-===//
+//
+// Predicates and walks the plan-writing passes share: views (Reshape-like ops whose result is
+// their operand's bytes), octet Pointwise nodes, fusion groups (FusionGroups.h) and the members of
+// a pointwise_chain group, which octet-fuse-pointwise-chains puts next to each other.
+//
+//===----------------------------------------------------------------------===//
+#ifndef OCTET_PASSES_PLANOPS_H
+#define OCTET_PASSES_PLANOPS_H
+
+#include "octet/Conversion/PlanExport.h"
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/runtime/InPlace.h"
+
+#include "mlir/IR/Operation.h"
+
+namespace octet {
+
+/// Whether `op` is a view in a plan: its result is its first operand's bytes (InPlace.h).
+inline bool isViewOp(mlir::Operation *op) {
+  return op->getNumOperands() >= 1 && op->getNumResults() == 1 && rt::isView(planOpType(op));
+}
+
+/// Whether `op` is an octet Pointwise node (octet-fuse-pointwise's programs).
+inline bool isPointwiseNode(mlir::Operation *op) {
+  auto n = llvm::dyn_cast<onnx_dialect::GenericNodeOp>(op);
+  return n && n.getOpType() == "Pointwise" && n.getDomain() == "octet";
+}
+
+/// The fusion group kind `op` carries (`octet.fusion`), or "".
+inline llvm::StringRef fusionOf(mlir::Operation *op) {
+  auto k = op->getAttrOfType<mlir::StringAttr>("octet.fusion");
+  return k ? k.getValue() : llvm::StringRef();
+}
+
+/// Whether `a` and `b` are members of one fusion group of `kind`.
+inline bool sameGroup(mlir::Operation *a, mlir::Operation *b, llvm::StringRef kind) {
+  return a && b && fusionOf(a) == kind && fusionOf(b) == kind &&
+         a->getAttr("octet.fusion_group") == b->getAttr("octet.fusion_group");
+}
+
+/// The op after (before) `op`, constants aside (a plan keeps them as values, not ops).
+inline mlir::Operation *nextStep(mlir::Operation *op) {
+  do
+    op = op->getNextNode();
+  while (op && llvm::isa<onnx_dialect::ConstantOp>(op));
+  return op;
+}
+inline mlir::Operation *prevStep(mlir::Operation *op) {
+  do
+    op = op->getPrevNode();
+  while (op && llvm::isa<onnx_dialect::ConstantOp>(op));
+  return op;
+}
+
+/// The first and last members of the pointwise_chain group `op` is in (`op` twice if none).
+inline std::pair<mlir::Operation *, mlir::Operation *> chainOf(mlir::Operation *op) {
+  mlir::Operation *first = op, *last = op;
+  while (sameGroup(prevStep(first), op, "pointwise_chain"))
+    first = prevStep(first);
+  while (sameGroup(nextStep(last), op, "pointwise_chain"))
+    last = nextStep(last);
+  return {first, last};
+}
+
+} // namespace octet
+
+#endif
