@@ -13,7 +13,14 @@
 //     x * 1/rms * gamma); here a column sum the cast's cast_column_sum group takes in its pass
 //     may read the tensor too.
 //
-// The members (the casts, and the producer or every member of its chain) get the same
+// Under dynamic scaling (torchao's `ao`, MS-AMP) the cast's scale comes from the amax of the
+// tensor it casts: an fp8.amax of the tensor and the fp8.dynamic_scale made from it sit between
+// the producer and the casts. Where the producer is such a LayerNorm, the amax joins the pass: a
+// backend takes the rows' statistics and max |y| in one read of the LayerNorm's input, and the
+// casts apply the statistics in a second one, so the LayerNorm's output is neither stored nor
+// read again (the scale between them stays outside the pass).
+//
+// The members (the casts, the amax, and the producer or every member of its chain) get the same
 // `octet.cast_pass` number (the plan's `cast_pass`): a backend may run them as one pass over the
 // tensor. The CPU runs the ops one by one (the same bits). Views (Reshape, Squeeze, Unsqueeze,
 // Flatten, Identity) between the members move nothing and are skipped.
@@ -100,11 +107,22 @@ SmallVector<Operation *> chainEndingAt(Operation *last) {
   return members;
 }
 
+/// The per-tensor fp8.amax of `x` whose fp8.dynamic_scale is the op right before `firstCast`
+/// (views aside), the amax right before the scale and read by it alone; or null.
+fp8::AmaxOp amaxBefore(Value x, Operation *firstCast) {
+  auto s = dyn_cast_or_null<fp8::DynamicScaleOp>(prevOp(firstCast));
+  auto a = s ? dyn_cast_or_null<fp8::AmaxOp>(prevOp(s)) : fp8::AmaxOp();
+  if (!a || s.getAmax() != a.getAmax() || !a.getAmax().hasOneUse() || a.getRowwise() ||
+      rootOf(a.getInput()) != x || a->hasAttr(kCastPass))
+    return {};
+  return a;
+}
+
 /// The ops that compute `x` in the pass of `casts` (whose readers `readers` are allowed), the op
-/// right before them (views aside), or none.
-SmallVector<Operation *> producerOf(Value x, Operation *firstCast, int64_t cols, bool summed,
+/// right before `first` (the first cast, or the amax the pass takes; views aside), or none.
+SmallVector<Operation *> producerOf(Value x, Operation *first, int64_t cols, bool summed,
                                     const llvm::SmallPtrSetImpl<Operation *> &readers) {
-  Operation *p = prevOp(firstCast);
+  Operation *p = prevOp(first);
   if (!p || x.getDefiningOp() != p || p->hasAttr(kCastPass) || !onlyReadBy(x, readers))
     return {};
   if (auto ln = dyn_cast<ox::LayerNormalizationOp>(p)) {
@@ -176,8 +194,16 @@ struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
           for (Operation *u : c.getInput().getUsers())
             if (octet::sameGroup(u, c, "cast_column_sum"))
               readers.insert(u);
+        // Dynamic scaling's amax between a LayerNorm and its casts joins their pass.
+        SmallVector<Operation *> amax;
+        if (fp8::AmaxOp a = summed ? fp8::AmaxOp() : amaxBefore(x, group.front())) {
+          readers.insert(a);
+          SmallVector<Operation *> p = producerOf(x, a, shape->second, summed, readers);
+          if (!p.empty() && isa<ox::LayerNormalizationOp>(p.front()))
+            amax = {p.front(), a};
+        }
         SmallVector<Operation *> producer =
-            producerOf(x, group.front(), shape->second, summed, readers);
+            amax.empty() ? producerOf(x, group.front(), shape->second, summed, readers) : amax;
         if (group.size() < 2 && producer.empty())
           continue;
         for (Operation *op : llvm::concat<Operation *>(producer, group))

@@ -217,6 +217,9 @@ private:
     int type; // dev:: type code of x
   };
   std::map<size_t, AmaxOp> amaxes_;
+  /// The amaxes a cast pass computes, and the scales it made of them (fuseCastSources());
+  /// fuseAmaxScale() leaves them alone.
+  std::set<size_t> passAmaxes_;
   void fuseGeluAmax();
   /// A per-tensor fp8.dynamic_scale: its amax, setting and results (fuseAmaxScale()).
   struct DynamicScaleOp {

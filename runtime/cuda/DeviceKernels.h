@@ -229,9 +229,11 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 /// stats (16-byte aligned, 2 doubles a row; float32 rows with layerNormStatsFit(n)):
 /// also each row's (mean, 1/std) in double, which cuda::castTransposeMany's
 /// LayerNorm source applies to give y's bits; y may then be null (not written).
+/// amax (the same float32 rows): also max |y| over the whole tensor into *amax (zeroed here; bits,
+/// a NaN not made canonical: finishAmax or finishAmaxScale does), y stored or not.
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats = nullptr);
+                      cudaStream_t s, double *stats = nullptr, float *amax = nullptr);
 bool layerNormStatsFit(int64_t n);
 /// octet::LayerNormalizationGrad over rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
 /// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.
@@ -256,6 +258,9 @@ std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, 
 /// An amax (n floats) that kernels wrote as max |x| bits by atomicMax: any NaN becomes the
 /// canonical one, as amaxRows leaves it.
 std::string finishAmax(float *amax, int64_t n, cudaStream_t s);
+/// finishAmax of one per-tensor amax and dynamicScale of it, in one launch (amaxScaled's end).
+std::string finishAmaxScale(float *amax, float fmax, float eps, bool pow2, float *scale, float *scaleInv,
+                            cudaStream_t s);
 /// out[j] = the sum over r < rows of partials[r * stride + j] for j < n, in row order (float32,
 /// summed in double): the second half of a column sum taken in per-block partials.
 std::string columnTotals(const float *partials, int rows, int64_t stride, int64_t n, float *out, cudaStream_t s);

@@ -298,6 +298,11 @@ std::string amaxScaled(const void *x, int type, int64_t n, float *amax, float fm
     amaxVecKernel<__nv_bfloat16><<<blocks, 256, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), n, bits);
   else if (n > 0)
     amaxAllKernel<<<blocks, 256, 0, s>>>(x, type, n, bits);
+  return finishAmaxScale(amax, fmax, eps, pow2, scale, scaleInv, s);
+}
+
+std::string finishAmaxScale(float *amax, float fmax, float eps, bool pow2, float *scale, float *scaleInv,
+                            cudaStream_t s) {
   finishAmaxScaleKernel<<<1, 1, 0, s>>>(amax, fmax, eps, pow2, scale, scaleInv);
   return check("amaxScaled");
 }

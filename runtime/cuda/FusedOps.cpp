@@ -632,7 +632,10 @@ bool CudaExecutor::quietView(size_t k) {
 /// program writes only its rows' statistics and the casts apply them (the same arithmetic per
 /// element), the GELU's program runs nothing and the casts take GELU of its input (adding, and
 /// writing back, a GEMM bias that foldGemmBias() gave the GELU). The output itself is never
-/// written. A Pointwise producer is fuseCastPointwise()'s. Members that did not compile to these
+/// written. Under dynamic scaling the pass's amax of a LayerNorm's output (with the scale made
+/// from it right after, outside the pass) takes the statistics and max |y| in its own read of the
+/// LayerNorm's input, and finishes the scale where the plan pairs them (amax_scale); the casts
+/// apply the statistics. A Pointwise producer is fuseCastPointwise()'s. Members that did not compile to these
 /// kernels, or whose bytes the arena lets overlap, run apart ("cast passes not applied"). check()
 /// runs the ops as they were.
 void CudaExecutor::fuseCastSources() {
@@ -666,6 +669,24 @@ void CudaExecutor::fuseCastSources() {
     size_t before = k;
     while (before > 0 && quietView(before - 1))
       --before;
+    // Dynamic scaling: the pass's amax of the tensor and, right after it, the scale made from it
+    // (outside the pass), between the producer and the casts.
+    std::optional<size_t> amaxAt, scaleAt;
+    if (before > 0 && planCastPass(before - 1) != pass && dynamicScales_.count(program_[before - 1].op)) {
+      size_t b = before - 1;
+      while (b > 0 && quietView(b - 1))
+        --b;
+      if (b > 0 && planCastPass(b - 1) == pass && amaxes_.count(program_[b - 1].op) && program_[b - 1].parts.empty() &&
+          program_[before - 1].parts.empty()) {
+        scaleAt = before - 1;
+        amaxAt = before = b - 1;
+        while (before > 0 && quietView(before - 1))
+          --before;
+      }
+    }
+    std::set<size_t> readers = castOps; // what may read the tensor: the casts, the pass's amax
+    if (amaxAt)
+      readers.insert(program_[*amaxAt].op);
     cuda::CastSource src;
     src.x = c0.xp;
     src.type = c0.it;
@@ -677,7 +698,10 @@ void CudaExecutor::fuseCastSources() {
       bool ours = layerNorms_.count(pop) || geluSources_.count(pop);
       if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
         const LayerNormOp l = ln->second;
-        if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols && onlyReadBy(l.y, castOps)) {
+        const AmaxOp *am = amaxAt ? &amaxes_.at(program_[*amaxAt].op) : nullptr;
+        if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols &&
+            onlyReadBy(l.y, readers) &&
+            (!am || (am->xp == c0.xp && am->n == l.rows * l.n && am->type == int(DType::F32)))) {
           src.kind = cuda::CastSource::LayerNorm;
           src.x = l.x;
           src.gamma = l.gamma;
@@ -690,7 +714,7 @@ void CudaExecutor::fuseCastSources() {
         bool folded = !program_[p].parts.empty(); // foldGemmBias() gave it the GEMM's bias
         if (folded == (g.bias != nullptr) && devicePtr(g.y) == c0.xp && g.n == c0.rows * c0.cols &&
             (!g.bias || g.N == c0.cols) && c0.it == (g.bf16 ? cuda::InType::BF16 : cuda::InType::F32) &&
-            onlyReadBy(g.y, castOps)) {
+            !amaxAt && onlyReadBy(g.y, castOps)) {
           src.kind = cuda::CastSource::Gelu;
           src.x = g.x;
           src.bias = g.bias;
@@ -701,6 +725,7 @@ void CudaExecutor::fuseCastSources() {
       }
       whole = whole && (!ours || producer >= 0);
     }
+    whole = whole && (!amaxAt || norm);
     if (!whole)
       ++fusions_["cast passes not applied"];
     if (group.size() < 2 && producer < 0)
@@ -713,10 +738,15 @@ void CudaExecutor::fuseCastSources() {
     // The source's bytes are read (and with a folded bias written) in the pass that writes the
     // codes: where the arena gave a target bytes of a source that died at its producer, no fusion.
     const size_t elems = size_t(c0.rows * c0.cols), srcBytes = elems * (c0.it == cuda::InType::F32 ? 4 : 2);
-    if (std::any_of(targets.begin(), targets.end(), [&](const cuda::CastTarget &t) {
-          return bytesOverlap(t.q, elems, src.x, srcBytes) || bytesOverlap(t.qt, elems, src.x, srcBytes) ||
-                 bytesOverlap(t.amax, sizeof(float), src.x, srcBytes);
-        })) {
+    const AmaxOp *am = amaxAt && norm ? &amaxes_.at(program_[*amaxAt].op) : nullptr;
+    const DynamicScaleOp *ds = am ? &dynamicScales_.at(program_[*scaleAt].op) : nullptr;
+    auto overlaps = [&](const void *p, size_t n) { return bytesOverlap(p, n, src.x, srcBytes); };
+    if (std::any_of(targets.begin(), targets.end(),
+                    [&](const cuda::CastTarget &t) {
+                      return overlaps(t.q, elems) || overlaps(t.qt, elems) || overlaps(t.amax, sizeof(float));
+                    }) ||
+        (am && (overlaps(am->out, sizeof(float)) || overlaps(ds->scale, sizeof(float) * size_t(ds->n)) ||
+                overlaps(ds->scaleInv, sizeof(float) * size_t(ds->n))))) {
       fusions_["cast passes not applied"] += whole ? 1 : 0; // else counted above
       continue;
     }
@@ -725,10 +755,32 @@ void CudaExecutor::fuseCastSources() {
       const LayerNormOp l = *norm;
       auto *st = static_cast<double *>(alloc(size_t(l.rows) * 2 * sizeof(double), "fused-pass buffers"));
       src.stats = st;
-      stats = [l, st](cudaStream_t s) {
+      float *amaxOut = am ? am->out : nullptr;
+      stats = [l, st, amaxOut](cudaStream_t s) {
         return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
-                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st);
+                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st, amaxOut);
       };
+    }
+    if (am) {
+      // The amax's program takes the statistics and max |y| (an amax_scale pair: and the scale);
+      // the casts apply the statistics.
+      const DynamicScaleOp d = *ds;
+      float *out = am->out;
+      const bool withScale = d.amax == out && d.n == 1 && planGroup(*amaxAt, "amax_scale") >= 0 &&
+                             planGroup(*amaxAt, "amax_scale") == planGroup(*scaleAt, "amax_scale");
+      replaceProgram(*amaxAt, [stats, d, out, withScale](cudaStream_t s) {
+        if (std::string e = stats(s); !e.empty())
+          return e;
+        return withScale ? dev::finishAmaxScale(out, d.fmax, d.eps, d.pow2, d.scale, d.scaleInv, s)
+                         : dev::finishAmax(out, 1, s);
+      });
+      if (withScale) {
+        replaceProgram(*scaleAt, nothing);
+        passAmaxes_.insert(program_[*scaleAt].op);
+      }
+      passAmaxes_.insert(program_[*amaxAt].op);
+      stats = nullptr;
+      ++fusions_["amax computes LayerNorm"];
     }
     int64_t rows = c0.rows, cols = c0.cols;
     unsigned *slot = c0.slot; // the first cast's: its program no longer runs on its own
@@ -811,7 +863,7 @@ void CudaExecutor::fuseAmaxScale() {
   std::map<int64_t, size_t> amaxAt; // the plan's group -> the program of its amax
   for (size_t k = 0; k < program_.size(); ++k) {
     int64_t group = planGroup(k, "amax_scale");
-    if (group < 0)
+    if (group < 0 || passAmaxes_.count(program_[k].op)) // a cast pass took the pair
       continue;
     if (amaxes_.count(program_[k].op)) {
       amaxAt[group] = k;

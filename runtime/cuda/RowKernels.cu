@@ -328,11 +328,14 @@ template <class F> bool byRowVecs(int64_t n, F f) {
 /// registers as float4 chunks 4 (t + kRowThreads k) (one read), statistics in double as
 /// layerNormKernel takes them, the same arithmetic per element. y null: only the statistics, as
 /// (mean, 1/std) in double into `stats` (castTransposeMany's LayerNorm source applies them).
+/// amaxBits: also max |y| over every row (bits; NaN above Inf), one atomicMax a block, whether or
+/// not y is stored (dynamic scaling's amax of a LayerNorm that a cast pass computes).
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads)
     layerNormRegKernel(const float *x, const float *scale, const float *bias, float *y, float *mean, float *invStd,
-                       double2 *stats, int64_t rows, int n, float eps) {
+                       double2 *stats, int64_t rows, int n, float eps, unsigned *amaxBits) {
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+  unsigned am = 0;
   float4 sc[Vecs], bi[Vecs];
 #pragma unroll
   for (int k = 0; k < Vecs; ++k) {
@@ -365,9 +368,15 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
-      if (i < n && y)
-        *reinterpret_cast<float4 *>(y + r * n + i) = {one(xv[k].x, sc[k].x, bi[k].x), one(xv[k].y, sc[k].y, bi[k].y),
-                                                      one(xv[k].z, sc[k].z, bi[k].z), one(xv[k].w, sc[k].w, bi[k].w)};
+      if (i >= n || !(y || amaxBits))
+        continue;
+      float4 o = {one(xv[k].x, sc[k].x, bi[k].x), one(xv[k].y, sc[k].y, bi[k].y), one(xv[k].z, sc[k].z, bi[k].z),
+                  one(xv[k].w, sc[k].w, bi[k].w)};
+      if (y)
+        *reinterpret_cast<float4 *>(y + r * n + i) = o;
+      if (amaxBits)
+        am = max(max(am, max(__float_as_uint(fabsf(o.x)), __float_as_uint(fabsf(o.y)))),
+                 max(__float_as_uint(fabsf(o.z)), __float_as_uint(fabsf(o.w))));
     }
     if (threadIdx.x == 0) {
       if (stats)
@@ -377,6 +386,11 @@ __global__ void __launch_bounds__(kRowThreads)
       if (invStd)
         invStd[r] = float(is);
     }
+  }
+  if (amaxBits) {
+    am = blockMaxBits(am);
+    if (threadIdx.x == 0)
+      atomicMax(amaxBits, am);
   }
 }
 
@@ -699,7 +713,7 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats) {
+                      cudaStream_t s, double *stats, float *amax) {
   int blocks = int(std::min<int64_t>(rows, 65535 * 8));
   const int f32 = F32;
   bool vec = type == f32 && scaleType == f32 && (!bias || biasType == f32) && outType == f32 && n % 4 == 0 &&
@@ -709,11 +723,15 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   auto *bf = static_cast<const float *>(bias);
   auto *yf = static_cast<float *>(y);
   auto *st = reinterpret_cast<double2 *>(stats);
-  if (stats && !(vec && layerNormStatsFit(n) && reinterpret_cast<uintptr_t>(stats) % 16 == 0))
-    return "layerNorm: row statistics need float32 rows of at most " + std::to_string(16 * kRowThreads) +
-           " (a multiple of 4), 16-byte aligned";
+  if ((stats || amax) && !(vec && layerNormStatsFit(n) && reinterpret_cast<uintptr_t>(stats) % 16 == 0))
+    return std::string("layerNorm: row statistics") + (amax ? " and the amax" : "") +
+           " need float32 rows of at most " + std::to_string(16 * kRowThreads) + " (a multiple of 4), 16-byte aligned";
+  if (amax)
+    cudaMemsetAsync(amax, 0, sizeof(float), s);
+  auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
-          layerNormRegKernel<v()><<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps);
+          layerNormRegKernel<v()>
+              <<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps, bits);
         })))
     layerNormKernel<<<blocks, kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);

@@ -22,6 +22,59 @@ func.func @layernorm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tensor<64x
 
 // -----
 
+// Dynamic scaling: the amax of the LayerNorm's output and the scale made from it sit between the
+// LayerNorm and its casts. The amax joins the pass (it takes the statistics and max |y|), the scale
+// does not.
+// CHECK-LABEL: func.func @layernorm_amax
+// CHECK: onnx.LayerNormalization {{.*}}octet.cast_pass = 0 : i64
+// CHECK: onnx.Reshape
+// CHECK-NOT: octet.cast_pass
+// CHECK: fp8.amax {{.*}}octet.cast_pass = 0 : i64
+// CHECK-NEXT: fp8.dynamic_scale
+// CHECK-NOT: octet.cast_pass
+// CHECK-SAME: tensor<f32>
+// CHECK-NEXT: fp8.cast_amax {{.*}}octet.cast_pass = 0 : i64
+// CHECK-NEXT: return
+func.func @layernorm_amax(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>) -> (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>) {
+  %y, %m, %i = onnx.LayerNormalization %x, %g, %b {axis = -1 : si64, epsilon = 1.0e-05 : f32} : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<2x32x64xf32>, none, none)
+  %shape = onnx.Constant {value = dense<[64, 64]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %v = onnx.Reshape %y, %shape : (tensor<2x32x64xf32>, tensor<2xi64>) -> tensor<64x64xf32>
+  %a = fp8.amax %v : tensor<64x64xf32> -> tensor<f32>
+  %s, %si = fp8.dynamic_scale %a {format = f8E4M3FN} : tensor<f32>
+  %q, %qa, %t = fp8.cast_amax %v, %si : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>
+  return %q, %t : tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>
+}
+
+// -----
+
+// No amax in a pass: an amax another op reads too; a rowwise amax; an amax of a GELU's output
+// (recomputing the GELU costs more than storing it: gelu_amax's); an amax of another tensor.
+// CHECK-LABEL: func.func @amax_left_alone
+// CHECK-NOT: octet.cast_pass
+// CHECK: return
+func.func @amax_left_alone(%x: tensor<64x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>) -> (tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>) {
+  %y1, %m1, %i1 = onnx.LayerNormalization %x, %g, %b {axis = -1 : si64} : (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64x64xf32>, none, none)
+  %a1 = fp8.amax %y1 : tensor<64x64xf32> -> tensor<f32>
+  %s1, %si1 = fp8.dynamic_scale %a1 {format = f8E4M3FN} : tensor<f32>
+  %q1, %qa1, %t1 = fp8.cast_amax %y1, %si1 : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>
+  %y2, %m2, %i2 = onnx.LayerNormalization %x, %g, %b {axis = -1 : si64} : (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64x64xf32>, none, none)
+  %a2 = fp8.amax %y2 {rowwise = true} : tensor<64x64xf32> -> tensor<64x1xf32>
+  %s2, %si2 = fp8.dynamic_scale %a2 {format = f8E4M3FN} : tensor<64x1xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %q2, %qa2, %t2 = fp8.cast_amax %y2, %one : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>
+  %ge = onnx.Gelu %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %a3 = fp8.amax %ge : tensor<64x64xf32> -> tensor<f32>
+  %s3, %si3 = fp8.dynamic_scale %a3 {format = f8E4M3FN} : tensor<f32>
+  %q3, %qa3, %t3 = fp8.cast_amax %ge, %si3 : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>
+  %y4, %m4, %i4 = onnx.LayerNormalization %x, %g, %b {axis = -1 : si64} : (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64x64xf32>, none, none)
+  %a4 = fp8.amax %x : tensor<64x64xf32> -> tensor<f32>
+  %s4, %si4 = fp8.dynamic_scale %a4 {format = f8E4M3FN} : tensor<f32>
+  %q4, %qa4, %t4 = fp8.cast_amax %y4, %si4 : tensor<64x64xf32>, tensor<f32> -> tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>
+  return %t1, %a1, %t2, %t3, %t4 : tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>
+}
+
+// -----
+
 // A GELU (BF16) and its cast; then a Pointwise program whose result a cast with a column sum
 // (cast_column_sum) reads, and the sum: the program and the cast are the second pass, the sum
 // stays out of it (its group puts it in the cast's pass).

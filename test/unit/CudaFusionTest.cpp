@@ -73,6 +73,11 @@ expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &
 ///              (E4M3, E4M3, E5M2), as the Q, K and V projections read a LayerNorm's output;
 ///   layernorm-qt  the same where the plan keeps only the transposed codes (a rematerialized cast);
 ///   layernorm-wide  rows of 400 (a width that is no multiple of 64: partial column tiles);
+///   layernorm-amax  dynamic scaling: fp8.amax of the view and fp8.dynamic_scale (an amax_scale
+///              pair) between the Reshape and the casts, which cast with that scale; the amax is in
+///              the pass: its program takes the statistics, max |y| and the scale, the casts apply
+///              the statistics (the amax the same bits as the unfused runner's);
+///   layernorm-amax-alone  the same with the amax and the scale not paired (two launches);
 ///   gelu-bias  fp8.gemm with an FP32 bias -> Gelu (tanh) -> cast: foldGemmBias gives the GELU the bias,
 ///              and the cast adds it, writes the sum back (the GEMM's result is a plan output, as the
 ///              GELU's gradient reads it) and takes GELU of it;
@@ -92,7 +97,8 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
   std::mt19937 rng(31);
   const int64_t M = 256;
   for (std::string what :
-       {"layernorm", "layernorm-qt", "layernorm-wide", "gelu-bias", "gelu", "gelu-bf16", "shared", "kept"}) {
+       {"layernorm", "layernorm-qt", "layernorm-wide", "layernorm-amax", "layernorm-amax-alone", "gelu-bias", "gelu",
+        "gelu-bf16", "shared", "kept"}) {
     SCOPED_TRACE(what);
     const bool norm = what.rfind("layernorm", 0) == 0 || what == "kept";
     const int64_t N = what == "layernorm-wide" ? 400 : 384;
@@ -168,10 +174,23 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       source = input("x", {M, N}, 3.0f);
       expect = "casts share a read";
     }
+    const bool dynamic = what.rfind("layernorm-amax", 0) == 0;
+    int dynamicScale = -1; // the casts' scale_inv, made from the amax
+    if (dynamic) {
+      int a = addValue(plan, "amax", {}), sc = addValue(plan, "scale", {});
+      dynamicScale = addValue(plan, "scale_inv", {});
+      op("fp8.amax", {source}, {a});
+      PlanOp &ds = op("fp8.dynamic_scale", {a}, {sc, dynamicScale});
+      ds.attrs["format"].kind = Attr::String;
+      ds.attrs["format"].s = "float8e4m3fn";
+      if (what == "layernorm-amax")
+        groupOps(plan, {plan.ops.size() - 2, plan.ops.size() - 1}, "amax_scale", 0);
+      plan.outputs.insert(plan.outputs.end(), {a, sc, dynamicScale});
+    }
     const int casts = norm ? 3 : what == "shared" ? 2 : 1;
     for (int c = 0; c < casts; ++c) {
       std::string n = std::to_string(c);
-      int si = constant("si" + n, 0.004f * float(c + 1));
+      int si = dynamic ? dynamicScale : constant("si" + n, 0.004f * float(c + 1));
       int q = addValue(plan, "q" + n, {M, N}), a = addValue(plan, "amax" + n, {}), qt = addValue(plan, "qt" + n, {N, M});
       plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = c == 2 ? DType::F8E5M2 : DType::F8E4M3FN;
       if (what == "layernorm-qt") {
@@ -186,7 +205,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     // tensor, unless something else reads that tensor ("kept").
     std::vector<size_t> pass;
     for (size_t k = 0; k < plan.ops.size(); ++k)
-      if (plan.ops[k].type == "fp8.cast_amax" || plan.ops[k].type == "Gelu" ||
+      if (plan.ops[k].type == "fp8.cast_amax" || plan.ops[k].type == "Gelu" || plan.ops[k].type == "fp8.amax" ||
           (plan.ops[k].type == "LayerNormalization" && what != "kept"))
         pass.push_back(k);
     castPassOps(plan, pass, 0);
@@ -196,8 +215,12 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     auto made = cuda::fusions(*fused);
     EXPECT_EQ(made[expect], 1);
     EXPECT_EQ(made["casts in fused passes"], casts);
-    auto apartMade = cuda::fusions(*apart); // only the bias fold, which the cast pass does not need
-    EXPECT_EQ(apartMade.size(), what == "gelu-bias" ? 1u : 0u);
+    EXPECT_EQ(made["amax computes LayerNorm"], dynamic ? 1 : 0);
+    EXPECT_EQ(made["amax takes its scale"] + made["amax scale not applied"], 0);
+    // Only the bias fold and the amax's scale, which the cast pass does not need.
+    auto apartMade = cuda::fusions(*apart);
+    EXPECT_EQ(apartMade.size(), what == "gelu-bias" || what == "layernorm-amax" ? 1u : 0u);
+    EXPECT_EQ(apartMade["amax takes its scale"], what == "layernorm-amax" ? 1 : 0);
     EXPECT_EQ(apartMade["GEMM biases added by their reader"], what == "gelu-bias" ? 1 : 0);
     EXPECT_EQ(made["GEMM biases added by their reader"], what == "gelu-bias" ? 1 : 0);
   }

@@ -605,8 +605,11 @@ def FuseCastSources : Pass<"octet-fuse-cast-sources", "mlir::ModuleOp"> {
     and the op right before them that computes that tensor where nothing
     else reads it: a float32 LayerNormalization over the last axis, a Gelu,
     or an octet Pointwise program or pointwise_chain group (whose tensor a
-    cast's cast_column_sum partner may read too). They get one
-    `octet.cast_pass` number (the plan's `cast_pass`, docs/PLAN.md): a
+    cast's cast_column_sum partner may read too). Under dynamic scaling the
+    per-tensor fp8.amax of a LayerNorm's output, with its fp8.dynamic_scale
+    between it and the casts, joins the LayerNorm's pass: the amax computes
+    the rows' statistics and max |y| in one read, the casts apply them in
+    another. They get one `octet.cast_pass` number (the plan's `cast_pass`, docs/PLAN.md): a
     backend may run them as one pass that reads the tensor's inputs once and
     never stores the tensor. A single cast with no such producer gets none.
     The CPU runs the ops one by one. fp8-opt runs it when writing a plan,
