@@ -5,7 +5,7 @@
 // that one value. On a GPU the scale is a one-thread launch of its own after the amax's, several
 // hundred per step. The pair becomes a fusion group (FusionGroups.h, kind "amax_scale"): a backend
 // computes the scale where it finishes the amax. Only an amax that the scale alone reads, right
-// before it, and that no other group holds (a GELU's amax keeps its gelu_amax group).
+// before it, and that no other group holds (an amax a producer takes keeps its producer_amax group).
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Dialect/FP8/IR/FP8.h"

@@ -142,7 +142,7 @@ SmallVector<Operation *> producerOf(Value x, Operation *first, int64_t cols, boo
       n *= xt.getShape()[size_t(d)];
     return n == cols ? SmallVector<Operation *>{p} : SmallVector<Operation *>{};
   }
-  if (isa<ox::GeluOp>(p) && !summed && octet::fusionOf(p) != "gelu_amax")
+  if (isa<ox::GeluOp>(p) && !summed && octet::fusionOf(p) != "producer_amax")
     return {p};
   if (octet::isPointwiseNode(p) && octet::fusionOf(p).empty())
     return {p};

@@ -12,6 +12,8 @@
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/JSON.h"
 
+#include <map>
+
 using namespace mlir;
 namespace ox = octet::onnx_dialect;
 namespace fp8 = octet::fp8;
@@ -93,6 +95,7 @@ private:
   llvm::json::Object planArena();
   void markInPlaceUpdates();
   void keepCastSourcesAlive();
+  void keepProducerOperandsAlive();
 
 public:
   int64_t arenaBytes = 0;
@@ -193,6 +196,32 @@ void PlanWriter::keepCastSourcesAlive() {
         if (int64_t id = *in.getAsInteger(); id >= 0)
           lastUse[size_t(id)] = std::max(lastUse[size_t(id)], c);
     }
+  }
+}
+
+/// A producer_amax group's amax (octet-fuse-producer-amax) is taken in its producer's pass, so
+/// its result must not be given bytes of an operand that dies at the producer: the producer's
+/// operands live until the amax.
+void PlanWriter::keepProducerOperandsAlive() {
+  std::map<int64_t, int> producerAt; // the group -> its producer's op index
+  for (int k = 0; k < int(ops.size()); ++k) {
+    const llvm::json::Object &op = *ops[size_t(k)].getAsObject();
+    const llvm::json::Object *attrs = op.getObject("attrs");
+    const llvm::json::Object *kind = attrs ? attrs->getObject("fusion") : nullptr;
+    const llvm::json::Object *group = attrs ? attrs->getObject("fusion_group") : nullptr;
+    if (!kind || !group || kind->getString("s") != "producer_amax" || !group->getInteger("i"))
+      continue;
+    int64_t g = *group->getInteger("i");
+    if (op.getString("type") != "fp8.amax") {
+      producerAt[g] = k;
+      continue;
+    }
+    auto p = producerAt.find(g);
+    if (p == producerAt.end())
+      continue;
+    for (const llvm::json::Value &in : *ops[size_t(p->second)].getAsObject()->getArray("in"))
+      if (int64_t id = *in.getAsInteger(); id >= 0)
+        lastUse[size_t(id)] = std::max(lastUse[size_t(id)], k);
   }
 }
 
@@ -522,6 +551,7 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
   for (const llvm::json::Value &u : stateUpdates)
     lastUse[size_t(*u.getAsObject()->getInteger("value"))] = int(ops.size());
   keepCastSourcesAlive();
+  keepProducerOperandsAlive();
   if (inPlaceUpdates)
     markInPlaceUpdates();
   llvm::json::Object memory = planArena();

@@ -201,11 +201,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "float32 C, with the GPT's float32 bias in a pass of its own, took longer than the GEMM and the Add "
                "apart, docs/BENCHMARKS.md; listed by --help-hidden)"),
       cl::init(false), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> fuseGeluAmax(
-      "fuse-gelu-amax",
-      cl::desc("Plans: a GELU and the per-tensor amax of its result (dynamic scaling: ao, msamp) form a fusion "
-               "group a backend computes in the GELU's pass (default on; --fuse-gelu-amax=false reads the GELU's "
-               "output again for the amax)"),
+  static cl::opt<bool> fuseProducerAmax(
+      "fuse-producer-amax",
+      cl::desc("Plans: a per-tensor amax (dynamic scaling: ao, msamp) and the GELU, Pointwise program or "
+               "LayerNorm gradient right before it that stores its input form a fusion group a backend computes in "
+               "the producer's pass (default on; --fuse-producer-amax=false reads the tensor again for the amax)"),
       cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseGeluRecompute(
       "fuse-gelu-recompute",
@@ -785,8 +785,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseGeluRecompute());
       if (out == Emit::Plan && fuseCastSources)
         pm.addPass(createFuseCastSources());
-      if (out == Emit::Plan && fuseGeluAmax)
-        pm.addPass(createFuseGeluAmax());
+      if (out == Emit::Plan && fuseProducerAmax)
+        pm.addPass(createFuseProducerAmax());
       if (out == Emit::Plan && fuseAmaxScale)
         pm.addPass(createFuseAmaxScale());
       if (out == Emit::Plan) {

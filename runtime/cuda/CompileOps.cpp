@@ -630,6 +630,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       if (op.outputs[size_t(i)] >= 0)
         outs[i] = outPtr(size_t(i));
     float eps = float(attrFloat(op, "epsilon", 1e-5));
+    layerNormGrads_[size_t(&op - plan_.ops.data())] = {x, sc, dy, dxIn, outs[0], static_cast<float *>(outs[1]),
+                                                       static_cast<float *>(outs[2]), bf, sp, rows, n, eps};
     out.push_back([x, sc, dy, dxIn, outs, bf, partials, rows, n, eps, sp](cudaStream_t s) {
       void *dx = outs[0] ? outs[0] : static_cast<void *>(*sp + partials);
       return dev::layerNormGrad(x, sc, dy, dxIn, dx, bf, static_cast<float *>(outs[1]), static_cast<float *>(outs[2]),

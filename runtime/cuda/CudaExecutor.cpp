@@ -140,7 +140,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     fuseCastColumnSums();
   if (opt_.castSources)
     fuseCastSources();
-  fuseGeluAmax();
+  fuseProducerAmax();
   fuseAmaxScale();
   fuseDelayedScales();
   fuseSumSquares();

@@ -37,6 +37,12 @@
 
 namespace octet::rt::cuda::detail {
 
+/// Whether bytes [a, a + an) and [b, b + bn) share one.
+inline bool bytesOverlap(const void *a, size_t an, const void *b, size_t bn) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + bn && pb < pa + an;
+}
+
 inline void cudaCheck(cudaError_t e, const char *what) {
   if (e != cudaSuccess)
     throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
@@ -209,7 +215,7 @@ private:
     int y;
   };
   std::map<size_t, LayerNormOp> layerNorms_;
-  /// A per-tensor fp8.amax: what it reads and where it writes (fuseGeluAmax()).
+  /// A per-tensor fp8.amax: what it reads and where it writes (fuseProducerAmax()).
   struct AmaxOp {
     const void *xp;
     int64_t n;
@@ -217,10 +223,25 @@ private:
     int type; // dev:: type code of x
   };
   std::map<size_t, AmaxOp> amaxes_;
+  /// An octet::LayerNormalizationGrad's operands, for fuseProducerAmax() (dx null: scratch).
+  struct LayerNormGradOp {
+    const void *x;
+    const float *scale;
+    const void *dy, *dxIn;
+    void *dx;
+    float *dScale, *dB;
+    dev::LnGradTypes bf;
+    char *const *partials; // the scratch that holds the blocks' column partials
+    int64_t rows, n;
+    float eps;
+  };
+  std::map<size_t, LayerNormGradOp> layerNormGrads_;
+  /// Whether bytes [p, p + bytes) share one with an input or output of plan op `op`.
+  bool overlapsOperands(const void *p, size_t bytes, size_t op);
   /// The amaxes a cast pass computes, and the scales it made of them (fuseCastSources());
   /// fuseAmaxScale() leaves them alone.
   std::set<size_t> passAmaxes_;
-  void fuseGeluAmax();
+  void fuseProducerAmax();
   /// A per-tensor fp8.dynamic_scale: its amax, setting and results (fuseAmaxScale()).
   struct DynamicScaleOp {
     const float *amax;

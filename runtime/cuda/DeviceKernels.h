@@ -123,7 +123,9 @@ public:
   /// spaces or that input's layout do not allow it. The caller makes sure no program reads
   /// what another writes except so (the executor's fusePointwiseChains()). `store[p]` false: program
   /// p's result is not written (only later programs of the chain read it); the last is always written.
-  int addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store = {});
+  /// `amax`: the kernel also takes max |y| of the last program's stored values (BF16 as rounded)
+  /// into the float launchChain is given (a producer_amax group's amax).
+  int addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store = {}, bool amax = false);
   /// Registers a chain whose last program's result [rows, cols] is not written but cast to FP8 as
   /// castTransposeMany casts a tensor (CastTile.h: for each of `targets` casts, 1 to
   /// tile::kMaxTargets, codes, transposed codes, amax; with `sums`, the column sums into
@@ -138,7 +140,9 @@ public:
                               float *colPartials, unsigned *slot, cudaStream_t s) const;
   /// Whether addChain would take `programs` (registers nothing).
   static bool canChain(const std::vector<PwArgs> &programs);
-  std::string launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const;
+  /// `amax` (zeroed here, a NaN made canonical) for a kernel added with one; null otherwise.
+  std::string launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s,
+                          float *amax = nullptr) const;
   size_t kernels() const;
   double buildSeconds() const;
   /// The translation unit build() compiles.
@@ -238,21 +242,23 @@ bool layerNormStatsFit(int64_t n);
 /// octet::LayerNormalizationGrad over rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
 /// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.
 /// x, dy, dxIn and dx are float32 or, where `bf` says so, bfloat16 (computed in float32, dx rounded
-/// to nearest even); scale, dScale and dB are float32.
+/// to nearest even); scale, dScale and dB are float32. With `amax` (rows of layerNormStatsFit(n),
+/// the pointers 16-byte aligned), also max |dx| over the stored values into it (zeroed first, a NaN
+/// made canonical): a producer_amax group's.
 int layerNormGradBlocks(int64_t rows, int64_t n);
 struct LnGradTypes {
   bool x = false, dy = false, dxIn = false, dx = false;
 };
 std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
                           LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
-                          float eps, cudaStream_t s);
+                          float eps, cudaStream_t s, float *amax = nullptr);
 /// y[i] += bias[i % N] (in place), then g[i] = GELU(y[i]) (tanh approximation or erf), float32,
 /// n and N multiples of 4: a GEMM's bias added by the GELU that reads the result first.
 std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s);
 /// g = GELU(x) (tanh approximation with tanhApprox) over n contiguous values, float32 or (bf16) BF16
 /// on both sides, 16-byte aligned.
 /// With `amax`, also max |g| over the stored values into it (fp8.amax's result: zeroed first, a NaN
-/// made canonical), the amax of a gelu_amax fusion group.
+/// made canonical), the amax of a producer_amax fusion group.
 std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, cudaStream_t s,
                  float *amax = nullptr);
 /// An amax (n floats) that kernels wrote as max |x| bits by atomicMax: any NaN becomes the

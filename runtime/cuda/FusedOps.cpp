@@ -11,14 +11,6 @@
 
 namespace octet::rt::cuda::detail {
 
-namespace {
-/// Whether bytes [a, a + an) and [b, b + bn) share one.
-bool bytesOverlap(const void *a, size_t an, const void *b, size_t bn) {
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + bn && pb < pa + an;
-}
-} // namespace
-
 /// The plan's fusion groups of `kind` (octet-fuse-runs) run as one launch each (`build`); the
 /// executor checks that each member compiled to the kernel the launch takes (`infos`) with the
 /// first member's setting (`same`) and reads no other member's result, else the group runs as
@@ -804,95 +796,6 @@ void CudaExecutor::fuseCastSources() {
     for (size_t g = 1; g < group.size(); ++g)
       replaceProgram(group[g], nothing);
     k = group.back();
-  }
-}
-
-/// The plan's gelu_amax groups (octet-fuse-gelu-amax): the GELU's pass also takes max |y| of what
-/// it stores into the amax's result, and the amax reads nothing. The pair runs as it is where the
-/// GELU runs otherwise (a folded bias, unaligned pointers), a program other than views runs
-/// between them, or the amax's result shares bytes with the GELU's operands (the arena may give
-/// it a buffer that dies at the GELU). check() runs the ops as they were.
-void CudaExecutor::fuseGeluAmax() {
-  Step nothing = [](cudaStream_t) { return std::string(); };
-  std::map<int64_t, size_t> geluAt; // the plan's group -> the program of its GELU
-  for (size_t k = 0; k < program_.size(); ++k) {
-    int64_t group = planGroup(k, "gelu_amax");
-    if (group < 0)
-      continue;
-    if (geluSources_.count(program_[k].op)) {
-      geluAt[group] = k;
-      continue;
-    }
-    auto a = amaxes_.find(program_[k].op);
-    auto g = geluAt.find(group);
-    if (a == amaxes_.end() || g == geluAt.end()) {
-      ++fusions_["gelu amax not applied"];
-      continue;
-    }
-    const size_t gp = g->second;
-    geluAt.erase(g);
-    const GeluOp ge = geluSources_.at(program_[gp].op);
-    const void *x = ge.x;
-    void *y = devicePtr(ge.y);
-    const size_t bytes = size_t(ge.n) * (ge.bf16 ? 2 : 4);
-    bool between = false;
-    for (size_t j = gp + 1; j < k; ++j)
-      between = between || !quietView(j);
-    if (between || !program_[gp].parts.empty() || a->second.xp != y || a->second.n != ge.n ||
-        (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) % 16 ||
-        bytesOverlap(a->second.out, sizeof(float), x, bytes) || bytesOverlap(a->second.out, sizeof(float), y, bytes)) {
-      ++fusions_["gelu amax not applied"];
-      continue;
-    }
-    float *out = a->second.out;
-    const bool bf16 = ge.bf16, tanhApprox = ge.tanhApprox;
-    const int64_t n = ge.n;
-    replaceProgram(gp, [=](cudaStream_t s) { return dev::gelu(x, y, bf16, n, tanhApprox, s, out); });
-    replaceProgram(k, nothing);
-    ++fusions_["GELU takes its amax"];
-  }
-}
-
-/// The plan's amax_scale groups (octet-fuse-amax-scale: a per-tensor fp8.amax and the
-/// fp8.dynamic_scale that reads it, next to each other): the amax's launch finishes with the scale
-/// (amaxScaled) and the scale's program runs nothing. A pair whose programs are apart, whose scale
-/// reads another value or more than one, or whose results share bytes with the amax's input runs
-/// as two launches ("amax scale not applied").
-void CudaExecutor::fuseAmaxScale() {
-  Step nothing = [](cudaStream_t) { return std::string(); };
-  std::map<int64_t, size_t> amaxAt; // the plan's group -> the program of its amax
-  for (size_t k = 0; k < program_.size(); ++k) {
-    int64_t group = planGroup(k, "amax_scale");
-    if (group < 0 || passAmaxes_.count(program_[k].op)) // a cast pass took the pair
-      continue;
-    if (amaxes_.count(program_[k].op)) {
-      amaxAt[group] = k;
-      continue;
-    }
-    auto d = dynamicScales_.find(program_[k].op);
-    auto a = amaxAt.find(group);
-    if (d == dynamicScales_.end() || a == amaxAt.end()) {
-      ++fusions_["amax scale not applied"];
-      continue;
-    }
-    const size_t ap = a->second;
-    amaxAt.erase(a);
-    const AmaxOp am = amaxes_.at(program_[ap].op);
-    const DynamicScaleOp ds = d->second;
-    bool between = false;
-    for (size_t j = ap + 1; j < k; ++j)
-      between = between || !quietView(j);
-    size_t xBytes = size_t(am.n) * dtypeSize(DType(am.type));
-    if (between || !program_[ap].parts.empty() || ds.amax != am.out || ds.n != 1 ||
-        bytesOverlap(ds.scale, sizeof(float), am.xp, xBytes) || bytesOverlap(ds.scaleInv, sizeof(float), am.xp, xBytes)) {
-      ++fusions_["amax scale not applied"];
-      continue;
-    }
-    replaceProgram(ap, [am, ds](cudaStream_t s) {
-      return dev::amaxScaled(am.xp, am.type, am.n, am.out, ds.fmax, ds.eps, ds.pow2, ds.scale, ds.scaleInv, s);
-    });
-    replaceProgram(k, nothing);
-    ++fusions_["amax takes its scale"];
   }
 }
 

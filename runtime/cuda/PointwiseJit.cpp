@@ -90,6 +90,7 @@ private:
 };
 
 constexpr int kJitThreads = 256, kVec = 4;
+constexpr int64_t kAmaxBlocks = 132 * 8; // an H100's SMs, 8 blocks each
 
 /// How a generated kernel reads input j.
 enum class Load { Scalar, Vector, Broadcast, Gather };
@@ -187,11 +188,14 @@ struct Chain {
   int64_t rows = 0, cols = 0;
   int targets = 1;
   int second = -1; // the program whose result the last target casts, or -1 (all cast the last result)
+  bool amax = false; // also max |y| of the last program's stored values (a producer_amax group)
 
   std::string key() const {
     std::string k = cast ? "cast " + std::to_string(targets) + ":" + std::to_string(rows) + "x" +
                                std::to_string(cols) + (sums ? "+" : "") + "~" + std::to_string(second) + "|"
                          : "";
+    if (amax)
+      k += "amax|";
     for (size_t p = 0; p < parts.size(); ++p) {
       k += parts[p].key() + (store[p] ? "#" : "#-");
       for (int f : from[p])
@@ -377,14 +381,30 @@ std::string generate(const Chain &c, const std::string &name) {
   }
   o << "extern \"C\" __global__ void __launch_bounds__(" << kJitThreads << ") " << name << "(";
   generatePointers(o, c, false, c.parts.size() == 1);
-  o << ") {\n";
+  o << (c.amax ? ", unsigned *amaxBits" : "") << ") {\n";
   o << "  using namespace octet::rt::cuda::dev;\n";
   generateScalars(o, c, "  ");
+  if (c.amax)
+    o << "  unsigned am = 0;\n";
   o << "  for (" << IT << " g = (" << IT << ")(blockIdx.x) * " << kJitThreads << "u + threadIdx.x; g < " << s.n / V
     << "u; g += (" << IT << ")(gridDim.x) * " << kJitThreads << "u) {\n";
   o << "    const " << IT << " i = g * " << V << ";\n";
   generateBody(o, c, IT, OT, V);
-  o << "  }\n}\n\n";
+  if (c.amax) { // max |y| of the values as stored (BF16: rounded; NaN bits above Inf's)
+    std::string last = "r" + std::to_string(c.parts.size() - 1) + "_" + std::to_string(c.parts.back().nCode - 1);
+    bool round = c.parts.back().outType == PwType::BF16;
+    for (int l = 0; l < V; ++l)
+      o << "    am = max(am, __float_as_uint(fabsf(" << rounded(round, last + "[" + std::to_string(l) + "]")
+        << ")));\n";
+  }
+  o << "  }\n";
+  if (c.amax) // the block's max, then one atomicMax a block (launchChain caps the grid)
+    o << "  __shared__ unsigned amaxWarp[" << kJitThreads / 32 << "];\n"
+      << "  for (int d = 16; d > 0; d /= 2)\n    am = max(am, __shfl_xor_sync(0xffffffffu, am, d));\n"
+      << "  if (threadIdx.x % 32 == 0)\n    amaxWarp[threadIdx.x / 32] = am;\n  __syncthreads();\n"
+      << "  if (threadIdx.x == 0) {\n    for (int w = 1; w < " << kJitThreads / 32
+      << "; ++w)\n      am = max(am, amaxWarp[w]);\n    atomicMax(amaxBits, am);\n  }\n";
+  o << "}\n\n";
   return o.str();
 }
 
@@ -422,7 +442,7 @@ bool makeChain(const std::vector<PwArgs> &programs, Chain &c);
 
 int PwJit::add(const PwArgs &args) { return addChain({args}); }
 
-int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store) {
+int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool> &store, bool amax) {
   Chain c;
   if (!makeChain(programs, c))
     return -1;
@@ -431,6 +451,7 @@ int PwJit::addChain(const std::vector<PwArgs> &programs, const std::vector<bool>
       return -1; // the last program's result is what the chain is for
     c.store = store;
   }
+  c.amax = amax;
   auto [it, fresh] = impl_->byKey.emplace(c.key(), int(impl_->specs.size()));
   if (fresh)
     impl_->specs.push_back(std::move(c));
@@ -590,23 +611,35 @@ std::string PwJit::launchCastChain(int h, const std::vector<const PwArgs *> &pro
   return e == cudaSuccess ? std::string() : std::string("generated pointwise cast: ") + cudaGetErrorString(e);
 }
 
-std::string PwJit::launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s) const {
+std::string PwJit::launchChain(int h, const std::vector<const PwArgs *> &programs, cudaStream_t s,
+                               float *amax) const {
+  const Chain &c = impl_->specs[size_t(h)];
+  if (c.amax != (amax != nullptr))
+    return "generated pointwise: a kernel " + std::string(c.amax ? "with" : "without") + " an amax launched " +
+           (amax ? "with" : "without") + " one";
+  if (amax)
+    cudaMemsetAsync(amax, 0, sizeof(float), s);
   if (programs.empty() || programs[0]->n == 0)
-    return "";
-  const Spec &sp = impl_->specs[size_t(h)].parts[0];
+    return amax ? finishAmax(amax, 1, s) : "";
+  const Spec &sp = c.parts[0];
   std::vector<void *> ptrs, args;
   for (const PwArgs *a : programs) {
     for (int j = 0; j < a->nIn; ++j)
       ptrs.push_back(const_cast<void *>(a->in[j]));
     ptrs.push_back(a->out);
   }
+  if (amax)
+    ptrs.push_back(amax);
   for (void *&p : ptrs)
     args.push_back(&p);
   int64_t groups = sp.n / sp.vec;
-  int blocks = int(std::min<int64_t>((groups + kJitThreads - 1) / kJitThreads, int64_t(1) << 20));
+  // With an amax, a grid the size of the machine (one atomicMax a block; more would contend).
+  int blocks = int(std::min<int64_t>((groups + kJitThreads - 1) / kJitThreads, amax ? kAmaxBlocks : int64_t(1) << 20));
   cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void *>(impl_->kernels[size_t(h)]), dim3(unsigned(blocks)),
                                    dim3(kJitThreads), args.data(), 0, s);
-  return e == cudaSuccess ? std::string() : std::string("generated pointwise: ") + cudaGetErrorString(e);
+  if (e != cudaSuccess)
+    return std::string("generated pointwise: ") + cudaGetErrorString(e);
+  return amax ? finishAmax(amax, 1, s) : "";
 }
 
 } // namespace octet::rt::cuda::dev

@@ -468,12 +468,14 @@ __device__ __forceinline__ void store4(void *p, bool bf, int64_t i, float4 v) {
 /// element is read once. Per row: mean and 1/std as LayerNormalization computes them, then
 /// mean(g) and mean(g x^) for g = dY Scale, then dX. Each block takes rows blockIdx.x, +gridDim.x,
 /// ... and writes its column sums of dY x^ and dY to partials[blockIdx.x][2n] (summed by
-/// normGradColumnsKernel in a fixed order).
+/// normGradColumnsKernel in a fixed order). amaxBits: also max |dX| of the stored values (bits, NaN
+/// above Inf; BF16 as rounded), one atomicMax a block (a producer_amax group).
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const void *x, const float *scale,
                                                                       const void *dy, const void *dxIn, void *dx,
                                                                       LnGradTypes bf, float *partials, int64_t rows,
-                                                                      int n, float eps) {
+                                                                      int n, float eps, unsigned *amaxBits) {
+  unsigned am = 0;
   float4 sc[Vecs], ds[Vecs], db[Vecs];
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -535,7 +537,18 @@ __global__ void __launch_bounds__(kRowThreads) layerNormGradRegKernel(const void
       if (dxIn)
         o = {o.x + av[k].x, o.y + av[k].y, o.z + av[k].z, o.w + av[k].w};
       store4(dx, bf.dx, r * n + i, o);
+      if (amaxBits) {
+        auto stored = [&](float v) {
+          return __float_as_uint(fabsf(bf.dx ? __bfloat162float(__float2bfloat16_rn(v)) : v));
+        };
+        am = max(max(am, max(stored(o.x), stored(o.y))), max(stored(o.z), stored(o.w)));
+      }
     }
+  }
+  if (amaxBits) {
+    am = blockMaxBits(am);
+    if (threadIdx.x == 0)
+      atomicMax(amaxBits, am);
   }
   float *p = partials + int64_t(blockIdx.x) * 2 * n;
 #pragma unroll
@@ -599,7 +612,7 @@ __global__ void __launch_bounds__(256) biasGeluKernel(float4 *y, const float *bi
 /// g = GELU(x) over n contiguous float32 or BF16 values (T, both sides), 16 bytes a thread (x and g
 /// 16-byte aligned) and the tail one by one: the elementwise Gelu's arithmetic, at the copy's speed.
 /// With Amax, also max |g| of the stored values (bits; NaN above Inf) into amaxBits by one atomicMax
-/// a block: the amax a dynamic-scaling cast of g needs, in the same pass (a gelu_amax group).
+/// a block: the amax a dynamic-scaling cast of g needs, in the same pass (a producer_amax group).
 template <typename T, bool Tanh, bool Amax>
 __global__ void __launch_bounds__(256) geluKernel(const T *x, T *g, int64_t n, unsigned *amaxBits) {
   constexpr int kPer = 16 / sizeof(T);
@@ -726,8 +739,10 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   if ((stats || amax) && !(vec && layerNormStatsFit(n) && reinterpret_cast<uintptr_t>(stats) % 16 == 0))
     return std::string("layerNorm: row statistics") + (amax ? " and the amax" : "") +
            " need float32 rows of at most " + std::to_string(16 * kRowThreads) + " (a multiple of 4), 16-byte aligned";
-  if (amax)
+  if (amax) { // one atomicMax a block: a grid the size of the machine, each block taking rows in turn
     cudaMemsetAsync(amax, 0, sizeof(float), s);
+    blocks = std::min(blocks, 132 * 8);
+  }
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
           layerNormRegKernel<v()>
@@ -761,16 +776,25 @@ int layerNormGradBlocks(int64_t rows, int64_t n) {
 
 std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
                           LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
-                          float eps, cudaStream_t s) {
+                          float eps, cudaStream_t s, float *amax) {
   int blocks = layerNormGradBlocks(rows, n);
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
                             reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
                             reinterpret_cast<uintptr_t>(dxIn)) % 16 == 0;
+  if (amax && !(vec && layerNormStatsFit(n)))
+    return "layerNormGrad: the amax needs rows of at most " + std::to_string(16 * kRowThreads) +
+           " (a multiple of 4), 16-byte aligned";
+  if (amax)
+    cudaMemsetAsync(amax, 0, sizeof(float), s);
+  auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
           layerNormGradRegKernel<v()>
-              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, int(n), eps);
+              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, int(n), eps, bits);
         })))
     layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, n, eps);
+  if (amax)
+    if (std::string e = finishAmax(amax, 1, s); !e.empty())
+      return e;
   if (dScale)
     launchColumnTotals(partials, blocks, 2 * n, n, dScale, s);
   if (dB)
@@ -797,7 +821,8 @@ std::string gelu(const void *x, void *g, bool bf16, int64_t n, bool tanhApprox, 
   if (amax)
     cudaMemsetAsync(amax, 0, sizeof(float), s);
   if (n > 0) {
-    int blocks = blocksFor(n / (bf16 ? 8 : 4) + 1);
+    // With the amax, a grid the size of the machine: one atomicMax a block (more would contend).
+    int blocks = amax ? std::min(blocksFor(n / (bf16 ? 8 : 4) + 1), 132 * 8) : blocksFor(n / (bf16 ? 8 : 4) + 1);
     auto *bits = reinterpret_cast<unsigned *>(amax);
     auto launch = [&](auto t, auto tanh) {
       using T = decltype(t);

@@ -29,7 +29,7 @@ func.func @two_pairs(%x: tensor<64x32xf32>, %y: tensor<8xf16>) -> (tensor<f32>, 
 // -----
 
 // No group: a rowwise amax, an amax another op also reads, an amax with an op between it and its
-// scale, and an amax already in a gelu_amax group.
+// scale, and an amax already in a producer_amax group.
 // CHECK-LABEL: func.func @no_pairs
 // CHECK-NOT: amax_scale
 // CHECK: return
@@ -41,8 +41,8 @@ func.func @no_pairs(%x: tensor<64x32xf32>) -> (tensor<64x1xf32>, tensor<f32>, te
   %b = fp8.amax %x : tensor<64x32xf32> -> tensor<f32>
   %t = onnx.Tanh %x : (tensor<64x32xf32>) -> tensor<64x32xf32>
   %bs, %bsi = fp8.dynamic_scale %b {format = f8E4M3FN} : tensor<f32>
-  %g = onnx.Gelu %x {octet.fusion = "gelu_amax", octet.fusion_group = 0 : i64} : (tensor<64x32xf32>) -> tensor<64x32xf32>
-  %c = fp8.amax %g {octet.fusion = "gelu_amax", octet.fusion_group = 0 : i64} : tensor<64x32xf32> -> tensor<f32>
+  %g = onnx.Gelu %x {octet.fusion = "producer_amax", octet.fusion_group = 0 : i64} : (tensor<64x32xf32>) -> tensor<64x32xf32>
+  %c = fp8.amax %g {octet.fusion = "producer_amax", octet.fusion_group = 0 : i64} : tensor<64x32xf32> -> tensor<f32>
   %cs, %csi = fp8.dynamic_scale %c {format = f8E4M3FN} : tensor<f32>
   return %rsi, %a, %bsi, %csi, %t : tensor<64x1xf32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<64x32xf32>
 }

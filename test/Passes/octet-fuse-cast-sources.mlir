@@ -48,7 +48,7 @@ func.func @layernorm_amax(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tenso
 // -----
 
 // No amax in a pass: an amax another op reads too; a rowwise amax; an amax of a GELU's output
-// (recomputing the GELU costs more than storing it: gelu_amax's); an amax of another tensor.
+// (recomputing the GELU costs more than storing it: producer_amax's); an amax of another tensor.
 // CHECK-LABEL: func.func @amax_left_alone
 // CHECK-NOT: octet.cast_pass
 // CHECK: return
@@ -156,7 +156,7 @@ func.func @kept(%x: tensor<64x64xf32>, %g: tensor<64xf32>, %s: tensor<f32>) -> (
 
 // No pass: a single cast of an argument; a cast with no transposed copy; a LayerNorm over the
 // last two axes; a BF16 LayerNorm; a GELU whose amax dynamic scaling takes in its pass
-// (gelu_amax); a GEMM between a GELU and its cast; a GELU the column-summed cast reads.
+// (producer_amax); a GEMM between a GELU and its cast; a GELU the column-summed cast reads.
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: octet.cast_pass
 // CHECK: return
@@ -169,8 +169,8 @@ func.func @left_alone(%x: tensor<64x32xf32>, %xb: tensor<64x32xbf16>, %g2: tenso
   %q3, %a3, %t3 = fp8.cast_amax %n, %s : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<32x64xf8E4M3FN>
   %nb, %bm, %bi = onnx.LayerNormalization %xb, %g, %none {axis = -1 : si64} : (tensor<64x32xbf16>, tensor<32xbf16>, none) -> (tensor<64x32xbf16>, none, none)
   %q4, %a4, %t4 = fp8.cast_amax %nb, %s : tensor<64x32xbf16>, tensor<f32> -> tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<32x64xf8E4M3FN>
-  %ga = onnx.Gelu %x {octet.fusion = "gelu_amax", octet.fusion_group = 0 : i64} : (tensor<64x32xf32>) -> tensor<64x32xf32>
-  %am = fp8.amax %ga {octet.fusion = "gelu_amax", octet.fusion_group = 0 : i64} : tensor<64x32xf32> -> tensor<f32>
+  %ga = onnx.Gelu %x {octet.fusion = "producer_amax", octet.fusion_group = 0 : i64} : (tensor<64x32xf32>) -> tensor<64x32xf32>
+  %am = fp8.amax %ga {octet.fusion = "producer_amax", octet.fusion_group = 0 : i64} : tensor<64x32xf32> -> tensor<f32>
   %q5, %a5, %t5 = fp8.cast_amax %ga, %s : tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<32x64xf8E4M3FN>
   %gg = onnx.Gelu %x : (tensor<64x32xf32>) -> tensor<64x32xf32>
   %w = fp8.gemm %t1, %t1, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x32xf32>

@@ -226,48 +226,81 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
   }
 }
 
-/// A GELU and the per-tensor amax of its result, grouped as octet-fuse-gelu-amax writes them
-/// (gelu_amax): the GELU's pass takes the amax of what it stores, in float32 and BF16, over three
-/// runs (eager, captured, replayed: the amax is zeroed in the pass each time). The GELU's values
-/// are within 1e-6 of the CPU's (CUDA's tanhf against libm's; BF16 within one rounding), the amax is
-/// the max |g| of the GPU's own stored values bit for bit and near the CPU's. With an op between the pair
-/// ("apart"), the pair runs as it is and the runner says so.
-TEST(CudaExecutor, GeluAmaxMatchesTheSeparateOps) {
+/// A producer and the per-tensor amax of what it stores, grouped as octet-fuse-producer-amax
+/// writes them (producer_amax): the producer's pass takes the amax of what it stores, over three
+/// runs (eager, captured, replayed: the amax is zeroed in the pass each time). Producers: a GELU
+/// (tanh) in float32 and BF16; a Pointwise program dY h + h (the generated kernel's amax variant)
+/// in float32 and BF16; a LayerNorm gradient with dX_in, dX in float32 and BF16 (its row kernel's).
+/// Values within the CPU's tolerance (CUDA's tanhf against libm's, the LayerNorm gradient's sums in
+/// another order; BF16 within one rounding); the amax is the max |y| of the GPU's own stored values
+/// bit for bit. With an op between the pair ("-apart"), the pair runs as it is and the runner says
+/// so.
+TEST(CudaExecutor, ProducerAmaxMatchesTheSeparateOps) {
   REQUIRE_GPU();
   std::mt19937 rng(37);
-  const int64_t M = 256, N = 520; // rows * cols not a multiple of 8: the kernel's tail too
-  for (std::string what : {"f32", "bf16", "apart"}) {
+  const int64_t M = 256, N = 520; // rows * cols not a multiple of 8: the GELU kernel's tail too
+  for (std::string what : {"gelu-f32", "gelu-bf16", "gelu-apart", "pointwise-f32", "pointwise-bf16",
+                           "pointwise-apart", "lngrad-f32", "lngrad-bf16", "lngrad-apart"}) {
     SCOPED_TRACE(what);
+    const bool bf16 = what.find("bf16") != std::string::npos, apart = what.find("apart") != std::string::npos;
+    const DType dt = bf16 ? DType::BF16 : DType::F32;
     Plan plan;
-    int x = addValue(plan, "x", {M, N}), g = addValue(plan, "g", {M, N}), a = addValue(plan, "amax", {});
-    int t = addValue(plan, "t", {M, N});
-    DType dt = what == "bf16" ? DType::BF16 : DType::F32;
-    plan.values[size_t(x)].dtype = plan.values[size_t(g)].dtype = plan.values[size_t(t)].dtype = dt;
-    PlanOp &gelu = addOp(plan, "Gelu", "gelu", {x}, {g});
-    gelu.attrs["approximate"].kind = Attr::String;
-    gelu.attrs["approximate"].s = "tanh";
-    if (what == "apart")
-      addOp(plan, "Tanh", "tanh", {x}, {t});
-    addOp(plan, "fp8.amax", "amax", {g}, {a});
-    groupOps(plan, {0, plan.ops.size() - 1}, "gelu_amax", 0);
-    plan.inputs = {x};
-    plan.outputs = {g, a};
-    if (what == "apart")
+    std::map<std::string, TensorPtr> feed;
+    auto input = [&](const std::string &name, Shape sh, float sd, DType t) {
+      int id = addValue(plan, name, sh);
+      plan.values[size_t(id)].dtype = t;
+      plan.inputs.push_back(id);
+      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd).castTo(t));
+      return id;
+    };
+    int y = addValue(plan, "y", {M, N}), a = addValue(plan, "amax", {}), t = addValue(plan, "t", {M, N});
+    plan.values[size_t(y)].dtype = dt;
+    std::string expect;
+    double tol = bf16 ? 1e-2 : 1e-6;
+    if (what.rfind("gelu", 0) == 0) {
+      int x = input("x", {M, N}, 3.0f, dt);
+      float *xv = feed["x"]->dtype == DType::F32 ? feed["x"]->data<float>() : nullptr;
+      if (xv) {
+        xv[M * N - 1] = -40.0f; // GELU near zero there; the largest |g| elsewhere
+        xv[M * N - 3] = 9.5f;   // the largest |g|, in the last vector's tail
+      }
+      PlanOp &gelu = addOp(plan, "Gelu", "gelu", {x}, {y});
+      gelu.attrs["approximate"].kind = Attr::String;
+      gelu.attrs["approximate"].s = "tanh";
+      expect = "GELU takes its amax";
+    } else if (what.rfind("pointwise", 0) == 0) {
+      int dy = input("dy", {M, N}, 1.0f, dt), h = input("h", {M, N}, 2.0f, dt);
+      addPointwise(plan, {dy, h}, y, {"Mul", "Add"}, {0, 1, -1, 2, 1, -1});
+      tol = 0; // the same arithmetic and rounding
+      expect = "Pointwise takes its amax";
+    } else {
+      int x = input("x", {M, N}, 1.0f, DType::F32), sc = input("scale", {N}, 1.0f, DType::F32);
+      int dy = input("dy", {M, N}, 1.0f, dt), dxIn = input("dx_in", {M, N}, 0.5f, dt);
+      int ds = addValue(plan, "dscale", {N}), db = addValue(plan, "dbias", {N});
+      PlanOp &g = addOp(plan, "octet::LayerNormalizationGrad", "ln_grad", {x, sc, dy, dxIn}, {y, ds, db});
+      g.attrs["epsilon"].kind = Attr::Float;
+      g.attrs["epsilon"].f = 1e-5;
+      plan.outputs = {ds, db};
+      tol = bf16 ? 1e-2 : 1e-4;
+      expect = "LayerNorm gradient takes its amax";
+    }
+    if (apart)
+      addOp(plan, "Tanh", "tanh", {plan.inputs[0]}, {t});
+    addOp(plan, "fp8.amax", "amax", {y}, {a});
+    groupOps(plan, {0, plan.ops.size() - 1}, "producer_amax", 0);
+    plan.outputs.insert(plan.outputs.end(), {y, a});
+    if (apart) {
+      plan.values[size_t(t)].dtype = plan.values[size_t(plan.inputs[0])].dtype;
       plan.outputs.push_back(t);
-    Tensor xv = randomTensor({M, N}, rng, 3.0f);
-    xv.data<float>()[M * N - 1] = -40.0f; // GELU near zero there; the largest |g| elsewhere
-    xv.data<float>()[M * N - 3] = 9.5f;   // the largest |g|, in the last vector's tail
-    std::map<std::string, TensorPtr> feed = {{"x", std::make_shared<Tensor>(xv.castTo(dt))}};
-    // BF16: a value whose tanhf differs in the last bit may round to the other neighbour.
-    auto gpu = expectOutputsMatchCpu(plan, feed, 3, what == "bf16" ? 1e-2 : 1e-6);
-    TensorPtr gv = gpu->value(g);
-    Tensor gf = gv->castTo(DType::F32);
+    }
+    auto gpu = expectOutputsMatchCpu(plan, feed, 3, std::max(tol, apart ? 1e-6 : 0.0));
+    Tensor yf = gpu->value(y)->castTo(DType::F32);
     float m = 0;
-    for (int64_t i = 0; i < gf.numel(); ++i)
-      m = std::max(m, std::fabs(gf.data<float>()[i]));
+    for (int64_t i = 0; i < yf.numel(); ++i)
+      m = std::max(m, std::fabs(yf.data<float>()[i]));
     EXPECT_EQ(gpu->value(a)->data<float>()[0], m);
-    EXPECT_EQ(fusionCount(*gpu, "GELU takes its amax"), what == "apart" ? 0 : 1);
-    EXPECT_EQ(fusionCount(*gpu, "gelu amax not applied"), what == "apart" ? 1 : 0);
+    EXPECT_EQ(fusionCount(*gpu, expect), apart ? 0 : 1);
+    EXPECT_EQ(fusionCount(*gpu, "producer amax not applied"), apart ? 1 : 0);
   }
 }
 

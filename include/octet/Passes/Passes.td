@@ -635,17 +635,20 @@ def FoldGemmBias : Pass<"octet-fold-gemm-bias", "mlir::ModuleOp"> {
   }];
 }
 
-def FuseGeluAmax : Pass<"octet-fuse-gelu-amax", "mlir::ModuleOp"> {
-  let summary = "Take a GELU's per-tensor amax in the GELU's own pass";
+def FuseProducerAmax : Pass<"octet-fuse-producer-amax", "mlir::ModuleOp"> {
+  let summary = "Take a per-tensor amax in the pass of the op that stores its input";
   let description = [{
-    An fp8.amax over the whole tensor (dynamic scaling: `ao`, MS-AMP) of an
-    onnx.Gelu's result, the MLP's second Linear's input, becomes a fusion
-    group with the GELU (kind "gelu_amax", `octet.fusion` and
+    An fp8.amax over the whole tensor (dynamic scaling: `ao`, MS-AMP) whose
+    input (through views) is the result of the op right before it (views
+    aside), when that op is an onnx.Gelu (the MLP's second Linear's input),
+    an octet Pointwise program in no other group (the GELU's gradient) or an
+    octet::LayerNormalizationGrad's dX (the output projections' dY), becomes
+    a fusion group with it (kind "producer_amax", `octet.fusion` and
     `octet.fusion_group`, which the plan keeps as the ops' `fusion` and
-    `fusion_group`): a backend takes max |y| of the values the GELU stores as
-    it stores them, instead of reading them again. One amax per GELU; ops
-    already in a group are left alone. fp8-opt runs it when writing a plan
-    (`--fuse-gelu-amax`).
+    `fusion_group`): a backend takes max |y| of the values the producer
+    stores as it stores them, instead of reading them again. One amax per
+    producer; ops already in a group are left alone. fp8-opt runs it when
+    writing a plan (`--fuse-producer-amax`).
   }];
 }
 

@@ -27,6 +27,9 @@
   plan_facts.py ops PLAN...   the plan's ops in order, one per line: type, result names, fusion kind
       and cast pass (cast_pass=N)
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
+  plan_facts.py producer-amax PLAN...  how many producer_amax groups a plan holds, and in how many the
+      amax's result shares arena bytes with an operand of its producer (which the producer's pass
+      would then overwrite while it reads)
 """
 import json
 import os
@@ -135,6 +138,21 @@ def recomputed(path, plan):
           f" | arena {plan['memory']['arena_bytes']}")
 
 
+def producer_amax(path, plan):
+    where = {b[0]: (b[1], b[1] + b[2]) for b in plan["memory"]["buffers"]}
+    groups, shared = {}, 0
+    for op in plan["ops"]:
+        attrs = op.get("attrs", {})
+        if attrs.get("fusion", {}).get("s") == "producer_amax":
+            groups.setdefault(attrs["fusion_group"]["i"], []).append(op)
+    for members in groups.values():
+        producer, amax = members[0], members[-1]
+        a = where.get(amax["out"][0])
+        ranges = [where[v] for v in producer["in"] + producer["out"] if v in where]
+        shared += bool(a and any(a[0] < r[1] and r[0] < a[1] for r in ranges))
+    print(f"{os.path.basename(path)}: producer_amax {len(groups)} sharing {shared}")
+
+
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
     if what == "op-attrs":
@@ -161,6 +179,8 @@ def main():
             fusions(path, header(path))
         elif what == "precision":
             precision(path, header(path))
+        elif what == "producer-amax":
+            producer_amax(path, header(path))
         elif what == "training":
             print(f"{os.path.basename(path)}: " + json.dumps(header(path)["training"], sort_keys=True))
         elif what == "chunks":
