@@ -98,7 +98,9 @@ gzip -f "$d/plans/gpt-small-rms-te.plan"
 # the float32 baseline (no recipe), te (the output layer kept with BF16 GEMMs, the default),
 # te-f32head (kept with float32 GEMMs: --kept-gemm-precision=f32), te-all (every Linear in
 # FP8: --keep-output-layer=false, Accelerate's rules), ao (tensorwise, first and last kept),
-# msamp:O2, and the float32 forward plan that computes the held-out loss.
+# msamp:O2, and the float32 forward plan that computes the held-out loss; and te-bf16, ao-bf16 and
+# msamp-O2-bf16, the same recipes with BF16 activations (--activation-precision=bf16, what the
+# speed benchmarks run), against the same float32 baseline and their float32-activation twins.
 conv=(--absent-weights zeros --train --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0
       --lr-schedule cosine --warmup-steps 100 --total-steps "${CONV_STEPS:-2000}" --min-lr 6e-5 --keep-gradients=false)
 for s in ${CONV_SIZES-}; do
@@ -111,6 +113,9 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
   "$opt" "$g" "${conv[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
+  for r in te ao msamp:O2; do
+    "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
+  done
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done
