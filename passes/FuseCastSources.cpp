@@ -48,16 +48,6 @@ namespace {
 constexpr size_t kMaxCasts = 3; // casts of one pass (a backend's targets; docs/PLAN.md)
 constexpr llvm::StringLiteral kCastPass = "octet.cast_pass";
 
-/// The value `v` is a view of (through any views), or v.
-Value rootOf(Value v) {
-  while (Operation *d = v.getDefiningOp())
-    if (octet::isViewOp(d) && d->getOperand(0) != v)
-      v = d->getOperand(0);
-    else
-      break;
-  return v;
-}
-
 /// The op after (before) `op`, constants and views aside.
 Operation *nextOp(Operation *op) {
   do
@@ -113,7 +103,7 @@ fp8::AmaxOp amaxBefore(Value x, Operation *firstCast) {
   auto s = dyn_cast_or_null<fp8::DynamicScaleOp>(prevOp(firstCast));
   auto a = s ? dyn_cast_or_null<fp8::AmaxOp>(prevOp(s)) : fp8::AmaxOp();
   if (!a || s.getAmax() != a.getAmax() || !a.getAmax().hasOneUse() || a.getRowwise() ||
-      rootOf(a.getInput()) != x || a->hasAttr(kCastPass))
+      octet::viewRoot(a.getInput()) != x || a->hasAttr(kCastPass))
     return {};
   return a;
 }
@@ -171,13 +161,13 @@ struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
         auto shape = castShape(c);
         if (!shape || c->hasAttr(kCastPass))
           continue;
-        Value x = rootOf(c.getInput());
+        Value x = octet::viewRoot(c.getInput());
         Type et = c.getInput().getType().cast<TensorType>().getElementType();
         // The casts of the same tensor right after this one.
         SmallVector<Operation *> group{c};
         for (Operation *op = nextOp(c); op && group.size() < kMaxCasts; op = nextOp(op)) {
           auto d = dyn_cast<fp8::CastAmaxOp>(op);
-          if (!d || d->hasAttr(kCastPass) || rootOf(d.getInput()) != x || castShape(d) != shape ||
+          if (!d || d->hasAttr(kCastPass) || octet::viewRoot(d.getInput()) != x || castShape(d) != shape ||
               d.getInput().getType().cast<TensorType>().getElementType() != et)
             break;
           group.push_back(d);

@@ -39,12 +39,7 @@ namespace {
 /// The op that stores what `a` reads (through views), right before `a` (views aside), if it is a
 /// producer this pass pairs; else null.
 Operation *producerOf(fp8::AmaxOp a) {
-  Value x = a.getInput();
-  while (Operation *d = x.getDefiningOp())
-    if (octet::isViewOp(d) && d->getOperand(0) != x)
-      x = d->getOperand(0);
-    else
-      break;
+  Value x = octet::viewRoot(a.getInput());
   Operation *p = x.getDefiningOp();
   Operation *before = octet::prevStep(a);
   while (before && octet::isViewOp(before))

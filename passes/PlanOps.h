@@ -21,6 +21,16 @@ inline bool isViewOp(mlir::Operation *op) {
   return op->getNumOperands() >= 1 && op->getNumResults() == 1 && rt::isView(planOpType(op));
 }
 
+/// The value `v` is a view of (through any views), or v.
+inline mlir::Value viewRoot(mlir::Value v) {
+  while (mlir::Operation *d = v.getDefiningOp())
+    if (isViewOp(d) && d->getOperand(0) != v)
+      v = d->getOperand(0);
+    else
+      break;
+  return v;
+}
+
 /// Whether `op` is an octet Pointwise node (octet-fuse-pointwise's programs).
 inline bool isPointwiseNode(mlir::Operation *op) {
   auto n = llvm::dyn_cast<onnx_dialect::GenericNodeOp>(op);
