@@ -48,8 +48,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     std::string f = moduleFilter;
     octet::unquoteOption(f);
     moduleFilter = f;
-    if (recipe != "te" && recipe != "ao" && recipe != "msamp")
-      return badOption(m, "recipe", recipe, "te, ao, msamp");
+    if (recipe != "te" && recipe != "ao" && recipe != "msamp" && recipe != "none")
+      return badOption(m, "recipe", recipe, "te, ao, msamp, none");
     if (fp8Format != "E4M3" && fp8Format != "HYBRID")
       return badOption(m, "fp8-format", fp8Format, "E4M3, HYBRID");
     if (amaxHistoryLen < 1)
@@ -167,6 +167,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
   /// Why a layer stays in high precision, or "" when it becomes FP8.
   std::string keepReason(nn::LinearOp lin, size_t index, size_t count, llvm::Regex *filter,
                          const llvm::DenseSet<Operation *> &outputs) {
+    if (recipe == "none") // no FP8: every Linear computes as autocast (or the model) says
+      return "autocast";
     if (evalGraph && !useAutocastDuringEval)
       return "eval";
     if (recipe == "ao" && keepFirstLast && (index == 0 || index + 1 == count))

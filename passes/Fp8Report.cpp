@@ -38,6 +38,9 @@ std::string reasonText(const std::string &reason) {
     return "the layer's name does not match --module-filter";
   if (reason == "eval")
     return "an eval graph: FP8 only with --use-autocast-during-eval";
+  if (reason == "autocast")
+    return "no FP8 recipe: with --activation-precision=bf16 the GEMMs take BF16 operands, as under PyTorch's "
+           "BF16 autocast (Accelerate's mixed_precision: bf16)";
   return "no FP8 recipe ran";
 }
 

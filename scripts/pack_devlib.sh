@@ -76,6 +76,10 @@ gzip -f "$d/plans/gpt-small-te.plan"
 "$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 "${train[@]}" \
   -o "$d/plans/gpt-small-te-bf16.plan"
 gzip -f "$d/plans/gpt-small-te-bf16.plan"
+# No recipe with BF16 activations (BF16 autocast, the convergence benchmark's baseline): every
+# Linear's GEMMs on BF16 operands, compared op by op with the CPU.
+"$opt" "$build/bench/gpt-small.onnx" --activation-precision=bf16 "${train[@]}" -o "$d/plans/gpt-small-autocast.plan"
+gzip -f "$d/plans/gpt-small-autocast.plan"
 # Its output layer in FP8 over 4 chunks of 128 tokens (octet-chunk-loss): the loss, its gradient
 # and the weight gradient's in-place accumulation compared with the CPU.
 "$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=bf16 --keep-output-layer=false \
@@ -100,7 +104,8 @@ gzip -f "$d/plans/gpt-small-rms-te.plan"
 # FP8: --keep-output-layer=false, Accelerate's rules), ao (tensorwise, first and last kept),
 # msamp:O2, and the float32 forward plan that computes the held-out loss; and te-bf16, ao-bf16 and
 # msamp-O2-bf16, the same recipes with BF16 activations (--activation-precision=bf16, what the
-# speed benchmarks run), against the same float32 baseline and their float32-activation twins.
+# speed benchmarks run), against their float32-activation twins and bf16, the BF16 baseline (no
+# recipe with BF16 activations: PyTorch's BF16 autocast, every Linear's GEMMs on BF16 operands).
 conv=(--absent-weights zeros --train --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --clip-grad-norm 1.0
       --lr-schedule cosine --warmup-steps 100 --total-steps "${CONV_STEPS:-2000}" --min-lr 6e-5 --keep-gradients=false)
 for s in ${CONV_SIZES-}; do
@@ -113,6 +118,7 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
   "$opt" "$g" "${conv[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
+  "$opt" "$g" "${conv[@]}" --activation-precision=bf16 -o "$d/conv/$s-bf16.plan"
   for r in te ao msamp:O2; do
     "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
   done

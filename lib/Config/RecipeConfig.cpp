@@ -195,6 +195,11 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     config.dataParallel = config.distributedType != "NO" || config.numProcesses > 1;
     if (root["mixed_precision"]) {
       std::string mp = lower(root["mixed_precision"].as<std::string>());
+      if (mp != "no" && mp != "bf16" && mp != "fp8") {
+        return top.fail("mixed_precision", "'" + mp + "' is not supported; use no, bf16 or fp8 (fp16's loss "
+                                          "scaling has no plan)");
+      }
+      config.mixedPrecision = mp;
       if (mp != "fp8") {
         config.backend = "";
         return true; // not an FP8 config: no recipe

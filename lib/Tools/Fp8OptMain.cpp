@@ -299,7 +299,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       "activation-precision",
       cl::desc("Plans: storage of activations, bf16 (each op computes in float32 and rounds the BF16 values it "
                "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
-               "(octet-assign-precision; default f32)"),
+               "(octet-assign-precision; default f32, bf16 under an Accelerate config's mixed_precision: bf16). With "
+               "no recipe, bf16 is PyTorch's BF16 autocast: every Linear's GEMMs on BF16 operands"),
       cl::init("f32"), cl::cat(optCat));
 
   static cl::opt<std::string> attentionPrecision(
@@ -544,7 +545,13 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--kept-gemm-precision: '" + keptGemmPrecision + "' is not valid; use bf16 or f32");
   if (evalGraph.getNumOccurrences())
     rc.evalGraph = evalGraph;
-  if (report && (rc.backend.empty() || rc.backend == "none"))
+  // Accelerate's mixed_precision: bf16 is autocast: BF16 activations unless the flag says otherwise.
+  if (rc.mixedPrecision == "bf16" && !activationPrecision.getNumOccurrences())
+    activationPrecision = "bf16";
+  // No FP8 recipe with BF16 activations is PyTorch's BF16 autocast: every Linear stays in high
+  // precision (octet-fp8-substitute recipe=none) with its GEMMs on BF16 operands.
+  bool autocast = activationPrecision == "bf16" && (rc.backend.empty() || rc.backend == "none");
+  if (report && (rc.backend.empty() || rc.backend == "none") && !autocast)
     return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
@@ -692,12 +699,16 @@ int octet::fp8OptMain(int argc, char **argv) {
   rc.keptGemmPrecision = keptGemmPrecision.getNumOccurrences() ? keptGemmPrecision.getValue()
                          : out == Emit::Plan                    ? "bf16"
                                                                 : "f32";
+  autocast = autocast && out == Emit::Plan;
+  if (autocast)
+    rc.backend = "none";
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
 
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes (choosePlanPasses)
   bool trial = false;                     // a candidate's compile: no reports
   bool rematChosen = false;               // the compiler chose rematSources
+  bool fp8Recipe = recipeInfo && recipeInfo->name != "none";
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
     std::string trainingPipeline = trainingPipelineFor(module, out == Emit::Plan);
     // Training plans: GELU as one op and fused attention before autodiff, so that their
@@ -706,7 +717,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     bool attentionFirst = trainPlan && fuseAttention;
     std::string before;
     if (trainPlan && geluOp)
-      before += std::string(recipeInfo && recipeInfo->name != "none" ? "" : "octet-raise-layers{layers=gelu},") +
+      before += std::string(fp8Recipe || autocast ? "" : "octet-raise-layers{layers=gelu},") +
                 "octet-lower-layers{gelu-op=true},";
     if (attentionFirst)
       before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(attentionWorkspaceBytes) +
@@ -718,7 +729,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       applyPassManagerCLOptions(pm);
       applyDefaultTimingPassManagerCLOptions(pm);
     }
-    if (recipeInfo && recipeInfo->name != "none") {
+    if (fp8Recipe || autocast) {
       if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (shareInputScaling ? "" : " share-input-scaling=false"),
                                      trial ? std::string() : reportOptions, trainingPipeline)))
         return failure();

@@ -9,6 +9,10 @@
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te keep-output-layer=false})' | FileCheck %s --check-prefix=OFF
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=ao})' | FileCheck %s --check-prefix=AO
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=te kept-gemm-precision=bf16})' | FileCheck %s --check-prefix=BF16
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=none kept-gemm-precision=bf16})' | FileCheck %s --check-prefix=AUTO
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=none})' | FileCheck %s --check-prefix=NONE
+// RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=fp4})' 2>&1 | FileCheck %s --check-prefix=BADRECIPE
+// BADRECIPE: octet-fp8-substitute: recipe='fp4' is not valid; use one of: te, ao, msamp, none
 // RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=te keep-output-layer=maybe})' 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: 'maybe' is invalid value for boolean argument
 // RUN: not fp8-opt %s -split-input-file -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{recipe=te kept-gemm-precision=fp16})' 2>&1 | FileCheck %s --check-prefix=BADPREC
@@ -34,6 +38,19 @@
 // BF16: %[[B:.+]] = onnx.Cast %{{.+}} {to = 16 : si64} : (tensor<64x64xf32>) -> tensor<64x64xbf16>
 // BF16: %[[M:.+]] = onnx.MatMul %[[A]], %[[B]] : (tensor<4x64xbf16>, tensor<64x64xbf16>) -> tensor<4x64xbf16>
 // BF16: onnx.Cast %[[M]] {to = 1 : si64} : (tensor<4x64xbf16>) -> tensor<4x64xf32>
+// recipe=none (PyTorch's BF16 autocast with kept-gemm-precision=bf16): no layer converts, every
+// Linear is kept as "autocast" with its MatMul on BF16 operands; without it the model is unchanged.
+// AUTO-LABEL: func.func @chain
+// AUTO-NOT: fp8.linear
+// AUTO: nn.linear "fc1"{{.*}}octet.fp8_kept = "autocast", octet.gemm_precision = "bf16"
+// AUTO: onnx.MatMul %{{.+}}, %{{.+}} : (tensor<4x64xbf16>, tensor<64x64xbf16>) -> tensor<4x64xbf16>
+// AUTO: nn.linear "head"{{.*}}octet.fp8_kept = "autocast", octet.gemm_precision = "bf16"
+// AUTO: onnx.MatMul %{{.+}}, %{{.+}} : (tensor<4x64xbf16>, tensor<64x64xbf16>) -> tensor<4x64xbf16>
+// NONE-LABEL: func.func @chain
+// NONE-NOT: fp8.linear
+// NONE: nn.linear "fc1"{{.*}}octet.fp8_kept = "autocast"
+// NONE-NOT: bf16
+// NONE: return
 // AO-LABEL: func.func @chain
 // AO: nn.linear "fc1"{{.*}}octet.fp8_kept = "first"
 // AO: nn.linear "head"{{.*}}octet.fp8_kept = "last"

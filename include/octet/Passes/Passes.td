@@ -79,10 +79,12 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
     and msamp convert every Linear); issue 26's convergence benchmark
     measured what FP8 there costs in loss.
     Layers left alone get `octet.fp8_kept = "<reason>"`. With eval=true the
-    graph gets no FP8 unless use-autocast-during-eval.
+    graph gets no FP8 unless use-autocast-during-eval. recipe=none converts
+    nothing: every Linear is kept ("autocast"), with BF16 GEMMs under
+    kept-gemm-precision=bf16, as PyTorch's BF16 autocast computes them.
   }];
   let options = [
-    Option<"recipe", "recipe", "std::string", "\"te\"", "te, ao or msamp">,
+    Option<"recipe", "recipe", "std::string", "\"te\"", "te, ao, msamp or none">,
     Option<"fp8Format", "fp8-format", "std::string", "\"HYBRID\"",
            "E4M3 (everywhere) or HYBRID (E4M3 forward, E5M2 gradients)">,
     Option<"amaxHistoryLen", "amax-history-len", "int64_t", "1024", "te: amax history length">,

@@ -38,6 +38,8 @@ struct AORecipe {
 
 struct RecipeConfig {
   std::string backend; // te | msamp | ao | "" (none)
+  /// Accelerate's mixed_precision: no, bf16 (autocast: BF16 GEMMs and activations) or fp8; "" unsaid.
+  std::string mixedPrecision;
   TERecipe te;
   MSAMPRecipe msamp;
   AORecipe ao;

@@ -14,7 +14,8 @@
       ("type count" pairs, sorted by name), and the arena's size in bytes
   plan_facts.py precision PLAN...  how many values a plan stores in bfloat16, how many fp8.gemm
       results, attention results and FP8-cast inputs among them, whether every parameter
-      gradient and every parameter or state tensor is float32, and the arena's size in bytes
+      gradient and every parameter or state tensor is float32, the arena's size in bytes, and how
+      many MatMul/Gemm ops the plan holds and how many of those read BF16 operands
   plan_facts.py recomputed PLAN...  the ops octet-rematerialize-fp8-casts added (results named
       '.recomputed'), as "cast-type<-source count", the source being the op type that makes the
       cast's input behind any Reshape (param: a parameter or state), and the ops it runs again to
@@ -109,9 +110,11 @@ def precision(path, plan):
     state = all(vals[c["value"]]["dtype"] == "float32" for c in plan["constants"]
                 if c["kind"] in ("param", "state") and vals[c["value"]]["dtype"].startswith(("float", "bfloat"))
                 and not vals[c["value"]]["dtype"].startswith("float8"))
+    mm = [op for op in ops if op["type"] in ("MatMul", "Gemm")]
+    all_bf16 = lambda op: all(bf16(i) for i in op["in"][:2])
     print(f"{os.path.basename(path)}: bf16 {sum(v['dtype'] == 'bfloat16' for v in vals)} gemm-results {gemm} "
           f"attention {attn} cast-inputs {cast} gradients-f32 {grads} state-f32 {state} "
-          f"arena {plan['memory']['arena_bytes']}")
+          f"arena {plan['memory']['arena_bytes']} matmuls {len(mm)} bf16-matmuls {sum(map(all_bf16, mm))}")
 
 
 def recomputed(path, plan):
