@@ -9,6 +9,13 @@
 #           plan on the CPU reference (the same arithmetic summed in other orders: how far two
 #           float32 runs drift apart, the floor under any comparison); the curves are compared by
 #           scripts/compare_curves.py (moving averages within 1%) there and here
+#   fusions the convergence benchmark's 125M plans (te, te-bf16, ao-bf16, msamp-O2-bf16: CONV_SIZES=125m
+#           scripts/pack_devlib.sh) at 8 x 1024, 3 steps from the same weights and batches, with the
+#           executor's fused passes and with them off (OCTET_CUDA_CAST_SOURCES=0 OCTET_CUDA_CAST_SUMS=0
+#           OCTET_CUDA_CHAINS=0 OCTET_CUDA_FOLD_BIAS=0: each op as the plan has it, the runs that match
+#           the CPU reference): every step's loss and gradient norm within 1e-3 (exit 1 otherwise). A
+#           fused pass that reads or writes outside its ops' lifetimes shows here first: the one-op
+#           check (--check-against-cpu) runs the ops as they were
 #   e2e-S   bench/e2e_gpt.py for model size S (125m, 350m, 1.3b, d4096) at its default batch: PyTorch
 #           BF16 eager / torch.compile (SDPA) and Octet none / te / ao / msamp:O2 in one process, then a
 #           GPU profile of Octet te (by op type, and by op type and shape); the peer comparison at any
@@ -34,6 +41,28 @@ out=${OUT:-/tmp}
 for f in "$d"/plans/*.gz "$d"/bench/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case $part in
+fusions)
+  bad=0
+  for r in ${FUSION_PLANS:-te te-bf16 ao-bf16 msamp-O2-bf16}; do
+    gunzip -c "$d/conv/125m-$r.plan.gz" > "$out/f-$r.plan"
+    for v in fused apart; do
+      env $([ $v = apart ] && echo OCTET_CUDA_CAST_SOURCES=0 OCTET_CUDA_CAST_SUMS=0 OCTET_CUDA_CHAINS=0 OCTET_CUDA_FOLD_BIAS=0) \
+        "$d/fp8-run" "$out/f-$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 3 --seed 1 \
+        --init-params normal:0.02:1 --labels shifted --log "$out/f-$r-$v.jsonl" --quiet 2> "$out/f-$r-$v.err"
+    done
+    python3 - "$out/f-$r-fused.jsonl" "$out/f-$r-apart.jsonl" "$r" <<'PY' || bad=1
+import json, math, sys
+a, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+close = lambda x, y: x is not None and y is not None and abs(x - y) <= 1e-3 * max(abs(y), 1e-12)
+ok = len(a) == len(b) == 3 and all(close(p[k], q[k]) for p, q in zip(a, b) for k in ("loss", "grad_norm"))
+print(sys.argv[3], "fused", [(p["loss"], p["grad_norm"]) for p in a], "apart", [(q["loss"], q["grad_norm"]) for q in b],
+      "match" if ok else "DIFFER")
+sys.exit(0 if ok else 1)
+PY
+    rm -f "$out/f-$r.plan"
+  done
+  echo "fusions: exit $bad"
+  ;;
 precision)
   for seed in 1234 1 2; do
     for r in te-300 te-bf16-300; do
@@ -53,7 +82,7 @@ precision)
   done
   ;;
 check)
-  for r in none te ao msamp-O2 gpt-small-te gpt-small-te-bf16 gpt-small-ao-bf16 gpt-small-rms-te; do
+  for r in none te ao msamp-O2 gpt-small-te gpt-small-te-bf16 gpt-small-ao-bf16 gpt-small-autocast gpt-small-rms-te; do
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done

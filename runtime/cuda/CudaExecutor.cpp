@@ -321,10 +321,19 @@ int64_t CudaExecutor::arenaGap(size_t k, size_t bytes) {
 /// Each op's scratch: a large one (attention's backward: cuDNN's workspace) goes where the arena
 /// holds no buffer while that op runs (arenaGap(); the arena's peak is elsewhere, at the loss), the
 /// rest share one buffer sized for the largest of them.
+///
+/// Only an op whose program runs as the plan wrote it: a fused program reads or writes values
+/// outside its op's lifetimes (a producer's pass writes the amax its later op stores, a cast pass
+/// reads the inputs of the program before it, which died there), and the arena's free bytes at
+/// that op may be theirs.
 void CudaExecutor::placeScratch() {
   std::vector<int64_t> placed(scratchNeed_.size(), -1);
+  std::vector<bool> fused(plan_.ops.size(), false);
+  for (const OpProgram &p : program_)
+    if (!p.parts.empty())
+      fused[p.op] = true;
   for (size_t k = 0; arena_ && k < plan_.ops.size(); ++k)
-    if (scratchNeed_[k] >= kScratchWorthPlacing)
+    if (scratchNeed_[k] >= kScratchWorthPlacing && !fused[k])
       placed[k] = arenaGap(k, scratchNeed_[k]);
   for (size_t k = 0; k < scratchNeed_.size(); ++k)
     if (placed[k] < 0 && scratchNeed_[k] > scratchBytes_) {
