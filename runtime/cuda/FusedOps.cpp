@@ -222,12 +222,11 @@ void CudaExecutor::fuseCastPointwise() {
       continue;
     }
     // The GELU recomputed for its cast right before (the plan's gelu_recompute_cast group), of an
-    // input the programs read: its cast joins this pass as the last target. Not where the pass
-    // also takes column sums: that kernel (castTransposeTile<Sums, NT = 2, NS = 2>) gave wrong
-    // gradients on the 125M GPT at 8 x 1024 (the loss NaN at step 2; the two passes apart match the
-    // CPU reference), so there the GELU casts in a pass of its own until a GPU test pins the cause.
-    std::optional<size_t> geluCast =
-        sum == castSums_.end() ? recomputedGeluBefore(p, chain, c, targets) : std::nullopt;
+    // input the programs read: its cast joins this pass as the last target. Its amax, where nothing
+    // reads it, then goes to the discard slot: written in this later pass, its arena bytes can be
+    // another value's by then (the 125M GPT at 8 x 1024: in each of the 12 layers four codes of the
+    // c_fc dY this very pass writes; the loss NaN at step 2).
+    std::optional<size_t> geluCast = recomputedGeluBefore(p, chain, c, targets);
     int h = -1;
     if (geluCast) {
       const RecomputedGelu &g = recomputedGelus_.at(program_[*geluCast].op);
@@ -236,6 +235,9 @@ void CudaExecutor::fuseCastPointwise() {
       withGelu.store.insert(withGelu.store.begin(), false);
       std::vector<cuda::CastTarget> all = targets;
       all.push_back(g.target);
+      int amaxId = plan_.ops[program_[*geluCast].op].outputs[1];
+      if (amaxId < 0 || onlyReadBy(amaxId, {}))
+        all.back().amax = discardAmax();
       cuda::tile::Targets tg2;
       if (dev::tileTargets(all.data(), int(all.size()), tg2).empty() &&
           (h = jit_->addCastChain(withGelu.args, withGelu.store, c.rows, c.cols, sum != castSums_.end(), tg2.n, 0)) >= 0) {
