@@ -874,7 +874,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
         ros << "peak activation memory (plan arena): " << arena << " bytes\n";
-        if (rematerializeFp8Casts)
+        if (rematerializeFp8Casts && !autocast) // autocast: no FP8 codes
           ros << "FP8 codes recomputed for the backward: " << llvm::join(rematSources, ", ")
               << (!rematChosen          ? ""
                   : rc.backend == "te" ? " (the compiler's choice: gelu and weight only where each lowers the arena's "
