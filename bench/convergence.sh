@@ -57,8 +57,9 @@ for seed in ${SEEDS:-1 2 3}; do
     echo "$job: exit $rc, $(wc -l < "$state/logs/$job.jsonl") log lines, $(($(date +%s) - start)) s into the call"
     tail -2 "$state/logs/$job.err"
     if [ $rc = 0 ]; then touch "$state/logs/$job.done"; rm -f "$ck"; fi
-    # A run that failed by itself (a non-finite loss: fp8-run names the step) is over, not resumed.
-    if [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 130 ]; then touch "$state/logs/$job.done"; rm -f "$ck"; fi
+    # A run that failed by itself (exit 1: a non-finite loss, fp8-run names the step) is over; one
+    # stopped by the budget (124, 130) or killed by a signal (a crash: 128 + N) runs again next call.
+    if [ $rc = 1 ]; then touch "$state/logs/$job.done"; rm -f "$ck"; fi
   done
 done
 tar -czf "$out/convergence-logs.tar.gz" -C "$state/logs" .
