@@ -222,9 +222,9 @@ void CudaExecutor::fuseCastPointwise() {
       continue;
     }
     // The GELU recomputed for its cast right before (the plan's gelu_recompute_cast group), of an
-    // input the programs read: its cast joins this pass as the last target. Its amax, where nothing
-    // reads it, then goes to the discard slot: written in this later pass, its arena bytes can be
-    // another value's by then (the 125M GPT at 8 x 1024: in each of the 12 layers four codes of the
+    // input the programs read: its cast joins this pass as the last target. Its amax and row-major
+    // codes, where nothing reads them, go to the discard slot and nowhere: written in this later
+    // pass, their arena bytes can be another value's by then (the 125M GPT at 8 x 1024: in each of the 12 layers four codes of the
     // c_fc dY this very pass writes; the loss NaN at step 2).
     std::optional<size_t> geluCast = recomputedGeluBefore(p, chain, c, targets);
     int h = -1;
@@ -235,9 +235,11 @@ void CudaExecutor::fuseCastPointwise() {
       withGelu.store.insert(withGelu.store.begin(), false);
       std::vector<cuda::CastTarget> all = targets;
       all.push_back(g.target);
-      int amaxId = plan_.ops[program_[*geluCast].op].outputs[1];
-      if (amaxId < 0 || onlyReadBy(amaxId, {}))
+      const std::vector<int> &gOut = plan_.ops[program_[*geluCast].op].outputs;
+      if (gOut[1] < 0 || onlyReadBy(gOut[1], {}))
         all.back().amax = discardAmax();
+      if (gOut[0] < 0 || onlyReadBy(gOut[0], {})) // row-major codes nothing reads: not written
+        all.back().q = nullptr;
       cuda::tile::Targets tg2;
       if (dev::tileTargets(all.data(), int(all.size()), tg2).empty() &&
           (h = jit_->addCastChain(withGelu.args, withGelu.store, c.rows, c.cols, sum != castSums_.end(), tg2.n, 0)) >= 0) {
