@@ -551,8 +551,6 @@ int octet::fp8OptMain(int argc, char **argv) {
   // No FP8 recipe with BF16 activations is PyTorch's BF16 autocast: every Linear stays in high
   // precision (octet-fp8-substitute recipe=none) with its GEMMs on BF16 operands.
   bool autocast = activationPrecision == "bf16" && (rc.backend.empty() || rc.backend == "none");
-  if (report && (rc.backend.empty() || rc.backend == "none") && !autocast)
-    return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
   // Data parallelism: the flag, or an Accelerate config's distributed_type (refused there when it is
@@ -700,6 +698,8 @@ int octet::fp8OptMain(int argc, char **argv) {
                          : out == Emit::Plan                    ? "bf16"
                                                                 : "f32";
   autocast = autocast && out == Emit::Plan;
+  if (report && (rc.backend.empty() || rc.backend == "none") && !autocast)
+    return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
   if (autocast)
     rc.backend = "none";
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
