@@ -10,6 +10,7 @@
 
 #include "octet/runtime/Fp8.h"
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <unistd.h>
+#include <vector>
 
 namespace octet::rt {
 
@@ -140,6 +142,31 @@ void GlooCommunicator::broadcast(void *data, size_t bytes, int root, void *) {
     gloo::broadcast(opts);
   } catch (const gloo::Exception &e) {
     lost("broadcast", e);
+  }
+}
+
+// Gloo has no options-style reduce-scatter: the whole buffer is all-reduced (the same reduction and
+// rounding as allReduce, twice the bytes of a ring reduce-scatter) and this rank keeps its slice.
+void GlooCommunicator::reduceScatter(const void *send, void *recv, size_t count, DType dtype, ReduceOp op, void *) {
+  const size_t w = dtypeSize(dtype), n = size_t(size());
+  std::vector<uint8_t> all(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + n * count * w);
+  allReduce(all.data(), n * count, dtype, op);
+  std::memmove(recv, all.data() + size_t(rank()) * count * w, count * w);
+}
+
+void GlooCommunicator::allGather(const void *send, void *recv, size_t bytes, void *) {
+  if (bytes == 0)
+    return;
+  std::vector<uint8_t> mine(static_cast<const uint8_t *>(send), static_cast<const uint8_t *>(send) + bytes);
+  gloo::AllgatherOptions opts(ctx_);
+  opts.setInput(mine.data(), bytes);
+  opts.setOutput(static_cast<uint8_t *>(recv), bytes * size_t(size()));
+  opts.setTag(tag_++);
+  opts.setTimeout(timeout_);
+  try {
+    gloo::allgather(opts);
+  } catch (const gloo::Exception &e) {
+    lost("all-gather", e);
   }
 }
 

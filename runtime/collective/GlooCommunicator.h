@@ -29,6 +29,9 @@ public:
   bool deviceMemory() const override { return false; }
   void allReduce(void *data, size_t count, DType dtype, ReduceOp op, void *stream = nullptr) override;
   void broadcast(void *data, size_t bytes, int root, void *stream = nullptr) override;
+  void reduceScatter(const void *send, void *recv, size_t count, DType dtype, ReduceOp op,
+                     void *stream = nullptr) override;
+  void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) override;
   void barrier() override;
 
 private:

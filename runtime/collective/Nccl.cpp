@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include <thread>
+#include <utility>
 
 namespace octet::rt {
 
@@ -65,9 +66,8 @@ public:
   std::string backend() const override { return "nccl"; }
   bool deviceMemory() const override { return true; }
 
-  void allReduce(void *data, size_t count, DType dtype, ReduceOp op, void *stream) override {
-    if (!count)
-      return;
+  /// NCCL's element type and reduction for `dtype` and `op` (`what` names the collective in errors).
+  static std::pair<ncclDataType_t, ncclRedOp_t> reduction(DType dtype, ReduceOp op, const char *what) {
     ncclDataType_t t;
     switch (dtype) {
     case DType::F32: t = ncclFloat32; break;
@@ -75,13 +75,34 @@ public:
     case DType::BF16: t = ncclBfloat16; break;
     case DType::F8E4M3FN: t = ncclFloat8e4m3; break;
     case DType::F8E5M2: t = ncclFloat8e5m2; break;
-    default: throw Error(std::string("all-reduce: element type ") + dtypeName(dtype) + " is not reducible");
+    default: throw Error(std::string(what) + ": element type " + dtypeName(dtype) + " is not reducible");
     }
     if (op == ReduceOp::Avg && isFp8(dtype))
-      throw Error("all-reduce: an FP8 payload cannot be averaged (pre-divide it and sum)");
-    ncclRedOp_t r = op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Max ? ncclMax : ncclAvg;
+      throw Error(std::string(what) + ": an FP8 payload cannot be averaged (pre-divide it and sum)");
+    return {t, op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Max ? ncclMax : ncclAvg};
+  }
+
+  void allReduce(void *data, size_t count, DType dtype, ReduceOp op, void *stream) override {
+    if (!count)
+      return;
+    auto [t, r] = reduction(dtype, op, "all-reduce");
     check(ncclAllReduce(data, data, count, t, r, comm_, static_cast<cudaStream_t>(stream)), "all-reduce");
     settle("all-reduce");
+  }
+
+  void reduceScatter(const void *send, void *recv, size_t count, DType dtype, ReduceOp op, void *stream) override {
+    if (!count)
+      return;
+    auto [t, r] = reduction(dtype, op, "reduce-scatter");
+    check(ncclReduceScatter(send, recv, count, t, r, comm_, static_cast<cudaStream_t>(stream)), "reduce-scatter");
+    settle("reduce-scatter");
+  }
+
+  void allGather(const void *send, void *recv, size_t bytes, void *stream) override {
+    if (!bytes)
+      return;
+    check(ncclAllGather(send, recv, bytes, ncclUint8, comm_, static_cast<cudaStream_t>(stream)), "all-gather");
+    settle("all-gather");
   }
 
   void broadcast(void *data, size_t bytes, int root, void *stream) override {

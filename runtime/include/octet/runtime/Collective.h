@@ -43,6 +43,14 @@ public:
   virtual void allReduce(void *data, size_t count, DType dtype, ReduceOp op, void *stream = nullptr) = 0;
   /// `bytes` of rank `root`'s buffer to every rank (host or device memory, as allReduce).
   virtual void broadcast(void *data, size_t bytes, int root, void *stream = nullptr) = 0;
+  /// The reduction of every rank's `send` (size() * `count` elements), of which this rank keeps
+  /// the slice [rank() * count, rank() * count + count) in `recv` (`count` elements; recv may be
+  /// that slice of send): a sharded optimizer's gradients. Types and rounding as allReduce.
+  virtual void reduceScatter(const void *send, void *recv, size_t count, DType dtype, ReduceOp op,
+                             void *stream = nullptr) = 0;
+  /// Every rank's `bytes` of `send` into `recv`, rank r's at r * bytes (size() * bytes in all; send
+  /// may be this rank's slice of recv): sharded weights gathered back whole.
+  virtual void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) = 0;
   virtual void barrier() = 0;
 
   /// Device engines: blocks until `stream`'s work is done, failing (and aborting the communicator)
