@@ -120,13 +120,7 @@ void GlooCommunicator::allReduce(void *data, size_t count, DType dtype, ReduceOp
   else
     opts.setOutput(static_cast<uint8_t *>(data), count);
   opts.setReduceFunction(reduction(dtype, op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum));
-  opts.setTag(tag_++);
-  opts.setTimeout(timeout_);
-  try {
-    gloo::allreduce(opts);
-  } catch (const gloo::Exception &e) {
-    lost("all-reduce", e);
-  }
+  run(opts, "all-reduce", [](auto &o) { gloo::allreduce(o); });
   if (op == ReduceOp::Avg) // the sum, divided in float and rounded once to the element type
     for (size_t i = 0; i < count; ++i)
       store(dtype, data, i, load(dtype, data, i) / float(size()));
@@ -136,13 +130,7 @@ void GlooCommunicator::broadcast(void *data, size_t bytes, int root, void *) {
   gloo::BroadcastOptions opts(ctx_);
   opts.setOutput(static_cast<uint8_t *>(data), bytes);
   opts.setRoot(root);
-  opts.setTag(tag_++);
-  opts.setTimeout(timeout_);
-  try {
-    gloo::broadcast(opts);
-  } catch (const gloo::Exception &e) {
-    lost("broadcast", e);
-  }
+  run(opts, "broadcast", [](auto &o) { gloo::broadcast(o); });
 }
 
 // Gloo has no options-style reduce-scatter: the whole buffer is all-reduced (the same reduction and
@@ -161,24 +149,12 @@ void GlooCommunicator::allGather(const void *send, void *recv, size_t bytes, voi
   gloo::AllgatherOptions opts(ctx_);
   opts.setInput(mine.data(), bytes);
   opts.setOutput(static_cast<uint8_t *>(recv), bytes * size_t(size()));
-  opts.setTag(tag_++);
-  opts.setTimeout(timeout_);
-  try {
-    gloo::allgather(opts);
-  } catch (const gloo::Exception &e) {
-    lost("all-gather", e);
-  }
+  run(opts, "all-gather", [](auto &o) { gloo::allgather(o); });
 }
 
 void GlooCommunicator::barrier() {
   gloo::BarrierOptions opts(ctx_);
-  opts.setTag(tag_++);
-  opts.setTimeout(timeout_);
-  try {
-    gloo::barrier(opts);
-  } catch (const gloo::Exception &e) {
-    lost("barrier", e);
-  }
+  run(opts, "barrier", [](auto &o) { gloo::barrier(o); });
 }
 
 } // namespace octet::rt

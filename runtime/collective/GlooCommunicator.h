@@ -4,6 +4,8 @@
 
 #include "octet/runtime/Collective.h"
 
+#include <gloo/common/error.h>
+
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -36,6 +38,16 @@ public:
 
 private:
   [[noreturn]] void lost(const char *what, const std::exception &e) const;
+  /// One Gloo collective: the next tag, the timeout, and a lost peer as one line naming `what`.
+  template <class Options, class Call> void run(Options &opts, const char *what, Call call) {
+    opts.setTag(tag_++);
+    opts.setTimeout(timeout_);
+    try {
+      call(opts);
+    } catch (const gloo::Exception &e) {
+      lost(what, e);
+    }
+  }
   std::shared_ptr<gloo::Context> ctx_;
   std::chrono::milliseconds timeout_;
   uint32_t tag_ = 0;
