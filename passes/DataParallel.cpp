@@ -65,19 +65,47 @@ void afterDefinition(OpBuilder &b, Value v, Operation *ret) {
 struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
   using DataParallelBase::DataParallelBase;
 
-  /// MS-AMP's FP8 gradient all-reduce: the mean of `g` over ranks, having travelled as FP8 codes.
+  /// MS-AMP's FP8 gradient all-reduce: the mean of `g` over ranks, having travelled as FP8 codes
+  /// (sharded: reduce-scattered, this rank's shard of the flattened, padded mean).
   Value fp8Average(OpBuilder &b, Location loc, Value g, Type format) {
-    auto t = g.getType().cast<RankedTensorType>();
     auto scalar = scalarF32(b.getContext());
     Value amax = b.create<fp8::AmaxOp>(loc, scalar, g, b.getBoolAttr(false));
     amax = allReduce(b, loc, amax, fp8::Reduction::max);
     Value scaleInv = octet::msampScale(b, loc, amax, format).second;
     octet::GradientBuilder gb(b, loc);
     Value n = b.create<fp8::WorldSizeOp>(loc, scalar);
+    if (sharded())
+      g = octet::flatPadded(b, loc, g, shardWorldSize);
+    auto t = g.getType().cast<RankedTensorType>();
     Value q = b.create<fp8::CastOp>(loc, RankedTensorType::get(t.getShape(), format), g, gb.mul(scaleInv, n),
                                     b.getBoolAttr(true));
-    Value sum = allReduce(b, loc, q, fp8::Reduction::sum, scaleInv);
-    return b.create<fp8::DequantizeOp>(loc, t, sum, scaleInv);
+    if (!sharded()) {
+      Value sum = allReduce(b, loc, q, fp8::Reduction::sum, scaleInv);
+      return b.create<fp8::DequantizeOp>(loc, t, sum, scaleInv);
+    }
+    auto shard = RankedTensorType::get({t.getDimSize(0) / shardWorldSize}, format);
+    Value sum = b.create<fp8::ReduceScatterOp>(loc, shard, q, scaleInv,
+                                               fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::sum),
+                                               b.getI64IntegerAttr(shardWorldSize));
+    return b.create<fp8::DequantizeOp>(loc, RankedTensorType::get(shard.getShape(), b.getF32Type()), sum, scaleInv);
+  }
+
+  bool sharded() const { return shardWorldSize > 1; }
+
+  /// Result r's gradient becomes this rank's shard of its mean (reduce-scattered right after it is
+  /// complete).
+  void averageSharded(func::FuncOp func, unsigned r) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    Value v = ret.getOperand(r);
+    OpBuilder b(ret);
+    afterDefinition(b, v, ret);
+    Value flat = octet::flatPadded(b, v.getLoc(), v, shardWorldSize);
+    auto t = flat.getType().cast<RankedTensorType>();
+    auto shard = RankedTensorType::get({t.getDimSize(0) / shardWorldSize}, t.getElementType());
+    ret.setOperand(r, b.create<fp8::ReduceScatterOp>(v.getLoc(), shard, flat, Value(),
+                                                     fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::avg),
+                                                     b.getI64IntegerAttr(shardWorldSize)));
+    func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
   }
 
   LogicalResult run(func::FuncOp func, Type format) {
@@ -115,6 +143,11 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
         b.setInsertionPoint(ret);
         ret.setOperand(r, fp8Average(b, v.getLoc(), v, format));
         func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
+        if (sharded())
+          func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
+      } else if (sharded() && t.getElementType().isF32() &&
+                 t.getNumElements() * 4 >= std::max<int64_t>(bucketBytes, 1)) {
+        averageSharded(func, r); // what would go alone: the large matrices, where the state is
       } else {
         averaged.push_back(r);
       }
@@ -122,6 +155,10 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     if (!any)
       return func.emitError() << "octet-data-parallel: the function has no gradients; run octet-autodiff first";
     averageInBuckets(func, averaged);
+    if (sharded()) { // shards change the gradient results' types
+      auto ret2 = cast<func::ReturnOp>(body.getTerminator());
+      func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), ret2.getOperandTypes()));
+    }
     return success();
   }
 
@@ -201,6 +238,11 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
 
   void runOnOperation() override {
     ModuleOp m = getOperation();
+    if (shardWorldSize < 0) {
+      m.emitError() << "octet-data-parallel: shard-world-size=" << std::to_string(shardWorldSize) << " is not valid; use 0 (none) or "
+                    << "the number of ranks";
+      return signalPassFailure();
+    }
     if (fp8Format != "e4m3" && fp8Format != "e5m2") {
       m.emitError() << "octet-data-parallel: fp8-format='" << fp8Format << "' is not valid; use e4m3 or e5m2";
       return signalPassFailure();
@@ -220,6 +262,8 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     training.set("data_parallel", b.getStringAttr("true"));
     if (numProcesses > 0)
       training.set("num_processes", b.getStringAttr(std::to_string(numProcesses)));
+    if (sharded())
+      training.set("shard_world_size", b.getStringAttr(std::to_string(shardWorldSize)));
     m->setAttr(octet::kTrainingAttr, training.getDictionary(b.getContext()));
   }
 };
@@ -317,6 +361,29 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
       ar.getOutput().replaceAllUsesWith(done.getOutput());
       ar->erase();
     }
+    // A sharded optimizer's reduce-scatter: started over the whole padded gradient in place, waited
+    // for where its shard is first read, which fp8.shard then takes from the done.
+    SmallVector<fp8::ReduceScatterOp> scatters(body.getOps<fp8::ReduceScatterOp>());
+    for (fp8::ReduceScatterOp rs : scatters) {
+      Operation *reader = firstReader(rs.getOutput());
+      if (!reader)
+        continue;
+      if (auto dq = dyn_cast<fp8::DequantizeOp>(reader); dq && dq.getInput() == rs.getOutput()) {
+        if (Operation *next = firstReader(dq.getOutput()); next && next != dq->getNextNode())
+          dq->moveBefore(next);
+        reader = firstReader(rs.getOutput());
+      }
+      if (rs->getNextNode() == reader)
+        continue; // nothing would run beside it
+      OpBuilder b(rs);
+      auto start = b.create<fp8::ReduceScatterStartOp>(rs.getLoc(), rs.getInput().getType(), rs.getInput(),
+                                                       rs.getScaleInv(), rs.getReductionAttr(), rs.getWorldSizeAttr());
+      b.setInsertionPoint(reader);
+      auto done = b.create<fp8::AllReduceDoneOp>(rs.getLoc(), start.getType(), start.getOutput());
+      auto mine = b.create<fp8::ShardOp>(rs.getLoc(), rs.getType(), done.getOutput(), rs.getWorldSizeAttr());
+      rs.getOutput().replaceAllUsesWith(mine.getOutput());
+      rs->erase();
+    }
   }
 
   void runOnOperation() override {
@@ -331,25 +398,31 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
   std::map<std::string, int64_t> bytes;
-  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0;
+  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0;
   module.walk([&](Operation *op) {
-    if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp>(op))
+    if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp, fp8::ReduceScatterOp, fp8::ReduceScatterStartOp,
+             fp8::AllGatherOp>(op))
       return;
-    overlapped += isa<fp8::AllReduceStartOp>(op);
+    overlapped += isa<fp8::AllReduceStartOp, fp8::ReduceScatterStartOp>(op);
+    scatters += isa<fp8::ReduceScatterOp, fp8::ReduceScatterStartOp>(op);
+    gathers += isa<fp8::AllGatherOp>(op);
     auto t = op->getOperand(0).getType().cast<RankedTensorType>();
     Type e = t.getElementType();
     int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);
     std::string name;
     llvm::raw_string_ostream(name) << e;
     bytes[name] += b;
-    ++count;
+    count += isa<fp8::AllReduceOp, fp8::AllReduceStartOp>(op);
     if (e.isa<Float8E4M3FNType, Float8E5M2Type>()) {
       fp8Grads += b;
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
   });
-  os << "data parallel: " << count << " all-reduces per step (" << overlapped
-     << " overlapping the computation); each rank all-reduces";
+  os << "data parallel: " << count << " all-reduces";
+  if (scatters || gathers)
+    os << ", " << scatters << " reduce-scatters and " << gathers << " all-gathers (the sharded optimizer's)";
+  os << " per step (" << overlapped << " overlapping the computation); each rank "
+     << (scatters || gathers ? "hands its collectives" : "all-reduces");
   bool first = true;
   for (auto &[type, b] : bytes) {
     os << (first ? " " : " + ") << b << " bytes " << type;

@@ -71,6 +71,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     Value grad;
     bool fp8Weight = false; // the weight of an FP8 Linear (MS-AMP storage applies)
     bool gradInFp8 = false; // octet-data-parallel all-reduced it as FP8 codes already
+    int64_t shards = 0;     // octet-data-parallel reduce-scattered it over this many ranks: grad is a shard
   };
 
   /// Learning rate at `s` (f32 scalar: the 0-based step).
@@ -155,7 +156,9 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       auto it = inits.find(of.getValue());
       if (it == inits.end())
         return func.emitError() << "octet-optimizer: gradient of unknown parameter '" << of.getValue() << "'";
-      params.push_back({it->second, ret.getOperand(r), false, bool(func.getResultAttr(r, octet::kGradStorageAttr))});
+      auto shards = func.getResultAttrOfType<IntegerAttr>(r, octet::kGradShardsAttr);
+      params.push_back({it->second, ret.getOperand(r), false, bool(func.getResultAttr(r, octet::kGradStorageAttr)),
+                        shards ? shards.getInt() : 0});
     }
     if (params.empty())
       return func.emitError() << "octet-optimizer: the function has no gradients; run octet-autodiff first";
@@ -237,9 +240,15 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       squares.push_back(r ? g.ox.op("ReduceSumSquare", scalarF32, {p.grad}, {g.ox.si64("keepdims", 0)})
                           : g.mul(p.grad, p.grad));
     }
-    Value sumsq;
-    for (Value s2 : squares)
-      sumsq = sumsq ? g.add(sumsq, s2) : s2;
+    // Sharded gradients' squares are this rank's part: summed over the ranks by one all-reduce.
+    Value sumsq, shardSumsq;
+    for (auto [p, s2] : llvm::zip(params, squares))
+      (p.shards ? shardSumsq : sumsq) = (p.shards ? shardSumsq : sumsq) ? g.add(p.shards ? shardSumsq : sumsq, s2) : s2;
+    if (shardSumsq) {
+      Value all = b.create<fp8::AllReduceOp>(loc, scalarF32, shardSumsq, Value(),
+                                             fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::sum));
+      sumsq = sumsq ? g.add(sumsq, all) : all;
+    }
     Value gnorm = g.unary("Sqrt", sumsq);
     // MS-AMP O2/O3 moments of an FP8 weight updated by one fp8.adam_step (fuse-msamp-adam): it
     // takes the unclipped gradient and the clipping coefficient (Adam's L2 term, which needs the
@@ -276,6 +285,25 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       std::string name = p.init.getName().str();
       auto pt = master[i].getType().cast<RankedTensorType>();
       Value w = master[i], grad = p.grad;
+      // Sharded (ZeRO-2): this rank updates its shard of the flattened, padded weight, with moments
+      // of the shard's size; the updated shards are gathered back whole (replicated weights).
+      auto toShard = [&](Value full) {
+        Value flat = octet::flatPadded(b, loc, full, p.shards);
+        auto ft = flat.getType().cast<RankedTensorType>();
+        return Value(b.create<fp8::ShardOp>(loc, RankedTensorType::get({ft.getDimSize(0) / p.shards}, ft.getElementType()),
+                                            flat, b.getI64IntegerAttr(p.shards)));
+      };
+      auto gathered = [&](Value shard, RankedTensorType whole) {
+        auto st = shard.getType().cast<RankedTensorType>();
+        Value all = b.create<fp8::AllGatherOp>(loc, RankedTensorType::get({st.getDimSize(0) * p.shards}, st.getElementType()),
+                                               shard, b.getI64IntegerAttr(p.shards));
+        return octet::unpadded(b, loc, all, whole);
+      };
+      StringRef momentRole = p.shards ? "optimizer_shard" : "optimizer";
+      if (p.shards) {
+        w = toShard(w);
+        pt = w.getType().cast<RankedTensorType>();
+      }
       if (grad.getType() != pt)
         return p.init.emitError() << "octet-optimizer: the gradient of '" << name << "' has type " << grad.getType()
                                   << ", the parameter " << pt;
@@ -285,7 +313,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           grad = g.add(grad, g.mul(w, c(weightDecay)));
         Value upd = grad;
         if (momentum > 0) {
-          Value buf = state(name + ".momentum_buffer", zerosOf(pt), "optimizer");
+          Value buf = state(name + ".momentum_buffer", zerosOf(pt), momentRole);
           upd = g.add(g.mul(buf, c(momentum)), grad);
           updates.push_back({name + ".momentum_buffer", upd});
         }
@@ -294,13 +322,13 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         if (fusedStep(p)) {
           auto t8 = RankedTensorType::get(pt.getShape(), b.getFloat8E4M3FNType());
           auto t16 = RankedTensorType::get(pt.getShape(), b.getF16Type());
-          Value m8 = state(name + ".exp_avg", zerosOf(t8), "optimizer");
-          Value ms = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
-          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), "optimizer");
-          Value vs = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          Value m8 = state(name + ".exp_avg", zerosOf(t8), momentRole);
+          Value ms = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), momentRole);
+          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), momentRole);
+          Value vs = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), momentRole);
           Value decay = optimizer == "adamw" && weightDecay > 0 ? g.sub(c(1.0), g.mul(lrNow, c(weightDecay))) : c(1.0);
           auto f = [&](StringRef n, double v) { return b.getNamedAttr(n, b.getF32FloatAttr(float(v))); };
-          Value wt = p.init.getResult();
+          Value wt = p.shards ? toShard(p.init.getResult()) : p.init.getResult();
           // An FP8-held gradient (MS-AMP) is read as its codes: a quarter of float32's bytes.
           Value gradSi = c(1.0);
           if (auto dq = grad.getDefiningOp<fp8::DequantizeOp>();
@@ -320,7 +348,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           updates.push_back({name + ".exp_avg_sq", step.getNewExpAvgSq()});
           p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
           setRole(p.init.getResult(), msampLevel == "O3" ? "master_weight" : "weight");
-          updates.push_back({name, step.getNewWeight()});
+          updates.push_back({name, p.shards ? gathered(step.getNewWeight(), p.init.getType().cast<RankedTensorType>())
+                                            : step.getNewWeight()});
           continue;
         }
         if (optimizer == "adam" && weightDecay > 0)
@@ -332,15 +361,15 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         if (o2) {
           auto t8 = RankedTensorType::get(pt.getShape(), b.getFloat8E4M3FNType());
           auto t16 = RankedTensorType::get(pt.getShape(), b.getF16Type());
-          Value m8 = state(name + ".exp_avg", zerosOf(t8), "optimizer");
-          mScaleInv = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          Value m8 = state(name + ".exp_avg", zerosOf(t8), momentRole);
+          mScaleInv = state(name + ".exp_avg.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), momentRole);
           m = b.create<fp8::DequantizeOp>(loc, pt, m8, mScaleInv);
-          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), "optimizer");
-          vScaleInv = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), "optimizer");
+          Value v16 = state(name + ".exp_avg_sq", zerosOf(t16), momentRole);
+          vScaleInv = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), momentRole);
           v = g.mul(g.ox.op("Cast", pt, {v16}, {g.ox.si64("to", 1)}), vScaleInv);
         } else {
-          m = state(name + ".exp_avg", zerosOf(pt), "optimizer");
-          v = state(name + ".exp_avg_sq", zerosOf(pt), "optimizer");
+          m = state(name + ".exp_avg", zerosOf(pt), momentRole);
+          v = state(name + ".exp_avg_sq", zerosOf(pt), momentRole);
         }
         Value m2 = g.add(g.mul(m, c(beta1)), g.mul(grad, c(1.0 - beta1)));
         Value v2 = g.add(g.mul(v, c(beta2)), g.mul(g.mul(grad, grad), c(1.0 - beta2)));
@@ -373,7 +402,9 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         }
       }
       if (p.fp8Weight)
-        next = g.ox.op("Cast", p.init.getType(), {next}, {g.ox.si64("to", 10)});
+        next = g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {next}, {g.ox.si64("to", 10)});
+      if (p.shards)
+        next = gathered(next, p.init.getType().cast<RankedTensorType>());
       p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
       setRole(p.init.getResult(), p.fp8Weight && msampLevel == "O3" ? "master_weight" : "weight");
       updates.push_back({name, next});
@@ -383,11 +414,13 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     octet::appendResult(func, lrNow, "octet.lr");
     octet::appendResult(func, gnorm, "octet.grad_norm");
     octet::appendStateUpdates(func, updates);
-    if (!keepGradients) {
+    {
       // The gradients die in the update that reads them instead of living to the end of the step.
+      // A sharded one is only this rank's part: never a plan output.
       llvm::BitVector drop(func.getNumResults());
       for (unsigned r = 0; r < func.getNumResults(); ++r)
-        if (func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr))
+        if (func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) &&
+            (!keepGradients || func.getResultAttr(r, octet::kGradShardsAttr)))
           drop.set(r);
       ret = cast<func::ReturnOp>(body.getTerminator());
       ret->eraseOperands(drop);

@@ -1,6 +1,7 @@
 //===- StateUtils.cpp - Runtime state in functions -----------------------===//
 #include "StateUtils.h"
 
+#include "OnnxBuilder.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -48,4 +49,28 @@ std::pair<Value, Value> octet::msampScale(OpBuilder &b, Location loc, Value amax
   auto ds = b.create<octet::fp8::DynamicScaleOp>(loc, scalar, scalar, amax, TypeAttr::get(format),
                                                  b.getBoolAttr(true), b.getF32FloatAttr(1e-12f));
   return {ds.getScale(), ds.getScaleInv()};
+}
+
+Value octet::flatPadded(OpBuilder &b, Location loc, Value v, int64_t worldSize) {
+  auto t = v.getType().cast<RankedTensorType>();
+  int64_t n = t.getNumElements(), padded = (n + worldSize - 1) / worldSize * worldSize;
+  OnnxBuilder ox(b, loc);
+  Value flat = t.getRank() == 1 ? v : ox.reshape(v, {n});
+  if (padded == n)
+    return flat;
+  auto zt = RankedTensorType::get({padded - n}, t.getElementType());
+  Value zeros = ox.constant(DenseElementsAttr::get(
+      zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+  return ox.op("Concat", RankedTensorType::get({padded}, t.getElementType()), {flat, zeros}, {ox.si64("axis", 0)});
+}
+
+Value octet::unpadded(OpBuilder &b, Location loc, Value gathered, RankedTensorType whole) {
+  OnnxBuilder ox(b, loc);
+  int64_t n = whole.getNumElements();
+  auto gt = gathered.getType().cast<RankedTensorType>();
+  Value v = gathered;
+  if (gt.getDimSize(0) != n)
+    v = ox.op("Slice", RankedTensorType::get({n}, gt.getElementType()),
+              {gathered, ox.i64s({0}), ox.i64s({n}), ox.i64s({0}), ox.none()});
+  return whole.getRank() == 1 ? v : ox.reshape(v, whole.getShape());
 }

@@ -37,6 +37,13 @@ void appendResult(mlir::func::FuncOp func, mlir::Value v, llvm::StringRef name,
 std::pair<mlir::Value, mlir::Value> msampScale(mlir::OpBuilder &b, mlir::Location loc, mlir::Value amax,
                                                mlir::Type format);
 
+/// `v` flattened and zero-padded to a multiple of `worldSize` elements (1-D): what a sharding
+/// collective splits into equal shards, rank r's at r * length / worldSize.
+mlir::Value flatPadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, int64_t worldSize);
+
+/// The inverse for a gathered 1-D tensor: its first elements in `whole`'s shape.
+mlir::Value unpadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value gathered, mlir::RankedTensorType whole);
+
 } // namespace octet
 
 #endif

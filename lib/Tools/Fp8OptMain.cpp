@@ -75,11 +75,10 @@ int octet::fp8OptMain(int argc, char **argv) {
                  clEnumValN(Emit::ONNX, "onnx", "ONNX ModelProto (binary protobuf)"),
                  clEnumValN(Emit::Plan, "plan", "runtime plan for fp8-run (docs/PLAN.md)")),
       cl::init(Emit::Auto), cl::cat(basicCat));
-  static cl::opt<InputFormat> inputFormat(
-      "input-format", cl::desc("Input format (default: from the extension, else sniffed)"),
-      cl::values(clEnumValN(InputFormat::MLIR, "mlir", "MLIR text"),
-                 clEnumValN(InputFormat::ONNX, "onnx", "ONNX ModelProto")),
-      cl::init(InputFormat::Auto), cl::cat(importCat));
+  static cl::opt<std::string> inputFormat(
+      "input-format", cl::desc("Input format: mlir (MLIR text) or onnx (ModelProto); default: from the extension, "
+                               "else sniffed"),
+      cl::cat(importCat));
   static cl::opt<std::string> recipe("recipe", cl::desc("FP8 recipe pipeline to run (see --list-recipes)"),
                                      cl::value_desc("name"), cl::cat(basicCat));
   static cl::opt<bool> listRecipes("list-recipes", cl::desc("List the recipes and exit"),
@@ -371,6 +370,13 @@ int octet::fp8OptMain(int argc, char **argv) {
                "waited for where the optimizer reads it, running beside the rest of the backward pass "
                "(octet-overlap-collectives; default on)"),
       cl::init(true), cl::cat(dpCat));
+  static cl::opt<int64_t> shardOptimizer(
+      "shard-optimizer",
+      cl::desc("Data-parallel plans: shard the optimizer over N ranks (ZeRO-2): each large gradient is "
+               "reduce-scattered (MS-AMP O1/O2: as FP8 codes), each rank keeps the moments of and updates 1/N "
+               "of the weight, and the updated shards are all-gathered; the plan then runs on exactly N ranks "
+               "(default 0: gradients all-reduced, state replicated)"),
+      cl::value_desc("N"), cl::init(0), cl::cat(dpCat));
   static cl::opt<int64_t> gradientBucketBytes(
       "gradient-bucket-bytes",
       cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
@@ -559,13 +565,19 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (gradientBucketBytes < 0)
     return error("--gradient-bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
                  " is not valid; use an integer >= 0");
+  if (shardOptimizer < 0 || shardOptimizer == 1)
+    return error("--shard-optimizer=" + std::to_string(shardOptimizer.getValue()) +
+                 " is not valid; use the number of ranks (2 or more), or 0 for none");
+  if (shardOptimizer > 1 && !dataParallelOn)
+    return error("--shard-optimizer shards across data-parallel ranks; add --data-parallel");
   if (dataParallelOn) {
     std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
     if (!train || gradOnly)
       return error(why + " trains across ranks; add --train (without --gradients-only)");
     if (storageLevel == "O3")
-      return error(why + ": MS-AMP O3 shards weights and optimizer state across ranks, which Octet does not do "
-                         "yet; use msamp:O2 (FP8 gradients all-reduced, state replicated)");
+      return error(why + ": MS-AMP O3 shards its FP16 master weights across ranks, which Octet does not do "
+                         "yet; use msamp:O2 with --shard-optimizer N (FP8 gradients reduce-scattered, moments "
+                         "sharded, FP16 weights replicated)");
   }
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
@@ -628,6 +640,7 @@ int octet::fp8OptMain(int argc, char **argv) {
              ((storageLevel == "O1" || storageLevel == "O2") && fp8AllReduce ? "true" : "false") +
              " fp8-format=" + fp8AllReduceFormat.getValue() +
              " bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
+             " shard-world-size=" + std::to_string(shardOptimizer.getValue()) +
              (rc.numProcesses > 1 ? " num-processes=" + std::to_string(rc.numProcesses) : "") + "}";
       p += ",octet-optimizer{" + o + "}";
     }
@@ -677,7 +690,11 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (!input)
     return error("cannot read '" + inputFilename + "': " + errorMessage);
 
-  InputFormat format = inputFormat;
+  if (!inputFormat.empty() && inputFormat != "mlir" && inputFormat != "onnx")
+    return error("--input-format='" + inputFormat + "' is not valid; use mlir or onnx");
+  InputFormat format = inputFormat == "mlir"   ? InputFormat::MLIR
+                       : inputFormat == "onnx" ? InputFormat::ONNX
+                                               : InputFormat::Auto;
   if (format == InputFormat::Auto) {
     llvm::StringRef ext = llvm::sys::path::extension(inputFilename);
     if (ext == ".onnx")

@@ -978,6 +978,75 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     });
     return;
   }
+  if (t == "fp8.reduce_scatter" || t == "fp8.reduce_scatter_start" || t == "fp8.all_gather" || t == "fp8.shard") {
+    // The sharded optimizer's (fp8-opt --shard-optimizer), whose shapes fix the world size: the
+    // run's must be the plan's. A reduce-scatter or all-gather runs on the collectives' stream and
+    // the step's stream waits for it at once (a reduce-scatter's start: at its fp8.all_reduce_done);
+    // a shard is this rank's slice of a replicated tensor.
+    Communicator *comm = communicator();
+    int64_t n = attrInt(op, "world_size", 0);
+    if (n != worldSize())
+      fail(op, "the plan shards across " + std::to_string(n) + " ranks (fp8-opt --shard-optimizer) and this run has " +
+                   std::to_string(worldSize()) + "; run it with --nproc-per-node " + std::to_string(n));
+    if (comm && !comm->deviceMemory())
+      fail(op, "this process's communicator (" + comm->backend() + ") works on host memory; start the ranks "
+               "with --device cuda for NCCL, or run them all with --device cpu");
+    DType dt = typeOf(op.inputs[0]);
+    const char *in = static_cast<const char *>(devicePtr(op.inputs[0]));
+    char *o = static_cast<char *>(outPtr(0));
+    size_t outB = outBytes(0), inElems = size_t(numElements(shapeOf(op.inputs[0])));
+    size_t inB = inElems * dtypeSize(dt);
+    bool start = t == "fp8.reduce_scatter_start";
+    if (n < 1 || typeOf(op.outputs[0]) != dt ||
+        (start ? outB != inB : t == "fp8.all_gather" ? outB != inB * size_t(n) : outB * size_t(n) != inB))
+      fail(op, "its input and result sizes do not match world_size " + std::to_string(n));
+    size_t from = t == "fp8.shard" ? size_t(comm ? comm->rank() : 0) * outB : 0;
+    if (start)
+      collectiveOf_[op.outputs[0]] = -1; // its done waits for nothing unless a collective runs
+    if (t == "fp8.shard" || n == 1) { // one rank: each collective is a copy
+      out.push_back([=](cudaStream_t s) -> std::string {
+        if (o == in + from) // a start in place
+          return "";
+        cudaError_t e = cudaMemcpyAsync(o, in + from, outB, cudaMemcpyDeviceToDevice, s);
+        return e == cudaSuccess ? "" : std::string("shard copy: ") + cudaGetErrorString(e);
+      });
+      return;
+    }
+    bool scatter = t != "fp8.all_gather";
+    std::string red = attrStr(op, "reduction", "sum");
+    if (scatter && red != "sum" && red != "max" && red != "avg")
+      fail(op, "reduction must be sum, max or avg, got '" + red + "'");
+    if (scatter && isFp8(dt) && red == "avg")
+      fail(op, "an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+    ReduceOp r = red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum;
+    int ev = newCollective();
+    allReduces_.push_back({dt, inElems}); // the payload handed over, as the CPU reference counts it
+    // A start reduces in place in the whole buffer (NCCL's in-place reduce-scatter: this rank's
+    // slice of it receives), the done waits.
+    size_t part = start ? inElems / size_t(n) : scatter ? outB / dtypeSize(dt) : 0;
+    size_t mine = start ? size_t(comm->rank()) * part * dtypeSize(dt) : 0;
+    if (start)
+      collectiveOf_[op.outputs[0]] = ev;
+    out.push_back([=](cudaStream_t s) -> std::string {
+      if (start && o != in)
+        if (cudaError_t e = cudaMemcpyAsync(o, in, inB, cudaMemcpyDeviceToDevice, s); e != cudaSuccess)
+          return std::string("reduce-scatter copy: ") + cudaGetErrorString(e);
+      cudaEventRecord(collReady_[size_t(ev)], s);
+      cudaStreamWaitEvent(commStream_, collReady_[size_t(ev)], 0);
+      if (start)
+        comm->reduceScatter(o, o + mine, part, dt, r, commStream_);
+      else if (scatter)
+        comm->reduceScatter(in, o, part, dt, r, commStream_);
+      else
+        comm->allGather(in, o, inB, commStream_);
+      cudaEventRecord(collDone_[size_t(ev)], commStream_);
+      if (!start)
+        cudaStreamWaitEvent(s, collDone_[size_t(ev)], 0);
+      cudaError_t e = cudaGetLastError();
+      return e == cudaSuccess ? "" : std::string(scatter ? "reduce-scatter: " : "all-gather: ") + cudaGetErrorString(e);
+    });
+    return;
+  }
   if (t == "fp8.world_size") {
     auto *o = static_cast<float *>(outPtr(0));
     float n = float(worldSize());

@@ -1,4 +1,4 @@
-//===- CollectiveKernels.cpp - fp8.all_reduce and fp8.world_size on the CPU ===//
+//===- CollectiveKernels.cpp - fp8 collectives and fp8.world_size on the CPU ===//
 //
 // The CPU reference of a data-parallel plan's collectives: the process's
 // communicator (Collective.h; Gloo in fp8-run) reduces host buffers in place.
@@ -10,6 +10,7 @@
 #include "octet/runtime/Collective.h"
 
 #include <cmath>
+#include <cstring>
 
 
 namespace octet::rt {
@@ -63,6 +64,69 @@ void allReduceKernel(KernelContext &c) {
   c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
 }
 
+/// A sharding op's world size: the plan's, which the run's must be (shards' shapes depend on it).
+/// `whole`: the input is the whole tensor (of world_size shards), not one shard.
+int64_t shardRanks(KernelContext &c, bool whole = true) {
+  int64_t n = c.attrInt("world_size", 0);
+  if (n < 1 || (whole && c.input(0).numel() % n))
+    c.fail("world_size " + std::to_string(n) + " does not divide the input's " + std::to_string(c.input(0).numel()) +
+           " elements");
+  if (n != worldSize())
+    c.fail("the plan shards across " + std::to_string(n) + " ranks (fp8-opt --shard-optimizer) and this run has " +
+           std::to_string(worldSize()) + "; run it with --nproc-per-node " + std::to_string(n));
+  return n;
+}
+
+void reduceScatterKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t n = shardRanks(c), part = x.numel() / n;
+  std::string red = c.attrString("reduction", "sum");
+  if (red != "sum" && red != "max" && red != "avg")
+    c.fail("reduction must be sum, max or avg, got '" + red + "'");
+  if (isFp8(x.dtype) && red == "avg")
+    c.fail("an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+  Tensor out(x.dtype, {part});
+  Communicator *comm = communicator();
+  if (!comm || n == 1) { // one rank: the reduction of one tensor
+    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
+  } else {
+    if (comm->deviceMemory())
+      c.fail("this process's communicator (" + comm->backend() + ") reduces device memory; run the plan with --device cuda");
+    comm->record(x.dtype, size_t(x.numel()));
+    comm->reduceScatter(x.bytes.data(), out.bytes.data(), size_t(part), x.dtype,
+                        red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum);
+  }
+  DType want = c.outputDType(0);
+  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+}
+
+void allGatherKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t n = shardRanks(c, false);
+  Tensor out(x.dtype, {x.numel() * n});
+  Communicator *comm = communicator();
+  if (!comm || n == 1) {
+    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
+  } else {
+    if (comm->deviceMemory())
+      c.fail("this process's communicator (" + comm->backend() + ") gathers device memory; run the plan with --device cuda");
+    comm->record(x.dtype, size_t(x.numel()));
+    comm->allGather(x.bytes.data(), out.bytes.data(), x.bytes.size());
+  }
+  DType want = c.outputDType(0);
+  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+}
+
+void shardKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  int64_t n = shardRanks(c), part = x.numel() / n;
+  Tensor out(x.dtype, {part});
+  size_t bytes = out.bytes.size();
+  std::memcpy(out.bytes.data(), x.bytes.data() + size_t(communicator() ? communicator()->rank() : 0) * bytes, bytes);
+  DType want = c.outputDType(0);
+  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+}
+
 void worldSizeKernel(KernelContext &c) {
   Tensor t(DType::F32, {});
   t.data<float>()[0] = float(worldSize());
@@ -77,6 +141,14 @@ void registerCollectiveKernels(std::map<std::string, Kernel> &k) {
   k["fp8.all_reduce_start"] = allReduceKernel;
   k["fp8.all_reduce_done"] = [](KernelContext &c) { c.setOutput(0, std::make_shared<Tensor>(c.input(0))); };
   k["fp8.world_size"] = worldSizeKernel;
+  k["fp8.reduce_scatter"] = reduceScatterKernel;
+  // The reference reduces the whole buffer at the start (every slice, this rank's included).
+  k["fp8.reduce_scatter_start"] = [](KernelContext &c) {
+    shardRanks(c);
+    allReduceKernel(c);
+  };
+  k["fp8.all_gather"] = allGatherKernel;
+  k["fp8.shard"] = shardKernel;
 }
 
 } // namespace octet::rt

@@ -314,6 +314,14 @@ int run(const Options &o) {
     if (o.train.data.empty())
       return 0;
   }
+  // A sharded optimizer's shapes fix the number of ranks (fp8-opt --shard-optimizer N).
+  if (auto sh = ex.plan().training.find("shard_world_size"); sh != ex.plan().training.end()) {
+    int n = std::atoi(sh->second.c_str());
+    if (n != worldSize())
+      throw Error(o.plan + ": the plan shards its optimizer across " + sh->second + " ranks (fp8-opt " +
+                  "--shard-optimizer) and this run has " + std::to_string(worldSize()) + "; run it with " +
+                  "--nproc-per-node " + sh->second + " (or compile it for " + std::to_string(worldSize()) + ")");
+  }
   if (o.benchmark)
     return benchmark(ex, o);
   if (!o.dumpGradients.empty() && ex.plan().gradients.empty()) // before running: fail fast

@@ -192,25 +192,44 @@ static uint32_t checksum(const NamedTensors &ts) {
   return crc;
 }
 
-static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count) {
+static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count, int rank, size_t shards) {
   JsonOut j = {{"format", "octet-checkpoint"}, {"version", 1},          {"step", m.step},
                       {"seed", m.seed},               {"data", m.data},        {"recipe", m.recipe},
                       {"world_size", m.worldSize},    {"tensors", count},      {"crc32", crc}};
+  if (rank >= 0)
+    j["rank"] = rank;
+  else if (shards)
+    j["shard_files"] = m.worldSize;
   return dumpJson(j);
 }
 
-void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta) {
+std::set<std::string> shardedStates(const Plan &p) {
+  std::set<std::string> names;
+  for (auto &[id, role] : p.roles)
+    if (role == "optimizer_shard")
+      names.insert(p.values[size_t(id)].name);
+  return names;
+}
+
+std::string shardCheckpointPath(const std::string &path, int rank) {
+  std::string stem = endsWith(path, ".npz") ? path.substr(0, path.size() - 4) : path;
+  return stem + ".rank" + std::to_string(rank) + ".npz";
+}
+
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank) {
+  std::set<std::string> sharded = shardedStates(ex.plan());
   NamedTensors ts;
   for (auto &[name, t] : ex.state()) // std::map: sorted, so the checksum order is fixed
-    ts.emplace_back(name, t);
-  std::string json = metaJson(meta, checksum(ts), ts.size());
+    if (sharded.count(name) == size_t(rank >= 0))
+      ts.emplace_back(name, t);
+  std::string json = metaJson(meta, checksum(ts), ts.size(), rank, sharded.size());
   auto m = std::make_shared<Tensor>(DType::U8, Shape{int64_t(json.size())});
   std::memcpy(m->bytes.data(), json.data(), json.size());
   ts.emplace_back("octet.meta", m);
   writeNpz(path, ts);
 }
 
-CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
   NamedTensors ts = readNpz(path);
   auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
   TensorPtr meta;
@@ -249,10 +268,21 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
   if (m.step < 0 || m.worldSize < 1 || crc < 0 || crc > int64_t(UINT32_MAX) ||
       field("tensors", int64_t(-1)) != int64_t(tensors.size()))
     throw bad("octet.meta has an impossible step, world size, tensor count or checksum");
+  std::set<std::string> sharded = shardedStates(ex.plan());
+  if (field("rank", int64_t(-1)) != rank)
+    throw bad(rank >= 0 ? "not rank " + std::to_string(rank) + "'s file of a sharded checkpoint"
+                        : "a rank's file of a sharded checkpoint; resume from the file the run was given");
+  if (rank < 0 && field("shard_files", int64_t(0)) != (sharded.empty() ? 0 : m.worldSize))
+    throw Error(path + (sharded.empty() ? ": a sharded run's checkpoint; this plan's optimizer is not sharded"
+                                        : ": not a sharded run's checkpoint; this plan shards its optimizer") +
+                " (compile the plan as the run that wrote it was)");
   std::sort(tensors.begin(), tensors.end(), [](auto &a, auto &b) { return a.first < b.first; });
   if (checksum(tensors) != uint32_t(crc))
     throw bad("checksum mismatch (the file is corrupt)");
-  std::map<std::string, TensorPtr> state = ex.state();
+  std::map<std::string, TensorPtr> state;
+  for (auto &[name, t] : ex.state())
+    if (sharded.count(name) == size_t(rank >= 0))
+      state.emplace(name, t);
   std::set<std::string> seen;
   // FP8 input scaling that Linears reading one tensor share (fp8-opt --share-input-scaling, on by
   // default) is one state, named after the first Linear: plans compiled with and without it differ.
@@ -287,13 +317,13 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex) {
 void printMemoryReport(const Plan &p, std::ostream &os) {
   // The trained parameters: those with gradients, or (plans compiled with --keep-gradients=false)
   // the state the optimizer updates as weights.
-  std::vector<std::string> params;
+  // the state the optimizer updates as weights (a sharded gradient is no plan output either).
+  std::set<std::string> params;
   for (auto &[param, gradId] : p.gradients)
-    params.push_back(param);
-  if (params.empty())
-    for (auto &[id, role] : p.roles)
-      if (role == "weight" || role == "master_weight")
-        params.push_back(p.values[size_t(id)].name);
+    params.insert(param);
+  for (auto &[id, role] : p.roles)
+    if (role == "weight" || role == "master_weight")
+      params.insert(p.values[size_t(id)].name);
   if (params.empty())
     throw Error("--report-memory needs a training plan (fp8-opt --train)");
   std::map<std::string, const Tensor *> byName;
@@ -334,7 +364,7 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
 
     g.grads += double(n) * double(dtypeSize(gd));
     for (auto &[name, role] : roleOf)
-      if (role == "optimizer" && name.compare(0, param.size() + 1, param + ".") == 0)
+      if ((role == "optimizer" || role == "optimizer_shard") && name.compare(0, param.size() + 1, param + ".") == 0)
         g.optim += double(byName[name]->bytes.size());
   }
   auto row = [&](const char *label, const Group &g) {
@@ -350,7 +380,10 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   auto lvl = p.training.find("msamp_level");
   os << "memory per parameter (bytes), recipe '" << (p.recipe.empty() ? "none" : p.recipe) << "', optimizer "
      << (it == p.training.end() ? "?" : it->second)
-     << (lvl != p.training.end() && !lvl->second.empty() ? ", MS-AMP " + lvl->second + " storage" : "") << "\n";
+     << (lvl != p.training.end() && !lvl->second.empty() ? ", MS-AMP " + lvl->second + " storage" : "");
+  if (auto sh = p.training.find("shard_world_size"); sh != p.training.end())
+    os << ", optimizer sharded over " << sh->second << " ranks (one rank's bytes)";
+  os << "\n";
   os << "group                    params  weights    grads  optimizer    total\n";
   row("FP8 Linear (low)", fp8Lin);
   row(fp8Lin.params ? "other (FP32)" : "all (FP32)", other);
@@ -520,8 +553,15 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   }
 
   CheckpointMeta meta{0, o.seed, o.data, p.recipe, ranks};
+  bool shardedRun = !shardedStates(p).empty();
   if (!o.resume.empty()) {
     CheckpointMeta m = loadCheckpoint(o.resume, ex);
+    if (shardedRun && m.worldSize == ranks) { // this rank's part, written at the same step
+      std::string own = shardCheckpointPath(o.resume, rank);
+      if (loadCheckpoint(own, ex, rank).step != m.step)
+        throw Error(own + ": written at another step than " + o.resume + " (an interrupted write); resume from "
+                          "an earlier checkpoint");
+    }
     if (m.worldSize != ranks) // another world size reads other batches: the run would not continue
       throw Error(o.resume + ": written by " + std::to_string(m.worldSize) + " rank(s), this run has " +
                   std::to_string(ranks) + "; resume with --nproc-per-node " + std::to_string(m.worldSize) +
@@ -660,10 +700,14 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                     hms(eta).c_str());
       std::cerr << (tty ? "\r" : "") << buf << (tty && step + 1 < o.steps ? "" : "\n") << std::flush;
     }
-    if (lead && !o.checkpoint.empty() &&
-        ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
+    if (!o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
       meta.step = step + 1;
-      writeCheckpoint(o.checkpoint, ex, meta);
+      if (shardedRun) { // every rank its part; rank 0 the rest last, once every part is written
+        writeCheckpoint(shardCheckpointPath(o.checkpoint, rank), ex, meta, rank);
+        comm->barrier();
+      }
+      if (lead)
+        writeCheckpoint(o.checkpoint, ex, meta);
     }
   }
   if (!o.lossPng.empty() && lead)

@@ -53,3 +53,24 @@ func.func @adjacent(%g: tensor<64xf32>) -> tensor<f32> {
   %s, %si = fp8.dynamic_scale %r {format = f8E4M3FN} : tensor<f32>
   return %si : tensor<f32>
 }
+
+// -----
+
+// A sharded optimizer's reduce-scatter starts over the whole gradient (in place, as NCCL reduces a
+// reduce-scatter in place), is waited for before the shard's first reader, and fp8.shard takes
+// this rank's slice of the done.
+// CHECK-LABEL: func.func @reduce_scatter
+// CHECK: %[[G:.+]] = onnx.Mul %arg0, %arg0
+// CHECK-NEXT: %[[F:.+]] = fp8.reduce_scatter_start %[[G]] {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<64xf32>
+// CHECK-NEXT: onnx.Exp %arg1
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce_done %[[F]] : tensor<64xf32> -> tensor<64xf32>
+// CHECK-NEXT: %[[S:.+]] = fp8.shard %[[R]] {world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>
+// CHECK-NEXT: onnx.Neg %[[S]]
+// CHECK-NOT: fp8.reduce_scatter {
+func.func @reduce_scatter(%w: tensor<64xf32>, %x: tensor<64xf32>) -> (tensor<32xf32>, tensor<64xf32>) {
+  %g = onnx.Mul %w, %w : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  %r = fp8.reduce_scatter %g {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>
+  %b = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %n = onnx.Neg %r : (tensor<32xf32>) -> tensor<32xf32>
+  return %n, %b : tensor<32xf32>, tensor<64xf32>
+}

@@ -42,6 +42,9 @@ constexpr llvm::StringLiteral kDataParallelAttr = "octet.data_parallel";
 constexpr llvm::StringLiteral kGradOfAttr = "octet.grad_of";
 /// On a gradient result: the element type the gradient is held in (MS-AMP: FP8).
 constexpr llvm::StringLiteral kGradStorageAttr = "octet.grad_storage";
+/// On a gradient result: the number of ranks it was reduce-scattered over (octet-data-parallel
+/// shard-world-size): the result is this rank's 1-D shard of the flattened, zero-padded gradient.
+constexpr llvm::StringLiteral kGradShardsAttr = "octet.grad_shards";
 /// On a state initializer: what it holds (weight, master_weight, optimizer, step; FP8 scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
 /// On the module: the optimizer settings of a training step (octet-optimizer).

@@ -253,6 +253,13 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     `octet.grad_storage` so the optimizer does not quantize it again. The
     world size is a runtime value: the plan runs on any number of ranks,
     one included. The module gets `octet.data_parallel`.
+
+    With `shard-world-size` N > 1 a gradient that would go alone is instead
+    flattened, zero-padded to a multiple of N and reduce-scattered
+    (`fp8.reduce_scatter`; FP8 codes for MS-AMP's FP8 gradients, summed): the
+    result is this rank's 1-D shard, marked `octet.grad_shards` = N, which
+    octet-optimizer updates and all-gathers. The plan then fixes its world
+    size (`shard_world_size` in the plan's training section).
   }];
   let options = [
     Option<"fp8Gradients", "fp8-gradients", "bool", "false",
@@ -265,6 +272,11 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     Option<"numProcesses", "num-processes", "int64_t", "0",
            "The number of processes the plan is meant for (an Accelerate config's num_processes), written "
            "to the plan as fp8-run's default --nproc-per-node; 0: none">,
+    Option<"shardWorldSize", "shard-world-size", "int64_t", "0",
+           "Shard the optimizer over this many ranks (ZeRO-2, MS-AMP O3's sharding): each gradient that goes "
+           "alone (at least bucket-bytes, float32, or FP8) is reduce-scattered, so each rank holds and "
+           "updates 1/N of it (octet-optimizer gathers the updated weights); the plan then runs on exactly "
+           "this many ranks. 0 or 1: gradients all-reduced, state replicated">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
@@ -294,8 +306,11 @@ def OverlapCollectives : Pass<"octet-overlap-collectives", "mlir::ModuleOp"> {
     start goes right after the last definition among its operands, the done
     right before the first reader of the result; an fp8.dequantize reading
     only the done moves down to its own first reader first. An all-reduce
-    with nothing between the two points stays as it is. fp8-opt runs it for
-    plans written with `--data-parallel` (`--overlap-collectives`).
+    with nothing between the two points stays as it is. A sharded
+    optimizer's `fp8.reduce_scatter` likewise becomes an
+    `fp8.reduce_scatter_start` over the whole gradient, in place, a done
+    before the shard's first reader and the `fp8.shard` of the done. fp8-opt
+    runs it for plans written with `--data-parallel` (`--overlap-collectives`).
   }];
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }

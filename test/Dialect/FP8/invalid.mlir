@@ -250,7 +250,7 @@ func.func @all_reduce_start_readers(%x: tensor<64xf32>) -> tensor<64xf32> {
 // -----
 
 func.func @all_reduce_done_of_nothing(%x: tensor<64xf32>) -> tensor<64xf32> {
-  // expected-error @+1 {{waits for an fp8.all_reduce_start's result}}
+  // expected-error @+1 {{waits for an fp8.all_reduce_start's or fp8.reduce_scatter_start's result}}
   %r = fp8.all_reduce_done %x : tensor<64xf32> -> tensor<64xf32>
   return %r : tensor<64xf32>
 }
@@ -334,4 +334,70 @@ func.func @adam_step_moment_type(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %
   // expected-error @+1 {{operand #3 must be tensor of f8E4M3FN type values}}
   %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
   return %w2 : tensor<64x32xf16>
+}
+
+// -----
+
+func.func @reduce_scatter_lengths(%x: tensor<64xf32>) -> tensor<30xf32> {
+  // expected-error @+1 {{the whole tensor has 64 elements, not world_size (2) times the shard's 30}}
+  %r = fp8.reduce_scatter %x {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<30xf32>
+  return %r : tensor<30xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_fp8_avg(%q: tensor<64xf8E4M3FN>, %s: tensor<f32>) -> tensor<32xf8E4M3FN> {
+  // expected-error @+1 {{an FP8 payload cannot be averaged by the collective}}
+  %r = fp8.reduce_scatter %q, %s {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<32xf8E4M3FN>
+  return %r : tensor<32xf8E4M3FN>
+}
+
+// -----
+
+func.func @reduce_scatter_fp8_needs_scale(%q: tensor<64xf8E4M3FN>) -> tensor<32xf8E4M3FN> {
+  // expected-error @+1 {{an FP8 input needs its scale_inv}}
+  %r = fp8.reduce_scatter %q {world_size = 2 : i64} : tensor<64xf8E4M3FN> -> tensor<32xf8E4M3FN>
+  return %r : tensor<32xf8E4M3FN>
+}
+
+// -----
+
+func.func @all_gather_rank(%x: tensor<4x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{shards are static 1-D tensors (flatten and pad the tensor first)}}
+  %r = fp8.all_gather %x {world_size = 2 : i64} : tensor<4x8xf32> -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @all_gather_types(%x: tensor<4xf16>) -> tensor<8xf32> {
+  // expected-error @+1 {{input and result element types must match}}
+  %r = fp8.all_gather %x {world_size = 2 : i64} : tensor<4xf16> -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+func.func @shard_world(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{world_size must be at least 1}}
+  %r = fp8.shard %x {world_size = 0 : i64} : tensor<8xf32> -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_start_reader(%x: tensor<64xf32>) -> tensor<64xf32> {
+  // expected-error @+1 {{its result is in flight: only fp8.all_reduce_done may read it}}
+  %f = fp8.reduce_scatter_start %x {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<64xf32>
+  %n = onnx.Neg %f : (tensor<64xf32>) -> tensor<64xf32>
+  return %n : tensor<64xf32>
+}
+
+// -----
+
+func.func @reduce_scatter_start_length(%x: tensor<63xf32>) -> tensor<63xf32> {
+  // expected-error @+1 {{the input is a static 1-D tensor whose length world_size divides}}
+  %f = fp8.reduce_scatter_start %x {world_size = 2 : i64} : tensor<63xf32> -> tensor<63xf32>
+  %d = fp8.all_reduce_done %f : tensor<63xf32> -> tensor<63xf32>
+  return %d : tensor<63xf32>
 }

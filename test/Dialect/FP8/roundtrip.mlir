@@ -111,3 +111,18 @@ func.func @adam_step(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64
   %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
   return %w2, %m2, %ms, %v2, %vs : tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @sharding
+// CHECK: fp8.reduce_scatter %{{.+}} {reduction = #fp8.reduction<avg>, world_size = 4 : i64} : tensor<64xf32> -> tensor<16xf32>
+// CHECK: fp8.reduce_scatter %{{.+}}, %{{.+}} {world_size = 4 : i64} : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<16xf8E4M3FN>
+// CHECK: fp8.shard %{{.+}} {world_size = 4 : i64} : tensor<64xf16> -> tensor<16xf16>
+// CHECK: fp8.all_gather %{{.+}} {world_size = 4 : i64} : tensor<16xf16> -> tensor<64xf16>
+func.func @sharding(%g: tensor<64xf32>, %q: tensor<64xf8E4M3FN>, %s: tensor<f32>, %w: tensor<64xf16>) -> (tensor<16xf32>, tensor<16xf8E4M3FN>, tensor<64xf16>) {
+  %a = fp8.reduce_scatter %g {reduction = #fp8.reduction<avg>, world_size = 4 : i64} : tensor<64xf32> -> tensor<16xf32>
+  %b = fp8.reduce_scatter %q, %s {world_size = 4 : i64} : tensor<64xf8E4M3FN>, tensor<f32> -> tensor<16xf8E4M3FN>
+  %c = fp8.shard %w {world_size = 4 : i64} : tensor<64xf16> -> tensor<16xf16>
+  %d = fp8.all_gather %c {world_size = 4 : i64} : tensor<16xf16> -> tensor<64xf16>
+  return %a, %b, %d : tensor<16xf32>, tensor<16xf8E4M3FN>, tensor<64xf16>
+}

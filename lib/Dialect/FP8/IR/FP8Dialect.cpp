@@ -255,11 +255,63 @@ LogicalResult AllReduceStartOp::verify() {
   return success();
 }
 
+/// The shapes of a sharding op: a 1-D `whole` of world_size times the 1-D `part`, one element type.
+static LogicalResult verifyShards(Operation *op, Type whole, Type part, int64_t worldSize) {
+  auto w = whole.cast<RankedTensorType>(), p = part.cast<RankedTensorType>();
+  if (worldSize < 1)
+    return op->emitOpError("world_size must be at least 1");
+  if (w.getElementType() != p.getElementType())
+    return op->emitOpError("input and result element types must match");
+  if (w.getRank() != 1 || p.getRank() != 1 || w.isDynamicDim(0) || p.isDynamicDim(0))
+    return op->emitOpError("shards are static 1-D tensors (flatten and pad the tensor first)");
+  if (w.getDimSize(0) != worldSize * p.getDimSize(0))
+    return op->emitOpError("the whole tensor has ") << w.getDimSize(0) << " elements, not world_size (" << worldSize
+                                                      << ") times the shard's " << p.getDimSize(0);
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyShards(*this, getInput().getType(), getOutput().getType(), getWorldSize())))
+    return failure();
+  bool fp8 = getInput().getType().cast<ShapedType>().getElementType().isa<Float8E4M3FNType, Float8E5M2Type>();
+  if (fp8 != bool(getScaleInv()))
+    return emitOpError(fp8 ? "an FP8 input needs its scale_inv (the scale every rank cast with)"
+                           : "a high-precision input takes no scale_inv");
+  if (getScaleInv() && !isScalarLike(getScaleInv().getType()))
+    return emitOpError("scale_inv must be per-tensor (0-d)");
+  if (fp8 && getReduction() == Reduction::avg)
+    return emitOpError("an FP8 payload cannot be averaged by the collective: pre-divide it by the world size before "
+                       "its cast and sum it");
+  return success();
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  auto t = getInput().getType().cast<RankedTensorType>();
+  if (getOutput().getType() != t)
+    return emitOpError("input and result types must match (the result is the whole buffer in flight)");
+  if (getWorldSize() < 1 || t.getRank() != 1 || t.isDynamicDim(0) || t.getDimSize(0) % getWorldSize())
+    return emitOpError("the input is a static 1-D tensor whose length world_size divides");
+  if (failed(verifyAllReduce(*this, getInput(), getScaleInv(), getReduction(), getOutput().getType())))
+    return failure();
+  for (Operation *u : getOutput().getUsers())
+    if (!isa<AllReduceDoneOp>(u))
+      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyShards(*this, getOutput().getType(), getInput().getType(), getWorldSize());
+}
+
+LogicalResult ShardOp::verify() {
+  return verifyShards(*this, getInput().getType(), getOutput().getType(), getWorldSize());
+}
+
 LogicalResult AllReduceDoneOp::verify() {
   if (getInput().getType() != getOutput().getType())
     return emitOpError("input and result types must match");
-  if (!getInput().getDefiningOp<AllReduceStartOp>())
-    return emitOpError("waits for an fp8.all_reduce_start's result");
+  if (!getInput().getDefiningOp<AllReduceStartOp>() && !getInput().getDefiningOp<ReduceScatterStartOp>())
+    return emitOpError("waits for an fp8.all_reduce_start's or fp8.reduce_scatter_start's result");
   return success();
 }
 

@@ -42,12 +42,15 @@ inline bool sharesOperandBuffer(std::string_view opType) {
 /// operand's elements that a result element depends on before it writes that element: the loss
 /// gradient finds a row's log-sum-exp before it writes the row, then reads and writes each
 /// element in the same thread.
-/// An all-reduce's start reduces in place over the gradient it reads last; an fp8.gemm adds its
+/// An all-reduce's (or reduce-scatter's) start reduces in place over the gradient it reads last; an fp8.gemm adds its
 /// product to `accumulate` (input 6) element for element (cuBLASLt reads C where it writes D).
 inline int resultTakesOperand(std::string_view opType) {
   if (opType == "fp8.gemm")
     return 6;
-  return opType == "octet::SoftmaxCrossEntropyLossGrad" || opType == "fp8.all_reduce_start" ? 0 : -1;
+  return opType == "octet::SoftmaxCrossEntropyLossGrad" || opType == "fp8.all_reduce_start" ||
+                 opType == "fp8.reduce_scatter_start"
+             ? 0
+             : -1;
 }
 
 } // namespace octet::rt

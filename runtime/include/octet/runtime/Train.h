@@ -11,6 +11,7 @@
 #include "octet/runtime/Npz.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,17 @@ struct CheckpointMeta {
   std::string data, recipe;
   int64_t worldSize = 1; // ranks that trained it (a data-parallel run resumes on as many)
 };
-void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta);
-CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex);
+///
+/// A plan whose optimizer is sharded (fp8-opt --shard-optimizer) holds state that differs by rank
+/// (role optimizer_shard): `rank` >= 0 reads or writes only that state, in the rank's own file
+/// (shardCheckpointPath), with the rank in its metadata; rank -1 the rest (every other state), the
+/// file rank 0 writes last, naming the number of shard files: the manifest of the set.
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank = -1);
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank = -1);
+/// Rank r's file of a sharded checkpoint: c.npz -> c.rank1.npz.
+std::string shardCheckpointPath(const std::string &path, int rank);
+/// The state names that differ by rank in a sharded plan (empty for any other plan).
+std::set<std::string> shardedStates(const Plan &p);
 
 /// A line chart of one or two series (loss, eval loss) as a PNG.
 void writeLossPng(const std::string &path, const std::vector<double> &train,

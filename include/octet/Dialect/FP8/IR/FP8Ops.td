@@ -305,11 +305,78 @@ def FP8_AllReduceStartOp : FP8_Op<"all_reduce_start"> {
 }
 
 def FP8_AllReduceDoneOp : FP8_Op<"all_reduce_done"> {
-  let summary = "Waits for an fp8.all_reduce_start: its result is the reduced tensor";
+  let summary = "Waits for an fp8.all_reduce_start (or reduce_scatter_start): its result is the reduced tensor";
   let description = [{
     Example: `%r = fp8.all_reduce_done %f : tensor<64xf32> -> tensor<64xf32>`
   }];
   let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_ReduceScatterOp : FP8_Op<"reduce_scatter"> {
+  let summary = "Reduce a flat tensor across the ranks; each keeps its slice (a sharded optimizer's gradients)";
+  let description = [{
+    `input` is 1-D, `world_size` times the result's length s; rank r gets
+    elements [r s, r s + s) of the elementwise `sum`, `max` or `avg` over all
+    ranks (types, rounding and FP8 rules as `fp8.all_reduce`: FP8 codes are
+    summed by the collective and need the `scale_inv` every rank cast with).
+    Unlike an all-reduce, the world size is fixed in the plan (the shards'
+    shapes depend on it): a runtime with another number of ranks refuses the
+    plan. Example:
+    `%g = fp8.reduce_scatter %x {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, Optional<FP8_ScaleTensor>:$scale_inv,
+                   DefaultValuedAttr<FP8_ReductionAttr, "::octet::fp8::Reduction::sum">:$reduction,
+                   I64Attr:$world_size);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input (`,` $scale_inv^)? attr-dict `:` type($input) (`,` type($scale_inv)^)? `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_ReduceScatterStartOp : FP8_Op<"reduce_scatter_start"> {
+  let summary = "Starts an fp8.reduce_scatter that runs beside the ops up to its fp8.all_reduce_done";
+  let description = [{
+    The reduction of `fp8.reduce_scatter` (operands, attributes, rules) in
+    flight over the whole 1-D tensor: the result is the input's buffer, in
+    which this rank's slice [r s, r s + s) becomes the reduction (the other
+    slices are unspecified: NCCL's in-place reduce-scatter). Only
+    `fp8.all_reduce_done` may read it; an `fp8.shard` of the done takes the
+    rank's slice (octet-overlap-collectives writes the three). Example:
+    `%f = fp8.reduce_scatter_start %g {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<64xf32>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, Optional<FP8_ScaleTensor>:$scale_inv,
+                   DefaultValuedAttr<FP8_ReductionAttr, "::octet::fp8::Reduction::sum">:$reduction,
+                   I64Attr:$world_size);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input (`,` $scale_inv^)? attr-dict `:` type($input) (`,` type($scale_inv)^)? `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_AllGatherOp : FP8_Op<"all_gather"> {
+  let summary = "Every rank's 1-D shard, concatenated in rank order (sharded weights gathered back whole)";
+  let description = [{
+    The result is `world_size` times the input's length, rank r's input at
+    r s. The bytes travel as they are (FP8 codes as codes). The world size is
+    fixed in the plan, as for `fp8.reduce_scatter`. Example:
+    `%w = fp8.all_gather %s {world_size = 2 : i64} : tensor<32xf8E4M3FN> -> tensor<64xf8E4M3FN>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, I64Attr:$world_size);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_ShardOp : FP8_Op<"shard"> {
+  let summary = "This rank's slice of a 1-D tensor every rank holds whole";
+  let description = [{
+    Rank r's result is elements [r s, r s + s) of `input` (`world_size` times
+    s long): the part of a replicated weight a sharded optimizer updates on
+    this rank. No communication. Example:
+    `%p = fp8.shard %w {world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, I64Attr:$world_size);
   let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
