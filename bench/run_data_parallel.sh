@@ -8,6 +8,9 @@
 #   scaling      SIZE at BATCH per GPU (default 1.3b 8): te-bf16 (gradient all-reduces overlapping the
 #                backward pass, and whole before the optimizer: te-bf16-whole) and msamp:O2 plans
 #                compiled with --data-parallel, 1 rank against 2 ranks, tokens/s of both GPUs over one
+#   sharded      --shard-optimizer 2: the tiny te and msamp:O2 plans against the replicated ones on 2
+#                ranks (within 1%), a sharded checkpoint resumed bit for bit, and SIZE's te-bf16-s2
+#                plan's step time and memory per rank against te-bf16-dp's (not in the default PARTS)
 #   peer         PyTorch DDP (bench/ddp_gpt.py: BF16 autocast, SDPA, torch.compile) on 1 and 2 GPUs,
 #                same model and per-GPU batch, in the same call
 # Usage (on the device, from the repository root, .devlib carried): bench/run_data_parallel.sh [SIZE BATCH]
@@ -78,6 +81,32 @@ print(f"{sys.argv[3]} b{sys.argv[4]} {sys.argv[5]}: 1 GPU {one[0]['median_ms']:.
       f"scaling {t2 / t1:.3f}x ({one[0]['device_name']})")
 EOF
 done
+# The sharded optimizer (--shard-optimizer 2): the tiny plans against the replicated ones on 2
+# ranks, a sharded checkpoint resumed, and the SIZE plan's step time and memory per rank against
+# the replicated plan's (2 GPUs only: a sharded plan runs on exactly 2 ranks).
+if [[ $parts == *" sharded "* ]]; then
+  for r in te msamp-O2; do
+    $run "$w/tiny-$r-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet --log "$w/tiny-$r-dp2.jsonl"
+    $run "$w/tiny-$r-s2.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet --log "$w/tiny-$r-s2.jsonl"
+    say "tiny $r sharded (--shard-optimizer 2) against replicated, 2 NCCL ranks:"
+    python3 scripts/compare_curves.py "$w/tiny-$r-dp2.jsonl" "$w/tiny-$r-s2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
+  done
+  $run "$w/tiny-te-s2.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 100 --quiet --checkpoint "$w/s2.npz"
+  $run "$w/tiny-te-s2.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet --resume "$w/s2.npz" \
+    --log "$w/tiny-te-s2-resumed.jsonl"
+  say "sharded checkpoint at step 100 resumed to 200 against the uninterrupted run:"
+  python3 scripts/compare_curves.py "$w/tiny-te-s2.jsonl" "$w/tiny-te-s2-resumed.jsonl" --max-step-dev 0 2>&1 | tee -a "$sum"
+  for r in te-bf16-dp te-bf16-s2; do
+    p=$w/gpt-$size-b$batch-$r.plan
+    [ -f "$p" ] || continue
+    $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 > "$w/shard-$r.json" 2> "$w/shard-$r.err"
+    python3 -c "
+import json, sys
+r = [json.loads(l) for l in open('$w/shard-$r.json') if l.startswith('{')]
+print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see shard-$r.err)')
+" | tee -a "$sum"
+  done
+fi
 # The peer: PyTorch DDP, BF16 + torch.compile, on 1 and 2 GPUs.
 if [[ $parts == *" peer "* ]]; then
   for n in 1 2; do

@@ -384,6 +384,33 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
       rs.getOutput().replaceAllUsesWith(mine.getOutput());
       rs->erase();
     }
+    // The updated weight shards' all-gathers: started where each shard is complete, waited for
+    // where the gathered weight is first read (the step's end), the slice and reshape that cut
+    // the padding off moving down with the done.
+    SmallVector<fp8::AllGatherOp> gathers(body.getOps<fp8::AllGatherOp>());
+    for (fp8::AllGatherOp ag : gathers) {
+      SmallVector<Operation *> chain; // single-reader Slice/Reshape after the gather
+      Value v = ag.getOutput();
+      while (v.hasOneUse() && isa<ox::SliceOp, ox::ReshapeOp>(*v.getUsers().begin()) &&
+             v.getUsers().begin()->getOperand(0) == v) {
+        chain.push_back(*v.getUsers().begin());
+        v = chain.back()->getResult(0);
+      }
+      Operation *reader = firstReader(v);
+      if (!reader)
+        continue;
+      for (Operation *c : chain)
+        c->moveBefore(reader);
+      Operation *first = chain.empty() ? reader : chain.front();
+      if (ag->getNextNode() == first)
+        continue;
+      OpBuilder b(ag);
+      auto start = b.create<fp8::AllGatherStartOp>(ag.getLoc(), ag.getType(), ag.getInput(), ag.getWorldSizeAttr());
+      b.setInsertionPoint(first);
+      auto done = b.create<fp8::AllReduceDoneOp>(ag.getLoc(), ag.getType(), start.getOutput());
+      ag.getOutput().replaceAllUsesWith(done.getOutput());
+      ag->erase();
+    }
   }
 
   void runOnOperation() override {
@@ -401,11 +428,11 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0;
   module.walk([&](Operation *op) {
     if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp, fp8::ReduceScatterOp, fp8::ReduceScatterStartOp,
-             fp8::AllGatherOp>(op))
+             fp8::AllGatherOp, fp8::AllGatherStartOp>(op))
       return;
-    overlapped += isa<fp8::AllReduceStartOp, fp8::ReduceScatterStartOp>(op);
+    overlapped += isa<fp8::AllReduceStartOp, fp8::ReduceScatterStartOp, fp8::AllGatherStartOp>(op);
     scatters += isa<fp8::ReduceScatterOp, fp8::ReduceScatterStartOp>(op);
-    gathers += isa<fp8::AllGatherOp>(op);
+    gathers += isa<fp8::AllGatherOp, fp8::AllGatherStartOp>(op);
     auto t = op->getOperand(0).getType().cast<RankedTensorType>();
     Type e = t.getElementType();
     int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);

@@ -180,7 +180,8 @@ for s in ${RMS_SIZES-1.3b}; do
 done
 # Data parallelism (bench/run_data_parallel.sh): the tiny GPT over 8 rows in one process and over
 # 4 rows a rank compiled with --data-parallel, te and msamp:O2; and for each SIZE:BATCH in $DP_SIZES
-# (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole) and msamp:O2 plans
+# (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole; with
+# --shard-optimizer 2: te-bf16-s2, as the tiny te and msamp:O2 -s2 plans) and msamp:O2 plans
 # compiled with --data-parallel.
 mkdir -p "$d/dp"
 for b in 8 4; do
@@ -190,6 +191,8 @@ done
 for r in te msamp:O2; do
   "$opt" "$build/bench/gpt-tiny-b8.onnx" --recipe "$r" "${train[@]}" -o "$d/dp/tiny-$(name "$r")-1.plan"
   "$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe "$r" "${train[@]}" --data-parallel -o "$d/dp/tiny-$(name "$r")-dp.plan"
+  "$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe "$r" "${train[@]}" --data-parallel --shard-optimizer 2 \
+    --gradient-bucket-bytes 4096 -o "$d/dp/tiny-$(name "$r")-s2.plan"
 done
 gzip -f "$d"/dp/tiny-*.plan
 for spec in ${DP_SIZES-1.3b:8}; do
@@ -205,6 +208,10 @@ for spec in ${DP_SIZES-1.3b:8}; do
     -o "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan"
   "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe msamp:O2 \
     --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
-  gzip -f "$d/dp/gpt-$s-b$b-te-bf16-dp.plan" "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan" "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
+    --activation-precision=bf16 --keep-gradients=false --data-parallel --shard-optimizer 2 \
+    -o "$d/dp/gpt-$s-b$b-te-bf16-s2.plan"
+  gzip -f "$d/dp/gpt-$s-b$b-te-bf16-dp.plan" "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan" "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan" \
+    "$d/dp/gpt-$s-b$b-te-bf16-s2.plan"
 done
 du -sh "$d"

@@ -978,10 +978,11 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     });
     return;
   }
-  if (t == "fp8.reduce_scatter" || t == "fp8.reduce_scatter_start" || t == "fp8.all_gather" || t == "fp8.shard") {
+  if (t == "fp8.reduce_scatter" || t == "fp8.reduce_scatter_start" || t == "fp8.all_gather" ||
+      t == "fp8.all_gather_start" || t == "fp8.shard") {
     // The sharded optimizer's (fp8-opt --shard-optimizer), whose shapes fix the world size: the
     // run's must be the plan's. A reduce-scatter or all-gather runs on the collectives' stream and
-    // the step's stream waits for it at once (a reduce-scatter's start: at its fp8.all_reduce_done);
+    // the step's stream waits for it at once (a start: at its fp8.all_reduce_done);
     // a shard is this rank's slice of a replicated tensor.
     Communicator *comm = communicator();
     int64_t n = attrInt(op, "world_size", 0);
@@ -996,9 +997,10 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     char *o = static_cast<char *>(outPtr(0));
     size_t outB = outBytes(0), inElems = size_t(numElements(shapeOf(op.inputs[0])));
     size_t inB = inElems * dtypeSize(dt);
-    bool start = t == "fp8.reduce_scatter_start";
+    bool gather = t == "fp8.all_gather" || t == "fp8.all_gather_start";
+    bool start = t == "fp8.reduce_scatter_start" || t == "fp8.all_gather_start";
     if (n < 1 || typeOf(op.outputs[0]) != dt ||
-        (start ? outB != inB : t == "fp8.all_gather" ? outB != inB * size_t(n) : outB * size_t(n) != inB))
+        (gather ? outB != inB * size_t(n) : start ? outB != inB : outB * size_t(n) != inB))
       fail(op, "its input and result sizes do not match world_size " + std::to_string(n));
     size_t from = t == "fp8.shard" ? size_t(comm ? comm->rank() : 0) * outB : 0;
     if (start)
@@ -1012,7 +1014,7 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
       });
       return;
     }
-    bool scatter = t != "fp8.all_gather";
+    bool scatter = !gather;
     std::string red = attrStr(op, "reduction", "sum");
     if (scatter && red != "sum" && red != "max" && red != "avg")
       fail(op, "reduction must be sum, max or avg, got '" + red + "'");
@@ -1023,18 +1025,22 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     allReduces_.push_back({dt, inElems}); // the payload handed over, as the CPU reference counts it
     // A start reduces in place in the whole buffer (NCCL's in-place reduce-scatter: this rank's
     // slice of it receives), the done waits.
-    size_t part = start ? inElems / size_t(n) : scatter ? outB / dtypeSize(dt) : 0;
-    size_t mine = start ? size_t(comm->rank()) * part * dtypeSize(dt) : 0;
+    // An all-gather's start copies the shard into its slot and gathers in place (NCCL's rule).
+    size_t part = start && scatter ? inElems / size_t(n) : scatter ? outB / dtypeSize(dt) : 0;
+    size_t mine = size_t(comm->rank()) * (gather ? inB : part * dtypeSize(dt));
     if (start)
       collectiveOf_[op.outputs[0]] = ev;
     out.push_back([=](cudaStream_t s) -> std::string {
-      if (start && o != in)
-        if (cudaError_t e = cudaMemcpyAsync(o, in, inB, cudaMemcpyDeviceToDevice, s); e != cudaSuccess)
-          return std::string("reduce-scatter copy: ") + cudaGetErrorString(e);
+      char *to = gather ? o + mine : o;
+      if (start && to != in)
+        if (cudaError_t e = cudaMemcpyAsync(to, in, inB, cudaMemcpyDeviceToDevice, s); e != cudaSuccess)
+          return std::string("collective start copy: ") + cudaGetErrorString(e);
       cudaEventRecord(collReady_[size_t(ev)], s);
       cudaStreamWaitEvent(commStream_, collReady_[size_t(ev)], 0);
-      if (start)
+      if (start && scatter)
         comm->reduceScatter(o, o + mine, part, dt, r, commStream_);
+      else if (start)
+        comm->allGather(o + mine, o, inB, commStream_);
       else if (scatter)
         comm->reduceScatter(in, o, part, dt, r, commStream_);
       else

@@ -148,6 +148,7 @@ void registerCollectiveKernels(std::map<std::string, Kernel> &k) {
     allReduceKernel(c);
   };
   k["fp8.all_gather"] = allGatherKernel;
+  k["fp8.all_gather_start"] = allGatherKernel; // whole at its start, as the all-reduce's
   k["fp8.shard"] = shardKernel;
 }
 

@@ -74,3 +74,29 @@ func.func @reduce_scatter(%w: tensor<64xf32>, %x: tensor<64xf32>) -> (tensor<32x
   %n = onnx.Neg %r : (tensor<32xf32>) -> tensor<32xf32>
   return %n, %b : tensor<32xf32>, tensor<64xf32>
 }
+
+// -----
+
+// An updated weight shard's all-gather starts where the shard is complete and is waited for where
+// the gathered weight is first read (the return: the next step's weight); the slice and reshape
+// that cut the padding off move down with the done, so the updates after it run beside it.
+// CHECK-LABEL: func.func @all_gather
+// CHECK: %[[U:.+]] = onnx.Neg %arg0
+// CHECK-NEXT: %[[F:.+]] = fp8.all_gather_start %[[U]] {world_size = 2 : i64} : tensor<32xf32> -> tensor<64xf32>
+// CHECK: onnx.Exp %arg1
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce_done %[[F]] : tensor<64xf32> -> tensor<64xf32>
+// CHECK-NEXT: %[[S:.+]] = onnx.Slice %[[R]]
+// CHECK-NEXT: %[[W:.+]] = onnx.Reshape %[[S]]
+// CHECK-NEXT: return %[[W]]
+func.func @all_gather(%u: tensor<32xf32>, %x: tensor<64xf32>) -> (tensor<6x10xf32>, tensor<64xf32>) {
+  %n = onnx.Neg %u : (tensor<32xf32>) -> tensor<32xf32>
+  %g = fp8.all_gather %n {world_size = 2 : i64} : tensor<32xf32> -> tensor<64xf32>
+  %c0 = onnx.Constant {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %c60 = onnx.Constant {value = dense<60> : tensor<1xi64>} : () -> tensor<1xi64>
+  %none = onnx.none
+  %s = onnx.Slice %g, %c0, %c60, %c0, %none : (tensor<64xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<60xf32>
+  %shape = onnx.Constant {value = dense<[6, 10]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %w = onnx.Reshape %s, %shape : (tensor<60xf32>, tensor<2xi64>) -> tensor<6x10xf32>
+  %e = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  return %w, %e : tensor<6x10xf32>, tensor<64xf32>
+}

@@ -250,7 +250,7 @@ func.func @all_reduce_start_readers(%x: tensor<64xf32>) -> tensor<64xf32> {
 // -----
 
 func.func @all_reduce_done_of_nothing(%x: tensor<64xf32>) -> tensor<64xf32> {
-  // expected-error @+1 {{waits for an fp8.all_reduce_start's or fp8.reduce_scatter_start's result}}
+  // expected-error @+1 {{waits for a collective's start}}
   %r = fp8.all_reduce_done %x : tensor<64xf32> -> tensor<64xf32>
   return %r : tensor<64xf32>
 }
@@ -400,4 +400,13 @@ func.func @reduce_scatter_start_length(%x: tensor<63xf32>) -> tensor<63xf32> {
   %f = fp8.reduce_scatter_start %x {world_size = 2 : i64} : tensor<63xf32> -> tensor<63xf32>
   %d = fp8.all_reduce_done %f : tensor<63xf32> -> tensor<63xf32>
   return %d : tensor<63xf32>
+}
+
+// -----
+
+func.func @all_gather_start_reader(%x: tensor<32xf32>) -> tensor<64xf32> {
+  // expected-error @+1 {{its result is in flight: only fp8.all_reduce_done may read it}}
+  %f = fp8.all_gather_start %x {world_size = 2 : i64} : tensor<32xf32> -> tensor<64xf32>
+  %n = onnx.Neg %f : (tensor<64xf32>) -> tensor<64xf32>
+  return %n : tensor<64xf32>
 }

@@ -303,6 +303,15 @@ LogicalResult AllGatherOp::verify() {
   return verifyShards(*this, getOutput().getType(), getInput().getType(), getWorldSize());
 }
 
+LogicalResult AllGatherStartOp::verify() {
+  if (failed(verifyShards(*this, getOutput().getType(), getInput().getType(), getWorldSize())))
+    return failure();
+  for (Operation *u : getOutput().getUsers())
+    if (!isa<AllReduceDoneOp>(u))
+      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
+  return success();
+}
+
 LogicalResult ShardOp::verify() {
   return verifyShards(*this, getInput().getType(), getOutput().getType(), getWorldSize());
 }
@@ -310,8 +319,10 @@ LogicalResult ShardOp::verify() {
 LogicalResult AllReduceDoneOp::verify() {
   if (getInput().getType() != getOutput().getType())
     return emitOpError("input and result types must match");
-  if (!getInput().getDefiningOp<AllReduceStartOp>() && !getInput().getDefiningOp<ReduceScatterStartOp>())
-    return emitOpError("waits for an fp8.all_reduce_start's or fp8.reduce_scatter_start's result");
+  if (!getInput().getDefiningOp<AllReduceStartOp>() && !getInput().getDefiningOp<ReduceScatterStartOp>() &&
+      !getInput().getDefiningOp<AllGatherStartOp>())
+    return emitOpError("waits for a collective's start (fp8.all_reduce_start, reduce_scatter_start, "
+                       "all_gather_start)");
   return success();
 }
 

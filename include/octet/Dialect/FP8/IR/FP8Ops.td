@@ -305,7 +305,7 @@ def FP8_AllReduceStartOp : FP8_Op<"all_reduce_start"> {
 }
 
 def FP8_AllReduceDoneOp : FP8_Op<"all_reduce_done"> {
-  let summary = "Waits for an fp8.all_reduce_start (or reduce_scatter_start): its result is the reduced tensor";
+  let summary = "Waits for an fp8.all_reduce_start (or reduce_scatter_start, all_gather_start): its result is the tensor";
   let description = [{
     Example: `%r = fp8.all_reduce_done %f : tensor<64xf32> -> tensor<64xf32>`
   }];
@@ -361,6 +361,21 @@ def FP8_AllGatherOp : FP8_Op<"all_gather"> {
     r s. The bytes travel as they are (FP8 codes as codes). The world size is
     fixed in the plan, as for `fp8.reduce_scatter`. Example:
     `%w = fp8.all_gather %s {world_size = 2 : i64} : tensor<32xf8E4M3FN> -> tensor<64xf8E4M3FN>`
+  }];
+  let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, I64Attr:$world_size);
+  let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+def FP8_AllGatherStartOp : FP8_Op<"all_gather_start"> {
+  let summary = "Starts an fp8.all_gather that runs beside the ops up to its fp8.all_reduce_done";
+  let description = [{
+    The gather of `fp8.all_gather`, in flight: the result is the whole
+    buffer, into whose slice r this rank's shard is copied at the start and
+    the other ranks' arrive. Only `fp8.all_reduce_done` may read it
+    (octet-overlap-collectives writes the pair). Example:
+    `%f = fp8.all_gather_start %s {world_size = 2 : i64} : tensor<32xf32> -> tensor<64xf32>`
   }];
   let arguments = (ins TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$input, I64Attr:$world_size);
   let results = (outs TensorOf<[F8E4M3FN, F8E5M2, F32, F16, BF16]>:$output);
