@@ -326,19 +326,25 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
     return first;
   }
 
+  /// Where a collective's result is waited for: its first reader, after a dequantize of the reduced
+  /// codes (which waits with them) has moved down to its own first reader; nullptr if none.
+  static Operation *waitPoint(Value reduced) {
+    Operation *reader = firstReader(reduced);
+    if (auto dq = dyn_cast_or_null<fp8::DequantizeOp>(reader); dq && dq.getInput() == reduced) {
+      if (Operation *next = firstReader(dq.getOutput()); next && next != dq->getNextNode())
+        dq->moveBefore(next);
+      reader = firstReader(reduced);
+    }
+    return reader;
+  }
+
   void run(func::FuncOp func) {
     Block &body = func.getBody().front();
     SmallVector<fp8::AllReduceOp> all(body.getOps<fp8::AllReduceOp>());
     for (fp8::AllReduceOp ar : all) {
-      Operation *reader = firstReader(ar.getOutput());
+      Operation *reader = waitPoint(ar.getOutput());
       if (!reader)
         continue;
-      // A dequantize of the reduced codes waits with them: it moves down to its own first reader.
-      if (auto dq = dyn_cast<fp8::DequantizeOp>(reader); dq && dq.getInput() == ar.getOutput()) {
-        if (Operation *next = firstReader(dq.getOutput()); next && next != dq->getNextNode())
-          dq->moveBefore(next);
-        reader = firstReader(ar.getOutput());
-      }
       // The start: right after the last of its operands' definitions.
       Operation *after = nullptr;
       for (Value o : ar->getOperands())
@@ -365,15 +371,8 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
     // for where its shard is first read, which fp8.shard then takes from the done.
     SmallVector<fp8::ReduceScatterOp> scatters(body.getOps<fp8::ReduceScatterOp>());
     for (fp8::ReduceScatterOp rs : scatters) {
-      Operation *reader = firstReader(rs.getOutput());
-      if (!reader)
-        continue;
-      if (auto dq = dyn_cast<fp8::DequantizeOp>(reader); dq && dq.getInput() == rs.getOutput()) {
-        if (Operation *next = firstReader(dq.getOutput()); next && next != dq->getNextNode())
-          dq->moveBefore(next);
-        reader = firstReader(rs.getOutput());
-      }
-      if (rs->getNextNode() == reader)
+      Operation *reader = waitPoint(rs.getOutput());
+      if (!reader || rs->getNextNode() == reader)
         continue; // nothing would run beside it
       OpBuilder b(rs);
       auto start = b.create<fp8::ReduceScatterStartOp>(rs.getLoc(), rs.getInput().getType(), rs.getInput(),

@@ -397,6 +397,8 @@ private:
   std::vector<cudaEvent_t> collReady_, collDone_;
   std::map<int, int> collectiveOf_; // value in flight (a start's result) -> its events
   int newCollective();
+  /// A collective op's launches (CompileCollectives.cpp); false for any other op.
+  bool compileCollective(const PlanOp &op, std::vector<Step> &out);
   int eagerRuns_[2] = {0, 0};
   std::set<int> liveAtEnd_;
   // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the

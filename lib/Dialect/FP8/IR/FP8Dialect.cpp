@@ -225,6 +225,14 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
+/// A collective's start: its result is in flight, so only its done reads it.
+static LogicalResult onlyDoneReads(Operation *op, Value inFlight) {
+  for (Operation *u : inFlight.getUsers())
+    if (!isa<AllReduceDoneOp>(u))
+      return op->emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
+  return success();
+}
+
 /// The rules of fp8.all_reduce and fp8.all_reduce_start.
 static LogicalResult verifyAllReduce(Operation *op, Value input, Value scaleInv, Reduction reduction, Type result) {
   if (input.getType() != result)
@@ -249,10 +257,7 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult AllReduceStartOp::verify() {
   if (failed(verifyAllReduce(*this, getInput(), getScaleInv(), getReduction(), getOutput().getType())))
     return failure();
-  for (Operation *u : getOutput().getUsers())
-    if (!isa<AllReduceDoneOp>(u))
-      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
-  return success();
+  return onlyDoneReads(*this, getOutput());
 }
 
 /// The shapes of a sharding op: a 1-D `whole` of world_size times the 1-D `part`, one element type.
@@ -293,10 +298,7 @@ LogicalResult ReduceScatterStartOp::verify() {
     return emitOpError("the input is a static 1-D tensor whose length world_size divides");
   if (failed(verifyAllReduce(*this, getInput(), getScaleInv(), getReduction(), getOutput().getType())))
     return failure();
-  for (Operation *u : getOutput().getUsers())
-    if (!isa<AllReduceDoneOp>(u))
-      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
-  return success();
+  return onlyDoneReads(*this, getOutput());
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -306,10 +308,7 @@ LogicalResult AllGatherOp::verify() {
 LogicalResult AllGatherStartOp::verify() {
   if (failed(verifyShards(*this, getOutput().getType(), getInput().getType(), getWorldSize())))
     return failure();
-  for (Operation *u : getOutput().getUsers())
-    if (!isa<AllReduceDoneOp>(u))
-      return emitOpError("its result is in flight: only fp8.all_reduce_done may read it");
-  return success();
+  return onlyDoneReads(*this, getOutput());
 }
 
 LogicalResult ShardOp::verify() {
