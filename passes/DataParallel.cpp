@@ -83,14 +83,20 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       Value sum = allReduce(b, loc, q, fp8::Reduction::sum, scaleInv);
       return b.create<fp8::DequantizeOp>(loc, t, sum, scaleInv);
     }
-    auto shard = RankedTensorType::get({t.getDimSize(0) / shardWorldSize}, format);
-    Value sum = b.create<fp8::ReduceScatterOp>(loc, shard, q, scaleInv,
-                                               fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::sum),
-                                               b.getI64IntegerAttr(shardWorldSize));
-    return b.create<fp8::DequantizeOp>(loc, RankedTensorType::get(shard.getShape(), b.getF32Type()), sum, scaleInv);
+    Value sum = reduceScatter(b, loc, q, scaleInv, fp8::Reduction::sum);
+    auto st = sum.getType().cast<RankedTensorType>();
+    return b.create<fp8::DequantizeOp>(loc, RankedTensorType::get(st.getShape(), b.getF32Type()), sum, scaleInv);
   }
 
   bool sharded() const { return shardWorldSize > 1; }
+
+  /// This rank's shard of the reduction of the flat, padded `flat` over the ranks.
+  Value reduceScatter(OpBuilder &b, Location loc, Value flat, Value scaleInv, fp8::Reduction r) {
+    auto t = flat.getType().cast<RankedTensorType>();
+    auto shard = RankedTensorType::get({t.getDimSize(0) / shardWorldSize}, t.getElementType());
+    return b.create<fp8::ReduceScatterOp>(loc, shard, flat, scaleInv, fp8::ReductionAttr::get(b.getContext(), r),
+                                          b.getI64IntegerAttr(shardWorldSize));
+  }
 
   /// Result r's gradient becomes this rank's shard of its mean (reduce-scattered right after it is
   /// complete).
@@ -100,11 +106,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     OpBuilder b(ret);
     afterDefinition(b, v, ret);
     Value flat = octet::flatPadded(b, v.getLoc(), v, shardWorldSize);
-    auto t = flat.getType().cast<RankedTensorType>();
-    auto shard = RankedTensorType::get({t.getDimSize(0) / shardWorldSize}, t.getElementType());
-    ret.setOperand(r, b.create<fp8::ReduceScatterOp>(v.getLoc(), shard, flat, Value(),
-                                                     fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::avg),
-                                                     b.getI64IntegerAttr(shardWorldSize)));
+    ret.setOperand(r, reduceScatter(b, v.getLoc(), flat, Value(), fp8::Reduction::avg));
     func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
   }
 

@@ -242,8 +242,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     }
     // Sharded gradients' squares are this rank's part: summed over the ranks by one all-reduce.
     Value sumsq, shardSumsq;
-    for (auto [p, s2] : llvm::zip(params, squares))
-      (p.shards ? shardSumsq : sumsq) = (p.shards ? shardSumsq : sumsq) ? g.add(p.shards ? shardSumsq : sumsq, s2) : s2;
+    for (auto [p, s2] : llvm::zip(params, squares)) {
+      Value &acc = p.shards ? shardSumsq : sumsq;
+      acc = acc ? g.add(acc, s2) : s2;
+    }
     if (shardSumsq) {
       Value all = b.create<fp8::AllReduceOp>(loc, scalarF32, shardSumsq, Value(),
                                              fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::sum));

@@ -38,30 +38,45 @@ int worldSize() { return current() ? current()->size() : 1; }
 
 namespace {
 
-void allReduceKernel(KernelContext &c) {
-  const Tensor &x = c.input(0);
+/// The op's reduction, checked against its payload's type.
+ReduceOp reductionOf(KernelContext &c, DType payload) {
   std::string red = c.attrString("reduction", "sum");
   if (red != "sum" && red != "max" && red != "avg")
     c.fail("reduction must be sum, max or avg, got '" + red + "'");
-  if (isFp8(x.dtype) && red == "avg")
+  if (isFp8(payload) && red == "avg")
     c.fail("an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+  return red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum;
+}
+
+/// A host engine's communicator (the CPU reference reduces host buffers).
+Communicator *hostCommunicator(KernelContext &c) {
+  Communicator *comm = communicator();
+  if (comm && comm->size() > 1 && comm->deviceMemory())
+    c.fail("this process's communicator (" + comm->backend() + ") works on device memory; run the plan with "
+           "--device cuda");
+  return comm && comm->size() > 1 ? comm : nullptr;
+}
+
+/// The result in the plan's type (BF16/F16 values are computed widened to float32).
+void setResult(KernelContext &c, Tensor out) {
+  DType want = c.outputDType(0);
+  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+}
+
+void allReduceKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  ReduceOp op = reductionOf(c, x.dtype);
   // BF16/F16 values arrive widened to float32 (the executor rounds the result to the plan's type).
   Tensor out = x;
-  if (red == "max" && out.dtype == DType::F32) // NaN counts as +Inf (the op's rule, MS-AMP's for amaxes)
+  if (op == ReduceOp::Max && out.dtype == DType::F32) // NaN counts as +Inf (the op's rule, MS-AMP's for amaxes)
     for (int64_t i = 0; i < out.numel(); ++i)
       if (std::isnan(out.data<float>()[i]))
         out.data<float>()[i] = INFINITY;
-  Communicator *comm = communicator();
-  if (comm && comm->size() > 1) {
-    if (comm->deviceMemory())
-      c.fail("this process's communicator (" + comm->backend() +
-             ") reduces device memory; run the plan with --device cuda");
+  if (Communicator *comm = hostCommunicator(c)) {
     comm->record(out.dtype, size_t(out.numel()));
-    comm->allReduce(out.bytes.data(), size_t(out.numel()), out.dtype,
-                    red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum);
+    comm->allReduce(out.bytes.data(), size_t(out.numel()), out.dtype, op);
   }
-  DType want = c.outputDType(0);
-  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+  setResult(c, std::move(out));
 }
 
 /// A sharding op's world size: the plan's, which the run's must be (shards' shapes depend on it).
@@ -80,41 +95,28 @@ int64_t shardRanks(KernelContext &c, bool whole = true) {
 void reduceScatterKernel(KernelContext &c) {
   const Tensor &x = c.input(0);
   int64_t n = shardRanks(c), part = x.numel() / n;
-  std::string red = c.attrString("reduction", "sum");
-  if (red != "sum" && red != "max" && red != "avg")
-    c.fail("reduction must be sum, max or avg, got '" + red + "'");
-  if (isFp8(x.dtype) && red == "avg")
-    c.fail("an FP8 payload cannot be averaged; pre-divide it before its cast and sum it");
+  ReduceOp op = reductionOf(c, x.dtype);
   Tensor out(x.dtype, {part});
-  Communicator *comm = communicator();
-  if (!comm || n == 1) { // one rank: the reduction of one tensor
-    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
-  } else {
-    if (comm->deviceMemory())
-      c.fail("this process's communicator (" + comm->backend() + ") reduces device memory; run the plan with --device cuda");
+  if (Communicator *comm = hostCommunicator(c)) {
     comm->record(x.dtype, size_t(x.numel()));
-    comm->reduceScatter(x.bytes.data(), out.bytes.data(), size_t(part), x.dtype,
-                        red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum);
+    comm->reduceScatter(x.bytes.data(), out.bytes.data(), size_t(part), x.dtype, op);
+  } else { // one rank: the reduction of one tensor
+    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
   }
-  DType want = c.outputDType(0);
-  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+  setResult(c, std::move(out));
 }
 
 void allGatherKernel(KernelContext &c) {
   const Tensor &x = c.input(0);
   int64_t n = shardRanks(c, false);
   Tensor out(x.dtype, {x.numel() * n});
-  Communicator *comm = communicator();
-  if (!comm || n == 1) {
-    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
-  } else {
-    if (comm->deviceMemory())
-      c.fail("this process's communicator (" + comm->backend() + ") gathers device memory; run the plan with --device cuda");
+  if (Communicator *comm = hostCommunicator(c)) {
     comm->record(x.dtype, size_t(x.numel()));
     comm->allGather(x.bytes.data(), out.bytes.data(), x.bytes.size());
+  } else {
+    std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
   }
-  DType want = c.outputDType(0);
-  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+  setResult(c, std::move(out));
 }
 
 void shardKernel(KernelContext &c) {
@@ -123,8 +125,7 @@ void shardKernel(KernelContext &c) {
   Tensor out(x.dtype, {part});
   size_t bytes = out.bytes.size();
   std::memcpy(out.bytes.data(), x.bytes.data() + size_t(communicator() ? communicator()->rank() : 0) * bytes, bytes);
-  DType want = c.outputDType(0);
-  c.setOutput(0, out.dtype == want || isFp8(want) ? std::move(out) : out.castTo(want));
+  setResult(c, std::move(out));
 }
 
 void worldSizeKernel(KernelContext &c) {

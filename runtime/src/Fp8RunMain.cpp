@@ -320,7 +320,9 @@ int run(const Options &o) {
     if (n != worldSize())
       throw Error(o.plan + ": the plan shards its optimizer across " + sh->second + " ranks (fp8-opt " +
                   "--shard-optimizer) and this run has " + std::to_string(worldSize()) + "; run it with " +
-                  "--nproc-per-node " + sh->second + " (or compile it for " + std::to_string(worldSize()) + ")");
+                  "--nproc-per-node " + sh->second + " (or compile it " +
+                  (worldSize() > 1 ? "with --shard-optimizer " + std::to_string(worldSize()) : std::string("without --shard-optimizer")) +
+                  ")");
   }
   if (o.benchmark)
     return benchmark(ex, o);
