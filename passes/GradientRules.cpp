@@ -298,10 +298,12 @@ LogicalResult gradGelu(ox::GeluOp op, GradientBuilder &g, ArrayRef<Value> dy, Gr
   auto c = [&](double v) { return g.scalar(v, elt); };
   Value d;
   if (op.getApproximate().value_or("none") == "tanh") {
-    // u = k (x + 0.044715 x^3), t = tanh u; d = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)
+    // u = k (x + 0.044715 x^3), t = tanh u; d = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2).
+    // u in the GELU's own order of operations (k (x + ((0.044715 x) x) x), as the runtimes compute
+    // GELU): where a backend recomputes the GELU beside its gradient, it computes u and t once.
     const double k = std::sqrt(2.0 / M_PI);
     Value x2 = g.mul(x, x);
-    Value u = g.mul(g.add(x, g.mul(c(0.044715), g.mul(x2, x))), c(k));
+    Value u = g.mul(c(k), g.add(x, g.mul(g.mul(g.mul(c(0.044715), x), x), x)));
     Value t = g.unary("Tanh", u);
     Value left = g.mul(c(0.5), g.add(c(1.0), t));
     Value du = g.mul(c(k), g.add(c(1.0), g.mul(c(3 * 0.044715), x2)));

@@ -165,6 +165,10 @@ void CudaExecutor::compilePointwise(const PlanOp &op, std::vector<Step> &out, co
     a.in[j] = devicePtr(id);
     a.inType[j] = pwTypeOf(t);
     a.inStr[j] = stridesOf(broadcastStrides(s, os));
+    if (static_[size_t(id)] && host_[size_t(id)]->numel() == 1 && t != DType::Bool) {
+      a.known[j] = true;
+      a.value[j] = float(host_[size_t(id)]->getDouble(0)); // float32, or BF16 widened exactly
+    }
   }
   for (size_t k = 0; k < p.code.size(); ++k) {
     a.op[k] = dev::ewOf(p.code[k].op);

@@ -15,6 +15,8 @@
 #include "CudaExecutorImpl.h"
 #include "octet/runtime/Collective.h"
 
+#include <fstream>
+
 namespace octet::rt::cuda {
 namespace detail {
 
@@ -159,6 +161,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     if (jit_ && std::getenv("OCTET_CUDA_VERBOSE")) {
       std::cerr << "generated " << jit_->kernels() << " Pointwise kernels in " << jit_->buildSeconds() << " s\n";
     }
+    if (const char *f = std::getenv("OCTET_CUDA_JIT_SOURCE"); jit_ && f) // debugging: the kernels' CUDA C++
+      std::ofstream(f) << jit_->source();
   }
   if (std::getenv("OCTET_CUDA_VERBOSE") && !fusions_.empty()) {
     std::cerr << "note: fused passes:";

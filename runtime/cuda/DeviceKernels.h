@@ -85,6 +85,10 @@ struct PwArgs {
   int nIn = 0, nCode = 0;
   const void *in[kPwMaxInputs] = {};
   PwType inType[kPwMaxInputs] = {};
+  // A scalar input that is a constant of the plan: its value, which generated kernels compile in
+  // (folded, and equal expressions of two programs of a chain computed once).
+  bool known[kPwMaxInputs] = {};
+  float value[kPwMaxInputs] = {};
   Strides inStr[kPwMaxInputs];
   Ew op[kPwMaxOps] = {};
   int8_t arg[kPwMaxOps][3] = {}; // register slots

@@ -50,9 +50,12 @@ __device__ __forceinline__ float geluF(float x, bool tanhApprox) {
 
 __device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool hasLo, bool hasHi) {
   switch (op) {
-  case Ew::Add: return a + b;
-  case Ew::Sub: return a - b;
-  case Ew::Mul: return a * b;
+  // Rounded operations, never contracted into an FMA, and written as geluF writes them: a
+  // generated kernel whose programs compute geluF's expression (the GELU gradient's, octet's
+  // autodiff) computes it once.
+  case Ew::Add: return __fadd_rn(a, b);
+  case Ew::Sub: return __fsub_rn(a, b);
+  case Ew::Mul: return __fmul_rn(a, b);
   case Ew::Div: return a / b;
   case Ew::Pow: return powf(a, b);
   case Ew::Max: return isnan(a) || isnan(b) ? ewNan() : fmaxf(a, b);
@@ -91,7 +94,7 @@ __device__ __forceinline__ float ewFloat(Ew op, float a, float b, float c, bool 
       a = fminf(a, c);
     return a;
   case Ew::Copy: return a;
-  case Ew::AddBias: return a + (b + c);
+  case Ew::AddBias: return __fadd_rn(a, __fadd_rn(b, c));
   }
   return a;
 }

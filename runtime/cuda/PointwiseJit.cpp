@@ -30,6 +30,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -95,6 +96,13 @@ constexpr int64_t kAmaxBlocks = 132 * 8; // an H100's SMs, 8 blocks each
 /// How a generated kernel reads input j.
 enum class Load { Scalar, Vector, Broadcast, Gather };
 
+/// A float's bits, for keys and literals.
+unsigned bitsOf(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
 /// Everything a kernel's text depends on: the program, the merged index space, each input's strides,
 /// element type and layout class. Pointers are kernel arguments, so the 24 layers of a model share one.
 struct Spec {
@@ -102,6 +110,8 @@ struct Spec {
   bool wide = false; // 64-bit offsets
   int64_t n = 0, dims[kMaxRank] = {}, str[kPwMaxInputs][kMaxRank] = {};
   PwType type[kPwMaxInputs] = {};
+  bool known[kPwMaxInputs] = {}; // a scalar constant: compiled in as value
+  float value[kPwMaxInputs] = {};
   PwType outType = PwType::F32;
   Load load[kPwMaxInputs] = {};
   int op[kPwMaxOps] = {}, arg[kPwMaxOps][3] = {};
@@ -113,6 +123,8 @@ struct Spec {
       k << dims[d] << ',';
     for (int j = 0; j < nIn; ++j) {
       k << '|' << int(type[j]) << int(load[j]);
+      if (known[j])
+        k << '=' << bitsOf(value[j]);
       for (int d = 0; d < rank; ++d)
         k << ',' << str[j][d];
     }
@@ -158,8 +170,11 @@ Spec specOf(const PwArgs &a) {
     s.wide = s.wide || reach >= (int64_t(1) << 31);
     int64_t innerStr = s.rank ? s.str[j][s.rank - 1] : 0;
     size_t elem = pwSize(a.inType[j]);
-    if (allZero)
+    if (allZero) {
       s.load[j] = Load::Scalar;
+      s.known[j] = a.known[j];
+      s.value[j] = a.known[j] ? a.value[j] : 0.0f;
+    }
     else if (s.vec == kVec && innerStr == 1 && outerAligned && aligned(a.in[j], kVec * elem))
       s.load[j] = Load::Vector;
     else if (s.vec == kVec && innerStr == 0)
@@ -181,6 +196,9 @@ Spec specOf(const PwArgs &a) {
 struct Chain {
   std::vector<Spec> parts;
   std::vector<std::vector<int>> from;
+  // same[p][j]: the earlier program q and its input k that load the same elements of the same
+  // tensor as program p's input j (q * kPwMaxInputs + k, taken from q's registers), or -1.
+  std::vector<std::vector<int>> same;
   std::vector<bool> store; // whether program p writes its result (false: later programs use it alone)
   // A cast chain: the last program's result, [rows, cols], goes to the FP8 cast-transpose tile
   // (CastTile.h) of `targets` casts instead of memory; with sums, its column sums too.
@@ -200,6 +218,8 @@ struct Chain {
       k += parts[p].key() + (store[p] ? "#" : "#-");
       for (int f : from[p])
         k += std::to_string(f) + ",";
+      for (int f : same[p])
+        k += std::to_string(f) + ";";
       k += "/";
     }
     return k;
@@ -208,11 +228,11 @@ struct Chain {
 
 /// One program of a chain inside the element loop: its offsets, loads (all issued before the
 /// arithmetic; inputs an earlier program computed come from its registers), code and store.
-void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &from, const std::vector<Spec> &parts,
-                  const std::string &P, const char *OT, int V, bool store) {
+void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &from, const std::vector<int> &same,
+                  const std::vector<Spec> &parts, const std::string &P, const char *OT, int V, bool store) {
   auto last = [&](int q) { return "r" + std::to_string(q) + "_" + std::to_string(parts[size_t(q)].nCode - 1); };
   for (int j = 0; j < s.nIn; ++j) {
-    if (s.load[j] == Load::Scalar || from[size_t(j)] >= 0)
+    if (s.load[j] == Load::Scalar || from[size_t(j)] >= 0 || same[size_t(j)] >= 0)
       continue;
     o << "    const " << OT << " o" << P << "_" << j << " = 0";
     for (int d = 0; d < s.rank; ++d)
@@ -229,6 +249,12 @@ void generatePart(std::ostringstream &o, const Spec &s, const std::vector<int> &
       bool round = parts[size_t(q)].outType == PwType::BF16;
       for (int l = 0; l < V; ++l)
         o << "    " << x << "[" << l << "] = " << rounded(round, last(q) + "[" + std::to_string(l) + "]") << ";\n";
+      continue;
+    }
+    if (int q = same[size_t(j)]; q >= 0) { // loaded by an earlier program
+      std::string y = "x" + std::to_string(q / kPwMaxInputs) + "_" + std::to_string(q % kPwMaxInputs);
+      for (int l = 0; l < V; ++l)
+        o << "    " << x << "[" << l << "] = " << y << "[" << l << "];\n";
       continue;
     }
     switch (s.load[j]) {
@@ -297,7 +323,10 @@ void generateScalars(std::ostringstream &o, const Chain &c, const char *indent) 
     for (int j = 0; j < c.parts[p].nIn; ++j)
       if (c.parts[p].load[j] == Load::Scalar && c.from[p][size_t(j)] < 0) {
         std::string in = "in" + std::to_string(p) + "_" + std::to_string(j);
-        o << indent << "const float x" << p << "_" << j << "s = " << widen(c.parts[p].type[j], in + "[0]") << ";\n";
+        o << indent << "const float x" << p << "_" << j << "s = "
+          << (c.parts[p].known[j] ? "__uint_as_float(" + std::to_string(bitsOf(c.parts[p].value[j])) + "u)"
+                                  : widen(c.parts[p].type[j], in + "[0]"))
+          << ";\n";
       }
 }
 
@@ -320,7 +349,7 @@ void generateBody(std::ostringstream &o, const Chain &c, const char *IT, const c
     }
   }
   for (size_t p = 0; p < c.parts.size(); ++p)
-    generatePart(o, c.parts[p], c.from[p], c.parts, std::to_string(p), OT, V, c.store[p]);
+    generatePart(o, c.parts[p], c.from[p], c.same[p], c.parts, std::to_string(p), OT, V, c.store[p]);
 }
 
 /// Each program's inputs then its output, program after program: kernel parameters (separated by
@@ -496,7 +525,7 @@ bool makeChain(const std::vector<PwArgs> &programs, Chain &c) {
     if (s.n != s0.n || s.rank != s0.rank || s.vec != s0.vec || s.wide != s0.wide ||
         !std::equal(s.dims, s.dims + s.rank, s0.dims))
       return false; // the programs' index spaces merge differently
-    std::vector<int> from(size_t(a.nIn), -1);
+    std::vector<int> from(size_t(a.nIn), -1), same(size_t(a.nIn), -1);
     for (int j = 0; j < a.nIn; ++j)
       for (size_t q = 0; q + 1 < c.parts.size(); ++q)
         if (a.in[j] == programs[q].out) {
@@ -511,7 +540,21 @@ bool makeChain(const std::vector<PwArgs> &programs, Chain &c) {
             return false;
           from[size_t(j)] = int(q);
         }
+    // An input an earlier program loads (no program before this one writes it): the same
+    // registers. Equal types, strides and load kinds give equal elements.
+    for (int j = 0; j < a.nIn; ++j) {
+      if (from[size_t(j)] >= 0 || s.load[j] == Load::Scalar)
+        continue;
+      for (size_t q = 0; q + 1 < c.parts.size() && same[size_t(j)] < 0; ++q) {
+        const Spec &sq = c.parts[q];
+        for (int k = 0; k < sq.nIn && same[size_t(j)] < 0; ++k)
+          if (programs[q].in[k] == a.in[j] && c.from[q][size_t(k)] < 0 && c.same[q][size_t(k)] < 0 &&
+              sq.load[k] == s.load[j] && sq.type[k] == s.type[j] && std::equal(s.str[j], s.str[j] + s.rank, sq.str[k]))
+            same[size_t(j)] = int(q) * kPwMaxInputs + k;
+      }
+    }
     c.from.push_back(std::move(from));
+    c.same.push_back(std::move(same));
   }
   return true;
 }

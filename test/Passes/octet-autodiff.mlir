@@ -142,3 +142,27 @@ func.func @octet_node_without_rule(%x: tensor<4xf32> {onnx.name = "x"}) -> (tens
   %l = onnx.ReduceSum %s, %n {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The tanh GELU's gradient computes u = k (x + ((0.044715 x) x) x) in the GELU's own order of
+// operations (the runtimes' GELU), so a backend that recomputes the GELU beside its gradient
+// computes u and tanh u once.
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: %[[H:.*]] = onnx.Mul %arg0
+// CHECK: %[[C:.*]] = onnx.Constant {value = dense<4.471500e-02> : tensor<f32>}
+// CHECK: %[[CX:.*]] = onnx.Mul %[[C]], %[[H]]
+// CHECK: %[[CXX:.*]] = onnx.Mul %[[CX]], %[[H]]
+// CHECK: %[[CUBE:.*]] = onnx.Mul %[[CXX]], %[[H]]
+// CHECK: %[[S:.*]] = onnx.Add %[[H]], %[[CUBE]]
+// CHECK: %[[K:.*]] = onnx.Constant {value = dense<0.797884583> : tensor<f32>}
+// CHECK: %[[U:.*]] = onnx.Mul %[[K]], %[[S]]
+// CHECK: onnx.Tanh %[[U]]
+func.func @gelu_tanh(%x: tensor<4x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %w = onnx.initializer "w" = dense<0.5> : tensor<4x8xf32>
+  %h = onnx.Mul %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g = onnx.Gelu %h {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = onnx.none
+  %l = onnx.ReduceSum %g, %n {keepdims = 0 : si64} : (tensor<4x8xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}
