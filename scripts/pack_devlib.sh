@@ -56,7 +56,7 @@ done
 gzip -f "$d/plans/te-max.plan"
 # te for 300 steps with float32 and with BF16 activations (bench/run_gpu_e2e.sh precision).
 train300=("${train[@]/200/300}")
-"$opt" examples/bytegpt/bytegpt.onnx --recipe te "${train300[@]}" -o "$d/plans/te-300.plan"
+"$opt" examples/bytegpt/bytegpt.onnx --recipe te --activation-precision=f32 "${train300[@]}" -o "$d/plans/te-300.plan"
 "$opt" examples/bytegpt/bytegpt.onnx --recipe te --activation-precision=bf16 "${train300[@]}" \
   -o "$d/plans/te-bf16-300.plan"
 gzip -f "$d/plans/te-300.plan" "$d/plans/te-bf16-300.plan"
@@ -69,7 +69,7 @@ done
 # A small GPT (128-wide heads, 256 tokens) whose fused attention the GPU check compares with the CPU.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random \
   -o "$build/bench/gpt-small.onnx" >/dev/null
-"$opt" "$build/bench/gpt-small.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-te.plan"
+"$opt" "$build/bench/gpt-small.onnx" --recipe te --activation-precision=f32 "${train[@]}" -o "$d/plans/gpt-small-te.plan"
 gzip -f "$d/plans/gpt-small-te.plan"
 # The same with BF16 activations (--activation-precision=bf16): cuDNN attention, the LayerNorm
 # gradient and the FP8 GEMMs' epilogues on BF16 tensors, compared op by op with the CPU.
@@ -113,11 +113,12 @@ for s in ${CONV_SIZES-}; do
   mkdir -p "$d/conv"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch 8 --seq 1024 --vocab 256 -o "$g" >/dev/null
   "$opt" "$g" "${conv[@]}" -o "$d/conv/$s-f32.plan"
-  "$opt" "$g" "${conv[@]}" --recipe te -o "$d/conv/$s-te.plan"
-  "$opt" "$g" "${conv[@]}" --recipe te --kept-gemm-precision=f32 -o "$d/conv/$s-te-f32head.plan"
-  "$opt" "$g" "${conv[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
-  "$opt" "$g" "${conv[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
-  "$opt" "$g" "${conv[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
+  f32=(--activation-precision=f32) # the float32-activation twins (an FP8 recipe's default is bf16)
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te -o "$d/conv/$s-te.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --kept-gemm-precision=f32 -o "$d/conv/$s-te-f32head.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
   "$opt" "$g" "${conv[@]}" --activation-precision=bf16 -o "$d/conv/$s-bf16.plan"
   for r in te ao msamp:O2; do
     "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"

@@ -298,8 +298,9 @@ int octet::fp8OptMain(int argc, char **argv) {
       "activation-precision",
       cl::desc("Plans: storage of activations, bf16 (each op computes in float32 and rounds the BF16 values it "
                "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
-               "(octet-assign-precision; default f32, bf16 under an Accelerate config's mixed_precision: bf16). With "
-               "no recipe, bf16 is PyTorch's BF16 autocast: every Linear's GEMMs on BF16 operands"),
+               "(octet-assign-precision; default bf16 under an FP8 recipe or an Accelerate config's mixed_precision: "
+               "bf16, else f32). With no recipe, bf16 is PyTorch's BF16 autocast: every Linear's GEMMs on BF16 "
+               "operands"),
       cl::init("f32"), cl::cat(optCat));
 
   static cl::opt<std::string> attentionPrecision(
@@ -552,7 +553,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (evalGraph.getNumOccurrences())
     rc.evalGraph = evalGraph;
   // Accelerate's mixed_precision: bf16 is autocast: BF16 activations unless the flag says otherwise.
-  if (rc.mixedPrecision == "bf16" && !activationPrecision.getNumOccurrences())
+  // An FP8 recipe trains with BF16 activations, as TransformerEngine and torchao do under autocast.
+  if ((rc.mixedPrecision == "bf16" || (!rc.backend.empty() && rc.backend != "none")) &&
+      !activationPrecision.getNumOccurrences())
     activationPrecision = "bf16";
   // No FP8 recipe with BF16 activations is PyTorch's BF16 autocast: every Linear stays in high
   // precision (octet-fp8-substitute recipe=none) with its GEMMs on BF16 operands.

@@ -86,8 +86,9 @@ def main():
                     ["--ao-recipe" if base == "ao" else "--opt-level", variant] if variant else [])
                 if plus:
                     flags.append("--keep-output-layer=false")
-                if base != "none":  # kept layers as the ONNX model computes them (plans default to BF16 GEMMs)
-                    flags.append("--kept-gemm-precision=f32")
+                if base != "none":  # kept layers and activations as the ONNX model computes them (plans
+                    # default to BF16 GEMMs and, under a recipe, BF16 activations)
+                    flags += ["--kept-gemm-precision=f32", "--activation-precision=f32"]
                 if a.train:
                     flags += ["--train", "--optimizer", "adamw", "--lr", "1e-3", "--adam-eps", "1e-4", "--weight-decay", "0.01",
                               "--clip-grad-norm", "1.0"]
