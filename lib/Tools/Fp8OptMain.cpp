@@ -893,7 +893,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         return failure();
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
-        ros << "peak activation memory (plan arena): " << arena << " bytes\n";
+        ros << "peak activation memory (plan arena): " << arena << " bytes, activations stored in "
+            << (activationPrecision == "bf16" ? "BF16" : "float32")
+            << (activationPrecision.getNumOccurrences() ? " (--activation-precision)"
+                                                        : " (the default under an FP8 recipe or mixed_precision: bf16)")
+            << "\n";
         if (rematerializeFp8Casts && !autocast) // autocast: no FP8 codes
           ros << "FP8 codes recomputed for the backward: " << llvm::join(rematSources, ", ")
               << (!rematChosen          ? ""
