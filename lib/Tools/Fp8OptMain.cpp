@@ -552,8 +552,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--kept-gemm-precision: '" + keptGemmPrecision + "' is not valid; use bf16 or f32");
   if (evalGraph.getNumOccurrences())
     rc.evalGraph = evalGraph;
-  // Accelerate's mixed_precision: bf16 is autocast: BF16 activations unless the flag says otherwise.
-  // An FP8 recipe trains with BF16 activations, as TransformerEngine and torchao do under autocast.
+  // BF16 activations unless the flag says otherwise: under Accelerate's mixed_precision: bf16 (autocast)
+  // and under an FP8 recipe (as TransformerEngine and torchao train, under autocast).
   if ((rc.mixedPrecision == "bf16" || (!rc.backend.empty() && rc.backend != "none")) &&
       !activationPrecision.getNumOccurrences())
     activationPrecision = "bf16";

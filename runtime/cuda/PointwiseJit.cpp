@@ -173,7 +173,7 @@ Spec specOf(const PwArgs &a) {
     if (allZero) {
       s.load[j] = Load::Scalar;
       s.known[j] = a.known[j];
-      s.value[j] = a.known[j] ? a.value[j] : 0.0f;
+      s.value[j] = a.value[j];
     }
     else if (s.vec == kVec && innerStr == 1 && outerAligned && aligned(a.in[j], kVec * elem))
       s.load[j] = Load::Vector;
