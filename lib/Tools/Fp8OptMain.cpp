@@ -227,6 +227,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: FP8 casts and amaxes of a float32 Cast of an FP16/BF16 tensor read the narrow tensor "
                "(exact; MS-AMP's FP16 weights) instead of a float32 copy (default on)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseResidualNorms(
+      "fuse-residual-norms",
+      cl::desc("Plans: a float32 LayerNorm and the residual Add right before it form a fusion group a backend "
+               "runs as one pass over the Add's operands (default on; --fuse-residual-norms=false: two passes)"),
+      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> fuseAmaxScale(
       "fuse-amax-scale",
       cl::desc("Plans: dynamic scaling's fp8.dynamic_scale and the amax it reads form a fusion group a backend "
@@ -820,6 +825,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFuseProducerAmax());
       if (out == Emit::Plan && fuseAmaxScale)
         pm.addPass(createFuseAmaxScale());
+      if (out == Emit::Plan && fuseResidualNorms)
+        pm.addPass(createFuseResidualNorms());
       if (out == Emit::Plan) {
         AttentionPrecisionOptions ap;
         ap.precision = attentionPrecision;

@@ -635,6 +635,23 @@ def FuseCastSources : Pass<"octet-fuse-cast-sources", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def FuseResidualNorms : Pass<"octet-fuse-residual-norms", "mlir::ModuleOp"> {
+  let summary = "A LayerNorm takes the residual Add right before it in the same pass";
+  let description = [{
+    A float32 onnx.Add of two operands of its own shape (no broadcast) that is
+    the op right before (views aside) a float32 LayerNormalization over the
+    last axis reading its result (a pre-LN transformer's residual stream and
+    the next block's norm) becomes a fusion group with it (kind
+    "residual_norm", `octet.fusion` and `octet.fusion_group`, the plan's
+    `fusion` and `fusion_group`): a backend computes the sum and the norm's
+    row statistics (or the whole norm) in one pass over the operands, writing
+    the sum for its other readers, instead of reading the sum back. The CPU
+    runs both ops as they are. Ops already in a fusion group are left alone.
+    fp8-opt runs it when writing a plan, after octet-fuse-amax-scale
+    (`--fuse-residual-norms`).
+  }];
+}
+
 def FoldGemmBias : Pass<"octet-fold-gemm-bias", "mlir::ModuleOp"> {
   let summary = "A float32 FP8 GEMM's bias added by the op that reads its result";
   let description = [{

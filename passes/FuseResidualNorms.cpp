@@ -1,0 +1,83 @@
+//===- FuseResidualNorms.cpp - A LayerNorm takes the residual Add before it ===//
+//
+// octet-fuse-residual-norms: a pre-LN transformer's residual stream is x' = x + sublayer(x), and
+// the next block's LayerNormalization reads x' right away. The Add reads two tensors and writes
+// x'; the LayerNorm (or, in a cast pass, the row statistics its FP8 casts apply) reads x' again.
+// Where a float32 onnx.Add of two operands of its own shape (no broadcast) is the op right before
+// (views aside) a float32 LayerNormalization over the last axis that reads its result, the pair
+// becomes a fusion group (FusionGroups.h, kind "residual_norm"): a backend computes the sum and
+// the norm's row statistics in one pass over the operands, writing x' for its other readers (the
+// next residual Add, the LayerNorm's gradient), and x' is not read back for the statistics. The
+// CPU runs both ops as they are (the same bits: the sum is rounded as the Add rounds it).
+// Ops already in a fusion group are left alone.
+//
+//===----------------------------------------------------------------------===//
+#include "octet/Dialect/ONNX/IR/ONNX.h"
+#include "octet/Passes/Passes.h"
+
+#include "FusionGroups.h"
+#include "PlanOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace octet {
+#define GEN_PASS_DEF_FUSERESIDUALNORMS
+#include "octet/Passes/Passes.h.inc"
+} // namespace octet
+
+using namespace mlir;
+namespace ox = octet::onnx_dialect;
+
+namespace {
+
+bool isF32(Value v) {
+  auto t = v.getType().dyn_cast<RankedTensorType>();
+  return t && t.hasStaticShape() && t.getElementType().isF32();
+}
+
+/// Whether `ln` normalizes float32 rows over its last axis alone.
+bool normalizesLastAxis(ox::LayerNormalizationOp ln) {
+  auto t = ln.getX().getType().dyn_cast<RankedTensorType>();
+  if (!t || !t.hasStaticShape() || t.getRank() < 1 || !isF32(ln.getX()) || !isF32(ln.getScale()) ||
+      (!ln.getB().getType().isa<NoneType>() && !isF32(ln.getB())))
+    return false;
+  int64_t axis = ln.getAxis().value_or(-1);
+  return axis == -1 || axis == t.getRank() - 1;
+}
+
+/// The Add `ln` reads (through views) where it is the op right before `ln`, views aside, and adds
+/// two float32 tensors of its result's shape; or null.
+ox::AddOp residualAddOf(ox::LayerNormalizationOp ln) {
+  auto add = octet::viewRoot(ln.getX()).getDefiningOp<ox::AddOp>();
+  if (!add || add->getBlock() != ln->getBlock())
+    return {};
+  Operation *before = octet::prevStep(ln);
+  while (before && before != add && octet::isViewOp(before))
+    before = octet::prevStep(before);
+  if (before != add.getOperation())
+    return {};
+  Type shape = add.getC().getType();
+  if (!isF32(add.getC()) || add.getA().getType() != shape || add.getB().getType() != shape)
+    return {};
+  return add;
+}
+
+struct FuseResidualNorms : octet::impl::FuseResidualNormsBase<FuseResidualNorms> {
+  using FuseResidualNormsBase::FuseResidualNormsBase;
+
+  void runOnOperation() override {
+    SmallVector<std::pair<Operation *, Operation *>> pairs;
+    getOperation().walk([&](ox::LayerNormalizationOp ln) {
+      if (ln->hasAttr("octet.fusion") || !normalizesLastAxis(ln))
+        return;
+      ox::AddOp add = residualAddOf(ln);
+      if (add && !add->hasAttr("octet.fusion"))
+        pairs.push_back({add, ln});
+    });
+    int64_t next = octet::nextFusionGroup(getOperation(), "residual_norm");
+    for (auto [add, ln] : pairs)
+      octet::markFusionGroup({add, ln}, "residual_norm", next++);
+  }
+};
+
+} // namespace
