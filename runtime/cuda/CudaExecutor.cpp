@@ -140,6 +140,8 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     foldGemmBias();
   if (opt_.castSums)
     fuseCastColumnSums();
+  if (opt_.residualNorms)
+    fuseResidualNorms();
   if (opt_.castSources)
     fuseCastSources();
   fuseProducerAmax();
@@ -794,6 +796,8 @@ void registerBackend() {
       o.castSources = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_FOLD_BIAS"))
       o.foldBias = std::string(c) != "0";
+    if (const char *c = std::getenv("OCTET_CUDA_RESIDUAL_NORMS"))
+      o.residualNorms = std::string(c) != "0";
     if (const char *c = std::getenv("OCTET_CUDA_CUDNN"))
       o.cudnnAttention = std::string(c) != "0";
     if (const char *w = std::getenv("OCTET_CUDA_ATTENTION_WORKSPACE_MIB")) { // the same bits, another launch count

@@ -213,8 +213,12 @@ private:
     int64_t rows, n;
     float eps;
     int y;
+    dev::LnResidualAdd add = {}; // the residual Add it computes x from (fuseResidualNorms())
   };
   std::map<size_t, LayerNormOp> layerNorms_;
+  /// The plan's residual_norm groups (octet-fuse-residual-norms: a float32 residual Add right
+  /// before the LayerNorm of its sum): the norm's pass computes the sum from the Add's operands.
+  void fuseResidualNorms();
   /// A per-tensor fp8.amax: what it reads and where it writes (fuseProducerAmax()).
   struct AmaxOp {
     const void *xp;

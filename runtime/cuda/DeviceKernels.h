@@ -239,9 +239,16 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
 /// LayerNorm source applies to give y's bits; y may then be null (not written).
 /// amax (the same float32 rows): also max |y| over the whole tensor into *amax (zeroed here; bits,
 /// a NaN not made canonical: finishAmax or finishAmaxScale does), y stored or not.
+/// add (float32 rows of layerNormStatsFit(n), 16-byte aligned): x is not read; the norm takes the
+/// residual Add before it, a + (b + bias[c]) (bias null: a + b), rounded as the elementwise Add and
+/// AddBias round it, and writes that sum to add.sum (the Add's output) in the same pass.
+struct LnResidualAdd {
+  const float *a = nullptr, *b = nullptr, *bias = nullptr;
+  float *sum = nullptr;
+};
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats = nullptr, float *amax = nullptr);
+                      cudaStream_t s, double *stats = nullptr, float *amax = nullptr, LnResidualAdd add = {});
 bool layerNormStatsFit(int64_t n);
 /// octet::LayerNormalizationGrad over rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
 /// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.

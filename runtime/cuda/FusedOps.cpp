@@ -511,6 +511,7 @@ void CudaExecutor::foldGemmBias() {
       e.inStr[0] = str[0], e.inStr[1] = str[1], e.inStr[2] = stridesOf(broadcastStrides({g.N}, os));
       e.inType[0] = e.inType[1] = e.inType[2] = int(DType::F32);
       add = [e](cudaStream_t s) { return dev::elementwise(e, s); };
+      adds_[size_t(r)] = e; // as it now runs (fuseResidualNorms())
     } else if (auto c = transposes_.find(size_t(r)); fold == "copy" && c != transposes_.end()) {
       dev::CopyArgs ca = c->second;
       if (ca.src != g.D || !dev::canCopyWithBias(ca, g.N)) {
@@ -625,6 +626,82 @@ bool CudaExecutor::quietView(size_t k) {
          !op.outputs.empty() && op.outputs[0] >= 0 && devicePtr(op.inputs[0]) == devicePtr(op.outputs[0]);
 }
 
+/// The plan's residual_norm groups (octet-fuse-residual-norms): a float32 residual Add, right
+/// before (views aside) the float32 LayerNorm of its sum. The norm's launch computes the sum from
+/// the Add's operands, as the Add (or, with a GEMM's bias folded into it, AddBias) rounds it, writes
+/// it for its other readers and normalizes it (or, in a cast pass that fuseCastSources() makes of
+/// the norm, takes its statistics): the sum is not read back. The Add runs nothing. A pair whose
+/// Add or norm did not compile to those kernels, or whose norm writes bytes of the Add's operands
+/// (its statistics, or its output outside a cast pass), runs apart ("residual norms not applied").
+/// check() runs the ops as they were.
+void CudaExecutor::fuseResidualNorms() {
+  std::map<int64_t, size_t> addAt; // the plan's group -> the program of its Add
+  for (size_t k = 0; k < program_.size(); ++k) {
+    const int64_t group = planGroup(k, "residual_norm");
+    if (group < 0)
+      continue;
+    const size_t op = program_[k].op;
+    if (plan_.ops[op].type == "Add") {
+      addAt[group] = k;
+      continue;
+    }
+    auto a = addAt.find(group);
+    auto ln = layerNorms_.find(op);
+    size_t before = k;
+    while (before > 0 && quietView(before - 1))
+      --before;
+    const dev::EwArgs *e = nullptr;
+    if (a != addAt.end() && before > 0 && before - 1 == a->second && ln != layerNorms_.end() &&
+        program_[k].parts.empty())
+      if (auto it = adds_.find(program_[a->second].op); it != adds_.end())
+        e = &it->second;
+    const PlanOp *addOp = e ? &plan_.ops[program_[a->second].op] : nullptr;
+    const bool bias = e && e->op == dev::Ew::AddBias && e->nIn == 3;
+    if (!e || !(bias || (e->op == dev::Ew::Add && e->nIn == 2)) || e->out != ln->second.x ||
+        e->n != ln->second.rows * ln->second.n || shapeOf(addOp->inputs[0]) != shapeOf(addOp->outputs[0]) ||
+        shapeOf(addOp->inputs[1]) != shapeOf(addOp->outputs[0]) ||
+        shapeOf(addOp->outputs[0]).back() != ln->second.n ||
+        (reinterpret_cast<uintptr_t>(e->in[0]) | reinterpret_cast<uintptr_t>(e->in[1]) |
+         reinterpret_cast<uintptr_t>(bias ? e->in[2] : nullptr)) % 16) {
+      ++fusions_["residual norms not applied"];
+      continue;
+    }
+    LayerNormOp &l = ln->second;
+    // What the launch writes besides the sum must not be the operands' bytes: the sum (an Add in
+    // place, or elsewhere) and the statistics always; the norm's output where it is stored, which a
+    // cast pass of the norm (fuseCastSources()) does not do.
+    const size_t bytes = size_t(e->n) * sizeof(float), rowBytes = size_t(l.rows) * sizeof(float);
+    float *y = static_cast<float *>(devicePtr(l.y));
+    bool ok = true, yFree = true;
+    for (const void *in : {e->in[0], e->in[1]}) {
+      ok = ok && (in == e->out || !bytesOverlap(in, bytes, e->out, bytes)) && !bytesOverlap(in, bytes, l.mean, rowBytes) &&
+           !bytesOverlap(in, bytes, l.invStd, rowBytes);
+      yFree = yFree && !bytesOverlap(in, bytes, y, bytes);
+    }
+    if (!ok || (!yFree && planCastPass(k) < 0)) {
+      ++fusions_["residual norms not applied"];
+      continue;
+    }
+    l.add = {static_cast<const float *>(e->in[0]), static_cast<const float *>(e->in[1]),
+             bias ? static_cast<const float *>(e->in[2]) : nullptr, static_cast<float *>(e->out)};
+    const LayerNormOp n = l;
+    std::vector<Step> apart = program_[a->second].steps; // the Add, then the norm
+    apart.insert(apart.end(), program_[k].steps.begin(), program_[k].steps.end());
+    replaceProgram(a->second, [](cudaStream_t) { return std::string(); });
+    replaceProgram(k, [n, y, yFree, apart](cudaStream_t s) {
+      if (!yFree) // the cast pass did not take the norm, which stores y over the operands: apart
+        for (const Step &st : apart)
+          if (std::string err = st(s); !err.empty())
+            return err;
+      const int f32 = int(DType::F32);
+      return yFree ? dev::layerNorm(n.add.sum, f32, n.gamma, f32, n.beta, f32, y, f32, n.mean, n.invStd, n.rows, n.n,
+                                    n.eps, s, nullptr, nullptr, n.add)
+                   : std::string();
+    });
+    ++fusions_["LayerNorms take their residual Add"];
+  }
+}
+
 /// The plan's cast passes (octet-fuse-cast-sources: FP8 cast-transposes of one tensor one after
 /// another, views aside, and the op right before that computes the tensor) become one
 /// castTransposeMany pass: the tensor is read once for all of them. Where the pass's producer is a
@@ -696,7 +773,8 @@ void CudaExecutor::fuseCastSources() {
       size_t p = before - 1, pop = program_[p].op;
       // A producer other than these is a Pointwise program or chain: fuseCastPointwise()'s.
       bool ours = layerNorms_.count(pop) || geluSources_.count(pop);
-      if (auto ln = layerNorms_.find(pop); ln != layerNorms_.end() && program_[p].parts.empty()) {
+      if (auto ln = layerNorms_.find(pop);
+          ln != layerNorms_.end() && (program_[p].parts.empty() || ln->second.add.a)) {
         const LayerNormOp l = ln->second;
         const AmaxOp *am = amaxAt ? &amaxes_.at(program_[*amaxAt].op) : nullptr;
         if (devicePtr(l.y) == c0.xp && l.n == c0.cols && l.rows * l.n == c0.rows * c0.cols &&
@@ -740,7 +818,12 @@ void CudaExecutor::fuseCastSources() {
     const size_t elems = size_t(c0.rows * c0.cols), srcBytes = elems * (c0.it == cuda::InType::F32 ? 4 : 2);
     const AmaxOp *am = amaxAt && norm ? &amaxes_.at(program_[*amaxAt].op) : nullptr;
     const DynamicScaleOp *ds = am ? &dynamicScales_.at(program_[*scaleAt].op) : nullptr;
-    auto overlaps = [&](const void *p, size_t n) { return bytesOverlap(p, n, src.x, srcBytes); };
+    auto overlaps = [&](const void *p, size_t n) {
+      // A LayerNorm that takes its residual Add reads the Add's operands in the statistics' launch.
+      return bytesOverlap(p, n, src.x, srcBytes) ||
+             (norm && norm->add.a && am && p == am->out &&
+              (bytesOverlap(p, n, norm->add.a, srcBytes) || bytesOverlap(p, n, norm->add.b, srcBytes)));
+    };
     if (std::any_of(targets.begin(), targets.end(),
                     [&](const cuda::CastTarget &t) {
                       return overlaps(t.q, elems) || overlaps(t.qt, elems) || overlaps(t.amax, sizeof(float));
@@ -758,7 +841,7 @@ void CudaExecutor::fuseCastSources() {
       float *amaxOut = am ? am->out : nullptr;
       stats = [l, st, amaxOut](cudaStream_t s) {
         return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
-                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st, amaxOut);
+                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st, amaxOut, l.add);
       };
     }
     if (am) {

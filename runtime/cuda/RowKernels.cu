@@ -326,33 +326,60 @@ template <class F> bool byRowVecs(int64_t n, F f) {
 
 /// LayerNormalization of float32 rows of n <= 4 * kRowThreads * Vecs (n % 4 == 0): the row in
 /// registers as float4 chunks 4 (t + kRowThreads k) (one read), statistics in double as
-/// layerNormKernel takes them, the same arithmetic per element. y null: only the statistics, as
-/// (mean, 1/std) in double into `stats` (castTransposeMany's LayerNorm source applies them).
-/// amaxBits: also max |y| over every row (bits; NaN above Inf), one atomicMax a block, whether or
-/// not y is stored (dynamic scaling's amax of a LayerNorm that a cast pass computes).
+/// layerNormKernel takes them, the same arithmetic per element. Each block takes rows blockIdx.x,
+/// +gridDim.x, ... (a grid of what the SMs hold at once), the next row's loads issued before this
+/// row's block reductions so that the memory system stays busy through their barriers. y null:
+/// only the statistics, as (mean, 1/std) in double into `stats` (castTransposeMany's LayerNorm
+/// source applies them). amaxBits: also max |y| over every row (bits; NaN above Inf), one
+/// atomicMax a block, whether or not y is stored (dynamic scaling's amax of a LayerNorm that a cast
+/// pass computes). With add.a, x is the residual Add before the norm: a + (b + bias[c]) (bias may
+/// be null: a + b), rounded as the elementwise Add and AddBias round it, and written to add.sum.
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads)
     layerNormRegKernel(const float *x, const float *scale, const float *bias, float *y, float *mean, float *invStd,
-                       double2 *stats, int64_t rows, int n, float eps, unsigned *amaxBits) {
+                       double2 *stats, int64_t rows, int n, float eps, unsigned *amaxBits, LnResidualAdd add) {
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
   unsigned am = 0;
-  float4 sc[Vecs], bi[Vecs];
+  float4 sc[Vecs], bi[Vecs], ab[Vecs];
 #pragma unroll
   for (int k = 0; k < Vecs; ++k) {
     int i = 4 * (threadIdx.x + k * kRowThreads);
     sc[k] = i < n ? *reinterpret_cast<const float4 *>(scale + i) : zero;
     bi[k] = i < n && bias ? *reinterpret_cast<const float4 *>(bias + i) : zero;
+    ab[k] = i < n && add.bias ? *reinterpret_cast<const float4 *>(add.bias + i) : zero;
   }
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *xr = x + r * n;
-    float4 xv[Vecs];
-    double s = 0;
+  // A row's loads: x's chunks, or the Add's two operands' (summed once they are needed).
+  float4 pa[Vecs], pb[Vecs];
+  auto load = [&](int64_t r, float4(&la)[Vecs], float4(&lb)[Vecs]) {
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
-      xv[k] = i < n ? *reinterpret_cast<const float4 *>(xr + i) : zero;
-      s += (double(xv[k].x) + double(xv[k].y)) + (double(xv[k].z) + double(xv[k].w));
+      bool in = r < rows && i < n;
+      la[k] = in ? *reinterpret_cast<const float4 *>((add.a ? add.a : x) + r * n + i) : zero;
+      lb[k] = in && add.a ? *reinterpret_cast<const float4 *>(add.b + r * n + i) : zero;
     }
+  };
+  load(blockIdx.x, pa, pb);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float4 xv[Vecs];
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k) {
+      xv[k] = pa[k];
+      if (add.a) {
+        const float4 a = pa[k], b = pb[k], c = ab[k];
+        xv[k] = add.bias ? float4{__fadd_rn(a.x, __fadd_rn(b.x, c.x)), __fadd_rn(a.y, __fadd_rn(b.y, c.y)),
+                                  __fadd_rn(a.z, __fadd_rn(b.z, c.z)), __fadd_rn(a.w, __fadd_rn(b.w, c.w))}
+                         : float4{__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
+        int i = 4 * (threadIdx.x + k * kRowThreads);
+        if (i < n)
+          *reinterpret_cast<float4 *>(add.sum + r * n + i) = xv[k];
+      }
+    }
+    load(r + gridDim.x, pa, pb); // the next row, in flight while this one is reduced
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < Vecs; ++k)
+      s += (double(xv[k].x) + double(xv[k].y)) + (double(xv[k].z) + double(xv[k].w));
     double m = blockSum<kRowThreads>(s) / double(n), v = 0;
 #pragma unroll
     for (int k = 0; k < Vecs; ++k)
@@ -724,31 +751,48 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
   return check("softmax");
 }
 
+/// The blocks of a layerNormRegKernel<Vecs> grid: what the SMs hold at once (each block takes rows
+/// in turn, loading the next while it reduces this one), at most `rows`.
+template <int Vecs> int layerNormRegBlocks(int64_t rows) {
+  static const int full = [] {
+    int dev = 0, sms = 132, b = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, layerNormRegKernel<Vecs>, kRowThreads, 0) != cudaSuccess ||
+        b <= 0)
+      b = 2;
+    return std::max(sms, 1) * b;
+  }();
+  return int(std::max<int64_t>(1, std::min<int64_t>(rows, full)));
+}
+
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats, float *amax) {
-  int blocks = int(std::min<int64_t>(rows, 65535 * 8));
+                      cudaStream_t s, double *stats, float *amax, LnResidualAdd add) {
   const int f32 = F32;
-  bool vec = type == f32 && scaleType == f32 && (!bias || biasType == f32) && outType == f32 && n % 4 == 0 &&
-             (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(scale) | reinterpret_cast<uintptr_t>(bias) |
-              reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  auto misaligned = [](std::initializer_list<const void *> ps) {
+    uintptr_t u = 0;
+    for (const void *p : ps)
+      u |= reinterpret_cast<uintptr_t>(p);
+    return u % 16 != 0;
+  };
+  bool vec = (add.a || type == f32) && scaleType == f32 && (!bias || biasType == f32) && outType == f32 &&
+             n % 4 == 0 && !misaligned({add.a ? add.a : x, scale, bias, y});
   auto *xf = static_cast<const float *>(x), *sf = static_cast<const float *>(scale);
   auto *bf = static_cast<const float *>(bias);
   auto *yf = static_cast<float *>(y);
   auto *st = reinterpret_cast<double2 *>(stats);
-  if ((stats || amax) && !(vec && layerNormStatsFit(n) && reinterpret_cast<uintptr_t>(stats) % 16 == 0))
-    return std::string("layerNorm: row statistics") + (amax ? " and the amax" : "") +
+  if ((stats || amax || add.a) && !(vec && layerNormStatsFit(n) && !misaligned({stats, add.b, add.bias, add.sum})))
+    return std::string("layerNorm: row statistics") + (amax ? " and the amax" : "") + (add.a ? " with the Add" : "") +
            " need float32 rows of at most " + std::to_string(16 * kRowThreads) + " (a multiple of 4), 16-byte aligned";
-  if (amax) { // one atomicMax a block: a grid the size of the machine, each block taking rows in turn
+  if (amax)
     cudaMemsetAsync(amax, 0, sizeof(float), s);
-    blocks = std::min(blocks, 132 * 8);
-  }
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
-          layerNormRegKernel<v()>
-              <<<blocks, kRowThreads, 0, s>>>(xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps, bits);
+          layerNormRegKernel<v()><<<layerNormRegBlocks<v()>(rows), kRowThreads, 0, s>>>(
+            xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps, bits, add);
         })))
-    layerNormKernel<<<blocks, kRowThreads, 0, s>>>(
+    layerNormKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(
       x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
   return check("layerNorm");
 }

@@ -735,3 +735,148 @@ TEST(CudaExecutor, AmaxScaleMatchesTheSeparateOps) {
     EXPECT_EQ(fusionCount(*gpu, "amax scale not applied"), what == "apart" ? 1 : 0);
   }
 }
+
+/// A residual Add and the LayerNorm of its sum right after it, grouped as octet-fuse-residual-norms
+/// writes them (residual_norm): the norm's launch computes the sum from the Add's operands (the
+/// Add rounds, or with a GEMM's bias folded into it AddBias), writes it, and normalizes it or, in a
+/// cast pass, takes its statistics. With CudaOptions::residualNorms on and off every output is the
+/// same bytes (eager, then graphs), within 1e-5 of the CPU (FP8 codes within one code; 1e-2 after
+/// the FP8 GEMM):
+///   norm      Add(x, h) -> LayerNorm storing Y, Mean and InvStdDev, 1000 rows of 2048 (more rows
+///             than the grid has blocks: each block loads its next row while it reduces this one);
+///   view      Add of [rows, n] -> Reshape (a view) -> LayerNorm, rows of 768;
+///   cast      the LayerNorm in a cast pass with two casts: the pass's statistics launch takes the Add;
+///   bias      fp8.gemm whose bias the Add adds (bias_fold "add") -> LayerNorm;
+///   in-place  the arena gives the sum the bytes of x (the Add in place);
+///   y-over-h  the arena gives Y the bytes of h, which a fused launch would still read: not applied;
+///   ungrouped the same Add and LayerNorm without the plan's group: nothing fused.
+TEST(CudaExecutor, ResidualNormsMatchTheSeparateOps) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  for (std::string what : {"norm", "view", "cast", "bias", "in-place", "y-over-h", "ungrouped"}) {
+    SCOPED_TRACE(what);
+    const int64_t n = what == "view" ? 768 : what == "bias" ? 256 : 2048, rows = what == "norm" ? 1000 : 192;
+    const Shape s3{2, rows / 2, n};
+    Plan plan;
+    std::map<std::string, TensorPtr> feed;
+    auto input = [&](const std::string &name, Shape sh, float sd) {
+      int id = addValue(plan, name, sh);
+      plan.inputs.push_back(id);
+      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
+      return id;
+    };
+    const Shape addShape = what == "view" ? Shape{rows, n} : s3;
+    int x = input("x", addShape, 2.0f), h = -1, gemmY = -1;
+    size_t first = 0; // the Add's op index
+    if (what == "bias") {
+      BiasedGemm gm = addBiasedGemm(plan, rows, 128, n, s3, 0.05f, 0.02f);
+      foldBiasInto(gm.gemm, "add");
+      plan.ops.push_back(gm.gemm);
+      plan.ops.push_back(gm.reshape);
+      std::uniform_int_distribution<int> code(0, 0x77);
+      for (int id : {gm.a, gm.b}) {
+        auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
+        for (int64_t i = 0; i < t->numel(); ++i)
+          t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
+        feed[plan.values[size_t(id)].name] = t;
+        plan.inputs.push_back(id);
+      }
+      feed["bias"] = std::make_shared<Tensor>(randomTensor({n}, rng, 0.5f));
+      plan.inputs.push_back(gm.bias);
+      h = gm.view;
+      gemmY = gm.y;
+      first = plan.ops.size();
+    } else {
+      h = input("h", addShape, 1.0f);
+    }
+    int g = input("gamma", {n}, 1.0f), b = input("beta", {n}, 0.5f);
+    int sum = addValue(plan, "sum", addShape);
+    addOp(plan, "Add", "add", {x, h}, {sum});
+    int normIn = sum;
+    if (what == "view") {
+      int shp = addValue(plan, "shape", {3});
+      plan.values[size_t(shp)].dtype = DType::I64;
+      auto st = std::make_shared<Tensor>(DType::I64, Shape{3});
+      std::copy(s3.begin(), s3.end(), st->data<int64_t>());
+      plan.constants[shp] = st;
+      plan.constantKinds[shp] = ConstantKind::Const;
+      normIn = addValue(plan, "sum3", s3);
+      addOp(plan, "Reshape", "view", {sum, shp}, {normIn});
+    }
+    int y = addValue(plan, "y", s3), mean = addValue(plan, "mean", {2, rows / 2, 1});
+    int inv = addValue(plan, "inv", {2, rows / 2, 1});
+    PlanOp &ln = addOp(plan, "LayerNormalization", "ln", {normIn, g, b}, {y, mean, inv});
+    ln.attrs["epsilon"].kind = Attr::Float;
+    ln.attrs["epsilon"].f = 1e-5f;
+    const size_t lnAt = plan.ops.size() - 1;
+    if (what != "ungrouped")
+      groupOps(plan, {first, lnAt}, "residual_norm", 0);
+    plan.outputs = {sum, mean, inv};
+    if (what == "cast") {
+      int y2 = addValue(plan, "y2d", {rows, n}), shp = addValue(plan, "shape2", {2});
+      plan.values[size_t(shp)].dtype = DType::I64;
+      auto st = std::make_shared<Tensor>(DType::I64, Shape{2});
+      st->data<int64_t>()[0] = rows, st->data<int64_t>()[1] = n;
+      plan.constants[shp] = st;
+      plan.constantKinds[shp] = ConstantKind::Const;
+      addOp(plan, "Reshape", "view2", {y, shp}, {y2});
+      for (int c = 0; c < 2; ++c) {
+        std::string k = std::to_string(c);
+        int si = addScalar(plan, "si" + k, 0.01f * float(c + 1)), a = addValue(plan, "amax" + k, {});
+        int q = addValue(plan, "q" + k, {rows, n}), qt = addValue(plan, "qt" + k, {n, rows});
+        plan.values[size_t(q)].dtype = plan.values[size_t(qt)].dtype = c ? DType::F8E5M2 : DType::F8E4M3FN;
+        addOp(plan, "fp8.cast_amax", "cast" + k, {y2, si}, {q, a, qt});
+        plan.outputs.insert(plan.outputs.end(), {q, a, qt});
+      }
+      castPassOps(plan, {lnAt, plan.ops.size() - 2, plan.ops.size() - 1}, 0);
+    } else {
+      plan.outputs.push_back(y);
+    }
+    // The arena as the plan writer places it: views share their source's bytes. "in-place": x
+    // (computed in the plan, -x0, so the arena may place it; it dies at the Add) and the sum share
+    // bytes; "y-over-h": h (-h0) and Y do.
+    const int64_t bytes = rows * n * 4;
+    std::vector<Plan::Buffer> buffers = {{sum, 0, bytes}, {y, bytes, bytes}};
+    if (what == "bias") // the GEMM's result and its view (addBiasedGemm)
+      buffers.insert(buffers.end(), {{gemmY, 2 * bytes, bytes}, {h, 2 * bytes, bytes}});
+    if (what == "view") {
+      buffers.push_back({normIn, 0, bytes});
+      plan.views.push_back({normIn, sum});
+    }
+    if (what == "cast") {
+      int y2 = plan.ops[lnAt + 1].outputs[0];
+      buffers.push_back({y2, bytes, bytes});
+      plan.views.push_back({y2, y});
+    }
+    if (what == "in-place" || what == "y-over-h") {
+      int held = what == "in-place" ? x : h;
+      plan.inputs.erase(std::find(plan.inputs.begin(), plan.inputs.end(), held));
+      feed.erase(plan.values[size_t(held)].name);
+      addOp(plan, "Neg", "make", {input(what == "in-place" ? "x0" : "h0", s3, 2.0f)}, {held});
+      std::rotate(plan.ops.begin(), plan.ops.end() - 1, plan.ops.end()); // the group moves with its ops
+      if (what == "in-place")
+        buffers.push_back({x, 0, bytes});
+      else
+        buffers = {{h, 0, bytes}, {sum, 2 * bytes, bytes}, {y, 0, bytes}};
+    }
+    plan.buffers = buffers;
+    plan.arenaBytes = 3 * bytes;
+    plan.arenaAlignment = 256;
+    Executor cpu(plan);
+    cpu.run(feed, false);
+    cuda::CudaOptions on, off;
+    off.residualNorms = false;
+    auto fused = cuda::makeCudaRunner(plan, on), apart = cuda::makeCudaRunner(plan, off);
+    expectSameAsUnfused(plan, *fused, *apart, cpu, feed, [&](const Tensor &got, const Tensor &want, const std::string &nm) {
+      if (got.dtype == DType::F32)
+        EXPECT_LE(maxRelError(got, want), what == "bias" ? 1e-2 : 1e-5) << nm;
+      else
+        EXPECT_EQ(codesApart(got, want), 0) << nm;
+    });
+    const bool applies = what != "ungrouped" && what != "y-over-h";
+    EXPECT_EQ(fusionCount(*fused, "LayerNorms take their residual Add"), applies ? 1 : 0);
+    EXPECT_EQ(fusionCount(*fused, "residual norms not applied"), what == "y-over-h" ? 1 : 0);
+    EXPECT_EQ(fusionCount(*fused, "cast computes LayerNorm"), what == "cast" ? 1 : 0);
+    EXPECT_EQ(fusionCount(*apart, "LayerNorms take their residual Add"), 0);
+  }
+}

@@ -6,8 +6,8 @@
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
-// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows, and its FP8 cast; the GELU and a
-// generated Pointwise kernel; MS-AMP's Adam step (fp8.adam_step). Skipped without a GPU or without the memory (about 30 GiB of GPU
+// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows, and its FP8 cast (also with the residual Add before it); the GELU and a
+// generated Pointwise kernel; MS-AMP's Adam step (fp8.adam_step). Skipped without a GPU or without the memory (about 40 GiB of GPU
 // memory for the largest).
 //
 //===----------------------------------------------------------------------===//
@@ -307,6 +307,41 @@ TEST(CudaLarge, LayerNormCastPast32BitElements) {
                                       {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
                                       {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
                                      true, 0.0);
+  EXPECT_EQ(fusionCount(*gpu, "cast computes LayerNorm"), 1);
+}
+
+/// The same LayerNorm cast where the LayerNorm's input is a residual Add right before it, grouped
+/// as octet-fuse-residual-norms writes them (residual_norm): the cast pass's statistics launch
+/// computes the sum (past 2^31 values, each block taking rows in turn) and writes it. The Add's
+/// operands are the patterned pairs and zeros, so the sum is exact and every output the CPU's bits.
+TEST(CudaLarge, ResidualLayerNormCastPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(40) << 30);
+  const int64_t n = 2048, rows = kPast32 / n;
+  Plan plan;
+  LayerNormValues v = addLayerNorm(plan, rows, n);
+  const int x = plan.ops.back().inputs[0], a = addValue(plan, "a", {rows, n}), b = addValue(plan, "b0", {rows, n});
+  addOp(plan, "Add", "add", {a, b}, {x});
+  std::rotate(plan.ops.begin(), plan.ops.end() - 1, plan.ops.end()); // the Add, then the LayerNorm
+  groupOps(plan, {0, 1}, "residual_norm", 0);
+  plan.inputs = {a, b, plan.ops[1].inputs[1], plan.ops[1].inputs[2]};
+  int si = addScalar(plan, "si", 0.02f), am = addValue(plan, "amax", {}), qt = addValue(plan, "qt", {n, rows});
+  plan.values[size_t(qt)].dtype = DType::F8E4M3FN;
+  addOp(plan, "fp8.cast_amax", "cast", {v.y, si}, {-1, am, qt});
+  castPassOps(plan, {1, 2}, 0);
+  plan.outputs = {qt, am, v.mean, v.inv, x};
+  std::mt19937 rng(5);
+  TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
+  float *xv = xs->data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n / 2; ++c)
+      xv[r * n + n - 1 - c] = -xv[r * n + c];
+  auto gpu = expectLargeOutputsMatch(plan,
+                                     {{"a", xs},
+                                      {"b0", std::make_shared<Tensor>(DType::F32, Shape{rows, n})},
+                                      {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                                      {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
+                                     true, 0.0);
+  EXPECT_EQ(fusionCount(*gpu, "LayerNorms take their residual Add"), 1);
   EXPECT_EQ(fusionCount(*gpu, "cast computes LayerNorm"), 1);
 }
 

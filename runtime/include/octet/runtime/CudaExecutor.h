@@ -32,6 +32,8 @@ struct CudaOptions {
                            // (their FP8 output; the GELU gradient's cast)
   bool foldBias = true; // an FP8 GEMM's bias is added by the one op that reads its result (a residual
                         // Add, or the Transpose that splits heads) instead of in a pass of its own
+  bool residualNorms = true; // a LayerNorm the plan groups with the residual Add before it (residual_norm)
+                             // computes the sum from the Add's operands in its own pass
   bool cudnnAttention = true; // BF16 attention through cuDNN's fused SDPA where cuDNN 9 loads and has an
                               // engine for the shape; else (or false) Attention.cu's kernels
   /// cuDNN's deterministic attention backward on Hopper takes a workspace quadratic in the sequence
@@ -46,7 +48,7 @@ struct CudaOptions {
 /// Registers the "cuda" device backend with the runtime (fp8-run does this
 /// when it links liboctet_cuda). Options come from OCTET_CUDA_GRAPHS=0,
 /// OCTET_CUDA_JIT=0, OCTET_CUDA_CHAINS=0, OCTET_CUDA_CAST_SUMS=0, OCTET_CUDA_CAST_SOURCES=0,
-/// OCTET_CUDA_FOLD_BIAS=0 and OCTET_CUDA_CUDNN=0 (debugging and ablations: the same arithmetic
+/// OCTET_CUDA_FOLD_BIAS=0, OCTET_CUDA_RESIDUAL_NORMS=0 and OCTET_CUDA_CUDNN=0 (debugging and ablations: the same arithmetic
 /// launched otherwise, or Attention.cu's kernels instead of cuDNN's); what is computed (GEMM
 /// accumulation, attention precision) is the plan's.
 void registerBackend();
