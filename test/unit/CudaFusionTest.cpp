@@ -145,16 +145,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       BiasedGemm gm = addBiasedGemm(plan, M, 128, N, {1, M, N}, 0.05f, 0.02f);
       foldBiasInto(gm.gemm, "gelu");
       plan.ops.push_back(gm.gemm);
-      std::uniform_int_distribution<int> code(0, 0x77);
-      for (int id : {gm.a, gm.b}) {
-        auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
-        for (int64_t i = 0; i < t->numel(); ++i)
-          t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
-        feed[plan.values[size_t(id)].name] = t;
-        plan.inputs.push_back(id);
-      }
-      feed["bias"] = std::make_shared<Tensor>(randomTensor({N}, rng, 0.5f));
-      plan.inputs.push_back(gm.bias);
+      feedBiasedGemm(plan, gm, feed, rng, 0.5f);
       source = addValue(plan, "g", {M, N});
       PlanOp &gelu = op("Gelu", {gm.y}, {source});
       gelu.attrs["approximate"].kind = Attr::String;
@@ -773,16 +764,7 @@ TEST(CudaExecutor, ResidualNormsMatchTheSeparateOps) {
       foldBiasInto(gm.gemm, "add");
       plan.ops.push_back(gm.gemm);
       plan.ops.push_back(gm.reshape);
-      std::uniform_int_distribution<int> code(0, 0x77);
-      for (int id : {gm.a, gm.b}) {
-        auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
-        for (int64_t i = 0; i < t->numel(); ++i)
-          t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
-        feed[plan.values[size_t(id)].name] = t;
-        plan.inputs.push_back(id);
-      }
-      feed["bias"] = std::make_shared<Tensor>(randomTensor({n}, rng, 0.5f));
-      plan.inputs.push_back(gm.bias);
+      feedBiasedGemm(plan, gm, feed, rng, 0.5f);
       h = gm.view;
       gemmY = gm.y;
       first = plan.ops.size();

@@ -280,6 +280,17 @@ TEST(CudaLarge, LayerNormPast32BitElements) {
                           false, 1e-6);
 }
 
+/// Patterned rows whose second half is the first half negated and mirrored (v ... -v): a mean of 0
+/// and squares of multiples of 1/512, so a row's statistics are exact in any order of summation.
+TensorPtr pairedRows(int64_t rows, int64_t n) {
+  TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
+  float *xv = xs->data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n / 2; ++c)
+      xv[r * n + n - 1 - c] = -xv[r * n + c];
+  return xs;
+}
+
 /// LayerNormalization over 2^20 + 32 rows of 2048 (2^31 + 65536 values) whose output only an FP8
 /// cast reads, with the transposed copy and without the codes (a rematerialized cast): the executor
 /// computes it in the cast's pass (the row statistics, then the tiles, past 65535 row tiles).
@@ -297,11 +308,7 @@ TEST(CudaLarge, LayerNormCastPast32BitElements) {
   castPassOps(plan, {plan.ops.size() - 2, plan.ops.size() - 1}, 0); // as octet-fuse-cast-sources writes them
   plan.outputs = {qt, a, v.mean, v.inv};
   std::mt19937 rng(5);
-  TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
-  float *xv = xs->data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < n / 2; ++c)
-      xv[r * n + n - 1 - c] = -xv[r * n + c];
+  TensorPtr xs = pairedRows(rows, n);
   auto gpu = expectLargeOutputsMatch(plan,
                                      {{"x", xs},
                                       {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
@@ -330,11 +337,7 @@ TEST(CudaLarge, ResidualLayerNormCastPast32BitElements) {
   castPassOps(plan, {1, 2}, 0);
   plan.outputs = {qt, am, v.mean, v.inv, x};
   std::mt19937 rng(5);
-  TensorPtr xs = patterned({rows, n}, kPast32 - 1 - n / 2);
-  float *xv = xs->data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < n / 2; ++c)
-      xv[r * n + n - 1 - c] = -xv[r * n + c];
+  TensorPtr xs = pairedRows(rows, n);
   auto gpu = expectLargeOutputsMatch(plan,
                                      {{"a", xs},
                                       {"b0", std::make_shared<Tensor>(DType::F32, Shape{rows, n})},

@@ -362,6 +362,23 @@ inline BiasedGemm addBiasedGemm(Plan &plan, int64_t M, int64_t K, int64_t N, con
   return g;
 }
 
+/// Feeds a BiasedGemm's operands (random finite E4M3 codes of either sign) and its bias (float32
+/// with standard deviation biasSd), and makes all three inputs of the plan.
+inline void feedBiasedGemm(Plan &plan, const BiasedGemm &g, std::map<std::string, TensorPtr> &feed, std::mt19937 &rng,
+                           float biasSd) {
+  std::uniform_int_distribution<int> code(0, 0x77);
+  for (int id : {g.a, g.b}) {
+    auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
+    for (int64_t i = 0; i < t->numel(); ++i)
+      t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
+    feed[plan.values[size_t(id)].name] = t;
+    plan.inputs.push_back(id);
+  }
+  feed[plan.values[size_t(g.bias)].name] =
+    std::make_shared<Tensor>(randomTensor(plan.values[size_t(g.bias)].shape, rng, biasSd));
+  plan.inputs.push_back(g.bias);
+}
+
 } // namespace octet::rt::cudatest
 
 #endif
