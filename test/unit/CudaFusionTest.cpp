@@ -105,10 +105,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     Plan plan;
     std::map<std::string, TensorPtr> feed;
     auto input = [&](const std::string &name, Shape sh, float sd) {
-      int id = addValue(plan, name, sh);
-      plan.inputs.push_back(id);
-      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
-      return id;
+      return addRandomInput(plan, feed, name, sh, rng, sd);
     };
     auto op = [&](const std::string &type, std::vector<int> in, std::vector<int> out) -> PlanOp & {
       return addOp(plan, type, type + std::to_string(plan.ops.size()), std::move(in), std::move(out));
@@ -751,10 +748,7 @@ TEST(CudaExecutor, ResidualNormsMatchTheSeparateOps) {
     Plan plan;
     std::map<std::string, TensorPtr> feed;
     auto input = [&](const std::string &name, Shape sh, float sd) {
-      int id = addValue(plan, name, sh);
-      plan.inputs.push_back(id);
-      feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
-      return id;
+      return addRandomInput(plan, feed, name, sh, rng, sd);
     };
     const Shape addShape = what == "view" ? Shape{rows, n} : s3;
     int x = input("x", addShape, 2.0f), h = -1, gemmY = -1;

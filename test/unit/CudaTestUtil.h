@@ -362,6 +362,15 @@ inline BiasedGemm addBiasedGemm(Plan &plan, int64_t M, int64_t K, int64_t N, con
   return g;
 }
 
+/// A float32 input of `plan` named `name`, fed random values with standard deviation sd.
+inline int addRandomInput(Plan &plan, std::map<std::string, TensorPtr> &feed, const std::string &name, Shape sh,
+                          std::mt19937 &rng, float sd) {
+  int id = addValue(plan, name, sh);
+  plan.inputs.push_back(id);
+  feed[name] = std::make_shared<Tensor>(randomTensor(sh, rng, sd));
+  return id;
+}
+
 /// Feeds a BiasedGemm's operands (random finite E4M3 codes of either sign) and its bias (float32
 /// with standard deviation biasSd), and makes all three inputs of the plan.
 inline void feedBiasedGemm(Plan &plan, const BiasedGemm &g, std::map<std::string, TensorPtr> &feed, std::mt19937 &rng,
