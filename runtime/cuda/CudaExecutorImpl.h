@@ -299,6 +299,8 @@ private:
     int out;
   };
   std::map<size_t, GemmBiasOp> gemmBias_;
+  /// Float32 Adds as they run (AddBias where foldGemmBias() gave one a GEMM's bias; read again by
+  /// fuseResidualNorms()), and float32 GELUs.
   std::map<size_t, dev::EwArgs> adds_, gelus_;
   /// A BF16 octet::Attention or AttentionGrad: its launch with biases for Q, K and V, which the
   /// operands' BF16 conversion adds (rows `rowLength` long).
