@@ -125,6 +125,7 @@ template <typename T, __nv_fp8_interpretation_t F>
 __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *__restrict__ scaleInv,
                                uint8_t *__restrict__ q, unsigned *__restrict__ amaxBits, unsigned *slot) {
   const float si = *scaleInv;
+  const tile::Divisor d = tile::divisor(si);
   unsigned m = 0; // max |x| as bits: non-negative floats order as integers, and NaN above Inf
   const PlainSrc<T> src{x};
   size_t vecs = n / 8;
@@ -135,7 +136,7 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       m = max(m, __float_as_uint(fabsf(v[k])));
-    reinterpret_cast<uint2 *>(q)[i] = encodeEight(v, si, F == __NV_E5M2);
+    reinterpret_cast<uint2 *>(q)[i] = encodeEight(v, d, F == __NV_E5M2);
   }
   for (size_t i = vecs * 8 + size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float f = toFloat(x[i]);
@@ -145,9 +146,16 @@ __global__ void castAmaxKernel(const T *__restrict__ x, size_t n, const float *_
   publishAmax(m, slot, 1, [&](int) { return amaxBits; });
 }
 
+/// Blocks an SM holds at least (0: left to ptxas). A 16-bit tensor's one or three casts without
+/// column sums fit 32 registers without spilling: 8 blocks an SM, full occupancy, where ptxas on
+/// its own takes 48 registers (5 blocks).
+template <class Src, bool Sums, int NT> constexpr int kMinBlocks = 0;
+template <typename T, bool Sums, int NT>
+constexpr int kMinBlocks<PlainSrc<T>, Sums, NT> = sizeof(T) == 2 && !Sums && NT != 2 ? 8 : 0;
+
 /// One 64 x 64 tile of the source values per block (CastTile.h), for NT targets.
 template <class Src, bool Sums, int NT>
-__global__ void __launch_bounds__(kCtThreads)
+__global__ void __launch_bounds__(kCtThreads, (kMinBlocks<Src, Sums, NT>))
     castTransposeKernel(Src src, int64_t rows, int64_t cols, Targets tg, float *__restrict__ colPartials,
                         unsigned *slot) {
   tile::castTransposeTile<Src, Sums, NT>(src, rows, cols, tg, colPartials, slot);

@@ -41,12 +41,53 @@ __device__ __forceinline__ unsigned short fp8Pair(float lo, float hi, bool e5m2)
   return r;
 }
 
-/// The codes of v / si (IEEE division, as the CPU reference).
-__device__ __forceinline__ uint2 encodeEight(const float (&v)[8], float si, bool e5m2) {
-  unsigned w[4];
+/// A cast's divisor scale_inv, taken once per thread with its reciprocal rounded to nearest: the
+/// quotients v / si then cost a multiplication and two FMAs instead of a division each.
+struct Divisor {
+  float si, y;
+  float bound; // 2^63 si where si lies in [2^-60, 2^60]; else -1: every quotient divides
+};
+__device__ __forceinline__ Divisor divisor(float si) {
+  const bool in = si >= 0x1p-60f && si <= 0x1p60f;
+  return {si, in ? __frcp_rn(si) : 0.0f, in ? __fmul_rn(si, 0x1p63f) : -1.0f};
+}
+
+/// v / si rounded to nearest as the CPU reference's (and __fdiv_rn's) IEEE division rounds it,
+/// wherever an FP8 code can depend on it, for |v| <= d.bound. q = RN(v y) lies within an ulp of
+/// v / si; the remainder v - q si is then exact in an FMA, and RN(q + r y) is the correctly rounded
+/// quotient (Markstein's theorem, for y = RN(1 / si)) while v, r and q stay normal and finite: for
+/// si in [2^-60, 2^60] and |v / si| in [2^-20, 2^63]. A smaller quotient gives ±0 in either FP8
+/// format either way; the sign is v's (v = -0 would otherwise give +0).
+__device__ __forceinline__ float quotient(float v, const Divisor &d) {
+  const float q = __fmul_rn(v, d.y);
+  return copysignf(__fmaf_rn(__fmaf_rn(-q, d.si, v), d.y, q), v);
+}
+
+/// The codes of v / si (as the CPU reference's fp8Quantize: IEEE division, then the code rounded to
+/// nearest even and saturated). Eight values whose magnitudes are all within d.bound take
+/// quotient(); otherwise (an infinity, a NaN, a huge value, or an si out of range) all eight
+/// divide, and a negative NaN keeps its sign, as on the CPU (the conversion gives 0x7F for any NaN).
+/// Both paths are checked against the CPU over every float v: CudaLarge.CastEveryFloat.
+__device__ __forceinline__ uint2 encodeEight(const float (&v)[8], const Divisor &d, bool e5m2) {
+  bool divide = false;
 #pragma unroll
-  for (int k = 0; k < 4; ++k)
-    w[k] = fp8Pair(__fdiv_rn(v[2 * k], si), __fdiv_rn(v[2 * k + 1], si), e5m2);
+  for (int k = 0; k < 8; ++k)
+    divide |= !(fabsf(v[k]) <= d.bound);
+  unsigned w[4];
+  if (!divide) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      w[k] = fp8Pair(quotient(v[2 * k], d), quotient(v[2 * k + 1], d), e5m2);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      w[k] = fp8Pair(__fdiv_rn(v[2 * k], d.si), __fdiv_rn(v[2 * k + 1], d.si), e5m2);
+      if (isnan(v[2 * k]) && (__float_as_uint(v[2 * k]) >> 31))
+        w[k] |= 0x80u;
+      if (isnan(v[2 * k + 1]) && (__float_as_uint(v[2 * k + 1]) >> 31))
+        w[k] |= 0x8000u;
+    }
+  }
   return make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
 }
 
@@ -107,10 +148,10 @@ __device__ __forceinline__ void castTransposeTile(const Src &src, long long rows
   static_assert(NT >= 1 && NT <= kMaxTargets, "1 to kMaxTargets targets");
   static_assert(NS == 1 || (NS == 2 && NT >= 2), "a second stream needs a target of its own");
   __shared__ __align__(16) unsigned char tile[NT][kTile][kTile + 4];
-  float si[NT];
+  Divisor si[NT];
 #pragma unroll
   for (int i = 0; i < NT; ++i)
-    si[i] = *tg.scaleInv[i];
+    si[i] = divisor(*tg.scaleInv[i]);
   const long long c0 = (long long)(blockIdx.x) * kTile, tilesY = (rows + kTile - 1) / kTile;
   unsigned m = 0, mw = 0;
   constexpr int perRow = kTile / 8, rowsPerPass = kThreads / perRow;

@@ -6,13 +6,17 @@
 // a tensor of more than 2^31 float32 values (8 GiB) and compares every output: reductions over all
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
-// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over 2^21 rows, and its FP8 cast (also with the residual Add before it); the GELU and a
-// generated Pointwise kernel; MS-AMP's Adam step (fp8.adam_step). Skipped without a GPU or without the memory (about 40 GiB of GPU
-// memory for the largest).
+// conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over
+// 2^21 rows, and its FP8 cast (also with the residual Add before it); the GELU and a generated
+// Pointwise kernel; MS-AMP's Adam step (fp8.adam_step); and every float32 bit pattern (2^32
+// values) through the FP8 casts and the BF16 Cast. Skipped without a GPU or without the memory
+// (about 40 GiB of GPU memory for the largest).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
+#include "octet/runtime/Fp8.h"
 
+#include <cstring>
 #include <thread>
 #include <tuple>
 
@@ -369,6 +373,91 @@ TEST(CudaLarge, ElementwisePast32BitElements) {
                                       {"row", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
                                      false, 1e-6);
   EXPECT_GE(fusionCount(*gpu, "generated Pointwise kernels"), 1);
+}
+
+/// Every one of the 2^32 float32 bit patterns (NaNs included), as [65536, 65536]: cast to FP8 by
+/// the plain cast (E4M3, a scale_inv of mantissa all ones; E4M3, a scale_inv of 2^-70, outside
+/// the range where the casts' quotients take the reciprocal: the division) and by the
+/// cast-transpose (E5M2, a random mantissa), every code the CPU's; and the float32 -> BF16 Cast
+/// (the hardware's rounding, NaNs apart), every value the CPU's. Proves CastTile.h's quotient and
+/// EwMath.h's bf16Bits over all inputs for those scales.
+TEST(CudaLarge, CastEveryFloat) {
+  REQUIRE_GPU_MEMORY(int64_t(25) << 30);
+  const int64_t side = 65536;
+  const size_t n = size_t(side) * size_t(side);
+  auto x = std::make_shared<Tensor>(DType::F32, Shape{side, side});
+  uint32_t *bits = x->data<uint32_t>();
+  const unsigned k = std::max(1u, std::thread::hardware_concurrency());
+  auto parallel = [&](auto body) { // body(first, last) over [0, n) in k slices
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < k; ++w)
+      pool.emplace_back([&, w] { body(n * w / k, n * (w + 1) / k); });
+    for (std::thread &th : pool)
+      th.join();
+  };
+  parallel([&](size_t a, size_t b) {
+    for (size_t i = a; i < b; ++i)
+      bits[i] = uint32_t(i);
+  });
+  {
+    DeviceBuffer<float> dx(n), dsi(1), damax(1);
+    DeviceBuffer<uint8_t> dq(n), dqt(n);
+    ASSERT_EQ(cudaMemcpy(dx.p, bits, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<uint8_t> ref(n), got(n);
+    struct Case {
+      float si;
+      cuda::Format f;
+      Fp8Format ff;
+      bool transposed;
+    };
+    uint32_t ones = 0x3C7FFFFF; // 0.0156..., mantissa all ones
+    float siOnes;
+    std::memcpy(&siOnes, &ones, 4);
+    for (Case c : {Case{siOnes, cuda::Format::E4M3, Fp8Format::E4M3FN, false},
+                   Case{std::ldexp(1.0f, -70), cuda::Format::E4M3, Fp8Format::E4M3FN, false},
+                   Case{3.7e-9f, cuda::Format::E5M2, Fp8Format::E5M2, true}}) {
+      dsi.upload({c.si});
+      damax.upload({0.0f});
+      ASSERT_EQ(cudaMemset(dq.p, 0xAB, n), cudaSuccess);
+      std::string err = c.transposed ? cuda::castAmaxTranspose(dx.p, cuda::InType::F32, side, side, dsi.p, c.f, dq.p,
+                                                               dqt.p, damax.p)
+                                     : cuda::castAmax(dx.p, cuda::InType::F32, n, dsi.p, c.f, dq.p, damax.p);
+      ASSERT_EQ(err, "");
+      ASSERT_EQ(cudaMemcpy(got.data(), dq.p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+      parallel([&](size_t a, size_t b) { fp8Quantize(x->data<float>() + a, b - a, c.si, c.ff, true, ref.data() + a); });
+      std::vector<size_t> diff(k, 0);
+      std::vector<std::thread> pool;
+      for (unsigned w = 0; w < k; ++w)
+        pool.emplace_back([&, w] {
+          for (size_t i = n * w / k; i < n * (w + 1) / k; ++i)
+            diff[w] += got[i] != ref[i];
+        });
+      for (std::thread &th : pool)
+        th.join();
+      size_t total = 0;
+      for (size_t d : diff)
+        total += d;
+      EXPECT_EQ(total, 0u) << "scale_inv " << c.si << (c.transposed ? " (cast-transpose)" : "")
+                           << ": codes differing from the CPU's, of 2^32";
+      if (c.transposed) { // the transposed copy of every 257th row
+        std::vector<uint8_t> t(n);
+        ASSERT_EQ(cudaMemcpy(t.data(), dqt.p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+        size_t td = 0;
+        for (size_t r = 0; r < size_t(side); r += 257)
+          for (size_t j = 0; j < size_t(side); ++j)
+            td += t[j * size_t(side) + r] != ref[r * size_t(side) + j];
+        EXPECT_EQ(td, 0u) << "transposed codes differing from the CPU's";
+      }
+    }
+  }
+  Plan plan;
+  int xv = addValue(plan, "x", {side, side}), y = addValue(plan, "y", {side, side});
+  plan.values[size_t(y)].dtype = DType::BF16;
+  PlanOp &cast = addOp(plan, "Cast", "to_bf16", {xv}, {y});
+  cast.attrs["to"].i = 16; // BFLOAT16
+  plan.inputs = {xv};
+  plan.outputs = {y};
+  expectLargeOutputsMatch(plan, {{"x", x}}, true, 0);
 }
 
 } // namespace

@@ -136,6 +136,85 @@ TEST(CudaCastAmax, TransposedCopyRefusesUnalignedShapes) {
   EXPECT_NE(err.find("multiples of 16"), std::string::npos) << err;
 }
 
+/// The casts' quotients v / scale_inv (CastTile.h's encodeEight: a product with the reciprocal and
+/// its FMA correction, the division where that would not be exact) give the CPU's codes where a
+/// code can turn: for each of 56 scale_invs (edges of the corrected path's range, mantissas of all
+/// ones, and random ones), values within 3 ulps of every FP8 value and of every midpoint between
+/// two (both formats) times scale_inv, of both signs, the smallest and largest quotients the
+/// corrected path takes, zeros, infinities and NaN; through the plain cast and the cast-transpose.
+TEST(CudaCastAmax, QuotientsNearFp8RoundingPointsMatchTheCpu) {
+  REQUIRE_GPU();
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> scales = {1.0f, 0.5f, bits(0x3F7FFFFF), bits(0x3C7FFFFF), bits(0x3F800001), 1.0f / 448,
+                               1.0f / 57344, std::ldexp(1.0f, -60), std::ldexp(1.0f, 60), bits(0x2D7FFFFF),
+                               bits(0x5D7FFFFF), std::ldexp(1.0f, -61), std::ldexp(1.0f, 61), std::ldexp(1.0f, -70),
+                               1e-40f /* subnormal */, 3e38f};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> ex(-64, 64);
+  while (scales.size() < 56)
+    scales.push_back(std::ldexp(1.0f + float(rng() & 0x7FFFFF) / 8388608.0f, ex(rng)));
+  // The quotients to aim at: each FP8 value and each midpoint of two neighbours, both formats.
+  std::vector<float> points = {std::ldexp(1.0f, -20), std::ldexp(1.0f, -17), std::ldexp(1.0f, 64),
+                               std::ldexp(1.0f, 65)};
+  for (Fp8Format f : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+    const float *table = fp8DecodeTable(f);
+    std::vector<float> pos;
+    for (int c = 0; c < 128; ++c)
+      if (std::isfinite(table[c]))
+        pos.push_back(table[c]);
+    for (size_t k = 0; k < pos.size(); ++k) {
+      points.push_back(pos[k]);
+      if (k + 1 < pos.size())
+        points.push_back(0.5f * (pos[k] + pos[k + 1])); // exact: neighbours differ by one exponent at most
+    }
+  }
+  for (float si : scales) {
+    std::vector<float> x;
+    for (float t : points)
+      for (float sign : {1.0f, -1.0f}) {
+        float v = sign * t * si;
+        for (int k = 0; k < 3; ++k)
+          v = std::nextafter(v, -INFINITY * sign);
+        for (int k = 0; k < 7; ++k, v = std::nextafter(v, INFINITY * sign))
+          x.push_back(v);
+      }
+    for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 3e38f, -1e-45f})
+      x.push_back(v);
+    while (x.size() % 256)
+      x.push_back(0.0f);
+    const size_t n = x.size();
+    DeviceBuffer<float> dx(n), dsi(1), damax(1);
+    DeviceBuffer<uint8_t> dq(n), dqt(n);
+    dx.upload(x);
+    dsi.upload({si});
+    for (auto [f, ff] : {std::pair{cuda::Format::E4M3, Fp8Format::E4M3FN}, std::pair{cuda::Format::E5M2, Fp8Format::E5M2}}) {
+      std::vector<uint8_t> ref(n);
+      fp8Quantize(x.data(), n, si, ff, true, ref.data());
+      for (bool transposed : {false, true}) {
+        damax.upload({0.0f});
+        ASSERT_EQ(cudaMemset(dq.p, 0xAB, n), cudaSuccess);
+        std::string err = transposed ? cuda::castAmaxTranspose(dx.p, cuda::InType::F32, int64_t(n / 16), 16, dsi.p,
+                                                               f, dq.p, dqt.p, damax.p)
+                                     : cuda::castAmax(dx.p, cuda::InType::F32, n, dsi.p, f, dq.p, damax.p);
+        ASSERT_EQ(err, "");
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> got = dq.download();
+        size_t diff = 0, first = n;
+        for (size_t i = 0; i < n; ++i)
+          if (got[i] != ref[i] && diff++ == 0)
+            first = i;
+        EXPECT_EQ(diff, 0u) << "scale_inv " << si << (transposed ? ", transposed" : "") << ": " << diff << " of " << n
+                            << " codes differ from the CPU's"
+                            << (first < n ? ", first for " + std::to_string(x[first]) : std::string());
+      }
+    }
+  }
+}
+
 TEST(CudaCastAmax, NaNPropagatesToTheAmax) {
   REQUIRE_GPU();
   std::vector<float> x(1000, 1.5f);
