@@ -401,7 +401,9 @@ std::string generate(const Chain &c, const std::string &name) {
           << rounded(p2.outType == PwType::BF16, r2 + "[" + std::to_string(l) + "]") << ";\n";
     }
     o << "  }\n  }\n};\n";
-    o << "extern \"C\" __global__ void __launch_bounds__(" << tile::kThreads << ") " << name << "(" << name
+    // At least 4 blocks an SM (64 registers): the GELU gradient's pass with the recomputed GELU's
+    // cast (two streams, two targets, column sums) takes 78 on ptxas's own choice, 3 blocks.
+    o << "extern \"C\" __global__ void __launch_bounds__(" << tile::kThreads << ", 4) " << name << "(" << name
       << "_src src, long long rows, long long cols, octet::rt::cuda::tile::Targets tg, float *colPartials, "
          "unsigned *slot) {\n";
     o << "  octet::rt::cuda::tile::castTransposeTile<" << name << "_src, " << (c.sums ? "true" : "false")
