@@ -34,5 +34,13 @@ except Exception:
     _gpu = False
 if _gpu:
     config.available_features.add("cuda-gpu")
+# PyTorch with the ONNX exporter (onnxscript): the Python entry points' export and load_weights.
+try:
+    _torch = subprocess.run(config.python.split() + ["-c", "import torch, onnxscript"], capture_output=True,
+                            timeout=120).returncode == 0
+except Exception:
+    _torch = False
+if _torch:
+    config.available_features.add("torch")
 config.substitutions.append(("%make-gpt", config.python + " " +
                              os.path.join(os.path.dirname(config.test_source_root), "bench", "make_gpt_onnx.py")))

@@ -22,6 +22,8 @@ import tempfile
 
 import numpy as np
 
+from octet.errors import OctetError
+
 
 def plan_header(path):
     """The plan's JSON header (docs/PLAN.md: a 48-byte binary header, then H bytes of JSON)."""
@@ -29,20 +31,20 @@ def plan_header(path):
         with open(path, "rb") as f:
             head = f.read(48)
             if len(head) < 48 or head[:8] != b"OCTPLAN\0":
-                sys.exit("%s: not an Octet plan (fp8-opt ... -o model.plan writes one)" % path)
+                raise OctetError("%s: not an Octet plan (fp8-opt ... -o model.plan writes one)" % path)
             (version,) = struct.unpack("<I", head[8:12])
             (size,) = struct.unpack("<Q", head[16:24])
             if version != 1:
-                sys.exit("%s: plan format version %d; this tool reads version 1" % (path, version))
+                raise OctetError("%s: plan format version %d; this tool reads version 1" % (path, version))
             text = f.read(size)
     except OSError as e:
-        sys.exit("%s: cannot read (%s)" % (path, e.strerror))
+        raise OctetError("%s: cannot read (%s)" % (path, e.strerror))
     try:
         h = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        sys.exit("%s: the plan's header is not JSON (truncated or corrupt)" % path)
+        raise OctetError("%s: the plan's header is not JSON (truncated or corrupt)" % path)
     if not isinstance(h, dict) or not isinstance(h.get("values"), list) or not isinstance(h.get("constants"), list):
-        sys.exit("%s: the plan's header has no values or constants" % path)
+        raise OctetError("%s: the plan's header has no values or constants" % path)
     return h
 
 
@@ -52,41 +54,47 @@ def weight_names(header, path):
         if isinstance(c, dict) and c.get("role") == "weight":
             v = c.get("value")
             if not isinstance(v, int) or not 0 <= v < len(header["values"]):
-                sys.exit("%s: a constant names value %r, which the plan does not have" % (path, v))
+                raise OctetError("%s: a constant names value %r, which the plan does not have" % (path, v))
             names.append(header["values"][v]["name"])
     if not names:
-        sys.exit("%s: no weights (role 'weight'); pass the training plan (fp8-opt --train) that wrote the checkpoint" % path)
+        raise OctetError("%s: no weights (role 'weight'); pass the training plan (fp8-opt --train) that wrote the checkpoint" % path)
     return names
 
 
-def convert(plan, checkpoint, out, strip_prefix=""):
+def read_weights(plan, checkpoint, strip_prefix=""):
+    """The checkpoint's weights as {state-dict name: float32 array}, the plan saying which they are."""
     names = weight_names(plan_header(plan), plan)
     try:
         ck = np.load(checkpoint)
     except (OSError, ValueError) as e:
-        sys.exit("%s: not a readable .npz checkpoint (%s)" % (checkpoint, e))
+        raise OctetError("%s: not a readable .npz checkpoint (%s)" % (checkpoint, e))
     missing = [n for n in names if n not in ck.files]
     if missing:
-        sys.exit("%s: no tensor '%s' of the plan's %d weights; pass the checkpoint this plan wrote"
+        raise OctetError("%s: no tensor '%s' of the plan's %d weights; pass the checkpoint this plan wrote"
                  % (checkpoint, missing[0], len(names)))
     tensors = {}
     for n in names:
         a = ck[n]
         if a.dtype in (np.float16, np.float64) or a.dtype.kind != "f":
             if a.dtype.kind != "f":
-                sys.exit("%s: weight '%s' is %s, not a float tensor" % (checkpoint, n, a.dtype))
+                raise OctetError("%s: weight '%s' is %s, not a float tensor" % (checkpoint, n, a.dtype))
             a = a.astype(np.float32)
         key = n[len(strip_prefix):] if strip_prefix and n.startswith(strip_prefix) else n
         if key in tensors:
-            sys.exit("%s: two weights become '%s' after --strip-prefix %r" % (plan, key, strip_prefix))
+            raise OctetError("%s: two weights become '%s' after --strip-prefix %r" % (plan, key, strip_prefix))
         tensors[key] = np.ascontiguousarray(a)
+    return tensors
+
+
+def convert(plan, checkpoint, out, strip_prefix=""):
+    tensors = read_weights(plan, checkpoint, strip_prefix)
     try:
         from safetensors.numpy import save_file
     except ImportError:
-        sys.exit("octet.weights needs safetensors: pip install safetensors (scripts/install-deps.sh does)")
+        raise OctetError("octet.weights needs safetensors: pip install safetensors (scripts/install-deps.sh does)")
     d = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(d):
-        sys.exit("%s: the directory does not exist" % out)
+        raise OctetError("%s: the directory does not exist" % out)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".weights-", suffix=".tmp")
     os.close(fd)
     try:
@@ -105,7 +113,10 @@ def main(argv=None):
     ap.add_argument("out", help="the .safetensors file to write")
     ap.add_argument("--strip-prefix", default="", help="drop this prefix from every name (an export wrapper's)")
     a = ap.parse_args(argv)
-    convert(a.plan, a.checkpoint, a.out, a.strip_prefix)
+    try:
+        convert(a.plan, a.checkpoint, a.out, a.strip_prefix)
+    except OctetError as e:
+        sys.exit(str(e))
 
 
 if __name__ == "__main__":
