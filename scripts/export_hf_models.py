@@ -6,7 +6,9 @@ Runs where PyTorch and transformers are installed (the device machine). For each
   <out>/<name>.ref.npz     inputs, PyTorch outputs, and d(loss)/d(param) for every parameter,
                            keyed 'grad:<onnx initializer name>'
 The committed copies under test/models/exported/ come from this script; keep them small.
-The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt.
+The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt. NAME-sdpa (gpt2-sdpa,
+llama-sdpa, mistral-sdpa, qwen2-sdpa) exports NAME with HF's default attention,
+F.scaled_dot_product_attention.
 """
 import argparse, json, os, sys
 import numpy as np
@@ -25,6 +27,12 @@ class WithLoss(torch.nn.Module):
 
 
 def build(name):
+    """The model NAME; NAME-sdpa is the same with HF's default attention (`sdpa`:
+    F.scaled_dot_product_attention, which the dynamo exporter decomposes) instead of `eager`."""
+    if name.endswith("-sdpa"):
+        model = build(name[:-len("-sdpa")])
+        model.config._attn_implementation = "sdpa"
+        return model
     import transformers as tf
     if name == "gpt2":
         cfg = tf.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
@@ -42,6 +50,18 @@ def build(name):
                              tie_word_embeddings=False)
         cfg._attn_implementation = "eager"
         return tf.LlamaForCausalLM(cfg)
+    if name == "mistral":  # Llama's layers with a sliding-window causal mask (8 of the 16 tokens)
+        cfg = tf.MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                               sliding_window=8, tie_word_embeddings=False)
+        cfg._attn_implementation = "eager"
+        return tf.MistralForCausalLM(cfg)
+    if name == "qwen2":  # Llama's layers with q/k/v biases
+        cfg = tf.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             tie_word_embeddings=False)
+        cfg._attn_implementation = "eager"
+        return tf.Qwen2ForCausalLM(cfg)
     if name == "bert":
         cfg = tf.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                             intermediate_size=128, max_position_embeddings=64,
@@ -104,7 +124,11 @@ def main():
                          "opset": [(o.domain, o.version) for o in m.opset_import], "ir": m.ir_version,
                          "bytes": os.path.getsize(path), "loss": float(loss.detach())}
         print(name, json.dumps(summary[name]))
-    with open(os.path.join(args.out, "export-summary.json"), "w") as f:
+    path = os.path.join(args.out, "export-summary.json")
+    if os.path.exists(path):  # the models of earlier runs stay listed
+        with open(path) as f:
+            summary = {**json.load(f), **summary}
+    with open(path, "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     print("torch", torch.__version__)
     bad = {k: v["unmatched_params"] for k, v in summary.items() if v["unmatched_params"]}

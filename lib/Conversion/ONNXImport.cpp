@@ -37,6 +37,7 @@
 
 using namespace mlir;
 using octet::ImportOptions;
+using octet::detail::rewriteAtImport;
 using octet::detail::inferResultType;
 using octet::detail::TypedOpInfo;
 using octet::detail::typedOps;
@@ -651,6 +652,16 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
     operands.push_back(v);
   }
 
+  // A shape computation whose value is known now becomes a constant; exporter forms become ops
+  // the backends run (ONNXShapeFold.cpp).
+  if (!opts.genericOnly && (node.domain().empty() || node.domain() == "ai.onnx") && graphs.empty() &&
+      node.output_size() == 1 && !node.output(0).empty() && node.op_type() != "Constant")
+    if (Value v = rewriteAtImport(builder, loc, node.op_type(), operands, attrs, opts.foldShapes)) {
+      keepNameScopes(node, v.getDefiningOp());
+      scope.values[node.output(0)] = v;
+      return success();
+    }
+
   // Result types from value_info / outputs; unknown otherwise.
   SmallVector<Type> resultTypes;
   for (const auto &out : node.output()) {
@@ -663,6 +674,19 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
     if (it != valueTypes.end()) {
       if (!(t = convertType(*it->second, loc, nullptr)))
         return failure();
+      // A declared type without a static shape (a graph output declared without one) takes the
+      // static shape inference gives it, of the same element type.
+      auto declared = t.dyn_cast<TensorType>();
+      if (declared && !declared.hasStaticShape() && !declared.getElementType().isa<ox::UnknownType>())
+        if (auto inferred = inferResultType(ctx, node.op_type(), operands, attrs, resultTypes.size())
+                                .dyn_cast_or_null<RankedTensorType>();
+            inferred && inferred.hasStaticShape() && inferred.getElementType() == declared.getElementType() &&
+            (!declared.hasRank() || (declared.getRank() == inferred.getRank() &&
+                                     llvm::all_of(llvm::zip(declared.getShape(), inferred.getShape()), [](auto p) {
+                                       return ShapedType::isDynamic(std::get<0>(p)) ||
+                                              std::get<0>(p) == std::get<1>(p);
+                                     }))))
+          t = inferred;
     } else {
       t = inferResultType(ctx, node.op_type(), operands, attrs, resultTypes.size());
       if (!t)

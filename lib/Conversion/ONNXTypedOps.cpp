@@ -91,8 +91,17 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
     ElementsAttr e;
     if (auto c = v.getDefiningOp<ox::GenericNodeOp>(); c && c.getOpType() == "Constant")
       e = c.getAttrs().getAs<ElementsAttr>("value");
-    else if (auto c = v.getDefiningOp<ox::ConstantOp>())
+    else if (auto c = v.getDefiningOp<ox::ConstantOp>()) {
+      if (auto a = c.getValueIntsAttr()) { // value_ints / value_int: no ElementsAttr to read
+        out.append(a.asArrayRef().begin(), a.asArrayRef().end());
+        return true;
+      }
+      if (auto a = c.getValueIntAttr()) {
+        out.push_back(a.getInt());
+        return true;
+      }
       e = c.getValue() ? *c.getValue() : ElementsAttr();
+    }
     else if (auto init = v.getDefiningOp<ox::InitializerOp>())
       e = init.getValue();
     auto dense = e ? e.dyn_cast<DenseIntElementsAttr>() : DenseIntElementsAttr();
@@ -134,9 +143,45 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
     return {};
   static const llvm::StringSet<> sameType = {
       "Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Exp", "Log",
-      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout"};
+      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout", "Trilu"};
   if (sameType.contains(opType))
     return x;
+  if (opType == "Expand") { // the broadcast of x's shape and a constant target shape
+    SmallVector<int64_t> target, shape;
+    if (operands.size() != 2 || !x.hasRank() || !constInts(operands[1], target) ||
+        !OpTrait::util::getBroadcastedShape(x.getShape(), target, shape))
+      return {};
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if ((opType == "Unsqueeze" || opType == "Squeeze") && x.hasRank()) { // axes from a constant (opset 13+)
+    SmallVector<int64_t> axes;
+    if (operands.size() < 2 || !constInts(operands[1], axes))
+      return {};
+    int64_t rank = x.getRank(), outRank = opType == "Unsqueeze" ? rank + int64_t(axes.size()) : rank;
+    SmallVector<bool> at(size_t(outRank), false);
+    for (int64_t a : axes) {
+      if (a < 0)
+        a += outRank;
+      if (a < 0 || a >= outRank || at[size_t(a)])
+        return {};
+      at[size_t(a)] = true;
+    }
+    SmallVector<int64_t> shape;
+    if (opType == "Unsqueeze") {
+      for (int64_t d = 0, k = 0; d < outRank; ++d)
+        shape.push_back(at[size_t(d)] ? 1 : x.getDimSize(k++));
+    } else {
+      for (int64_t d = 0; d < rank; ++d) {
+        if (at[size_t(d)] && x.getDimSize(d) != 1)
+          return {};
+        if (!at[size_t(d)])
+          shape.push_back(x.getDimSize(d));
+      }
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  if (opType == "IsNaN" || opType == "IsInf")
+    return like(x, IntegerType::get(ctx, 1));
   static const llvm::StringSet<> broadcast = {"Add", "Sub", "Mul", "Div", "Pow",
                                               "Equal", "Less", "LessOrEqual", "Greater",
                                               "GreaterOrEqual", "And", "Or", "Where"};

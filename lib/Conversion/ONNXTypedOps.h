@@ -9,6 +9,7 @@
 #define OCTET_LIB_CONVERSION_ONNXTYPEDOPS_H
 
 #include "mlir/IR/Attributes.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LogicalResult.h"
@@ -36,6 +37,20 @@ const llvm::StringMap<TypedOpInfo> &typedOps();
 /// value stays `tensor<*x!onnx.unknown>`.
 mlir::Type inferResultType(mlir::MLIRContext *ctx, llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
                            llvm::ArrayRef<mlir::NamedAttribute> attrs, unsigned index);
+
+/// A single-result node evaluated at import, where that is possible now (ONNXShapeFold.cpp): a Shape
+/// or Size of a statically shaped operand, or a shape computation over small constants. Null when
+/// it is not.
+mlir::DenseElementsAttr foldNode(mlir::MLIRContext *ctx, llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
+                                 llvm::ArrayRef<mlir::NamedAttribute> attrs);
+
+/// The importer's rewrites of one node (ONNXShapeFold.cpp): with `fold`, a node foldNode evaluates
+/// becomes an onnx.Constant; IsNaN(x) becomes Not(Equal(x, x)); a scalar Unsqueeze or Squeeze axis
+/// becomes a 1-D constant (in `operands`, and null is returned: the node is still built). Returns
+/// the value that replaces the node's result, or null.
+mlir::Value rewriteAtImport(mlir::OpBuilder &builder, mlir::Location loc, llvm::StringRef opType,
+                            llvm::SmallVectorImpl<mlir::Value> &operands, llvm::ArrayRef<mlir::NamedAttribute> attrs,
+                            bool fold);
 
 /// ONNX's training IR (TrainingInfoProto: an algorithm graph with a Gradient node and an optimizer
 /// node) as Octet's training form in `out`: the main graph plus the algorithm nodes the loss needs,

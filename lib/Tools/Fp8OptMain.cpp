@@ -92,6 +92,10 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> noShapeInference("no-shape-inference",
                                         cl::desc("Do not run ONNX shape inference on import"),
                                         cl::cat(importCat));
+  static cl::opt<bool> foldShapes("fold-shapes",
+                                  cl::desc("Import: shape computations over static shapes (Shape, Gather, Slice, "
+                                           "Concat, ... of constants) become constants (default on)"),
+                                  cl::init(true), cl::cat(importCat));
   static cl::opt<bool> allowCustomOps(
       "allow-custom-ops",
       cl::desc("Compile ONNX nodes Octet's runtime does not run (other domains, unknown op types) for "
@@ -438,8 +442,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       "  fp8-opt model.onnx --config accelerate.yaml --train -o model.plan   the recipe of an Accelerate config\n"
       "  fp8-opt model.onnx --recipe te -o out.onnx     FP8 as ONNX QDQ (onnxruntime)\n"
       "  fp8-opt model.onnx -o model.mlir               import to MLIR\n"
-      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n\n"
-      "  --help-hidden also lists LLVM's and MLIR's options and every pass\n");
+      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n"
+      "  (--help-hidden also lists LLVM's and MLIR's options and every pass)\n");
 
   auto error = [](const llvm::Twine &msg) {
     llvm::WithColor::error(llvm::errs(), "fp8-opt") << msg << "\n";
@@ -942,6 +946,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     opts.baseDir = llvm::sys::path::parent_path(inputFilename).str();
     opts.inferShapes = !noShapeInference;
     opts.genericOnly = genericOnly;
+    opts.foldShapes = foldShapes;
     if (absentWeights != "zeros" && absentWeights != "error") {
       llvm::WithColor::error(llvm::errs(), "fp8-opt")
           << "--absent-weights: '" << absentWeights << "' is not valid; use zeros or error\n";

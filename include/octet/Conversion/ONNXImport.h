@@ -28,6 +28,9 @@ struct ImportOptions {
   bool inferShapes = true;
   /// Import every node as the generic `onnx.node` (no typed ops).
   bool genericOnly = false;
+  /// Fold shape computations into constants where the shapes are static (fp8-opt --fold-shapes):
+  /// a Shape of a static tensor, and small integer and float ops over constants.
+  bool foldShapes = true;
   /// Initializers whose external data file does not exist import as zeros
   /// (shape and type only): benchmark graphs whose weights the runtime
   /// creates (fp8-opt --absent-weights zeros, fp8-run --init-params).

@@ -1,0 +1,91 @@
+"""Small ONNX models whose shapes are computed at run time, as exporters write them
+(test/Import/fold-shapes.test). Writes into OUTDIR:
+  scale.onnx    x * (1 / sqrt(last dim of x)): Shape -> Gather -> CastLike -> Sqrt -> Div
+                (the dynamo exporter's scaled_dot_product_attention scale)
+  mask.onnx     x + causal mask: Shape -> Slice -> Concat -> Expand -> Trilu -> Equal -> Where
+  view.onnx     x viewed as [b, t, 4, 16]: Shape -> Gather -> Unsqueeze -> Concat -> Reshape
+  left.onnx     what stays an op: an integer Div that rounds (7 / 2), and an Expand of 128 x 128
+                values (past the folding limit), whose type is still static
+  isnan.onnx    Where(IsNaN(x), 0, x), as scaled_dot_product_attention zeroes fully masked rows
+  axis.onnx     Unsqueeze with its axis a scalar constant (value_int), as the dynamo exporter writes it
+
+    shape_models.py OUTDIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+
+
+def const(name, value):
+    return h.make_node("Constant", [], [name], value=nh.from_array(np.array(value), name))
+
+
+def save(name, nodes, inputs, outputs):
+    g = h.make_graph(nodes, name, inputs, outputs)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), os.path.join(out, name + ".onnx"))
+
+
+x4 = h.make_tensor_value_info("x", T.FLOAT, [2, 4, 16, 8])
+save("scale", [
+    h.make_node("Shape", ["x"], ["s"]),
+    const("last", np.array([-1], np.int64)),
+    h.make_node("Gather", ["s", "last"], ["d"], axis=0),
+    h.make_node("CastLike", ["d", "x"], ["df"]),
+    h.make_node("Sqrt", ["df"], ["r"]),
+    const("one", np.array(1.0, np.float32)),
+    h.make_node("Div", ["one", "r"], ["scale"]),
+    h.make_node("Mul", ["x", "scale"], ["y"]),
+], [x4], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+xs = h.make_tensor_value_info("x", T.FLOAT, [2, 4, 16, 16])
+save("mask", [
+    h.make_node("Shape", ["x"], ["s"]),
+    const("b", np.array([-2], np.int64)), const("e", np.array([-1], np.int64)),
+    h.make_node("Slice", ["s", "b", "e"], ["t"]),
+    h.make_node("Concat", ["t", "t"], ["tt"], axis=0),
+    const("onef", np.array(1.0, np.float32)),
+    h.make_node("Expand", ["onef", "tt"], ["ones"]),
+    h.make_node("Trilu", ["ones"], ["low"], upper=0),
+    const("zero", np.array(0.0, np.float32)),
+    h.make_node("Equal", ["low", "zero"], ["above"]),
+    const("ninf", np.array(-np.inf, np.float32)),
+    h.make_node("Where", ["above", "ninf", "zero"], ["m"]),
+    h.make_node("Add", ["x", "m"], ["y"]),
+], [xs], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+x3 = h.make_tensor_value_info("x", T.FLOAT, [2, 16, 64])
+save("view", [
+    h.make_node("Shape", ["x"], ["s"]),
+    const("i0", np.array(0, np.int64)), const("i1", np.array(1, np.int64)), const("ax", np.array([0], np.int64)),
+    h.make_node("Gather", ["s", "i0"], ["b"], axis=0), h.make_node("Gather", ["s", "i1"], ["t"], axis=0),
+    h.make_node("Unsqueeze", ["b", "ax"], ["b1"]), h.make_node("Unsqueeze", ["t", "ax"], ["t1"]),
+    const("rest", np.array([4, 16], np.int64)),
+    h.make_node("Concat", ["b1", "t1", "rest"], ["shape"], axis=0),
+    h.make_node("Reshape", ["x", "shape"], ["y"]),
+], [x3], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+save("left", [
+    const("seven", np.array([7], np.int64)), const("two", np.array([2], np.int64)),
+    h.make_node("Div", ["seven", "two"], ["q"]),
+    const("big", np.array([128, 128], np.int64)),
+    const("onef", np.array(1.0, np.float32)),
+    h.make_node("Expand", ["onef", "big"], ["y"]),
+], [], [h.make_tensor_value_info("q", T.INT64, None), h.make_tensor_value_info("y", T.FLOAT, None)])
+
+xn = h.make_tensor_value_info("x", T.FLOAT, [4, 8])
+save("isnan", [
+    h.make_node("IsNaN", ["x"], ["nan"]),
+    const("zero", np.array(0.0, np.float32)),
+    h.make_node("Where", ["nan", "zero", "x"], ["y"]),
+], [xn], [h.make_tensor_value_info("y", T.FLOAT, [4, 8])])
+
+save("axis", [
+    h.make_node("Constant", [], ["two"], value_int=2),
+    h.make_node("Unsqueeze", ["x", "two"], ["y"]),
+], [xn], [h.make_tensor_value_info("y", T.FLOAT, None)])
