@@ -296,6 +296,23 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
         if (kind->second != "PARAMETER")
           continue; // a buffer or a constant tensor: PyTorch does not train it
       }
+      // Without a graph signature (the TorchScript exporter), what that exporter does to parameters
+      // would train wrong: equal parameters merged into one initializer that Identity nodes hand to
+      // each layer (a fresh model's LayerNorm weights), and tensors constant-folded from parameters
+      // (a tied lm_head's transposed weight), named onnx::OP_N.
+      if (!named && !torchKinds) {
+        int64_t copies = llvm::count_if(init->getUsers(), [](Operation *u) { return isa<ox::IdentityOp>(u); });
+        if (copies > 0)
+          return init.emitError() << "octet-autodiff: initializer '" << init.getName() << "' reaches the graph through "
+                                  << copies << " Identity node(s): the exporter merged equal parameters into it, "
+                                     "which would train them as one; export with torch.onnx.export(..., dynamo=True, "
+                                     "optimize=False)";
+        if (init.getName().startswith("onnx::") && init.getType().cast<ShapedType>().getRank() > 0)
+          return init.emitError() << "octet-autodiff: initializer '" << init.getName()
+                                  << "' is a tensor the exporter computed from parameters (constant folding), which "
+                                     "would train apart from them; export with torch.onnx.export(..., dynamo=True, "
+                                     "optimize=False)";
+      }
       params.push_back(init);
       active.insert(init.getResult());
     }
