@@ -301,8 +301,11 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
       // each layer (a fresh model's LayerNorm weights), and tensors constant-folded from parameters
       // (a tied lm_head's transposed weight), named onnx::OP_N.
       if (!named && !torchKinds) {
+        // One tensor reaching layers both directly and through an Identity (or through two) is
+        // several parameters merged; an Identity as its only reader is just a copy.
         int64_t copies = llvm::count_if(init->getUsers(), [](Operation *u) { return isa<ox::IdentityOp>(u); });
-        if (copies > 0)
+        int64_t readers = std::distance(init->getUsers().begin(), init->getUsers().end());
+        if (copies > 0 && readers > 1)
           return init.emitError() << "octet-autodiff: initializer '" << init.getName() << "' reaches the graph through "
                                   << copies << " Identity node(s): the exporter merged equal parameters into it, "
                                      "which would train them as one; export with torch.onnx.export(..., dynamo=True, "
