@@ -407,35 +407,11 @@ std::optional<Small> fold(MLIRContext *ctx, StringRef op, ArrayRef<Value> operan
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
     auto axes = axesOf(attrs, operands, 1);
-    if (!axes)
+    auto shape = axes ? squeezedShape(x.shape, *axes, op == "Unsqueeze") : std::nullopt;
+    if (!shape)
       return std::nullopt;
     Small r = x;
-    int64_t outRank = int64_t(x.shape.size()) + (op == "Unsqueeze" ? int64_t(axes->size()) : 0);
-    if (op == "Unsqueeze") {
-      SmallVector<bool> at(size_t(outRank), false);
-      for (int64_t a : *axes) {
-        if (a < 0) a += outRank;
-        if (a < 0 || a >= outRank || at[size_t(a)])
-          return std::nullopt;
-        at[size_t(a)] = true;
-      }
-      r.shape.clear();
-      for (int64_t d = 0, k = 0; d < outRank; ++d)
-        r.shape.push_back(at[size_t(d)] ? 1 : x.shape[size_t(k++)]);
-      return r;
-    }
-    int64_t rank = int64_t(x.shape.size());
-    SmallVector<bool> drop(size_t(rank), false);
-    for (int64_t a : *axes) {
-      if (a < 0) a += rank;
-      if (a < 0 || a >= rank || x.shape[size_t(a)] != 1)
-        return std::nullopt;
-      drop[size_t(a)] = true;
-    }
-    r.shape.clear();
-    for (int64_t d = 0; d < rank; ++d)
-      if (!(axes->empty() ? x.shape[size_t(d)] == 1 : drop[size_t(d)]))
-        r.shape.push_back(x.shape[size_t(d)]);
+    r.shape = *shape;
     return r;
   }
   if (op == "Slice") {

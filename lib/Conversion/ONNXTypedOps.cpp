@@ -67,6 +67,25 @@ const llvm::StringMap<TypedOpInfo> &typedOps() {
   return table;
 }
 
+std::optional<SmallVector<int64_t>> squeezedShape(ArrayRef<int64_t> in, ArrayRef<int64_t> axes, bool unsqueeze) {
+  const int64_t rank = int64_t(in.size()), outRank = unsqueeze ? rank + int64_t(axes.size()) : rank;
+  SmallVector<bool> at(size_t(outRank), false);
+  for (int64_t a : axes) {
+    if (a < 0)
+      a += outRank;
+    if (a < 0 || a >= outRank || at[size_t(a)] || (!unsqueeze && in[size_t(a)] != 1))
+      return std::nullopt;
+    at[size_t(a)] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0, k = 0; d < outRank; ++d)
+    if (unsqueeze)
+      shape.push_back(at[size_t(d)] ? 1 : in[size_t(k++)]);
+    else if (!(axes.empty() ? in[size_t(d)] == 1 : at[size_t(d)]))
+      shape.push_back(in[size_t(d)]);
+  return shape;
+}
+
 Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> operands,
                      ArrayRef<NamedAttribute> attrs, unsigned index) {
   auto attr = [&](llvm::StringRef name) -> Attribute {
@@ -157,28 +176,8 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
     SmallVector<int64_t> axes;
     if (operands.size() < 2 || !constInts(operands[1], axes))
       return {};
-    int64_t rank = x.getRank(), outRank = opType == "Unsqueeze" ? rank + int64_t(axes.size()) : rank;
-    SmallVector<bool> at(size_t(outRank), false);
-    for (int64_t a : axes) {
-      if (a < 0)
-        a += outRank;
-      if (a < 0 || a >= outRank || at[size_t(a)])
-        return {};
-      at[size_t(a)] = true;
-    }
-    SmallVector<int64_t> shape;
-    if (opType == "Unsqueeze") {
-      for (int64_t d = 0, k = 0; d < outRank; ++d)
-        shape.push_back(at[size_t(d)] ? 1 : x.getDimSize(k++));
-    } else {
-      for (int64_t d = 0; d < rank; ++d) {
-        if (at[size_t(d)] && x.getDimSize(d) != 1)
-          return {};
-        if (!at[size_t(d)])
-          shape.push_back(x.getDimSize(d));
-      }
-    }
-    return RankedTensorType::get(shape, x.getElementType());
+    auto shape = squeezedShape(x.getShape(), axes, opType == "Unsqueeze");
+    return shape ? RankedTensorType::get(*shape, x.getElementType()) : Type();
   }
   if (opType == "IsNaN" || opType == "IsInf")
     return like(x, IntegerType::get(ctx, 1));

@@ -14,7 +14,10 @@
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LogicalResult.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <optional>
 
 namespace onnx {
 class ModelProto;
@@ -37,6 +40,11 @@ const llvm::StringMap<TypedOpInfo> &typedOps();
 /// value stays `tensor<*x!onnx.unknown>`.
 mlir::Type inferResultType(mlir::MLIRContext *ctx, llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
                            llvm::ArrayRef<mlir::NamedAttribute> attrs, unsigned index);
+
+/// The shape of Unsqueeze (`unsqueeze`) or Squeeze of `in` by `axes` (negative counted from the end;
+/// Squeeze with no axes drops every 1), or nullopt where the axes are invalid for it.
+std::optional<llvm::SmallVector<int64_t>> squeezedShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> axes,
+                                                         bool unsqueeze);
 
 /// A single-result node evaluated at import, where that is possible now (ONNXShapeFold.cpp): a Shape
 /// or Size of a statically shaped operand, or a shape computation over small constants. Null when
