@@ -385,9 +385,10 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
       rs.getOutput().replaceAllUsesWith(mine.getOutput());
       rs->erase();
     }
-    // The updated weight shards' all-gathers: started where each shard is complete, waited for
-    // where the gathered weight is first read (the step's end), the slice and reshape that cut
-    // the padding off moving down with the done.
+    // The all-gathers: started where each shard is complete, waited for where the gathered weight
+    // is first read, the slice and reshape that cut the padding off moving down with the done.
+    // ZeRO-2's updated weights are first read at the step's end; MS-AMP O3's FP8 weights, gathered
+    // at the step's start, where the forward pass first reads them (their dequantize moving there).
     SmallVector<fp8::AllGatherOp> gathers(body.getOps<fp8::AllGatherOp>());
     for (fp8::AllGatherOp ag : gathers) {
       SmallVector<Operation *> chain; // single-reader Slice/Reshape after the gather
@@ -397,7 +398,7 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
         chain.push_back(*v.getUsers().begin());
         v = chain.back()->getResult(0);
       }
-      Operation *reader = firstReader(v);
+      Operation *reader = waitPoint(v);
       if (!reader)
         continue;
       for (Operation *c : chain)

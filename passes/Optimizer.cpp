@@ -72,6 +72,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     bool fp8Weight = false; // the weight of an FP8 Linear (MS-AMP storage applies)
     bool gradInFp8 = false; // octet-data-parallel all-reduced it as FP8 codes already
     int64_t shards = 0;     // octet-data-parallel reduce-scattered it over this many ranks: grad is a shard
+    bool masterShard = false; // MS-AMP O3, sharded: the state is this rank's shard of the FP16 master
   };
 
   /// Learning rate at `s` (f32 scalar: the 0-based step).
@@ -189,6 +190,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         break;
       }
     SmallVector<Value> master(params.size());
+    SmallVector<size_t> gatheredMasters; // O3 with a sharded optimizer: built below
     for (auto [i, p] : llvm::enumerate(params)) {
       master[i] = p.init.getResult();
       if (!p.fp8Weight)
@@ -199,6 +201,19 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       FailureOr<DenseElementsAttr> v16 = convert(p.init, b.getF16Type());
       if (failed(v16))
         return failure();
+      if (msampLevel == "O3" && p.shards > 1) {
+        // The rank's shard of the flattened, zero-padded FP16 master is its state; the plan carries
+        // the whole weight, which each rank slices at load.
+        int64_t shard = (t.getNumElements() + p.shards - 1) / p.shards;
+        auto st = RankedTensorType::get({shard}, b.getF16Type());
+        auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), st, p.init.getNameAttr(), zerosOf(st));
+        w16->setAttr(octet::kShardInitAttr, *v16);
+        w16->setAttr(octet::kShardCountAttr, b.getI64IntegerAttr(p.shards));
+        master[i] = g.ox.op("Cast", RankedTensorType::get({shard}, f32), {w16}, {g.ox.si64("to", 1)});
+        p.masterShard = true;
+        gatheredMasters.push_back(i);
+        continue;
+      }
       auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(), *v16);
       Value up = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
       master[i] = up;
@@ -208,6 +223,39 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       p.init.getResult().replaceAllUsesWith(forwardWeight);
       p.init->erase();
       p.init = w16;
+    }
+    // O3 sharded: the step starts by gathering each weight as FP8 codes. The shards' amaxes travel
+    // in one all-reduce (max): each weight's power-of-2 scale is the one its whole master gives, so
+    // the gathered codes are those the replicated O3 plan casts. Each shard is cast and all-gathered
+    // (a quarter of float32's bytes); octet-overlap-collectives waits for each where the forward
+    // pass first reads it.
+    if (!gatheredMasters.empty()) {
+      auto vec = [&](int64_t n) { return RankedTensorType::get({n}, f32); };
+      SmallVector<Value> amaxes;
+      for (size_t i : gatheredMasters)
+        amaxes.push_back(g.ox.reshape(b.create<fp8::AmaxOp>(loc, scalarF32, master[i], b.getBoolAttr(false)), {1}));
+      int64_t k = int64_t(amaxes.size());
+      Value all = k == 1 ? amaxes[0] : g.ox.op("Concat", vec(k), amaxes, {g.ox.si64("axis", 0)});
+      all = b.create<fp8::AllReduceOp>(loc, vec(k), all, Value(), fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::max));
+      for (auto [j, i] : llvm::enumerate(gatheredMasters)) {
+        Param &p = params[i];
+        Value idx = g.ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(j)));
+        Value amax = g.ox.op("Gather", scalarF32, {all, idx}, {g.ox.si64("axis", 0)});
+        Value scaleInv = octet::msampScale(b, loc, amax, b.getFloat8E4M3FNType()).second;
+        auto shardType = master[i].getType().cast<RankedTensorType>();
+        Type e4m3 = b.getFloat8E4M3FNType();
+        Value codes = b.create<fp8::CastOp>(loc, RankedTensorType::get(shardType.getShape(), e4m3), master[i], scaleInv,
+                                            b.getBoolAttr(true));
+        Value whole = b.create<fp8::AllGatherOp>(
+            loc, RankedTensorType::get({shardType.getDimSize(0) * p.shards}, e4m3), codes, b.getI64IntegerAttr(p.shards));
+        auto wt = p.init.getType().cast<RankedTensorType>();
+        whole = octet::unpadded(b, loc, whole, RankedTensorType::get(wt.getShape(), e4m3));
+        Value forwardWeight = b.create<fp8::DequantizeOp>(loc, wt, whole, scaleInv);
+        ox::InitializerOp shard = master[i].getDefiningOp()->getOperand(0).getDefiningOp<ox::InitializerOp>();
+        p.init.getResult().replaceAllUsesWith(forwardWeight);
+        p.init->erase();
+        p.init = shard;
+      }
     }
     b.setInsertionPoint(ret);
 
@@ -302,7 +350,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         return octet::unpadded(b, loc, all, whole);
       };
       StringRef momentRole = p.shards ? "optimizer_shard" : "optimizer";
-      if (p.shards) {
+      if (p.shards && !p.masterShard) {
         w = toShard(w);
         pt = w.getType().cast<RankedTensorType>();
       }
@@ -330,7 +378,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           Value vs = state(name + ".exp_avg_sq.scale_inv", DenseElementsAttr::get(scalarF32, 1.0f), momentRole);
           Value decay = optimizer == "adamw" && weightDecay > 0 ? g.sub(c(1.0), g.mul(lrNow, c(weightDecay))) : c(1.0);
           auto f = [&](StringRef n, double v) { return b.getNamedAttr(n, b.getF32FloatAttr(float(v))); };
-          Value wt = p.shards ? toShard(p.init.getResult()) : p.init.getResult();
+          Value wt = p.shards && !p.masterShard ? toShard(p.init.getResult()) : p.init.getResult();
           // An FP8-held gradient (MS-AMP) is read as its codes: a quarter of float32's bytes.
           Value gradSi = c(1.0);
           if (auto dq = grad.getDefiningOp<fp8::DequantizeOp>();
@@ -349,8 +397,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           updates.push_back({name + ".exp_avg_sq.scale_inv", step.getNewExpAvgSqScaleInv()});
           updates.push_back({name + ".exp_avg_sq", step.getNewExpAvgSq()});
           p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
-          setRole(p.init.getResult(), msampLevel == "O3" ? "master_weight" : "weight");
-          updates.push_back({name, p.shards ? gathered(step.getNewWeight(), p.init.getType().cast<RankedTensorType>())
+          setRole(p.init.getResult(), p.masterShard ? "master_shard" : msampLevel == "O3" ? "master_weight" : "weight");
+          updates.push_back({name, p.shards && !p.masterShard ? gathered(step.getNewWeight(), p.init.getType().cast<RankedTensorType>())
                                             : step.getNewWeight()});
           continue;
         }
@@ -405,10 +453,12 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       }
       if (p.fp8Weight)
         next = g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {next}, {g.ox.si64("to", 10)});
-      if (p.shards)
+      if (p.shards && !p.masterShard)
         next = gathered(next, p.init.getType().cast<RankedTensorType>());
       p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
-      setRole(p.init.getResult(), p.fp8Weight && msampLevel == "O3" ? "master_weight" : "weight");
+      setRole(p.init.getResult(), p.masterShard                        ? "master_shard"
+                                  : p.fp8Weight && msampLevel == "O3" ? "master_weight"
+                                                                       : "weight");
       updates.push_back({name, next});
     }
     for (auto &u : own)

@@ -423,9 +423,27 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
     if (state)
       stateIds[init.getName()] = idOf(init.getResult());
     Type elt = init.getType().cast<ShapedType>().getElementType();
-    if (failed(addConstant(init.getResult(), init.getValue(),
+    // One rank's shard (MS-AMP O3's sharded masters): the constant's bytes are the whole tensor, of
+    // which each rank keeps its part; the value has the shard's shape.
+    auto whole = op.getAttrOfType<ElementsAttr>(octet::kShardInitAttr);
+    auto shards = op.getAttrOfType<IntegerAttr>(octet::kShardCountAttr);
+    if (bool(whole) != bool(shards) || (state && shards && shards.getInt() < 2))
+      return op.emitError("a sharded state needs both ") << octet::kShardInitAttr << " and " << octet::kShardCountAttr
+                                                         << " (>= 2)";
+    if (failed(addConstant(init.getResult(), whole ? whole : init.getValue(),
                            state ? "state" : elt.isa<FloatType>() ? "param" : "const", op.getLoc())))
       return failure();
+    if (whole) {
+      auto st = init.getType().cast<RankedTensorType>();
+      auto wt = whole.getType().cast<RankedTensorType>();
+      if (st.getRank() != 1 || st.getElementType() != wt.getElementType() ||
+          st.getDimSize(0) != (wt.getNumElements() + shards.getInt() - 1) / shards.getInt())
+        return op.emitError("a sharded state's type ") << st << " is not 1/" << shards.getInt() << " of " << wt;
+      obj["shape"] = llvm::json::Array(st.getShape());
+      auto &c = *constants.back().getAsObject();
+      c["shards"] = shards.getInt();
+      c["whole_shape"] = llvm::json::Array(wt.getShape());
+    }
     if (auto role = op.getAttrOfType<StringAttr>(octet::kRoleAttr))
       (*constants.back().getAsObject())["role"] = role.getValue();
     return success();

@@ -366,7 +366,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::cat(dpCat));
   static cl::opt<bool> fp8AllReduce(
       "fp8-all-reduce",
-      cl::desc("Data-parallel MS-AMP O1/O2 plans: FP8 Linear weight gradients travel as FP8 codes "
+      cl::desc("Data-parallel MS-AMP plans: FP8 Linear weight gradients travel as FP8 codes "
                "(--fp8-all-reduce-format) with a scale all ranks share (default on; --fp8-all-reduce=false all-reduces them in float32)"),
       cl::init(true), cl::cat(dpCat));
   static cl::opt<std::string> fp8AllReduceFormat(
@@ -383,8 +383,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<int64_t> shardOptimizer(
       "shard-optimizer",
       cl::desc("Data-parallel plans: shard the optimizer over N ranks (ZeRO-2): each large gradient is "
-               "reduce-scattered (MS-AMP O1/O2: as FP8 codes), each rank keeps the moments of and updates 1/N "
-               "of the weight, and the updated shards are all-gathered; the plan then runs on exactly N ranks "
+               "reduce-scattered (MS-AMP: as FP8 codes), each rank keeps the moments of and updates 1/N "
+               "of the weight, and the updated shards are all-gathered (MS-AMP O3: the FP16 masters stay "
+               "sharded, the weights gathered as FP8 at the step's start); the plan then runs on exactly N ranks "
                "(default 0: gradients all-reduced, state replicated)"),
       cl::value_desc("N"), cl::init(0), cl::cat(dpCat));
   static cl::opt<int64_t> gradientBucketBytes(
@@ -586,10 +587,6 @@ int octet::fp8OptMain(int argc, char **argv) {
     std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
     if (!train || gradOnly)
       return error(why + " trains across ranks; add --train (without --gradients-only)");
-    if (storageLevel == "O3")
-      return error(why + ": MS-AMP O3 shards its FP16 master weights across ranks, which Octet does not do "
-                         "yet; use msamp:O2 with --shard-optimizer N (FP8 gradients reduce-scattered, moments "
-                         "sharded, FP16 weights replicated)");
   }
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
@@ -649,7 +646,7 @@ int octet::fp8OptMain(int argc, char **argv) {
         o += " fuse-msamp-adam=true";
       if (dataParallelOn)
         p += std::string(",octet-data-parallel{fp8-gradients=") +
-             ((storageLevel == "O1" || storageLevel == "O2") && fp8AllReduce ? "true" : "false") +
+             (!storageLevel.empty() && fp8AllReduce ? "true" : "false") +
              " fp8-format=" + fp8AllReduceFormat.getValue() +
              " bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
              " shard-world-size=" + std::to_string(shardOptimizer.getValue()) +

@@ -3,9 +3,10 @@
     python -m octet.weights PLAN CHECKPOINT.npz OUT.safetensors [--strip-prefix PREFIX]
 
 PLAN is the training plan that wrote CHECKPOINT (fp8-run --checkpoint, or --save-state); its header
-says which state tensors are the model's weights (role "weight"), by their initializer names: for
-a torch.onnx.export of a module, the module's state-dict names. Weights stored narrower than
-float32 (MS-AMP O2's FP16 masters) are widened exactly. --strip-prefix drops a prefix the export
+says which state tensors are the model's weights (roles "weight", "master_weight" and, sharded
+across ranks, "master_shard"), by their initializer names: for a torch.onnx.export of a module, the
+module's state-dict names. Weights stored narrower than float32 (MS-AMP's FP16 masters) are widened
+exactly; a sharded run's weights are joined from every rank's file. --strip-prefix drops a prefix the export
 added (a wrapper module's attribute: "model."). Then
 
     model.load_state_dict(safetensors.torch.load_file("OUT.safetensors"), strict=False)
@@ -48,33 +49,69 @@ def plan_header(path):
     return h
 
 
+WEIGHT_ROLES = ("weight", "master_weight", "master_shard")
+
+
 def weight_names(header, path):
-    names = []
+    """The plan's weights: {name: None, or (shards, whole shape) for a rank's shard (MS-AMP O3 sharded)}."""
+    names = {}
     for c in header["constants"]:
-        if isinstance(c, dict) and c.get("role") == "weight":
+        if isinstance(c, dict) and c.get("role") in WEIGHT_ROLES:
             v = c.get("value")
             if not isinstance(v, int) or not 0 <= v < len(header["values"]):
                 raise OctetError("%s: a constant names value %r, which the plan does not have" % (path, v))
-            names.append(header["values"][v]["name"])
+            shard = None
+            if c.get("role") == "master_shard":
+                shards, whole = c.get("shards"), c.get("whole_shape")
+                if not isinstance(shards, int) or shards < 2 or not isinstance(whole, list):
+                    raise OctetError("%s: a sharded weight without its shards and whole_shape" % path)
+                shard = (shards, whole)
+            names[header["values"][v]["name"]] = shard
     if not names:
         raise OctetError("%s: no weights (role 'weight'); pass the training plan (fp8-opt --train) that wrote the checkpoint" % path)
     return names
 
 
-def read_weights(plan, checkpoint, strip_prefix=""):
-    """The checkpoint's weights as {state-dict name: float32 array}, the plan saying which they are."""
-    names = weight_names(plan_header(plan), plan)
+def _load(path):
     try:
-        ck = np.load(checkpoint)
+        return np.load(path)
     except (OSError, ValueError) as e:
-        raise OctetError("%s: not a readable .npz checkpoint (%s)" % (checkpoint, e))
-    missing = [n for n in names if n not in ck.files]
+        raise OctetError("%s: not a readable .npz checkpoint (%s)" % (path, e))
+
+
+def read_weights(plan, checkpoint, strip_prefix=""):
+    """The checkpoint's weights as {state-dict name: float32 array}, the plan saying which they are.
+    A sharded weight is joined from every rank's file (CHECKPOINT's stem + .rankR.npz)."""
+    names = weight_names(plan_header(plan), plan)
+    ck = _load(checkpoint)
+    stem = checkpoint[:-4] if checkpoint.endswith(".npz") else checkpoint
+    ranks = {}
+
+    def rank_file(r):
+        if r not in ranks:
+            ranks[r] = _load("%s.rank%d.npz" % (stem, r))
+        return ranks[r]
+
+    def joined(n, shards, whole):
+        parts = []
+        for r in range(shards):
+            f = rank_file(r)
+            if n not in f.files:
+                raise OctetError("%s.rank%d.npz: no shard of '%s'; pass the checkpoint this plan wrote" % (stem, r, n))
+            parts.append(f[n])
+        flat = np.concatenate(parts)
+        size = int(np.prod(whole, dtype=np.int64))
+        if flat.size < size:
+            raise OctetError("%s: the shards of '%s' hold %d values, the weight %d" % (checkpoint, n, flat.size, size))
+        return flat[:size].reshape(whole)
+
+    missing = [n for n, sh in names.items() if sh is None and n not in ck.files]
     if missing:
         raise OctetError("%s: no tensor '%s' of the plan's %d weights; pass the checkpoint this plan wrote"
                  % (checkpoint, missing[0], len(names)))
     tensors = {}
-    for n in names:
-        a = ck[n]
+    for n, sh in names.items():
+        a = ck[n] if sh is None else joined(n, *sh)
         if a.dtype in (np.float16, np.float64) or a.dtype.kind != "f":
             if a.dtype.kind != "f":
                 raise OctetError("%s: weight '%s' is %s, not a float tensor" % (checkpoint, n, a.dtype))

@@ -146,14 +146,20 @@ void initParams(Runner &ex, const std::string &spec) {
   }
   const Plan &p = ex.plan();
   std::vector<std::pair<std::string, TensorPtr>> todo;
+  std::map<std::string, int> shardOf; // a rank's shard (MS-AMP O3): drawn whole, then cut
   for (auto &[id, kind] : p.constantKinds) {
     const PlanValue &v = p.values[size_t(id)];
     auto role = p.roles.find(id);
     bool weight = kind == ConstantKind::Param ||
                   (kind == ConstantKind::State && role != p.roles.end() &&
-                   (role->second == "weight" || role->second == "master_weight"));
-    if (weight && v.shape.size() >= 2 && (v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16))
-      todo.emplace_back(v.name, std::make_shared<Tensor>(v.dtype, v.shape));
+                   (role->second == "weight" || role->second == "master_weight" || role->second == "master_shard"));
+    auto sh = p.sharded.find(id);
+    const Shape &shape = sh != p.sharded.end() ? sh->second.whole : v.shape;
+    if (weight && shape.size() >= 2 && (v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16)) {
+      todo.emplace_back(v.name, std::make_shared<Tensor>(v.dtype, shape));
+      if (sh != p.sharded.end())
+        shardOf[v.name] = id;
+    }
   }
   std::vector<std::thread> threads;
   for (size_t k = 0; k < todo.size(); ++k)
@@ -178,8 +184,14 @@ void initParams(Runner &ex, const std::string &spec) {
     });
   for (std::thread &th : threads)
     th.join();
-  for (auto &[name, t] : todo)
+  for (auto &[name, t] : todo) {
+    if (auto it = shardOf.find(name); it != shardOf.end()) {
+      auto shard = std::make_shared<Tensor>(t->dtype, p.values[size_t(it->second)].shape);
+      copyShard(*t, communicator() ? communicator()->rank() : 0, *shard);
+      t = shard;
+    }
     ex.setState(name, t);
+  }
 }
 
 const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.device()); }
@@ -300,6 +312,8 @@ int run(const Options &o) {
                            "compile it with fp8-opt --data-parallel to run " + std::to_string(comm->size()) +
                   " ranks");
     setCommunicator(comm);
+    if (comm)
+      selectShards(plan, comm->rank()); // MS-AMP O3's sharded masters: this rank's part
   }
   std::unique_ptr<Runner> runner = makeRunner(std::move(plan), device);
   Runner &ex = *runner;

@@ -369,18 +369,33 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
         r.fail("constant '" + pv.name + "' is listed twice");
       bool splat = c.value("splat", false); // one element, repeated
       size_t es = dtypeSize(pv.dtype);
-      int64_t want = splat ? int64_t(es) : checkedBytes(pv.shape, es);
+      // A rank's shard of a whole tensor: the bytes are the whole tensor's.
+      Plan::ShardedConstant sh;
+      if (c.contains("shards")) {
+        sh.shards = jsonInt(c.at("shards"), r, "constant shards");
+        sh.whole = jsonShape(c.at("whole_shape"), r, "constant '" + pv.name + "' whole_shape", es);
+        int64_t n = checkedBytes(sh.whole, 1);
+        if (sh.shards < 2 || pv.shape.size() != 1 || pv.shape[0] != (n + sh.shards - 1) / sh.shards)
+          r.fail("constant '" + pv.name + "': a shard's shape is not 1/shards of whole_shape");
+      }
+      const Shape &stored = sh.shards ? sh.whole : pv.shape;
+      int64_t want = splat ? int64_t(es) : checkedBytes(stored, es);
       if (off < 0 || size != want || uint64_t(size) > dataSize || uint64_t(off) > dataSize - uint64_t(size))
         r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
-      TensorPtr t;
+      TensorPtr t, data;
       try {
         t = std::make_shared<Tensor>(pv.dtype, pv.shape);
+        data = sh.shards ? std::make_shared<Tensor>(pv.dtype, sh.whole) : t;
       } catch (const std::bad_alloc &) {
-        r.fail("constant '" + pv.name + "' (" + std::to_string(checkedBytes(pv.shape, es)) +
+        r.fail("constant '" + pv.name + "' (" + std::to_string(checkedBytes(stored, es)) +
                " bytes) does not fit in this machine's memory");
       }
-      if (!t->bytes.empty()) // an empty tensor's bytes have no storage to copy into
-        fills.push_back({uint64_t(off), uint64_t(size), t, splat});
+      if (!data->bytes.empty()) // an empty tensor's bytes have no storage to copy into
+        fills.push_back({uint64_t(off), uint64_t(size), data, splat});
+      if (sh.shards) {
+        sh.data = data;
+        plan.sharded[id] = std::move(sh);
+      }
       plan.constants[id] = t;
       std::string kind = c.value("kind", "const");
       plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
@@ -520,7 +535,29 @@ Plan readPlan(std::istream &in, const std::string &path) {
   for (const Fill &f : fills) // a splat's one element, repeated
     for (size_t i = f.bytes; f.splat && i < f.tensor->bytes.size(); i += f.bytes)
       std::memcpy(f.tensor->bytes.data() + i, f.tensor->bytes.data(), size_t(f.bytes));
+  for (auto &[id, sh] : plan.sharded)
+    copyShard(*sh.data, 0, *plan.constants[id]);
   return plan;
+}
+
+void copyShard(const Tensor &whole, int64_t rank, Tensor &shard) {
+  size_t part = shard.bytes.size();
+  size_t from = std::min(whole.bytes.size(), size_t(rank) * part);
+  size_t n = std::min(part, whole.bytes.size() - from);
+  if (n)
+    std::memcpy(shard.bytes.data(), whole.bytes.data() + from, n);
+  std::memset(shard.bytes.data() + n, 0, part - n);
+}
+
+void selectShards(Plan &plan, int64_t rank) {
+  for (auto &[id, sh] : plan.sharded) {
+    if (rank < 0 || rank >= sh.shards)
+      throw Error("plan constant '" + plan.values[size_t(id)].name + "' is sharded over " +
+                  std::to_string(sh.shards) + " ranks; rank " + std::to_string(rank) + " has no shard");
+    if (sh.data)
+      copyShard(*sh.data, rank, *plan.constants[id]);
+    sh.data.reset();
+  }
 }
 
 } // namespace octet::rt

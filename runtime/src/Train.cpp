@@ -206,7 +206,7 @@ static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count,
 std::set<std::string> shardedStates(const Plan &p) {
   std::set<std::string> names;
   for (auto &[id, role] : p.roles)
-    if (role == "optimizer_shard")
+    if (role == "optimizer_shard" || role == "master_shard")
       names.insert(p.values[size_t(id)].name);
   return names;
 }
@@ -322,12 +322,15 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   for (auto &[param, gradId] : p.gradients)
     params.insert(param);
   for (auto &[id, role] : p.roles)
-    if (role == "weight" || role == "master_weight")
+    if (role == "weight" || role == "master_weight" || role == "master_shard")
       params.insert(p.values[size_t(id)].name);
   if (params.empty())
     throw Error("--report-memory needs a training plan (fp8-opt --train)");
   std::map<std::string, const Tensor *> byName;
   std::map<std::string, std::string> roleOf;
+  std::map<std::string, int64_t> wholeOf; // a rank's shard: the whole tensor's elements
+  for (auto &[id, sh] : p.sharded)
+    wholeOf[p.values[size_t(id)].name] = checkedBytes(sh.whole, 1);
   for (auto &[id, t] : p.constants) {
     byName[p.values[size_t(id)].name] = t.get();
     auto r = p.roles.find(id);
@@ -349,10 +352,12 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     if (it == byName.end())
       continue;
     const Tensor *w = it->second;
-    bool master = roleOf[param] == "master_weight";
+    // O3 (master_weight): the FP16 master and the FP8 copy the forward pass reads; sharded
+    // (master_shard): this rank's part of the master and the whole FP8 copy it gathers.
+    bool master = roleOf[param] == "master_weight" || roleOf[param] == "master_shard";
     bool low = master || w->dtype == DType::F16 || w->dtype == DType::BF16;
     Group &g = low ? fp8Lin : other;
-    int64_t n = w->numel();
+    int64_t n = wholeOf.count(param) ? wholeOf[param] : w->numel();
     g.params += n;
     total += n;
     g.weights += double(w->bytes.size()) + (master ? double(n) : 0.0); // O3: + the FP8 copy

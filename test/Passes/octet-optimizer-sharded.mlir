@@ -1,4 +1,5 @@
 // RUN: fp8-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(octet-optimizer{clip-grad-norm=1.0 weight-decay=0.1})' | FileCheck %s
+// RUN: fp8-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(octet-optimizer{msamp-level=O3})' | FileCheck %s --check-prefix=O3
 
 // A gradient octet-data-parallel reduce-scattered (octet.grad_shards): this rank updates its shard
 // of the flattened, padded weight (fp8.shard) with moments of the shard's size (role
@@ -47,4 +48,42 @@ func.func @no_padding(%l: tensor<f32>, %gw: tensor<2xf32>)
         tensor<2xf32> {octet.grad_of = "w", octet.grad_shards = 2 : i64, onnx.name = "w.grad"}) {
   %w = onnx.initializer "w" = dense<1.0> : tensor<4xf32>
   return %l, %gw : tensor<f32>, tensor<2xf32>
+}
+
+// -----
+
+// MS-AMP O3 (msamp-level=O3) with a reduce-scattered FP8 weight gradient: the rank's state is its
+// shard of the flattened, zero-padded FP16 master (role master_shard; the whole weight rides along
+// as octet.shard_init, which a rank slices at load), so no rank holds the whole master. The step
+// starts by gathering the forward weight as FP8 codes: the shards' amaxes all-reduced (max) into
+// the power-of-2 scale the whole master gives, each shard cast, the codes all-gathered, the padding
+// cut off, dequantized. The update writes the shard back; nothing is gathered at the step's end.
+// Without O3 (the default RUN line) the FP8 weight is an ordinary sharded parameter.
+// O3-LABEL: func.func @o3_sharded
+// O3-SAME: tensor<18xf16> {octet.state_update = "fc.weight", onnx.name = "fc.weight.next"}
+// O3: onnx.initializer "fc.weight" = dense<0.000000e+00> : tensor<18xf16> {octet.fp8_state, octet.role = "master_shard", octet.shard_init = dense<5.000000e-01> : tensor<5x7xf16>, octet.shards = 2 : i64}
+// O3: %[[UP:.+]] = onnx.Cast %{{.+}} {to = 1 : si64} : (tensor<18xf16>) -> tensor<18xf32>
+// O3-NEXT: %[[A:.+]] = fp8.amax %[[UP]] : tensor<18xf32> -> tensor<f32>
+// O3: %[[ALL:.+]] = fp8.all_reduce %{{.+}} {reduction = #fp8.reduction<max>} : tensor<1xf32> -> tensor<1xf32>
+// O3: %[[GA:.+]] = onnx.Gather %[[ALL]]
+// O3-NEXT: %{{.+}}, %[[SI:.+]] = fp8.dynamic_scale %[[GA]] {format = f8E4M3FN, power_of_two = true}
+// O3-NEXT: %[[Q:.+]] = fp8.cast %[[UP]], %[[SI]] : tensor<18xf32>, tensor<f32> -> tensor<18xf8E4M3FN>
+// O3-NEXT: %[[G:.+]] = fp8.all_gather %[[Q]] {world_size = 2 : i64} : tensor<18xf8E4M3FN> -> tensor<36xf8E4M3FN>
+// O3: %[[CUT:.+]] = onnx.Slice %[[G]], {{.+}} -> tensor<35xf8E4M3FN>
+// O3: %[[W8:.+]] = onnx.Reshape %[[CUT]], %{{.+}} -> tensor<5x7xf8E4M3FN>
+// O3-NEXT: %[[W:.+]] = fp8.dequantize %[[W8]], %[[SI]] : tensor<5x7xf8E4M3FN>, tensor<f32> -> tensor<5x7xf32>
+// O3-NEXT: fp8.linear "fc" %arg0, %[[W]]
+// O3-NOT: fp8.all_gather
+// O3: %[[V:.+]] = onnx.Cast %{{.+}} {to = 10 : si64} : (tensor<18xf32>) -> tensor<18xf16>
+// O3-NEXT: %[[NEXT:.+]] = onnx.Cast %{{.+}} {to = 10 : si64} : (tensor<18xf32>) -> tensor<18xf16>
+// O3-NEXT: return {{.+}}, %[[V]], %[[NEXT]] :
+// CHECK-LABEL: func.func @o3_sharded
+// CHECK: onnx.initializer "fc.weight" = dense<5.000000e-01> : tensor<5x7xf32> {octet.fp8_state, octet.role = "weight"}
+// CHECK: fp8.all_gather %{{.+}} {world_size = 2 : i64} : tensor<18xf32> -> tensor<36xf32>
+func.func @o3_sharded(%x: tensor<4x5xf32>, %l: tensor<f32>, %gw: tensor<18xf32>)
+    -> (tensor<4x7xf32> {onnx.name = "y"}, tensor<f32> {octet.loss, onnx.name = "loss"},
+        tensor<18xf32> {octet.grad_of = "fc.weight", octet.grad_shards = 2 : i64, onnx.name = "fc.weight.grad"}) {
+  %w = onnx.initializer "fc.weight" = dense<0.5> : tensor<5x7xf32>
+  %y = fp8.linear "fc" %x, %w {recipe = "msamp", scaling = #fp8.scaling<dynamic>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<4x5xf32>, tensor<5x7xf32>) -> tensor<4x7xf32>
+  return %y, %l, %gw : tensor<4x7xf32>, tensor<f32>, tensor<18xf32>
 }

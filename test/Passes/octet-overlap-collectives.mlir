@@ -100,3 +100,27 @@ func.func @all_gather(%u: tensor<32xf32>, %x: tensor<64xf32>) -> (tensor<6x10xf3
   %e = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
   return %w, %e : tensor<6x10xf32>, tensor<64xf32>
 }
+
+// -----
+
+// MS-AMP O3's FP8 weight, gathered at the step's start: the dequantize right after the reshape
+// moves down to its first reader (the forward pass's use), and the done with it, so the gather runs
+// beside the ops before that use.
+// CHECK-LABEL: func.func @fp8_gather_at_start
+// CHECK: %[[Q:.+]] = fp8.cast %arg0
+// CHECK-NEXT: %[[F:.+]] = fp8.all_gather_start %[[Q]] {world_size = 2 : i64} : tensor<8xf8E4M3FN> -> tensor<16xf8E4M3FN>
+// CHECK: onnx.Exp %arg1
+// CHECK-NEXT: %[[R:.+]] = fp8.all_reduce_done %[[F]]
+// CHECK-NEXT: %[[W8:.+]] = onnx.Reshape %[[R]]
+// CHECK-NEXT: %[[W:.+]] = fp8.dequantize %[[W8]], %arg2
+// CHECK-NEXT: onnx.MatMul %{{.+}}, %[[W]]
+func.func @fp8_gather_at_start(%shard: tensor<8xf32>, %x: tensor<3x4xf32>, %si: tensor<f32>) -> tensor<3x4xf32> {
+  %q = fp8.cast %shard, %si : tensor<8xf32>, tensor<f32> -> tensor<8xf8E4M3FN>
+  %g = fp8.all_gather %q {world_size = 2 : i64} : tensor<8xf8E4M3FN> -> tensor<16xf8E4M3FN>
+  %shape = onnx.Constant {value = dense<[4, 4]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %w8 = onnx.Reshape %g, %shape : (tensor<16xf8E4M3FN>, tensor<2xi64>) -> tensor<4x4xf8E4M3FN>
+  %w = fp8.dequantize %w8, %si : tensor<4x4xf8E4M3FN>, tensor<f32> -> tensor<4x4xf32>
+  %e = onnx.Exp %x : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %y = onnx.MatMul %e, %w : (tensor<3x4xf32>, tensor<4x4xf32>) -> tensor<3x4xf32>
+  return %y : tensor<3x4xf32>
+}

@@ -9,6 +9,8 @@
                                          first operand (an op that may not take its operand's buffer)
   tamper_plan.py IN OUT unsafe-in-place  mark an amax-history update in place (its op reads the old
                                          history while writing the new one) and drop its buffer
+  tamper_plan.py IN OUT bad-shard        double the whole_shape of the first sharded constant (its
+                                         shard no longer 1/shards of it)
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
 """
 import json, struct, sys, zlib
@@ -62,6 +64,9 @@ def main():
         u = next(u for u in header["state_updates"] if vals[u["state"]]["name"].endswith("amax_history"))
         u["in_place"] = True
         header["memory"]["buffers"] = [b for b in header["memory"]["buffers"] if b[0] != u["value"]]
+    if what == "bad-shard":
+        c = next(c for c in header["constants"] if "shards" in c)
+        c["whole_shape"][0] *= 2
     h = json.dumps(header).encode()
     doff = (48 + len(h) + 63) // 64 * 64
     body = h + b"\0" * (doff - 48 - len(h))

@@ -45,7 +45,13 @@ constexpr llvm::StringLiteral kGradStorageAttr = "octet.grad_storage";
 /// On a gradient result: the number of ranks it was reduce-scattered over (octet-data-parallel
 /// shard-world-size): the result is this rank's 1-D shard of the flattened, zero-padded gradient.
 constexpr llvm::StringLiteral kGradShardsAttr = "octet.grad_shards";
-/// On a state initializer: what it holds (weight, master_weight, optimizer, step; FP8 scaling state has none).
+/// On a state initializer holding one rank's shard (MS-AMP O3's sharded FP16 masters, role
+/// master_shard): the whole tensor, whose flattened, zero-padded elements every rank slices its own
+/// 1/N of at load (the initializer's value is a placeholder of the shard's type), and N.
+constexpr llvm::StringLiteral kShardInitAttr = "octet.shard_init";
+constexpr llvm::StringLiteral kShardCountAttr = "octet.shards";
+/// On a state initializer: what it holds (weight, master_weight, master_shard, optimizer, step; FP8
+/// scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
 /// On the module: the optimizer settings of a training step (octet-optimizer).
 constexpr llvm::StringLiteral kTrainingAttr = "octet.training";

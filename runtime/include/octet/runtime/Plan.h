@@ -72,6 +72,15 @@ struct Plan {
   std::vector<std::pair<std::string, int>> gradients;
   /// Where a gradient is held in a lower precision than its value (MS-AMP: FP8).
   std::map<std::string, DType> gradStorage;
+  /// One rank's shard of a whole tensor (MS-AMP O3's sharded FP16 masters, role master_shard): the
+  /// constant is rank r's 1/shards of the flattened, zero-padded `whole` tensor. `data` holds the
+  /// whole tensor from the file until selectShards; the constant starts as rank 0's shard.
+  struct ShardedConstant {
+    int64_t shards = 0;
+    Shape whole;
+    TensorPtr data;
+  };
+  std::map<int, ShardedConstant> sharded;
   /// Training plans: optimizer settings (optimizer, msamp_level).
   std::map<std::string, std::string> training;
 
@@ -100,6 +109,12 @@ struct ArenaUse {
   int from, to;
 };
 std::vector<ArenaUse> arenaUses(const Plan &plan);
+
+/// Rank `rank`'s elements of a whole tensor cut into `shard.numel()`-element parts: its part of the
+/// flattened tensor, zero-padded past the end.
+void copyShard(const Tensor &whole, int64_t rank, Tensor &shard);
+/// Each sharded constant becomes rank `rank`'s shard; the whole tensors are dropped.
+void selectShards(Plan &plan, int64_t rank);
 
 /// Reads and validates a plan file; throws Error with a one-line message.
 Plan loadPlan(const std::string &path);
