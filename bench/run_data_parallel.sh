@@ -11,6 +11,13 @@
 #   sharded      --shard-optimizer 2: the tiny te and msamp:O2 plans against the replicated ones on 2
 #                ranks (within 1%), a sharded checkpoint resumed bit for bit, and SIZE's te-bf16-s2
 #                plan's step time and memory per rank against te-bf16-dp's (not in the default PARTS)
+#   o3           MS-AMP O3 with --shard-optimizer 2 (FP16 masters sharded, weights gathered as FP8):
+#                the tiny plan against replicated O3 on 2 ranks (within 1%), and SIZE's msamp-O2-s2
+#                and msamp-O3-s2 plans' step time and memory per rank (not in the default PARTS)
+#   curves       real text (the device Python's standard library, byte-level): CURVE_SIZE's
+#                te-bf16 and msamp:O2 plans (scripts/pack_devlib.sh CURVE_SIZES) on 2 ranks against
+#                one process over the combined batch, CURVE_STEPS steps (default 300), 50-step
+#                moving average within 1% (not in the default PARTS)
 #   peer         PyTorch DDP (bench/ddp_gpt.py: BF16 autocast, SDPA, torch.compile) on 1 and 2 GPUs,
 #                same model and per-GPU batch, in the same call
 # Usage (on the device, from the repository root, .devlib carried): bench/run_data_parallel.sh [SIZE BATCH]
@@ -24,7 +31,7 @@ size=${1:-1.3b} batch=${2:-8}
 gpt_size "$size" || exit 2 # t: the size's sequence length (the plans' and the peer's)
 w=$(mktemp -d)
 run=$d/fp8-run
-sum=$w/summary.txt
+sum=${OUT:-$w}/summary.txt # in $OUT as it grows: a call cut short keeps what ran
 say() { echo "$*" | tee -a "$sum"; }
 for f in "$d"/dp/*.plan.gz "$d"/plans/licenses.bin; do
   case $f in *.gz) gunzip -c "$f" > "$w/$(basename "${f%.gz}")" ;; *) cp "$f" "$w/" ;; esac
@@ -105,6 +112,47 @@ import json, sys
 r = [json.loads(l) for l in open('$w/shard-$r.json') if l.startswith('{')]
 print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see shard-$r.err)')
 " | tee -a "$sum"
+  done
+fi
+# MS-AMP O3, sharded: the tiny plan against replicated O3 (2 ranks each), then SIZE's O2 and O3
+# sharded plans' step time and memory per rank.
+if [[ $parts == *" o3 "* ]]; then
+  $run "$w/tiny-msamp-O3-dp.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet --log "$w/tiny-o3-dp.jsonl"
+  $run "$w/tiny-msamp-O3-s2.plan" --device cuda --nproc-per-node 2 --data "$data" --steps 200 --quiet --log "$w/tiny-o3-s2.jsonl"
+  say "tiny msamp:O3 sharded (--shard-optimizer 2) against replicated O3, 2 NCCL ranks:"
+  python3 scripts/compare_curves.py "$w/tiny-o3-dp.jsonl" "$w/tiny-o3-s2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
+  python3 -c "import json; r=json.loads(open('$w/tiny-o3-s2.jsonl').readlines()[-1]); print('  comm bytes per step per rank:', r['comm_bytes'])" | tee -a "$sum"
+  for r in msamp-O2-s2 msamp-O3-s2; do
+    p=$w/gpt-$size-b$batch-$r.plan
+    [ -f "$p" ] || continue
+    $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 > "$w/o3-$r.json" 2> "$w/o3-$r.err"
+    python3 -c "
+import json
+r = [json.loads(l) for l in open('$w/o3-$r.json') if l.startswith('{')]
+print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see o3-$r.err)')
+" | tee -a "$sum"
+  done
+fi
+# Loss curves on real text: 2 ranks against one process over the combined batch.
+if [[ $parts == *" curves "* ]]; then
+  cs=${CURVE_SIZE:-350m} steps=${CURVE_STEPS:-300}
+  [ -f "$w/text.bin" ] || python3 scripts/make_corpus.py "$w/text.bin" --source python > "$w/text.txt"
+  for r in ${CURVE_RECIPES:-te-bf16 msamp-O2}; do
+    [ -f "$w/curve-$cs-$r-1.plan" ] || continue
+    t0=$(date +%s)
+    $run "$w/curve-$cs-$r-1.plan" --device cuda --init-params normal:0.02 --data "$w/text.bin" --steps "$steps" --quiet \
+      --log "$w/curve-$cs-$r-1.jsonl" 2> "$w/curve-$cs-$r-1.err"
+    t1=$(date +%s)
+    $run "$w/curve-$cs-$r-2.plan" --device cuda --init-params normal:0.02 --nproc-per-node 2 --data "$w/text.bin" \
+      --steps "$steps" --quiet --log "$w/curve-$cs-$r-2.jsonl" 2> "$w/curve-$cs-$r-2.err"
+    say "$cs $r on real text, 2 NCCL ranks against 1 process over the combined batch ($((t1 - t0)) s and $(($(date +%s) - t1)) s):"
+    python3 scripts/compare_curves.py "$w/curve-$cs-$r-1.jsonl" "$w/curve-$cs-$r-2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
+    python3 -c "
+import json
+for n in (1, 2):
+    r = [json.loads(l) for l in open('$w/curve-$cs-$r-%d.jsonl' % n)]
+    print('  %d: steps %d, loss %.4f -> %.4f' % (n, len(r), r[0]['loss'], r[-1]['loss']))
+" 2>&1 | tee -a "$sum"
   done
 fi
 # The peer: PyTorch DDP, BF16 + torch.compile, on 1 and 2 GPUs.

@@ -182,13 +182,19 @@ done
 # Data parallelism (bench/run_data_parallel.sh): the tiny GPT over 8 rows in one process and over
 # 4 rows a rank compiled with --data-parallel, te and msamp:O2; and for each SIZE:BATCH in $DP_SIZES
 # (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole; with
-# --shard-optimizer 2: te-bf16-s2, as the tiny te and msamp:O2 -s2 plans) and msamp:O2 plans
-# compiled with --data-parallel.
+# --shard-optimizer 2: te-bf16-s2, as the tiny te and msamp:O2 -s2 plans), msamp:O2 plans
+# compiled with --data-parallel, and msamp:O2 and msamp:O3 with --shard-optimizer 2 (msamp-O2-s2,
+# msamp-O3-s2); $DP_PLANS picks among these names (default: all). For each SIZE:BATCH in
+# $CURVE_SIZES (default: none; bench/run_data_parallel.sh curves) te-bf16 and msamp:O2 plans for
+# 2 ranks of BATCH rows and for one process over 2 x BATCH, with a warmup and cosine schedule.
 mkdir -p "$d/dp"
 for b in 8 4; do
   "$py" bench/make_gpt_onnx.py --config tiny --batch $b --seq 128 --vocab 256 --weights random \
     -o "$build/bench/gpt-tiny-b$b.onnx" >/dev/null
 done
+"$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe msamp:O3 "${train[@]}" --data-parallel -o "$d/dp/tiny-msamp-O3-dp.plan"
+"$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe msamp:O3 "${train[@]}" --data-parallel --shard-optimizer 2 \
+  --gradient-bucket-bytes 4096 -o "$d/dp/tiny-msamp-O3-s2.plan"
 for r in te msamp:O2; do
   "$opt" "$build/bench/gpt-tiny-b8.onnx" --recipe "$r" "${train[@]}" -o "$d/dp/tiny-$(name "$r")-1.plan"
   "$opt" "$build/bench/gpt-tiny-b4.onnx" --recipe "$r" "${train[@]}" --data-parallel -o "$d/dp/tiny-$(name "$r")-dp.plan"
@@ -196,23 +202,42 @@ for r in te msamp:O2; do
     --gradient-bucket-bytes 4096 -o "$d/dp/tiny-$(name "$r")-s2.plan"
 done
 gzip -f "$d"/dp/tiny-*.plan
+dp_plan() { # NAME FLAGS...: one of the SIZE plans, if $DP_PLANS picks it
+  local n=$1
+  shift
+  [[ " ${DP_PLANS:-$n} " == *" $n "* ]] || return 0
+  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --keep-gradients=false \
+    "$@" -o "$d/dp/gpt-$s-b$b-$n.plan"
+  gzip -f "$d/dp/gpt-$s-b$b-$n.plan"
+}
 for spec in ${DP_SIZES-1.3b:8}; do
   s=${spec%%:*}
   gpt_size "$s" || exit 2
   b=${spec#*:}
   g="$build/bench/gpt-$s-b$b.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
-    --activation-precision=bf16 --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-te-bf16-dp.plan"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
-    --activation-precision=bf16 --keep-gradients=false --data-parallel --overlap-collectives=false \
-    -o "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe msamp:O2 \
-    --keep-gradients=false --data-parallel -o "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan"
-  "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --recipe te \
-    --activation-precision=bf16 --keep-gradients=false --data-parallel --shard-optimizer 2 \
-    -o "$d/dp/gpt-$s-b$b-te-bf16-s2.plan"
-  gzip -f "$d/dp/gpt-$s-b$b-te-bf16-dp.plan" "$d/dp/gpt-$s-b$b-te-bf16-whole-dp.plan" "$d/dp/gpt-$s-b$b-msamp-O2-dp.plan" \
-    "$d/dp/gpt-$s-b$b-te-bf16-s2.plan"
+  dp_plan te-bf16-dp --recipe te --activation-precision=bf16 --data-parallel
+  dp_plan te-bf16-whole-dp --recipe te --activation-precision=bf16 --data-parallel --overlap-collectives=false
+  dp_plan msamp-O2-dp --recipe msamp:O2 --data-parallel
+  dp_plan te-bf16-s2 --recipe te --activation-precision=bf16 --data-parallel --shard-optimizer 2
+  dp_plan msamp-O2-s2 --recipe msamp:O2 --data-parallel --shard-optimizer 2
+  dp_plan msamp-O3-s2 --recipe msamp:O3 --data-parallel --shard-optimizer 2
+done
+for spec in ${CURVE_SIZES-}; do
+  s=${spec%%:*}
+  gpt_size "$s" || exit 2
+  b=${spec#*:}
+  sched=(--lr 6e-4 --lr-schedule cosine --warmup-steps 50 --total-steps 1000 --min-lr 6e-5 --weight-decay 0.1)
+  for n in $b $((2 * b)); do
+    g="$build/bench/gpt-$s-b$n.onnx"
+    [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$n" --seq "$t" -o "$g"
+  done
+  for r in te-bf16 msamp-O2; do
+    case $r in te-bf16) rf=(--recipe te --activation-precision=bf16) ;; *) rf=(--recipe msamp:O2) ;; esac
+    common=(--absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" --keep-gradients=false "${sched[@]}" "${rf[@]}")
+    "$opt" "$build/bench/gpt-$s-b$((2 * b)).onnx" "${common[@]}" -o "$d/dp/curve-$s-$r-1.plan"
+    "$opt" "$build/bench/gpt-$s-b$b.onnx" "${common[@]}" --data-parallel -o "$d/dp/curve-$s-$r-2.plan"
+    gzip -f "$d/dp/curve-$s-$r-1.plan" "$d/dp/curve-$s-$r-2.plan"
+  done
 done
 du -sh "$d"
