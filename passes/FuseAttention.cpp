@@ -24,8 +24,19 @@
 // octet::AttentionGrad, reads and writes the same layout).
 //
 // Only masks that are exactly causal are matched (a boolean lower triangle, or 0 on and below
-// the diagonal and <= -1e4 above); anything else stays as it was. Heads wider than
-// max-head-dim stay unfused (the CUDA kernels keep a row of the head in registers).
+// the diagonal and <= -1e4 above), or masks of zeros (BERT without padding: unmasked); anything
+// else stays as it was. A mask may be a constant (any leading dimensions, each slice checked) or
+// the subgraph exporters write when the import could not fold it: broadcasts (Expand), Not,
+// Cast, Equal(x, 0), Trilu of ones, comparisons of key and query positions (HF's
+// LessOrEqual(j, i)), and Where of such a pattern between 0 and a very negative constant.
+// The forms torch.onnx.export writes are matched too: F.scaled_dot_product_attention's
+// decomposition scales Q and Kt each by the square root of the scale, makes Kt by a Reshape,
+// Transpose and Reshape of K, and guards P with Where(IsNaN(P), 0, P) (a fused row always sees
+// a key, so it never has a NaN); eager attention reads P through an Identity (dropout in eval
+// mode) or a Cast to its own type; copies (Identity) may sit anywhere on Q, K and V. What
+// the fused node replaces goes, and with it whatever nothing else reads (the mask's subgraph).
+// Heads wider than max-head-dim stay unfused (the CUDA kernels keep a row of the head in
+// registers).
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxBuilder.h"
@@ -59,48 +70,219 @@ RankedTensorType staticF32(Value v) {
 
 /// The value of a scalar (every element equal) float constant.
 std::optional<double> scalarConstant(Value v) {
+  while (auto id = v.getDefiningOp<ox::IdentityOp>())
+    v = id.getX();
   DenseElementsAttr a = ox::getConstantValue(v);
   if (!a || !a.getElementType().isa<FloatType>() || !a.isSplat())
     return std::nullopt;
   return a.getSplatValue<APFloat>().convertToDouble();
 }
 
-/// Whether `mask` is [1.., T, T] with ones(true)/zeros exactly where key j <= query i.
-/// `additive`: a float mask, 0 where visible and <= -1e4 where masked.
-bool isCausalMask(Value mask, int64_t t, bool additive) {
-  DenseElementsAttr a = ox::getConstantValue(mask);
-  if (!a)
-    return false;
-  if (additive && !mask.getDefiningOp<ox::ConstantOp>()) // a float initializer is a trained parameter
-    return false;
-  auto shape = a.getType().getShape();
-  if (shape.size() < 2 || shape[shape.size() - 1] != t || shape[shape.size() - 2] != t)
-    return false;
-  for (size_t i = 0; i + 2 < shape.size(); ++i)
-    if (shape[i] != 1)
-      return false;
-  if (additive) {
-    if (!a.getElementType().isF32())
-      return false;
-    int64_t k = 0;
-    for (float v : a.getValues<float>()) {
-      int64_t i = k / t, j = k % t;
-      if (j <= i ? v != 0.0f : !(v <= -1e4f))
-        return false;
-      ++k;
+//===----------------------------------------------------------------------===//
+// Causal masks: constants, and the subgraphs exporters write for them
+//===----------------------------------------------------------------------===//
+
+/// What a mask's truth (nonzero) over its last two axes, query i and key j, is: exactly j <= i
+/// (`Visible`, the keys a causal query sees), exactly j > i (`Masked`), or neither known.
+enum class Causal { Unknown, Visible, Masked };
+
+Causal flip(Causal c) {
+  return c == Causal::Visible ? Causal::Masked : c == Causal::Masked ? Causal::Visible : Causal::Unknown;
+}
+
+bool lastTwoAre(Value v, int64_t t) {
+  auto ty = v.getType().dyn_cast<RankedTensorType>();
+  return ty && ty.hasStaticShape() && ty.getRank() >= 2 && ty.getShape().back() == t &&
+         ty.getShape()[size_t(ty.getRank() - 2)] == t;
+}
+
+/// `v` without the copies and leading-axis broadcasts that do not change its [.., T, T] pattern.
+Value throughBroadcasts(Value v, int64_t t) {
+  for (;;) {
+    if (auto id = v.getDefiningOp<ox::IdentityOp>()) {
+      v = id.getX();
+    } else if (auto e = v.getDefiningOp<ox::ExpandOp>(); e && lastTwoAre(e.getInput(), t)) {
+      v = e.getInput();
+    } else {
+      return v;
     }
-    return true;
   }
-  if (!a.getElementType().isInteger(1))
+}
+
+/// The mask's constant value: any constant when it is boolean or integer, a Constant op's when it
+/// is float (a float initializer is a trained parameter).
+DenseElementsAttr maskConstant(Value v) {
+  DenseElementsAttr a = ox::getConstantValue(v);
+  if (a && a.getElementType().isa<FloatType>() && !v.getDefiningOp<ox::ConstantOp>())
+    return {};
+  return a;
+}
+
+/// Each [T, T] slice of a constant against the causal pattern, by `element(k)` -> visible?
+/// (nullopt: neither visible nor masked).
+template <typename F>
+Causal constantPattern(DenseElementsAttr a, int64_t t, F element) {
+  bool visible = true, masked = true;
+  for (int64_t k = 0, n = a.getNumElements(); k < n && (visible || masked); ++k) {
+    int64_t i = (k / t) % t, j = k % t;
+    std::optional<bool> v = element(k);
+    visible = visible && v && *v == (j <= i);
+    masked = masked && v && *v == (j > i);
+  }
+  return visible ? Causal::Visible : masked ? Causal::Masked : Causal::Unknown;
+}
+
+/// Whether `v` is a constant whose every element is nonzero (a broadcast scalar included).
+bool allNonzero(Value v) {
+  for (;;) {
+    if (auto e = v.getDefiningOp<ox::ExpandOp>())
+      v = e.getInput();
+    else if (auto id = v.getDefiningOp<ox::IdentityOp>())
+      v = id.getX();
+    else
+      break;
+  }
+  DenseElementsAttr a = ox::getConstantValue(v);
+  if (!a || !a.isSplat())
     return false;
+  if (a.getElementType().isa<FloatType>())
+    return !a.getSplatValue<APFloat>().isZero();
+  return a.getElementType().isIntOrIndex() && !a.getSplatValue<APInt>().isZero();
+}
+
+/// o when `v` is [1.., T] (axis -1) or [1.., T, 1] (axis -2) holding k + o at position k.
+std::optional<int64_t> iotaOffset(Value v, int64_t t, int axisFromEnd) {
+  DenseElementsAttr a = ox::getConstantValue(v);
+  if (!a || !a.getElementType().isIntOrIndex() || a.getNumElements() != t)
+    return std::nullopt;
+  auto shape = a.getType().getShape();
+  int64_t r = int64_t(shape.size());
+  if (r < axisFromEnd || shape[size_t(r - axisFromEnd)] != t)
+    return std::nullopt;
+  std::optional<int64_t> o;
   int64_t k = 0;
-  for (bool v : a.getValues<bool>()) {
-    int64_t i = k / t, j = k % t;
-    if (v != (j <= i))
-      return false;
-    ++k;
+  for (const APInt &x : a.getValues<APInt>()) {
+    int64_t d = x.getSExtValue() - k++;
+    if (o && *o != d)
+      return std::nullopt;
+    o = d;
   }
-  return true;
+  return o;
+}
+
+/// What the boolean (or 0/1) mask `v` over [.., T, T] is: a constant, a broadcast, Not, Cast,
+/// Equal(x, 0), a lower or upper triangle of ones (Trilu), or a comparison of key and query
+/// positions (LessOrEqual(j, i) and the like, the positions constants).
+Causal causalPattern(Value v, int64_t t) {
+  v = throughBroadcasts(v, t);
+  Operation *d = v.getDefiningOp();
+  if (!d || !lastTwoAre(v, t))
+    return Causal::Unknown;
+  if (auto n = dyn_cast<ox::NotOp>(d))
+    return flip(causalPattern(n.getX(), t));
+  if (auto c = dyn_cast<ox::CastOp>(d)) {
+    auto in = c->getOperand(0).getType().dyn_cast<RankedTensorType>();
+    auto out = c->getResult(0).getType().dyn_cast<RankedTensorType>();
+    bool bools = in && out && (in.getElementType().isInteger(1) || out.getElementType().isInteger(1));
+    return bools ? causalPattern(c->getOperand(0), t) : Causal::Unknown;
+  }
+  if (auto e = dyn_cast<ox::EqualOp>(d)) {
+    for (int side : {0, 1}) {
+      std::optional<double> z = scalarConstant(d->getOperand(unsigned(side)));
+      if (!z) { // an integer zero
+        DenseElementsAttr a = ox::getConstantValue(d->getOperand(unsigned(side)));
+        if (a && a.isSplat() && a.getElementType().isIntOrIndex() && a.getSplatValue<APInt>().isZero())
+          z = 0.0;
+      }
+      if (z && *z == 0.0)
+        return flip(causalPattern(d->getOperand(unsigned(1 - side)), t));
+    }
+    return Causal::Unknown;
+  }
+  if (auto tr = dyn_cast<ox::TriluOp>(d)) {
+    int64_t k = 0;
+    if (!tr.getK().getType().isa<NoneType>()) {
+      DenseElementsAttr ka = ox::getConstantValue(tr.getK());
+      if (!ka || ka.getNumElements() != 1)
+        return Causal::Unknown;
+      k = (*ka.getValues<APInt>().begin()).getSExtValue();
+    }
+    if (!allNonzero(tr.getInput()))
+      return Causal::Unknown;
+    bool upper = tr.getUpper().value_or(0) != 0;
+    // Lower: kept where j - i <= k; upper: where j - i >= k.
+    return !upper && k == 0 ? Causal::Visible : upper && k == 1 ? Causal::Masked : Causal::Unknown;
+  }
+  // Comparisons of positions: `j` along the last axis, `i` along the one before.
+  auto positions = [&](Value a, Value b, int axisA, int axisB) {
+    std::optional<int64_t> oa = iotaOffset(a, t, axisA), ob = iotaOffset(b, t, axisB);
+    return oa && ob && *oa == *ob;
+  };
+  if (isa<ox::LessOrEqualOp>(d) && positions(d->getOperand(0), d->getOperand(1), 1, 2))
+    return Causal::Visible; // j <= i
+  if (isa<ox::GreaterOrEqualOp>(d) && positions(d->getOperand(0), d->getOperand(1), 2, 1))
+    return Causal::Visible; // i >= j
+  if (isa<ox::GreaterOp>(d) && positions(d->getOperand(0), d->getOperand(1), 1, 2))
+    return Causal::Masked; // j > i
+  if (isa<ox::LessOp>(d) && positions(d->getOperand(0), d->getOperand(1), 2, 1))
+    return Causal::Masked; // i < j
+  DenseElementsAttr a = maskConstant(v);
+  if (!a)
+    return Causal::Unknown;
+  if (a.getElementType().isInteger(1)) {
+    auto values = a.getValues<bool>().begin();
+    return constantPattern(a, t, [&](int64_t k) { return std::optional<bool>(*(values + k)); });
+  }
+  if (a.getElementType().isIntOrIndex()) {
+    auto values = a.getValues<APInt>().begin();
+    return constantPattern(a, t, [&](int64_t k) { return std::optional<bool>(!(*(values + k)).isZero()); });
+  }
+  return Causal::Unknown;
+}
+
+/// Whether the float mask `v` added to the scores is 0 where key j <= query i and <= -1e4 above:
+/// a constant, or Where of a causal pattern between 0 and a very negative constant.
+bool isAdditiveCausal(Value v, int64_t t) {
+  v = throughBroadcasts(v, t);
+  if (!lastTwoAre(v, t))
+    return false;
+  if (auto w = v.getDefiningOp<ox::WhereOp>()) {
+    std::optional<double> a = scalarConstant(w.getX()), b = scalarConstant(w.getY());
+    if (!a || !b)
+      return false;
+    Causal c = causalPattern(w.getCondition(), t);
+    return (*a == 0.0 && *b <= -1e4 && c == Causal::Visible) || (*a <= -1e4 && *b == 0.0 && c == Causal::Masked);
+  }
+  DenseElementsAttr a = maskConstant(v);
+  if (!a || !a.getElementType().isF32())
+    return false;
+  auto values = a.getValues<float>().begin();
+  return constantPattern(a, t, [&](int64_t k) -> std::optional<bool> {
+           float x = *(values + k);
+           return x == 0.0f ? std::optional<bool>(true) : x <= -1e4f ? std::optional<bool>(false) : std::nullopt;
+         }) == Causal::Visible;
+}
+
+/// Whether `v` is a float constant of zeros that broadcasts to `shape` without changing it.
+/// Where(all true, 0, x) (BERT's mask without padding) included.
+bool isZeros(Value v, ArrayRef<int64_t> shape) {
+  auto vt = v.getType().dyn_cast<RankedTensorType>();
+  if (!vt || !vt.hasStaticShape() || vt.getRank() > int64_t(shape.size()))
+    return false;
+  auto s = vt.getShape();
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[s.size() - 1 - i] != 1 && s[s.size() - 1 - i] != shape[shape.size() - 1 - i])
+      return false;
+  if (auto w = v.getDefiningOp<ox::WhereOp>()) {
+    std::optional<double> z = scalarConstant(w.getX());
+    return z && *z == 0.0 && allNonzero(w.getCondition());
+  }
+  DenseElementsAttr a = maskConstant(v);
+  if (!a || !a.getElementType().isa<FloatType>())
+    return false;
+  if (a.isSplat())
+    return a.getSplatValue<APFloat>().isZero();
+  return llvm::all_of(a.getValues<APFloat>(), [](const APFloat &x) { return x.isZero(); });
 }
 
 /// A Transpose's permutation (reversed dimensions when it has none).
@@ -122,6 +304,65 @@ Value headSplitSource(Value x) {
   return t && isHeadSwap(permOf(t, 4)) && staticF32(t.getData()) ? t.getData() : Value();
 }
 
+/// `v` through Identity copies (each added to `seen`).
+Value skipIdentity(Value v, SmallVectorImpl<Operation *> &seen) {
+  while (auto id = v.getDefiningOp<ox::IdentityOp>()) {
+    seen.push_back(id);
+    v = id.getX();
+  }
+  return v;
+}
+
+/// K when `kt` is K [.., T, d] with its last two axes swapped the way the exporter's SDPA writes it,
+/// Reshape(Transpose(Reshape(K, [N, T, d]), [0, 2, 1]), [.., d, T]); `ops` gets those three
+/// (outermost first).
+Value swappedThroughReshapes(Value kt, SmallVectorImpl<Operation *> &ops) {
+  auto outer = kt.getDefiningOp<ox::ReshapeOp>();
+  auto tr = outer ? outer.getData().getDefiningOp<ox::TransposeOp>() : ox::TransposeOp();
+  auto inner = tr ? tr.getData().getDefiningOp<ox::ReshapeOp>() : ox::ReshapeOp();
+  if (!inner || permOf(tr, 3) != SmallVector<int64_t>{0, 2, 1})
+    return {};
+  Value k = inner.getData();
+  auto kType = staticF32(k), ktType = staticF32(kt), flat = staticF32(inner.getResult());
+  if (!kType || !ktType || !flat || kType.getRank() != ktType.getRank() || kType.getRank() < 3 || flat.getRank() != 3)
+    return {};
+  int64_t r = kType.getRank(), n = 1;
+  auto ks = kType.getShape(), kts = ktType.getShape();
+  for (int64_t i = 0; i + 2 < r; ++i) {
+    if (ks[size_t(i)] != kts[size_t(i)])
+      return {};
+    n *= ks[size_t(i)];
+  }
+  int64_t t = ks[size_t(r - 2)], d = ks[size_t(r - 1)];
+  if (kts[size_t(r - 2)] != d || kts[size_t(r - 1)] != t || flat.getShape() != ArrayRef<int64_t>{n, t, d})
+    return {};
+  ops.append({outer, tr, inner});
+  return k;
+}
+
+/// The ops of Where(Not(Equal(P, P)), 0, P) when they are P's only readers besides it (the Where
+/// first), else none.
+SmallVector<Operation *> nanGuard(Value p) {
+  ox::WhereOp where;
+  ox::EqualOp eq;
+  for (Operation *u : p.getUsers()) {
+    if (auto w = dyn_cast<ox::WhereOp>(u); w && w.getY() == p && w.getCondition() != p && w.getX() != p)
+      where = where && where != w ? ox::WhereOp() : w;
+    else if (auto e = dyn_cast<ox::EqualOp>(u); e && e.getA() == p && e.getB() == p)
+      eq = e;
+    else
+      return {};
+  }
+  if (!where || !eq || !eq.getC().hasOneUse())
+    return {};
+  auto no = dyn_cast<ox::NotOp>(*eq.getC().getUsers().begin());
+  std::optional<double> zero = scalarConstant(where.getX());
+  if (!no || !no.getY().hasOneUse() || where.getCondition() != no.getY() || !zero || *zero != 0.0 ||
+      where.getType() != p.getType())
+    return {};
+  return {where, no, eq};
+}
+
 struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
   using FuseAttentionBase::FuseAttentionBase;
 
@@ -129,13 +370,34 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
   bool tryFuse(ox::SoftmaxOp softmax) {
     Value p = softmax.getOutput();
     auto pt = staticF32(p);
-    if (!pt || pt.getRank() < 3 || !p.hasOneUse())
+    if (!pt || pt.getRank() < 3)
       return false;
     int64_t axis = softmax.getAxis().value_or(-1);
     if (axis != -1 && axis != pt.getRank() - 1)
       return false;
-    auto pv = dyn_cast<ox::MatMulOp>(*p.getUsers().begin());
-    if (!pv || pv.getA() != p)
+    // The exporter's guard of fully masked rows, Where(IsNaN(P), 0, P) (IsNaN imported as
+    // Not(Equal(P, P))): a fused row always sees a key (causal or unmasked), so it has no NaN.
+    SmallVector<Operation *> guard;
+    Value probs = p;
+    if (!p.hasOneUse()) {
+      guard = nanGuard(p);
+      if (guard.empty())
+        return false;
+      probs = guard.front()->getResult(0);
+    }
+    if (!probs.hasOneUse())
+      return false;
+    // Copies: dropout exported in eval mode (Identity), a Cast to the type it has.
+    for (Operation *u = *probs.getUsers().begin();
+         isa<ox::IdentityOp>(u) || (isa<ox::CastOp>(u) && u->getResult(0).getType() == probs.getType());
+         u = *probs.getUsers().begin()) {
+      guard.insert(guard.begin(), u);
+      probs = u->getResult(0);
+      if (!probs.hasOneUse())
+        return false;
+    }
+    auto pv = dyn_cast<ox::MatMulOp>(*probs.getUsers().begin());
+    if (!pv || pv.getA() != probs)
       return false;
     SmallVector<Operation *> chain{softmax}; // the ops that go, root last
     double scale = 1.0;
@@ -158,24 +420,52 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
         scale = div ? scale / *c : scale * *c;
         x = d->getOperand(1 - side);
       } else if (auto w = dyn_cast<ox::WhereOp>(d)) {
-        std::optional<double> neg = scalarConstant(w.getY());
-        if (causal || !neg || !(*neg <= -1e4) || !isCausalMask(w.getCondition(), pt.getShape().back(), false))
+        // Where(visible, S, very negative) or Where(masked, very negative, S).
+        int64_t t = pt.getShape().back();
+        Causal c = causalPattern(w.getCondition(), t);
+        std::optional<double> negY = scalarConstant(w.getY()), negX = scalarConstant(w.getX());
+        bool keepX = c == Causal::Visible && negY && *negY <= -1e4;
+        bool keepY = c == Causal::Masked && negX && *negX <= -1e4;
+        if (causal || !(keepX || keepY))
           return false;
         causal = true;
-        x = w.getX();
+        x = keepX ? w.getX() : w.getY();
       } else if (auto add = dyn_cast<ox::AddOp>(d)) {
-        int side = isCausalMask(add.getB(), pt.getShape().back(), true) ? 1
-                   : isCausalMask(add.getA(), pt.getShape().back(), true) ? 0
-                                                                            : -1;
-        if (causal || side < 0)
+        int side = isAdditiveCausal(add.getB(), pt.getShape().back())   ? 1
+                   : isAdditiveCausal(add.getA(), pt.getShape().back()) ? 0
+                                                                        : -1;
+        if (side >= 0 && causal)
           return false;
-        causal = true;
+        causal = causal || side >= 0;
+        if (side < 0) // a mask of zeros (no padding) masks nothing
+          side = isZeros(add.getB(), pt.getShape()) ? 1 : isZeros(add.getA(), pt.getShape()) ? 0 : -1;
+        if (side < 0)
+          return false;
         x = d->getOperand(unsigned(1 - side));
       } else {
         return false;
       }
     }
-    Value q = qk.getA(), kt = qk.getB(), v = pv.getB();
+    // The exported SDPA scales Q and Kt each by the square root of the scale.
+    auto peelScale = [&](Value x) {
+      while (Operation *d = x.getDefiningOp()) {
+        if (!x.hasOneUse() || !isa<ox::MulOp, ox::DivOp>(d))
+          break;
+        bool div = isa<ox::DivOp>(d);
+        int side = div ? 1 : scalarConstant(d->getOperand(1)) ? 1 : 0;
+        std::optional<double> c = scalarConstant(d->getOperand(unsigned(side)));
+        Value in = d->getOperand(unsigned(1 - side));
+        if (!c || !(*c > 0) || !std::isfinite(*c) || in.getType() != x.getType())
+          break;
+        scale = div ? scale / *c : scale * *c;
+        chain.push_back(d); // after the scores' MatMul, which reads it
+        x = in;
+      }
+      return x;
+    };
+    SmallVector<Operation *> copies; // Identity ops looked through, dropped when unread
+    Value q = skipIdentity(peelScale(qk.getA()), copies), kt = skipIdentity(peelScale(qk.getB()), copies),
+          v = skipIdentity(pv.getB(), copies);
     auto qt = staticF32(q), ktt = staticF32(kt), vt = staticF32(v);
     if (!qt || !ktt || !vt || qt.getRank() != pt.getRank() || ktt.getRank() != pt.getRank() ||
         vt.getRank() != pt.getRank())
@@ -191,7 +481,7 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
 
     OpBuilder b(pv);
     SmallVector<Location> locs{pv.getLoc()};
-    for (Operation *o : chain)
+    for (Operation *o : llvm::concat<Operation *>(chain, guard))
       locs.push_back(o->getLoc());
     Location loc = b.getFusedLoc(locs);
     // K = Kt with its last two dimensions swapped; fold a Transpose that produced Kt.
@@ -200,14 +490,26 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
       perm.push_back(i);
     std::swap(perm[size_t(r - 1)], perm[size_t(r - 2)]);
     Value kSrc = kt;
-    if (auto tr = kt.getDefiningOp<ox::TransposeOp>()) {
+    auto compose = [&](ox::TransposeOp tr) {
       SmallVector<int64_t> inner = permOf(tr, r);
       SmallVector<int64_t> composed;
       for (int64_t i = 0; i < r; ++i)
         composed.push_back(inner[size_t(perm[size_t(i)])]);
       perm = composed;
-      kSrc = tr.getData();
+      kSrc = skipIdentity(tr.getData(), copies);
+    };
+    SmallVector<Operation *> kSwap; // the exporter's Reshape, Transpose, Reshape that made Kt
+    if (auto tr = kt.getDefiningOp<ox::TransposeOp>()) {
+      compose(tr);
+    } else if (Value k = swappedThroughReshapes(kt, kSwap)) { // Kt is K [.., T, d] swapped
+      kSrc = skipIdentity(k, copies);
+      for (int64_t i = 0; i < r; ++i)
+        perm[size_t(i)] = i;
     }
+    // K itself a head split (the permutations cancelled): read the [B, S, H, d] tensor it swaps.
+    if (llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); }) &&
+        foldHeadTransposes && headSplitSource(kSrc))
+      compose(kSrc.getDefiningOp<ox::TransposeOp>());
     SmallVector<int64_t> kShape(qs.begin(), qs.end());
     kShape[size_t(r - 2)] = tk;
     auto kType = RankedTensorType::get(kShape, b.getF32Type());
@@ -259,26 +561,25 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     }
     if (y)
       pv.getResult().replaceAllUsesWith(y);
-    SmallVector<Operation *> splits; // the head-split Transposes of Q and V, dropped when unread
-    for (Value x : {qk.getA(), pv.getB()})
-      if (auto t = x.getDefiningOp<ox::TransposeOp>(); t && headsInPlace)
-        splits.push_back(t);
-    llvm::SetVector<Operation *> constants; // the mask and scalars, dropped when nothing else reads them
-    for (Operation *o : chain)
-      for (Value v : o->getOperands())
-        if (auto c = v.getDefiningOp<ox::ConstantOp>())
-          constants.insert(c);
-    pv->erase();
-    for (Operation *o : chain) // softmax first, then up to the scores' MatMul
+    // What goes: P V, the guard and the chain (each before what it reads), then whatever they
+    // read that nothing reads any more: the mask's subgraph, the scalars, Kt's reshapes and
+    // transposes, the head splits, the copies. Parameters (initializers) stay.
+    llvm::SetVector<Operation *> unread;
+    auto erase = [&](Operation *o) {
+      unread.remove(o);
+      for (Value x : o->getOperands())
+        if (Operation *d = x.getDefiningOp())
+          unread.insert(d);
       o->erase();
-    for (Operation *c : constants)
-      if (c->use_empty())
-        c->erase();
-    if (auto tr = kt.getDefiningOp<ox::TransposeOp>(); tr && tr->use_empty())
-      tr->erase();
-    for (Operation *t : splits)
-      if (t->use_empty())
-        t->erase();
+    };
+    erase(pv);
+    for (Operation *o : llvm::concat<Operation *>(guard, chain))
+      erase(o);
+    while (!unread.empty()) {
+      Operation *o = unread.pop_back_val();
+      if (o->use_empty() && isa<ox::ONNXDialect>(o->getDialect()) && !isa<ox::InitializerOp, ox::GenericNodeOp>(o))
+        erase(o);
+    }
     return true;
   }
 

@@ -26,6 +26,9 @@ class WithLoss(torch.nn.Module):
         return out.loss, out.logits
 
 
+POSITIONS = 64  # the models' position table (--positions)
+
+
 def build(name):
     """The model NAME; NAME-sdpa is the same with HF's default attention (`sdpa`:
     F.scaled_dot_product_attention, which the dynamo exporter decomposes) instead of `eager`."""
@@ -35,36 +38,36 @@ def build(name):
         return model
     import transformers as tf
     if name == "gpt2":
-        cfg = tf.GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2, n_head=4,
+        cfg = tf.GPT2Config(vocab_size=256, n_positions=POSITIONS, n_embd=64, n_layer=2, n_head=4,
                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         cfg._attn_implementation = "eager"
         return tf.GPT2LMHeadModel(cfg)
     if name == "bytegpt":  # the bundled example (examples/bytegpt): byte-level GPT-2, 4 layers
-        cfg = tf.GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=4, n_head=4,
+        cfg = tf.GPT2Config(vocab_size=256, n_positions=max(128, POSITIONS), n_embd=64, n_layer=4, n_head=4,
                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         cfg._attn_implementation = "eager"
         return tf.GPT2LMHeadModel(cfg)
     if name == "llama":
         cfg = tf.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
                              tie_word_embeddings=False)
         cfg._attn_implementation = "eager"
         return tf.LlamaForCausalLM(cfg)
     if name == "mistral":  # Llama's layers with a sliding-window causal mask (8 of the 16 tokens)
         cfg = tf.MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
                                sliding_window=8, tie_word_embeddings=False)
         cfg._attn_implementation = "eager"
         return tf.MistralForCausalLM(cfg)
     if name == "qwen2":  # Llama's layers with q/k/v biases
         cfg = tf.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=POSITIONS,
                              tie_word_embeddings=False)
         cfg._attn_implementation = "eager"
         return tf.Qwen2ForCausalLM(cfg)
     if name == "bert":
         cfg = tf.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                            intermediate_size=128, max_position_embeddings=64,
+                            intermediate_size=128, max_position_embeddings=POSITIONS,
                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         cfg._attn_implementation = "eager"
         return tf.BertForMaskedLM(cfg)
@@ -77,7 +80,11 @@ def main():
     ap.add_argument("--models", default="gpt2,llama,bert")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--positions", type=int, default=64, help="position table length (>= --seq)")
+    ap.add_argument("--suffix", default="", help="appended to each output's name (gpt2-sdpa-t128.onnx)")
     args = ap.parse_args()
+    global POSITIONS
+    POSITIONS = args.positions
     os.makedirs(args.out, exist_ok=True)
     import onnx
     summary = {}
@@ -91,7 +98,7 @@ def main():
         if name == "bert":  # masked LM: score a third of the positions
             mask = torch.rand(ids.shape, generator=g) < 0.33
             labels[~mask] = -100
-        path = os.path.join(args.out, f"{name}.onnx")
+        path = os.path.join(args.out, f"{name}{args.suffix}.onnx")
         torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
                           input_names=["input_ids", "labels"], output_names=["loss", "logits"],
                           external_data=False, optimize=False)  # the optimizer folds parameters away
@@ -116,14 +123,14 @@ def main():
                 continue
             ref["grad:" + keys[0]] = p.grad.detach().numpy()
             ref["param:" + keys[0]] = p.detach().numpy()
-        np.savez_compressed(os.path.join(args.out, f"{name}.ref.npz"), **ref)
+        np.savez_compressed(os.path.join(args.out, f"{name}{args.suffix}.ref.npz"), **ref)
         ops = {}
         for n in m.graph.node:
             ops[n.op_type] = ops.get(n.op_type, 0) + 1
-        summary[name] = {"ops": ops, "initializers": len(init_names), "unmatched_params": unmatched,
+        summary[name + args.suffix] = {"ops": ops, "initializers": len(init_names), "unmatched_params": unmatched,
                          "opset": [(o.domain, o.version) for o in m.opset_import], "ir": m.ir_version,
                          "bytes": os.path.getsize(path), "loss": float(loss.detach())}
-        print(name, json.dumps(summary[name]))
+        print(name + args.suffix, json.dumps(summary[name + args.suffix]))
     path = os.path.join(args.out, "export-summary.json")
     if os.path.exists(path):  # the models of earlier runs stay listed
         with open(path) as f:

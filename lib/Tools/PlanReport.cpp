@@ -15,7 +15,20 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   std::set<int64_t> castPasses;                   // octet-fuse-cast-sources's passes
   std::map<std::string, int64_t> castPassMembers; // their ops by type
   std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
+  int64_t attention = 0, causal = 0, headsInPlace = 0, softmax = 0; // octet-fuse-attention's
   module.walk([&](Operation *op) {
+    std::string type = planOpType(op);
+    softmax += type == "Softmax";
+    if (type == "octet::Attention") {
+      ++attention;
+      auto attrs = op->getAttrOfType<DictionaryAttr>("attrs");
+      auto flag = [&](StringRef n) {
+        auto a = attrs ? attrs.getAs<IntegerAttr>(n) : IntegerAttr();
+        return a && a.getInt() != 0;
+      };
+      causal += flag("is_causal");
+      headsInPlace += flag("q_num_heads");
+    }
     residualAdds += op->hasAttr("octet.residual_add");
     if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
       chunks.insert(c.getInt());
@@ -34,6 +47,14 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
       ++groups[kind.str()].second;
     }
   });
+  if (attention || softmax) {
+    os << "attention: " << attention << " fused into octet::Attention (" << causal << " causal, " << headsInPlace
+       << " reading the heads in place)";
+    if (softmax)
+      os << "; " << softmax << " Softmax left unfused (a mask neither causal nor absent, or another reader of the "
+         << "probabilities)";
+    os << "\n";
+  }
   for (auto &[kind, g] : groups)
     os << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
   if (!castPasses.empty()) {
