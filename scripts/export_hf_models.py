@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Exports tiny GPT-2, Llama and BERT models (random weights) that return their loss to ONNX.
+"""Exports tiny Hugging Face models (random weights) that return their loss to ONNX.
 
 Runs where PyTorch and transformers are installed (the device machine). For each model it writes
   <out>/<name>.onnx        torch.onnx.export (dynamo exporter, opset 20), outputs (loss, logits)
   <out>/<name>.ref.npz     inputs, PyTorch outputs, and d(loss)/d(param) for every parameter,
                            keyed 'grad:<onnx initializer name>'
 The committed copies under test/models/exported/ come from this script; keep them small.
-The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt. NAME-sdpa (gpt2-sdpa,
-llama-sdpa, mistral-sdpa, qwen2-sdpa) exports NAME with HF's default attention,
-F.scaled_dot_product_attention.
+The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt. Models: gpt2, bytegpt,
+llama, mistral, qwen2, phi, gemma, gpt_neox, bert; NAME-sdpa exports NAME with HF's default
+attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
+gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128.
 """
 import argparse, json, os, sys
 import numpy as np
@@ -65,6 +66,24 @@ def build(name):
                              tie_word_embeddings=False)
         cfg._attn_implementation = "eager"
         return tf.Qwen2ForCausalLM(cfg)
+    if name == "phi":  # partial rotary, parallel attention and MLP, biases everywhere
+        cfg = tf.PhiConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, max_position_embeddings=POSITIONS, partial_rotary_factor=0.5,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0)
+        cfg._attn_implementation = "eager"
+        return tf.PhiForCausalLM(cfg)
+    if name == "gemma":  # RMSNorm of (1 + w), the embedding scaled by sqrt(d) (a buffer), GeGLU, MQA
+        cfg = tf.GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                             max_position_embeddings=POSITIONS)
+        cfg._attn_implementation = "eager"
+        return tf.GemmaForCausalLM(cfg)
+    if name == "gpt_neox":  # one fused QKV projection, parallel residual, rotary on a quarter of each head
+        cfg = tf.GPTNeoXConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                               num_attention_heads=4, max_position_embeddings=POSITIONS, rotary_pct=0.25,
+                               hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=False)
+        cfg._attn_implementation = "eager"
+        return tf.GPTNeoXForCausalLM(cfg)
     if name == "bert":
         cfg = tf.BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                             intermediate_size=128, max_position_embeddings=POSITIONS,
@@ -95,7 +114,7 @@ def main():
         g = torch.Generator().manual_seed(1)
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=g)
         labels = ids.clone()
-        if name == "bert":  # masked LM: score a third of the positions
+        if name.startswith("bert"):  # masked LM: score a third of the positions
             mask = torch.rand(ids.shape, generator=g) < 0.33
             labels[~mask] = -100
         path = os.path.join(args.out, f"{name}{args.suffix}.onnx")
@@ -122,7 +141,6 @@ def main():
                 unmatched.append(pnames[0])
                 continue
             ref["grad:" + keys[0]] = p.grad.detach().numpy()
-            ref["param:" + keys[0]] = p.detach().numpy()
         np.savez_compressed(os.path.join(args.out, f"{name}{args.suffix}.ref.npz"), **ref)
         ops = {}
         for n in m.graph.node:

@@ -23,6 +23,8 @@ mkdir -p "$d/plans" "$d/bench" "$build/bench"
 ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet_collective octet-cuda-tests octet-cuda-bench >/dev/null
 cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
 cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build/lib/liboctet_collective.so.0.1" "$d/"
+# The largest, gzipped in place (modes kept): bench/gpu_env.sh unpacks every .devlib/*.gz.
+gzip -f "$d/liboctet_cuda.so" "$d/octet-cuda-tests" "$d/liboctet_runtime.so.0.1"
 # Gloo (the CPU ranks' collectives) and what Debian's build of it links.
 for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
   cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"

@@ -548,6 +548,20 @@ Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallV
       return builder.create(no)->getResult(0);
     }
   }
+  // CastLike(x, like) (the dynamo exporter's tensor.type_as) is Cast(x) to the element type `like`
+  // has: one op for the backends and autodiff.
+  if (opType == "CastLike" && operands.size() == 2) {
+    auto x = operands[0].getType().dyn_cast<RankedTensorType>();
+    auto like = operands[1].getType().dyn_cast<ShapedType>();
+    int64_t code = like ? ox::getOnnxCodeForElementType(like.getElementType()) : 0;
+    if (x && code > 0) {
+      OperationState cast(loc, "onnx.Cast");
+      cast.addOperands(operands[0]);
+      cast.addTypes(RankedTensorType::get(x.getShape(), like.getElementType()));
+      cast.addAttribute("to", builder.getIntegerAttr(builder.getIntegerType(64, true), code));
+      return builder.create(cast)->getResult(0);
+    }
+  }
   // Unsqueeze and Squeeze take their axes as a 1-D tensor; the dynamo exporter writes one axis as a
   // scalar constant (which onnxruntime takes too): it becomes the 1-D constant of that axis.
   if ((opType == "Unsqueeze" || opType == "Squeeze") && operands.size() == 2)

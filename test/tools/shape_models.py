@@ -8,6 +8,8 @@
                 values (past the folding limit), whose type is still static
   isnan.onnx    Where(IsNaN(x), 0, x), as scaled_dot_product_attention zeroes fully masked rows
   axis.onnx     Unsqueeze with its axis a scalar constant (value_int), as the dynamo exporter writes it
+  castlike.onnx CastLike(x, an FP16 input) and back, CastLike(., x): x rounded to FP16
+                (tensor.type_as, as Gemma's export applies it)
 
     shape_models.py OUTDIR
 """
@@ -89,3 +91,9 @@ save("axis", [
     h.make_node("Constant", [], ["two"], value_int=2),
     h.make_node("Unsqueeze", ["x", "two"], ["y"]),
 ], [xn], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+x16 = h.make_tensor_value_info("h", T.FLOAT16, [4, 8])
+save("castlike", [
+    h.make_node("CastLike", ["x", "h"], ["x16"]),
+    h.make_node("CastLike", ["x16", "x"], ["y"]),
+], [xn, x16], [h.make_tensor_value_info("y", T.FLOAT, [4, 8])])
