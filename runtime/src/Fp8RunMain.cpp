@@ -6,6 +6,7 @@
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/NumericsCheck.h"
 #include "octet/runtime/Train.h"
+#include "octet/runtime/Weights.h"
 
 #include "Json.h"
 
@@ -328,6 +329,9 @@ int run(const Options &o) {
     if (o.train.data.empty())
       return 0;
   }
+  if (!o.train.saveWeights.empty())
+    if (std::string why = weightsUnavailable(ex.plan()); !why.empty())
+      throw Error("--save-weights: " + why);
   // A sharded optimizer's shapes fix the number of ranks (fp8-opt --shard-optimizer N).
   if (auto sh = ex.plan().training.find("shard_world_size"); sh != ex.plan().training.end()) {
     int n = std::atoi(sh->second.c_str());
@@ -487,6 +491,10 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   count("--numerics-every", o.train.numericsEvery, 1,
         "every N steps the JSONL log carries --numerics-check's per-layer figures of that step (CPU only)", train);
   path("--checkpoint", o.train.checkpoint, "atomic checkpoints here (and one at the end)", train);
+  path("--save-weights", o.train.saveWeights,
+       "the trained weights as .safetensors under their PyTorch names, float32, at each checkpoint and at the end "
+       "(model.load_state_dict(safetensors.torch.load_file(F)))",
+       train);
   count("--checkpoint-every", o.train.checkpointEvery, 1, "a checkpoint every N steps", train);
   path("--resume", o.train.resume, "continue from a checkpoint (bit-exact on the CPU)", train);
   path("--loss-png", o.train.lossPng, "write the loss curve as a PNG", train);
@@ -512,7 +520,8 @@ std::string checkPaths(const Options &o) {
       {"--resume", &o.train.resume}};
   const std::vector<std::pair<const char *, const std::string *>> writes = {
       {"--outputs", &o.outputs},        {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients},
-      {"--log", &o.train.log},          {"--checkpoint", &o.train.checkpoint}, {"--loss-png", &o.train.lossPng}};
+      {"--log", &o.train.log},          {"--checkpoint", &o.train.checkpoint}, {"--loss-png", &o.train.lossPng},
+      {"--save-weights", &o.train.saveWeights}};
   auto same = [](const std::string &a, const std::string &b) {
     std::error_code ec;
     return fs::equivalent(a, b, ec) || fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
@@ -604,8 +613,8 @@ int fp8RunMain(int argc, char **argv) {
   if (!o.train.data.empty() && o.train.steps < 1)
     return fail("--data needs --steps N");
   if (o.train.data.empty() && (o.train.steps || !o.train.resume.empty() || !o.train.checkpoint.empty() ||
-                               !o.train.log.empty() || o.train.evalEvery))
-    return fail("--steps, --resume, --checkpoint, --log and --eval-every need --data FILE");
+                               !o.train.log.empty() || o.train.evalEvery || !o.train.saveWeights.empty()))
+    return fail("--steps, --resume, --checkpoint, --save-weights, --log and --eval-every need --data FILE");
   try {
     return run(o);
   } catch (const std::exception &e) {

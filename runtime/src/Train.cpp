@@ -3,6 +3,7 @@
 
 #include "octet/runtime/Collective.h"
 #include "octet/runtime/NumericsCheck.h"
+#include "octet/runtime/Weights.h"
 
 #include "Json.h"
 
@@ -714,6 +715,10 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       if (lead)
         writeCheckpoint(o.checkpoint, ex, meta);
     }
+    if (!o.saveWeights.empty() && lead &&
+        (step + 1 == o.steps || (!o.checkpoint.empty() && o.checkpointEvery && (step + 1) % o.checkpointEvery == 0)))
+      writeSafetensors(o.saveWeights, trainedWeights(ex),
+                       {{"format", "pt"}, {"producer", "fp8-run"}, {"step", std::to_string(step + 1)}});
   }
   if (!o.lossPng.empty() && lead)
     writeLossPng(o.lossPng, losses, evals);

@@ -1,7 +1,8 @@
 """A user's own nn.Module through the Python entry points (issue 23 item 5), where PyTorch is (the
 device; docs/TESTING.md records the runs): octet.export -> octet.compile (te) -> 100 FP8 training
 steps -> octet.load_weights, then PyTorch's loss on the loaded module against Octet's on the same
-batch (the float32 forward plan with the trained weights): within 1e-4. Also: load_weights puts
+batch (the float32 forward plan with the trained weights): within 1e-4; fp8-run --save-weights'
+file loaded into a fresh module with load_state_dict gives the same loss. Also: load_weights puts
 the checkpoint's values into every parameter, and export refuses a parameter that forward does not
 use (it would not be trained). Prints a line per check; exit 1 on a failure. Without PyTorch it
 says so and exits 0 (a skip).
@@ -90,7 +91,8 @@ model = TinyLM()
 before = {k: v.detach().clone() for k, v in model.named_parameters()}
 octet.export(model, (ids, labels), "tiny.onnx")
 plan = octet.compile("tiny.onnx", recipe="te")
-run = octet.train(plan, data=a.corpus, steps=a.steps, device=a.device, progress=False)
+run = octet.train(plan, data=a.corpus, steps=a.steps, device=a.device, progress=False,
+                  save_weights="tiny.safetensors")
 loaded = octet.load_weights(model, plan, run.checkpoint)
 
 w = octet.weights(plan, run.checkpoint)
@@ -114,6 +116,15 @@ out = np.load("out.npz")
 octet_loss = float(out[out.files[0]])
 rel = abs(octet_loss - torch_loss) / abs(torch_loss)
 check("same-loss", rel <= 1e-4, "PyTorch %.6f, Octet %.6f, relative %.2e" % (torch_loss, octet_loss, rel))
+
+# fp8-run --save-weights: a fresh module takes the file as its whole state dict (strict), and
+# computes the loaded module's loss exactly.
+from safetensors.torch import load_file
+fresh = TinyLM()
+fresh.load_state_dict(load_file("tiny.safetensors"))
+with torch.no_grad():
+    fresh_loss = float(fresh(ids, labels))
+check("state-dict", fresh_loss == torch_loss, "PyTorch %.6f on the loaded state dict" % fresh_loss)
 
 # A parameter forward never uses is not exported, so it would not train: refused in one line.
 try:

@@ -30,6 +30,7 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
 
 struct TrainOptions {
   std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
+  std::string saveWeights; // .safetensors of the trained weights at each checkpoint and at the end
   std::string labels = "shifted"; // "shifted" (next tokens) or "same" (the model shifts, HF style)
   int64_t steps = 0, batch = 0, seq = 0, evalEvery = 0, evalBatches = 4, checkpointEvery = 0, logEvery = 10;
   int64_t numericsEvery = 0; // every N steps the JSONL log carries --numerics-check's figures (CPU only)

@@ -1,0 +1,82 @@
+//===- Weights.cpp - Trained weights back to PyTorch ----------------------===//
+#include "octet/runtime/Weights.h"
+
+#include "Json.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace octet::rt {
+
+std::string weightsUnavailable(const Plan &p) {
+  if (std::none_of(p.roles.begin(), p.roles.end(), [](auto &r) { return r.second == "weight" || r.second == "master_weight" || r.second == "master_shard"; }))
+    return "the plan trains no weights; compile it with fp8-opt --train";
+  for (auto &[id, role] : p.roles)
+    if (role == "master_shard")
+      return "the plan shards its FP16 master weights across ranks (MS-AMP O3 with --shard-optimizer), so no "
+             "rank holds them whole; write a checkpoint (--checkpoint) and join its ranks' files with "
+             "python -m octet.weights PLAN CHECKPOINT OUT.safetensors";
+  return "";
+}
+
+NamedTensors trainedWeights(const Runner &ex) {
+  const Plan &p = ex.plan();
+  std::map<std::string, TensorPtr> state = ex.state();
+  NamedTensors out;
+  for (auto &[id, role] : p.roles) {
+    if (role != "weight" && role != "master_weight")
+      continue;
+    const std::string &name = p.values[size_t(id)].name;
+    auto it = state.find(name);
+    if (it == state.end())
+      throw Error("--save-weights: the plan's weight '" + name + "' is not in the runner's state");
+    const Tensor &t = *it->second;
+    out.emplace_back(name, t.dtype == DType::F32 ? it->second : std::make_shared<Tensor>(t.castTo(DType::F32)));
+  }
+  std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.first < b.first; });
+  return out;
+}
+
+static const char *safetensorsDtype(DType t) {
+  switch (t) {
+  case DType::F32: return "F32";
+  case DType::F16: return "F16";
+  case DType::BF16: return "BF16";
+  case DType::F64: return "F64";
+  case DType::I64: return "I64";
+  case DType::I32: return "I32";
+  case DType::I16: return "I16";
+  case DType::I8: return "I8";
+  case DType::U8: return "U8";
+  case DType::Bool: return "BOOL";
+  default: return nullptr;
+  }
+}
+
+void writeSafetensors(const std::string &path, const NamedTensors &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  JsonOut header = JsonOut::object();
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (auto &[name, t] : tensors) {
+    const char *dtype = safetensorsDtype(t->dtype);
+    if (!dtype)
+      throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + ", which safetensors does not hold");
+    header[name] = {{"dtype", dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
+    offset += t->bytes.size();
+  }
+  std::string json = dumpJson(header);
+  json.append((8 - json.size() % 8) % 8, ' '); // the data starts 8-byte aligned (the format's own writers pad so)
+  std::string bytes(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i)
+    bytes[size_t(i)] = char((n >> (8 * i)) & 0xFF); // little-endian
+  bytes += json;
+  bytes.reserve(bytes.size() + offset);
+  for (auto &[name, t] : tensors)
+    bytes.append(reinterpret_cast<const char *>(t->bytes.data()), t->bytes.size());
+  writeFileAtomically(path, bytes);
+}
+
+} // namespace octet::rt
