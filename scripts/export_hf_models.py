@@ -9,7 +9,8 @@ The committed copies under test/models/exported/ come from this script; keep the
 The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt. Models: gpt2, bytegpt,
 llama, mistral, qwen2, phi, gemma, gpt_neox, bert; NAME-sdpa exports NAME with HF's default
 attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
-gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128.
+gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128; NAME-sdpa-dyn: --models
+gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence).
 """
 import argparse, json, os, sys
 import numpy as np
@@ -101,6 +102,9 @@ def main():
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--positions", type=int, default=64, help="position table length (>= --seq)")
     ap.add_argument("--suffix", default="", help="appended to each output's name (gpt2-sdpa-t128.onnx)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="batch and sequence as symbolic dimensions (dynamic_shapes); the weights are those of "
+                         "the static export, so its reference serves (fp8-opt --input-shape makes it static)")
     args = ap.parse_args()
     global POSITIONS
     POSITIONS = args.positions
@@ -118,9 +122,13 @@ def main():
             mask = torch.rand(ids.shape, generator=g) < 0.33
             labels[~mask] = -100
         path = os.path.join(args.out, f"{name}{args.suffix}.onnx")
+        dyn = None
+        if args.dynamic:
+            batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=POSITIONS)
+            dyn = {"input_ids": {0: batch, 1: seq}, "labels": {0: batch, 1: seq}}
         torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
                           input_names=["input_ids", "labels"], output_names=["loss", "logits"],
-                          external_data=False, optimize=False)  # the optimizer folds parameters away
+                          dynamic_shapes=dyn, external_data=False, optimize=False)  # the optimizer folds parameters away
         # Reference: loss, logits and every parameter gradient from PyTorch autograd.
         wrapper.zero_grad()
         loss, logits = wrapper(ids, labels)

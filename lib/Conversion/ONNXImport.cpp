@@ -30,6 +30,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "ONNXInputShapes.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -77,6 +79,9 @@ public:
 private:
   // Types and tensors.
   Type convertType(const onnx::TypeProto &type, Location loc, SmallVectorImpl<Attribute> *dimParams);
+  // --input-shape: the inputs' static shapes, and the values of the symbols they name.
+  llvm::StringMap<std::vector<int64_t>> inputDims;
+  llvm::StringMap<int64_t> symbols;
   Type elementType(int32_t code, Location loc, llvm::StringRef what);
   FailureOr<ElementsAttr> convertTensor(const onnx::TensorProto &t, Location loc, bool allowResource);
   FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &a, Location loc);
@@ -162,7 +167,8 @@ Type Importer::convertType(const onnx::TypeProto &type, Location loc,
         emitError(loc) << "a value's type has more elements than fit in 64 bits; fix its dimensions";
         return {};
       }
-      dims.push_back(d.has_dim_value() ? d.dim_value() : ShapedType::kDynamic);
+      std::optional<int64_t> bound = d.has_dim_param() ? octet::detail::evaluateDim(d.dim_param(), symbols) : std::nullopt;
+      dims.push_back(d.has_dim_value() ? d.dim_value() : bound ? *bound : ShapedType::kDynamic);
       if (dimParams)
         dimParams->push_back(StringAttr::get(ctx, d.has_dim_param() ? d.dim_param() : ""));
     }
@@ -782,6 +788,8 @@ void Importer::keepNameScopes(const onnx::NodeProto &node, Operation *op) {
 
 OwningOpRef<ModuleOp> Importer::run() {
   ctx->loadDialect<ox::ONNXDialect, func::FuncDialect>();
+  if (failed(octet::detail::bindInputShapes(model.graph(), opts.inputShapes, fileLoc, inputDims, symbols)))
+    return nullptr;
   for (const auto &fn : model.functions())
     functions[fn.domain() + "\x1f" + fn.name()] = &fn;
 
@@ -854,6 +862,9 @@ OwningOpRef<ModuleOp> Importer::run() {
     Type t = signatureEntry(in, loc, attrs);
     if (!t)
       return nullptr;
+    if (auto given = inputDims.find(in.name()); given != inputDims.end()) // --input-shape
+      if (auto st = t.dyn_cast<ShapedType>())
+        t = RankedTensorType::get(given->second, st.getElementType());
     if (auto it = inits.find(in.name()); it != inits.end()) {
       auto v = convertTensor(*it->second, loc, true);
       if (failed(v))

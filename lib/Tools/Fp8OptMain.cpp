@@ -90,8 +90,9 @@ int octet::fp8OptMain(int argc, char **argv) {
       "verify-diagnostics", cl::desc("Check diagnostics against expected-* comments in MLIR input"),
       cl::cat(importCat));
   static cl::opt<bool> noShapeInference("no-shape-inference",
-                                        cl::desc("Do not run ONNX shape inference on import"),
-                                        cl::cat(importCat));
+                                        cl::desc("Do not run ONNX shape inference on import (for debugging the "
+                                                 "importer; listed by --help-hidden)"),
+                                        cl::Hidden, cl::cat(importCat));
   static cl::opt<bool> foldShapes("fold-shapes",
                                   cl::desc("Import: shape computations over static shapes (Shape, Gather, Slice, "
                                            "Concat, ... of constants) become constants (default on)"),
@@ -105,6 +106,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       "import-generic",
       cl::desc("Import every ONNX node as the generic onnx.node (for debugging the importer; listed by --help-hidden)"),
       cl::Hidden, cl::cat(importCat));
+  static cl::list<std::string> inputShape(
+      "input-shape",
+      cl::desc("Static shapes for inputs with symbolic dimensions (an export with dynamic axes): "
+               "NAME=AxB[,NAME=AxB...], e.g. input_ids=8x2048,labels=8x2048"),
+      cl::value_desc("NAME=AxB"), cl::CommaSeparated, cl::cat(importCat));
   static cl::opt<std::string> absentWeights(
       "absent-weights",
       cl::desc("'zeros': initializers whose external data file is missing import as zeros (compile a graph from "
@@ -950,6 +956,26 @@ int octet::fp8OptMain(int argc, char **argv) {
       return 1;
     }
     opts.absentWeightsAsZeros = absentWeights == "zeros";
+    for (const std::string &spec : inputShape) {
+      size_t eq = spec.rfind('=');
+      std::vector<int64_t> dims;
+      bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
+      for (size_t i = eq + 1; ok && i <= spec.size();) {
+        size_t x = std::min(spec.find('x', i), spec.size());
+        std::string d = spec.substr(i, x - i);
+        ok = !d.empty() && d.size() < 13 && d.find_first_not_of("0123456789") == std::string::npos && std::stoll(d) > 0;
+        if (ok)
+          dims.push_back(std::stoll(d));
+        i = x + 1;
+      }
+      if (!ok || opts.inputShapes.count(spec.substr(0, eq))) {
+        llvm::WithColor::error(llvm::errs(), "fp8-opt")
+            << "--input-shape '" << spec << "' is not valid; use NAME=AxB with dimensions >= 1, each input once "
+            << "(e.g. input_ids=8x2048)\n";
+        return 1;
+      }
+      opts.inputShapes[spec.substr(0, eq)] = dims;
+    }
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
     if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(choosePlanPasses(*module, ctx)) ||
         failed(emitModule(*module, resultStream)))

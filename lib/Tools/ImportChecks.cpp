@@ -14,6 +14,7 @@
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/runtime/Executor.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -28,6 +29,28 @@ LogicalResult octet::checkImportedModel(ModuleOp module, bool checkOps) {
                                         << kMaxOnnxOpset << " or lower";
   if (!checkOps)
     return success();
+  // Inputs with symbolic dimensions (an export with dynamic axes): a plan's shapes are static.
+  for (auto f : module.getOps<func::FuncOp>()) {
+    std::string dynamic, example;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto t = f.getArgument(i).getType().dyn_cast<ShapedType>();
+      if (!t || (t.hasRank() && t.hasStaticShape()))
+        continue;
+      auto name = f.getArgAttrOfType<StringAttr>(i, ox::kNameAttr);
+      auto params = f.getArgAttrOfType<ArrayAttr>(i, ox::kDimParamsAttr);
+      std::string n = name ? name.str() : "#" + std::to_string(i), dims = "[", eg;
+      for (int64_t k = 0; t.hasRank() && k < t.getRank(); ++k) {
+        std::string p = params && k < int64_t(params.size()) ? params[size_t(k)].cast<StringAttr>().str() : "";
+        dims += (k ? ", " : "") + (t.isDynamicDim(k) ? (p.empty() ? "?" : p) : std::to_string(t.getDimSize(k)));
+        eg += (k ? "x" : "") + (t.isDynamicDim(k) ? std::string("N") : std::to_string(t.getDimSize(k)));
+      }
+      dynamic += (dynamic.empty() ? "'" : ", '") + n + "' " + (t.hasRank() ? dims + "]" : "(unranked)");
+      example += (example.empty() ? "" : ",") + n + "=" + (t.hasRank() ? eg : "AxB");
+    }
+    if (!dynamic.empty())
+      return emitError(f.getLoc()) << "inputs with symbolic dimensions: " << dynamic
+                                   << "; a plan has static shapes: give them with --input-shape " << example;
+  }
   static const llvm::StringSet<> runnable = [] {
     llvm::StringSet<> s;
     for (const std::string &name : octet::rt::supportedOpTypes())

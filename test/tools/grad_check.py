@@ -33,12 +33,14 @@ def main():
     ap.add_argument("--recipes", nargs="+", default=["none"])
     ap.add_argument("--max-rel", type=float, default=1e-4)
     ap.add_argument("--min-sqnr", type=float, default=25.0)
+    ap.add_argument("--ref", help="the reference file for every model (default: NAME.ref.npz beside it)")
+    ap.add_argument("--opt-args", default="", help="more fp8-opt arguments (e.g. --input-shape ...)")
     a = ap.parse_args()
     ok = True
     print("model recipe grads loss worst")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.names:
-            ref = np.load(os.path.join(a.models, name + ".ref.npz"))
+            ref = np.load(a.ref or os.path.join(a.models, name + ".ref.npz"))
             batch = os.path.join(tmp, "batch.npz")
             np.savez(batch, **{k[6:]: ref[k] for k in ref.files if k.startswith("input:")})
             grads = {k[5:]: ref[k] for k in ref.files if k.startswith("grad:")}
@@ -46,7 +48,7 @@ def main():
             for recipe in a.recipes:
                 plan = os.path.join(tmp, "m.plan")
                 cmd = [os.path.join(a.bin, "fp8-opt"), os.path.join(a.models, name + ".onnx"), "--train",
-                       "--gradients-only", "-o", plan]
+                       "--gradients-only", "-o", plan] + a.opt_args.split()
                 if recipe == "te+E4M3": # te with E4M3 gradients too
                     cmd += ["--recipe", "te", "--fp8-format", "E4M3"]
                 elif recipe != "none":

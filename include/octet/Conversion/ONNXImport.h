@@ -5,7 +5,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include <map>
 #include <string>
+#include <vector>
 
 namespace onnx {
 class ModelProto;
@@ -35,6 +37,9 @@ struct ImportOptions {
   /// (shape and type only): benchmark graphs whose weights the runtime
   /// creates (fp8-opt --absent-weights zeros, fp8-run --init-params).
   bool absentWeightsAsZeros = false;
+  /// Static shapes for graph inputs with symbolic dimensions (fp8-opt --input-shape NAME=AxB): each
+  /// symbol (dim_param) the inputs name takes its value wherever the model uses it.
+  std::map<std::string, std::vector<int64_t>> inputShapes;
 };
 
 /// Imports a parsed model. Errors are emitted as MLIR diagnostics located at
