@@ -17,11 +17,15 @@ allocates), and ratios to (b) and to the first torchao run.
 
   e2e_gpt.py --config 1.3b --batch 8 --seq 2048 --torchao tensorwise rowwise \
       --plans te=p/te.plan ao=p/ao.plan --fp8-run .devlib/fp8-run
+--config hf-gpt2 / hf-llama-300m: the Hugging Face model (bench/export_hf_bench.py) on both sides, the
+plans compiled from its export as a user makes it (HF's default attention, dynamic axes).
 """
 import argparse, json, math, os, statistics, subprocess, sys, time
 
 CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16),
-           "d4096": (4096, 8, 32)}
+           "d4096": (4096, 8, 32),
+           # Hugging Face models (--hf: bench/export_hf_bench.py builds them for both sides)
+           "hf-gpt2": (768, 12, 12), "hf-llama-300m": (1024, 16, 16)}
 
 
 def torch_model(d, L, H, V, T, norm="layer", attention="sdpa"):
@@ -91,12 +95,22 @@ def bench_torch(args, compiled, torchao=None):
     torch.manual_seed(0)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    model = torch_model(d, L, H, args.vocab, args.seq, args.norm, args.torch_attention).cuda()
+    if args.config.startswith("hf-"):  # the Hugging Face model itself, HF's default (sdpa) attention
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from export_hf_bench import hf_model
+        model = hf_model(args.config[3:], args.seq).cuda()
+        for p in model.parameters():
+            if p.dim() >= 2:
+                torch.nn.init.normal_(p, std=0.02)
+    else:
+        model = torch_model(d, L, H, args.vocab, args.seq, args.norm, args.torch_attention).cuda()
     name = "pytorch-bf16-" + ("compile" if compiled else "eager")
+    converted = None
     if torchao:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(torchao))
         name = "torchao-" + torchao
+        converted = sum(type(m).__name__ == "Float8Linear" for m in model.modules())  # nn.Linear only
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
     ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
 
@@ -118,6 +132,8 @@ def bench_torch(args, compiled, torchao=None):
     n = sum(p.numel() for p in model.parameters())
     r = {"name": name, "median_ms": statistics.median(times),
          "peak_bytes": torch.cuda.max_memory_allocated(), "params": n, "warmup_s": warm_s}
+    if converted is not None:
+        r["float8_linears"] = converted
     del model, opt, fn
     torch.cuda.empty_cache()
     return r

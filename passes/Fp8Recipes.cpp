@@ -176,7 +176,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     if (keepOutputLayer && outputs.contains(lin.getOperation()))
       return "output";
     auto [k, n] = lin.getKN();
-    if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n))
+    auto xt = lin.getX().getType().dyn_cast<RankedTensorType>();
+    if (ShapedType::isDynamic(k) || ShapedType::isDynamic(n) || (padInnerDim && (!xt || !xt.hasStaticShape())))
       return "dims";
     if ((k % 16 || n % 16) && !padInnerDim)
       return "dims";
@@ -229,7 +230,9 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         SmallVector<Value> state;
         StringAttr sharedWith;
         std::pair<StringAttr, SmallVector<Value, 3>> *group = nullptr; // this input's entry
-        if (shareInputScaling && !rowwise) {
+        auto [k, n] = lin.getKN();
+        bool padK = padInnerDim && k % 16, padN = padInnerDim && n % 16;
+        if (shareInputScaling && !rowwise && !padK) {
           auto [it, inserted] = inputScaling.try_emplace(lin.getX());
           if (inserted)
             it->second.first = lin.getLayerAttr();
@@ -265,13 +268,45 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
             state.push_back(step);
           }
         }
-        SmallVector<Value> operands = {lin.getX(), lin.getWeight()};
-        if (lin.getBias())
-          operands.push_back(lin.getBias());
+        // --pad-inner-dim: K and N zero-padded to multiples of 16, what FP8 GEMMs need. Zeros add
+        // nothing to any product (nor to an amax); the output's padded columns are cut off, and
+        // autodiff drops the padding's gradients (Concat's rule slices them away).
+        Value x = lin.getX(), w = lin.getWeight(), bias = lin.getBias();
+        Type yType = lin.getOutput().getType();
+        if (padK || padN) {
+          octet::OnnxBuilder ox(ob, lin.getLoc());
+          auto padTo = [&](Value v, int64_t axis, int64_t size) {
+            auto t = v.getType().cast<RankedTensorType>();
+            SmallVector<int64_t> zeros(t.getShape()), whole(t.getShape());
+            zeros[size_t(axis)] = size - t.getDimSize(axis);
+            whole[size_t(axis)] = size;
+            auto zt = RankedTensorType::get(zeros, t.getElementType());
+            Value z = ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+            return ox.op("Concat", RankedTensorType::get(whole, t.getElementType()), {v, z}, {ox.si64("axis", axis)});
+          };
+          int64_t k16 = (k + 15) / 16 * 16, n16 = (n + 15) / 16 * 16;
+          bool tw = lin.getTransposeWeight(); // weight [N, K] rather than [K, N]
+          if (padK) {
+            x = padTo(x, x.getType().cast<RankedTensorType>().getRank() - 1, k16);
+            w = padTo(w, tw ? 1 : 0, k16);
+          }
+          if (padN) {
+            w = padTo(w, tw ? 0 : 1, n16);
+            if (bias)
+              bias = padTo(bias, 0, n16);
+            auto yt = yType.cast<RankedTensorType>();
+            SmallVector<int64_t> shape(yt.getShape());
+            shape.back() = n16;
+            yType = RankedTensorType::get(shape, yt.getElementType());
+          }
+        }
+        SmallVector<Value> operands = {x, w};
+        if (bias)
+          operands.push_back(bias);
         operands.append(state);
         OperationState st(lin.getLoc(), fp8::LinearOp::getOperationName());
         st.addOperands(operands);
-        st.addTypes(lin.getOutput().getType());
+        st.addTypes(yType);
         st.addAttribute("operand_segment_sizes",
                         b.getDenseI32ArrayAttr({1, 1, lin.getBias() ? 1 : 0, int32_t(state.size())}));
         st.addAttribute("layer", lin.getLayerAttr());
@@ -291,12 +326,18 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         st.addAttribute("fprop_high_precision", b.getBoolAttr(overrides[0]));
         st.addAttribute("dgrad_high_precision", b.getBoolAttr(overrides[1]));
         st.addAttribute("wgrad_high_precision", b.getBoolAttr(overrides[2] || aoRecipe == "rowwise_with_gw_hp"));
-        if (padInnerDim)
-          st.addAttribute("octet.pad_inner_dim", b.getUnitAttr());
         if (sharedWith)
           st.addAttribute(octet::kFp8InputSharedAttr, sharedWith);
+        if (padK || padN) // what the report shows: the layer's own K x N
+          st.addAttribute("octet.padded_from", b.getDenseI64ArrayAttr({k, n}));
         Operation *f = ob.create(st);
-        lin.getOutput().replaceAllUsesWith(f->getResult(0));
+        Value y = f->getResult(0);
+        if (padN) {
+          octet::OnnxBuilder ox(ob, lin.getLoc());
+          auto yt = lin.getOutput().getType().cast<RankedTensorType>();
+          y = ox.op("Slice", yt, {y, ox.i64s({0}), ox.i64s({n}), ox.i64s({yt.getRank() - 1}), ox.none()});
+        }
+        lin.getOutput().replaceAllUsesWith(y);
         lin->erase();
       }
     }

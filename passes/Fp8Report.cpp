@@ -76,6 +76,12 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
         shapeOf(l.getInput(), l.getWeight(), l.getTransposeWeight(), r);
         r.layer = l.getLayer().str();
         r.precision = "fp8";
+        if (auto from = l->getAttrOfType<DenseI64ArrayAttr>("octet.padded_from"); from && from.size() == 2) {
+          // --pad-inner-dim: the layer's own K x N (the model's weight bytes; the FP8 copy is padded)
+          r.reason = llvm::formatv("pad {0}x{1}", from[0], from[1]).str();
+          auto wt = l.getWeight().getType().cast<ShapedType>();
+          r.weightBytes = from[0] * from[1] * int64_t(wt.getElementTypeBitWidth() / 8);
+        }
         r.formats = formatName(l.getInputFormat()) + "/" + formatName(l.getWeightFormat()) + "/" +
                     formatName(l.getGradFormat());
         if (l.getScaling() == fp8::Scaling::delayed)

@@ -351,6 +351,20 @@ LogicalResult gradMatMul(ox::MatMulOp op, GradientBuilder &g, ArrayRef<Value> dy
   auto a = g.typeOf(op.getA()), bt = g.typeOf(op.getB());
   if (a.getRank() < 2 || bt.getRank() < 2)
     return unsupported(op, "MatMul with a 1-D operand");
+  if (a.getRank() > 2 && bt.getRank() == 2 && a.hasStaticShape() && bt.hasStaticShape()) {
+    // B [K, N] shared by every row of A [.., M, K] (a Linear layer as a MatMul, a tied output layer):
+    // both gradients are 2-D GEMMs over the R = (..) x M rows, reading B and A as they are. dB is
+    // one GEMM, not a batch of [K, N] products summed afterwards.
+    int64_t k = a.getShape().back(), n = bt.getShape().back(), r = a.getNumElements() / k;
+    Value dy2 = g.reshape(dy[0], {r, n}), none = g.ox.none();
+    auto gemm = [&](Value x, Value y, bool tx, bool ty, ArrayRef<int64_t> shape) {
+      return g.ox.op("Gemm", RankedTensorType::get(shape, a.getElementType()), {x, y, none},
+                     {g.ox.si64("transA", tx), g.ox.si64("transB", ty)});
+    };
+    out.push_back(ctx.wants(0) ? g.reshape(gemm(dy2, op.getB(), false, true, {r, k}), a.getShape()) : Value());
+    out.push_back(ctx.wants(1) ? gemm(g.reshape(op.getA(), {r, k}), dy2, true, false, {k, n}) : Value());
+    return success();
+  }
   out.push_back(ctx.wants(0) ? g.sumTo(g.matmul(dy[0], g.swapLastTwo(op.getB())), a) : Value());
   out.push_back(ctx.wants(1) ? g.sumTo(g.matmul(g.swapLastTwo(op.getA()), dy[0]), bt) : Value());
   return success();

@@ -171,6 +171,24 @@ case " ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4} " in *" 1.3b "*)
   rm -f "$d/bench/gpt-1.3b-te-no-both.plan.gz"
   gzip -f "$d/bench/gpt-1.3b-te-no-all.plan" ;;
 esac
+# Hugging Face models as users export them (HF's default attention, dynamic axes, weights absent),
+# for each NAME[:BATCH] in $HF_SIZES (default: none; hf-gpt2, hf-llama-300m): te, ao and msamp:O2
+# plans at the size's batch and sequence (bench/run_peers.sh NAME BATCH). The export needs PyTorch
+# and transformers: python bench/export_hf_bench.py NAME build/bench/NAME.onnx (gpt2, llama-300m).
+for spec in ${HF_SIZES-}; do
+  s=${spec%%:*}
+  gpt_size "$s" || exit 2
+  [ "$spec" = "$s" ] || b=${spec#*:}
+  g="$build/bench/$s.onnx"
+  [ -f "$g" ] || { echo "$g: export it first: python bench/export_hf_bench.py ${s#hf-} $g (needs PyTorch)" >&2; exit 2; }
+  stem=gpt-$s
+  [ "$spec" = "$s" ] || stem=gpt-$s-b$b
+  for r in te ao msamp:O2; do
+    "$opt" "$g" --absent-weights zeros --input-shape input_ids=${b}x$t,labels=${b}x$t --train --optimizer adamw \
+      --clip-grad-norm 1.0 --keep-gradients=false "${peer[@]}" --recipe "$r" -o "$d/bench/$stem-$(name "$r").plan"
+    gzip -f "$d/bench/$stem-$(name "$r").plan"
+  done
+done
 # The same GPTs with RMSNorm in place of LayerNorm (make_gpt_onnx.py --norm rms, HF's LlamaRMSNorm ops)
 # for each size in $RMS_SIZES (default: 1.3b), te only (bench/run_gpu_e2e.sh e2e-S with NORM=rms).
 for s in ${RMS_SIZES-1.3b}; do

@@ -152,7 +152,7 @@ int octet::fp8OptMain(int argc, char **argv) {
                "bf16 (BF16 operands, float32 accumulation, as under PyTorch's autocast; the default for plans) or "
                "f32 (the default for ONNX and MLIR output, which keep the model's types)"),
       cl::value_desc("bf16|f32"), cl::cat(recipeCat));
-  static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16"),
+  static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16 (zero-padded to them)"),
                                    cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
                                  cl::cat(basicCat));

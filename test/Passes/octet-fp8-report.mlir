@@ -26,7 +26,7 @@
 // JSON: "precision": "high",
 // JSON-NEXT: "reason": "output",
 // JSON: "fp8_layers": 2,
-// JSON: "weight_bytes_after": 17416,
+// JSON: "weight_bytes_after": 18440,
 // JSON-NEXT: "weight_bytes_before": 51200
 
 // BAD: octet-fp8-report: format must be 'text' or 'json', got 'xml'
