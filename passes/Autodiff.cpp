@@ -16,6 +16,8 @@
 #include "octet/Interfaces/GradientOpInterface.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
@@ -85,6 +87,61 @@ namespace {
 bool isFloatTensor(Type t) {
   auto s = t.dyn_cast<ShapedType>();
   return s && s.getElementType().isa<FloatType>();
+}
+
+/// When every contribution in `parts` is Pad(piece, constant pads) with zeros, padding along one
+/// axis only and the pieces' ranges on it disjoint, their sum as one Concat of the pieces and zero
+/// constants for the gaps; `parts` is then emptied (the Pads go). Else null, `parts` untouched.
+Value joinPaddedPieces(octet::OnnxBuilder &ox, Value v, SmallVectorImpl<Value> &parts) {
+  auto vt = v.getType().dyn_cast<RankedTensorType>();
+  if (parts.size() < 2 || !vt || !vt.hasStaticShape())
+    return {};
+  int64_t rank = vt.getRank(), axis = -1;
+  SmallVector<std::pair<int64_t, Value>> pieces; // (start on the axis, piece)
+  for (Value g : parts) {
+    Operation *pad = g.getDefiningOp();
+    auto node = dyn_cast_or_null<ox::GenericNodeOp>(pad);
+    if (!node || node.getOpType() != "Pad" || node.getInputs().size() != 2 || !g.use_empty() ||
+        (node.getAttrs() && node.getAttrs().get("mode") &&
+         node.getAttrs().getAs<StringAttr>("mode").getValue() != "constant"))
+      return {};
+    auto pads = ox::getConstantInts(node.getInputs()[1]);
+    if (!pads || int64_t(pads->size()) != 2 * rank || g.getType() != vt)
+      return {};
+    for (int64_t a = 0; a < rank; ++a)
+      if ((*pads)[size_t(a)] || (*pads)[size_t(a + rank)]) {
+        if (axis >= 0 && axis != a)
+          return {};
+        axis = a;
+      }
+    if (axis < 0 || (*pads)[size_t(axis)] < 0 || (*pads)[size_t(axis + rank)] < 0)
+      return {};
+    pieces.push_back({(*pads)[size_t(axis)], node.getInputs()[0]});
+  }
+  llvm::sort(pieces, [](auto &a, auto &b) { return a.first < b.first; });
+  SmallVector<Value> cat;
+  int64_t at = 0;
+  auto zeros = [&](int64_t n) {
+    SmallVector<int64_t> shape(vt.getShape());
+    shape[size_t(axis)] = n;
+    auto zt = RankedTensorType::get(shape, vt.getElementType());
+    return ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(vt.getElementType(), 0.0)}));
+  };
+  for (auto &[start, piece] : pieces) {
+    if (start < at)
+      return {}; // overlapping: a sum
+    if (start > at)
+      cat.push_back(zeros(start - at));
+    cat.push_back(piece);
+    at = start + piece.getType().cast<RankedTensorType>().getDimSize(axis);
+  }
+  if (at < vt.getDimSize(axis))
+    cat.push_back(zeros(vt.getDimSize(axis) - at));
+  Value joined = ox.op("Concat", vt, cat, {ox.si64("axis", axis)});
+  for (Value g : parts)
+    g.getDefiningOp()->erase();
+  parts.clear();
+  return joined;
 }
 
 /// SequenceAt(SplitToSequence(x, split, axis), constant position) -> Slice of x
@@ -336,13 +393,27 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
     OpBuilder b(ret);
     octet::OnnxBuilder ox(b, func.getLoc());
     llvm::DenseMap<Value, Value> grads;
-    auto accumulate = [&](Value v, Value g) {
-      auto it = grads.find(v);
-      if (it == grads.end()) {
-        grads[v] = g;
+    // A value's gradient contributions, summed where the value's gradient is first read. Those that
+    // are zero-padded pieces of it along one axis, in ranges that do not overlap (the gradients of
+    // the slices a split makes: q, k and v of one projection), are joined by one Concat rather than
+    // added as whole-size tensors.
+    llvm::MapVector<Value, SmallVector<Value, 2>> pending;
+    auto accumulate = [&](Value v, Value g) { pending[v].push_back(g); };
+    auto settle = [&](Value v) {
+      auto it = pending.find(v);
+      if (it == pending.end())
         return;
-      }
-      it->second = ox.op("Add", g.getType(), {it->second, g});
+      SmallVector<Value, 2> parts = std::move(it->second);
+      pending.erase(it);
+      Value sum = joinPaddedPieces(ox, v, parts);
+      for (Value g : parts)
+        if (!sum)
+          sum = g;
+        else if (sum != g)
+          sum = ox.op("Add", g.getType(), {sum, g});
+      if (auto old = grads.find(v); old != grads.end())
+        sum = ox.op("Add", sum.getType(), {old->second, sum});
+      grads[v] = sum;
     };
     auto lt = lossValue.getType().cast<RankedTensorType>();
     grads[lossValue] =
@@ -351,6 +422,9 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
     for (Operation *op : llvm::reverse(forward)) {
       SmallVector<Value> dy;
       bool any = false;
+      b.setInsertionPoint(ret);
+      for (Value r : op->getResults())
+        settle(r);
       for (Value r : op->getResults()) {
         auto it = grads.find(r);
         dy.push_back(it == grads.end() ? Value() : it->second);
@@ -381,6 +455,8 @@ struct AutodiffPass : octet::impl::AutodiffBase<AutodiffPass>, octet::GradientCo
     }
 
     b.setInsertionPoint(ret);
+    for (ox::InitializerOp p : params)
+      settle(p.getResult());
     Builder attrs(func.getContext());
     for (ox::InitializerOp p : params) {
       Value g = grads.lookup(p.getResult());

@@ -114,7 +114,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     llvm::DenseSet<Value> fp8Weights;
-    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(l.getWeight()); });
+    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(octet::linearWeightSource(l)); });
     llvm::StringMap<Value> params;
     for (auto i : body.getOps<ox::InitializerOp>())
       params[i.getName()] = i.getResult();

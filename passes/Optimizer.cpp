@@ -164,7 +164,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     if (params.empty())
       return func.emitError() << "octet-optimizer: the function has no gradients; run octet-autodiff first";
     llvm::DenseSet<Value> fp8Weights;
-    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(l.getWeight()); });
+    func.walk([&](fp8::LinearOp l) { fp8Weights.insert(octet::linearWeightSource(l)); });
     for (Param &p : params)
       p.fp8Weight = !msampLevel.empty() && fp8Weights.contains(p.init.getResult()) &&
                     p.init.getType().cast<RankedTensorType>().getElementType().isF32();

@@ -74,3 +74,16 @@ Value octet::unpadded(OpBuilder &b, Location loc, Value gathered, RankedTensorTy
               {gathered, ox.i64s({0}), ox.i64s({n}), ox.i64s({0}), ox.none()});
   return whole.getRank() == 1 ? v : ox.reshape(v, whole.getShape());
 }
+
+Value octet::linearWeightSource(Operation *op) {
+  auto l = cast<octet::fp8::LinearOp>(op);
+  Value w = l.getWeight();
+  if (!l->hasAttr("octet.padded_from"))
+    return w;
+  while (auto c = w.getDefiningOp<ox::ConcatOp>())
+    if (c->getNumOperands() == 2 && ox::getConstantValue(c->getOperand(1)))
+      w = c->getOperand(0);
+    else
+      break;
+  return w;
+}

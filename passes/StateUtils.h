@@ -37,6 +37,10 @@ void appendResult(mlir::func::FuncOp func, mlir::Value v, llvm::StringRef name,
 std::pair<mlir::Value, mlir::Value> msampScale(mlir::OpBuilder &b, mlir::Location loc, mlir::Value amax,
                                                mlir::Type format);
 
+/// The weight an fp8.linear trains: its weight operand, or under --pad-inner-dim (octet.padded_from)
+/// the tensor the zero-padding Concats extend.
+mlir::Value linearWeightSource(mlir::Operation *fp8Linear);
+
 /// `v` flattened and zero-padded to a multiple of `worldSize` elements (1-D): what a sharding
 /// collective splits into equal shards, rank r's at r * length / worldSize.
 mlir::Value flatPadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, int64_t worldSize);

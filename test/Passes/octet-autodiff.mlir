@@ -100,12 +100,13 @@ func.func @noparam(%x: tensor<4xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.na
 // TE-SAME: {octet.state_update = "head.fp8.grad_output.amax_history", onnx.name = "head.fp8.grad_output.amax_history.next"}
 // TE: onnx.initializer "head.fp8.grad_output.amax_history" = dense<0.000000e+00> : tensor<4xf32> {octet.fp8_state}
 // TE: fp8.cast {{.*}} -> tensor<4x64xf8E5M2>
-// TE: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>} : (tensor<4x64xf8E5M2>, tensor<64x24xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<4x24xf32>
-// TE: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>, transpose_a = true} : (tensor<4x64xf8E5M2>, tensor<4x24xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x24xf32>
+// TE: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>} : (tensor<4x64xf8E5M2>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<4x32xf32>
+// TE: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>, transpose_a = true} : (tensor<4x64xf8E5M2>, tensor<4x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<64x32xf32>
+// TE: onnx.Slice {{.*}} -> tensor<64x24xf32>
 
 // ao rowwise: per-row scales on transposed copies for wgrad.
 // ROW-LABEL: func.func @main_graph
-// ROW: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>, transpose_b = true} : (tensor<128x4xf8E4M3FN>, tensor<24x4xf8E4M3FN>, tensor<128x1xf32>, tensor<24x1xf32>) -> tensor<128x24xf32>
+// ROW: fp8.gemm {{.*}} {accumulation = #fp8.accumulation<split>, transpose_b = true} : (tensor<128x4xf8E4M3FN>, tensor<32x4xf8E4M3FN>, tensor<128x1xf32>, tensor<32x1xf32>) -> tensor<128x32xf32>
 
 // override-linear-precision=dgrad,wgrad: the backward GEMMs stay FP32.
 // HP-LABEL: func.func @main_graph

@@ -19,7 +19,7 @@
 
 // PAD-LABEL: func.func @main_graph
 // PAD: fp8.linear "fc1" {{.*}}fprop_high_precision = true{{.*}}wgrad_high_precision = true
-// PAD: fp8.linear "fc2" {{.*}}octet.pad_inner_dim
+// PAD: fp8.linear "fc2" {{.*}}octet.padded_from = array<i64: 128, 24>{{.*}} : (tensor<4x128xf32>, tensor<128x32xf32>
 // PAD: fp8.linear "head" {{.*}}transpose_weight = true
 
 // ao: the first and last Linear stay in high precision.
