@@ -88,6 +88,17 @@ print(f"{sys.argv[3]} b{sys.argv[4]} {sys.argv[5]}: 1 GPU {one[0]['median_ms']:.
       f"scaling {t2 / t1:.3f}x ({one[0]['device_name']})")
 EOF
 done
+# SIZE's plan NAME on 2 ranks (--benchmark): each rank's step time and device memory.
+per_rank() {
+  local r=$1 p=$w/gpt-$size-b$batch-$1.plan
+  [ -f "$p" ] || return 0
+  $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 > "$w/ranks-$r.json" 2> "$w/ranks-$r.err"
+  python3 -c "
+import json
+r = [json.loads(l) for l in open('$w/ranks-$r.json') if l.startswith('{')]
+print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see ranks-$r.err)')
+" | tee -a "$sum"
+}
 # The sharded optimizer (--shard-optimizer 2): the tiny plans against the replicated ones on 2
 # ranks, a sharded checkpoint resumed, and the SIZE plan's step time and memory per rank against
 # the replicated plan's (2 GPUs only: a sharded plan runs on exactly 2 ranks).
@@ -103,16 +114,7 @@ if [[ $parts == *" sharded "* ]]; then
     --log "$w/tiny-te-s2-resumed.jsonl"
   say "sharded checkpoint at step 100 resumed to 200 against the uninterrupted run:"
   python3 scripts/compare_curves.py "$w/tiny-te-s2.jsonl" "$w/tiny-te-s2-resumed.jsonl" --max-step-dev 0 2>&1 | tee -a "$sum"
-  for r in te-bf16-dp te-bf16-s2; do
-    p=$w/gpt-$size-b$batch-$r.plan
-    [ -f "$p" ] || continue
-    $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 > "$w/shard-$r.json" 2> "$w/shard-$r.err"
-    python3 -c "
-import json, sys
-r = [json.loads(l) for l in open('$w/shard-$r.json') if l.startswith('{')]
-print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see shard-$r.err)')
-" | tee -a "$sum"
-  done
+  for r in te-bf16-dp te-bf16-s2; do per_rank "$r"; done
 fi
 # MS-AMP O3, sharded: the tiny plan against replicated O3 (2 ranks each), then SIZE's O2 and O3
 # sharded plans' step time and memory per rank.
@@ -122,16 +124,7 @@ if [[ $parts == *" o3 "* ]]; then
   say "tiny msamp:O3 sharded (--shard-optimizer 2) against replicated O3, 2 NCCL ranks:"
   python3 scripts/compare_curves.py "$w/tiny-o3-dp.jsonl" "$w/tiny-o3-s2.jsonl" --max-ma-dev 0.01 2>&1 | tee -a "$sum"
   python3 -c "import json; r=json.loads(open('$w/tiny-o3-s2.jsonl').readlines()[-1]); print('  comm bytes per step per rank:', r['comm_bytes'])" | tee -a "$sum"
-  for r in msamp-O2-s2 msamp-O3-s2; do
-    p=$w/gpt-$size-b$batch-$r.plan
-    [ -f "$p" ] || continue
-    $run "$p" --device cuda --init-params normal:0.02 --benchmark 10 --warmup 3 --nproc-per-node 2 > "$w/o3-$r.json" 2> "$w/o3-$r.err"
-    python3 -c "
-import json
-r = [json.loads(l) for l in open('$w/o3-$r.json') if l.startswith('{')]
-print('$size b$batch $r, 2 GPUs:', ', '.join(f\"rank {x['rank']} {x['median_ms']:.1f} ms {x['device_bytes'] / 2**30:.2f} GiB\" for x in r) or 'missing (see o3-$r.err)')
-" | tee -a "$sum"
-  done
+  for r in msamp-O2-s2 msamp-O3-s2; do per_rank "$r"; done
 fi
 # Loss curves on real text: 2 ranks against one process over the combined batch.
 if [[ $parts == *" curves "* ]]; then

@@ -956,25 +956,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       return 1;
     }
     opts.absentWeightsAsZeros = absentWeights == "zeros";
-    for (const std::string &spec : inputShape) {
-      size_t eq = spec.rfind('=');
-      std::vector<int64_t> dims;
-      bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
-      for (size_t i = eq + 1; ok && i <= spec.size();) {
-        size_t x = std::min(spec.find('x', i), spec.size());
-        std::string d = spec.substr(i, x - i);
-        ok = !d.empty() && d.size() < 13 && d.find_first_not_of("0123456789") == std::string::npos && std::stoll(d) > 0;
-        if (ok)
-          dims.push_back(std::stoll(d));
-        i = x + 1;
-      }
-      if (!ok || opts.inputShapes.count(spec.substr(0, eq))) {
-        llvm::WithColor::error(llvm::errs(), "fp8-opt")
-            << "--input-shape '" << spec << "' is not valid; use NAME=AxB with dimensions >= 1, each input once "
-            << "(e.g. input_ids=8x2048)\n";
-        return 1;
-      }
-      opts.inputShapes[spec.substr(0, eq)] = dims;
+    if (std::string bad = octet::parseInputShapes(inputShape, opts.inputShapes); !bad.empty()) {
+      llvm::WithColor::error(llvm::errs(), "fp8-opt")
+          << "--input-shape '" << bad << "' is not valid; use NAME=AxB with dimensions >= 1, each input once "
+          << "(e.g. input_ids=8x2048)\n";
+      return 1;
     }
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
     if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(choosePlanPasses(*module, ctx)) ||

@@ -18,6 +18,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
+
 using namespace mlir;
 namespace ox = octet::onnx_dialect;
 
@@ -71,4 +73,25 @@ LogicalResult octet::checkImportedModel(ModuleOp module, bool checkOps) {
     return WalkResult::interrupt();
   });
   return failure(r.wasInterrupted());
+}
+
+std::string octet::parseInputShapes(llvm::ArrayRef<std::string> specs,
+                                    std::map<std::string, std::vector<int64_t>> &shapes) {
+  for (const std::string &spec : specs) {
+    size_t eq = spec.rfind('=');
+    std::vector<int64_t> dims;
+    bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
+    for (size_t i = eq + 1; ok && i <= spec.size();) {
+      size_t x = std::min(spec.find('x', i), spec.size());
+      std::string d = spec.substr(i, x - i);
+      ok = !d.empty() && d.size() < 13 && d.find_first_not_of("0123456789") == std::string::npos && std::stoll(d) > 0;
+      if (ok)
+        dims.push_back(std::stoll(d));
+      i = x + 1;
+    }
+    if (!ok || shapes.count(spec.substr(0, eq)))
+      return spec;
+    shapes[spec.substr(0, eq)] = dims;
+  }
+  return "";
 }

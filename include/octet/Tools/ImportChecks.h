@@ -5,6 +5,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace octet {
 /// The newest default-domain ONNX opset whose semantics the importer models.
 constexpr int64_t kMaxOnnxOpset = 23;
@@ -12,6 +16,9 @@ constexpr int64_t kMaxOnnxOpset = 23;
 /// (with `checkOps`) untyped nodes whose op type the runtime has no kernel for. Emits one error
 /// located at the node.
 mlir::LogicalResult checkImportedModel(mlir::ModuleOp module, bool checkOps);
+/// Adds `--input-shape` specs ("NAME=AxB", dimensions >= 1, each input once) to `shapes`; returns
+/// the first spec that is not valid, or "" when all are.
+std::string parseInputShapes(llvm::ArrayRef<std::string> specs, std::map<std::string, std::vector<int64_t>> &shapes);
 } // namespace octet
 
 #endif // OCTET_TOOLS_IMPORTCHECKS_H
