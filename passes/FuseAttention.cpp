@@ -69,9 +69,15 @@ RankedTensorType staticF32(Value v) {
 }
 
 /// The value of a scalar (every element equal) float constant.
-std::optional<double> scalarConstant(Value v) {
+/// `v` through Identity copies.
+Value throughCopies(Value v) {
   while (auto id = v.getDefiningOp<ox::IdentityOp>())
     v = id.getX();
+  return v;
+}
+
+std::optional<double> scalarConstant(Value v) {
+  v = throughCopies(v);
   DenseElementsAttr a = ox::getConstantValue(v);
   if (!a || !a.getElementType().isa<FloatType>() || !a.isSplat())
     return std::nullopt;
@@ -98,14 +104,11 @@ bool lastTwoAre(Value v, int64_t t) {
 
 /// `v` without the copies and leading-axis broadcasts that do not change its [.., T, T] pattern.
 Value throughBroadcasts(Value v, int64_t t) {
-  for (;;) {
-    if (auto id = v.getDefiningOp<ox::IdentityOp>()) {
-      v = id.getX();
-    } else if (auto e = v.getDefiningOp<ox::ExpandOp>(); e && lastTwoAre(e.getInput(), t)) {
-      v = e.getInput();
-    } else {
+  for (v = throughCopies(v);;) {
+    auto e = v.getDefiningOp<ox::ExpandOp>();
+    if (!e || !lastTwoAre(e.getInput(), t))
       return v;
-    }
+    v = throughCopies(e.getInput());
   }
 }
 
@@ -134,14 +137,9 @@ Causal constantPattern(DenseElementsAttr a, int64_t t, F element) {
 
 /// Whether `v` is a constant whose every element is nonzero (a broadcast scalar included).
 bool allNonzero(Value v) {
-  for (;;) {
-    if (auto e = v.getDefiningOp<ox::ExpandOp>())
-      v = e.getInput();
-    else if (auto id = v.getDefiningOp<ox::IdentityOp>())
-      v = id.getX();
-    else
-      break;
-  }
+  v = throughCopies(v);
+  while (auto e = v.getDefiningOp<ox::ExpandOp>())
+    v = throughCopies(e.getInput());
   DenseElementsAttr a = ox::getConstantValue(v);
   if (!a || !a.isSplat())
     return false;

@@ -153,7 +153,7 @@ void initParams(Runner &ex, const std::string &spec) {
     auto role = p.roles.find(id);
     bool weight = kind == ConstantKind::Param ||
                   (kind == ConstantKind::State && role != p.roles.end() &&
-                   (role->second == "weight" || role->second == "master_weight" || role->second == "master_shard"));
+                   isWeightRole(role->second));
     auto sh = p.sharded.find(id);
     const Shape &shape = sh != p.sharded.end() ? sh->second.whole : v.shape;
     if (weight && shape.size() >= 2 && (v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16)) {

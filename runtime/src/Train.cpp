@@ -323,7 +323,7 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   for (auto &[param, gradId] : p.gradients)
     params.insert(param);
   for (auto &[id, role] : p.roles)
-    if (role == "weight" || role == "master_weight" || role == "master_shard")
+    if (isWeightRole(role))
       params.insert(p.values[size_t(id)].name);
   if (params.empty())
     throw Error("--report-memory needs a training plan (fp8-opt --train)");

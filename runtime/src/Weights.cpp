@@ -9,7 +9,7 @@
 namespace octet::rt {
 
 std::string weightsUnavailable(const Plan &p) {
-  if (std::none_of(p.roles.begin(), p.roles.end(), [](auto &r) { return r.second == "weight" || r.second == "master_weight" || r.second == "master_shard"; }))
+  if (std::none_of(p.roles.begin(), p.roles.end(), [](auto &r) { return isWeightRole(r.second); }))
     return "the plan trains no weights; compile it with fp8-opt --train";
   for (auto &[id, role] : p.roles)
     if (role == "master_shard")

@@ -101,6 +101,12 @@ struct Plan {
   int findValue(const std::string &name) const; // -1 when absent
 };
 
+/// Whether a state role holds one of the model's weights: `weight`, MS-AMP O3's `master_weight`,
+/// or a rank's shard of one, `master_shard`.
+inline bool isWeightRole(const std::string &role) {
+  return role == "weight" || role == "master_weight" || role == "master_shard";
+}
+
 /// An arena buffer (Plan::buffers, views and in-place results joined to the buffer they share) and
 /// the ops it is alive over: from the op defining it to its last reader (the op count: alive at the
 /// end). Bytes [offset, offset + bytes) are free during any op outside [from, to].
