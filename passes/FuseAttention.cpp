@@ -23,6 +23,11 @@
 // heads in place, so the copies to and from the head-major layout are gone (and the gradient,
 // octet::AttentionGrad, reads and writes the same layout).
 //
+// Grouped-query attention: when K and V are [B, G, T, d] tensors each of whose heads is repeated
+// H / G times in a row (HF's repeat_kv: Reshape(Expand(Unsqueeze(kv, 2)))), the node reads the
+// [B, G, T, d] tensors themselves (ONNX Attention's kv_num_heads = G: query head h reads K/V head
+// h / (H / G)), so neither the repeated copies nor their gradients' sums over the group are made.
+//
 // Only masks that are exactly causal are matched (a boolean lower triangle, or 0 on and below
 // the diagonal and <= -1e4 above), or masks of zeros (BERT without padding: unmasked); anything
 // else stays as it was. A mask may be a constant (any leading dimensions, each slice checked) or
@@ -338,6 +343,31 @@ Value swappedThroughReshapes(Value kt, SmallVectorImpl<Operation *> &ops) {
   return k;
 }
 
+/// Grouped-query attention's K or V: when `x` [B, H, T, d] is the [B, G, T, d] tensor `kv` with
+/// each head repeated H / G times in a row (HF's repeat_kv: Reshape(Expand(Unsqueeze(kv, 2),
+/// [B, G, H / G, T, d]), [B, H, T, d]), through copies; the unit axis may be a Reshape), `kv`,
+/// with `group` = H / G; else none.
+Value repeatedHeads(Value x, int64_t &group, SmallVectorImpl<Operation *> &copies) {
+  auto xt = staticF32(x);
+  auto merge = skipIdentity(x, copies).getDefiningOp<ox::ReshapeOp>();
+  auto expand = merge ? skipIdentity(merge.getData(), copies).getDefiningOp<ox::ExpandOp>() : ox::ExpandOp();
+  Operation *unit = expand ? skipIdentity(expand.getInput(), copies).getDefiningOp() : nullptr;
+  if (!xt || xt.getRank() != 4 || !unit || !isa<ox::UnsqueezeOp, ox::ReshapeOp>(unit))
+    return {};
+  Value kv = skipIdentity(unit->getOperand(0), copies);
+  auto kvt = staticF32(kv), et = staticF32(expand.getOutput()), ut = staticF32(unit->getResult(0));
+  if (!kvt || !et || !ut || kvt.getRank() != 4 || et.getRank() != 5)
+    return {};
+  auto xs = xt.getShape(), ks = kvt.getShape(), es = et.getShape();
+  int64_t g = ks[1], rep = es[2];
+  if (ut.getShape() != ArrayRef<int64_t>{ks[0], g, 1, ks[2], ks[3]} ||
+      es != ArrayRef<int64_t>{ks[0], g, rep, ks[2], ks[3]} || xs != ArrayRef<int64_t>{ks[0], g * rep, ks[2], ks[3]} ||
+      rep < 2 || staticF32(merge.getData()) != et)
+    return {};
+  group = rep;
+  return kv;
+}
+
 /// The ops of Where(Not(Equal(P, P)), 0, P) when they are P's only readers besides it (the Where
 /// first), else none.
 SmallVector<Operation *> nanGuard(Value p) {
@@ -504,12 +534,29 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
       for (int64_t i = 0; i < r; ++i)
         perm[size_t(i)] = i;
     }
+    auto identity = [&] {
+      return llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); });
+    };
+    // Grouped-query attention: K and V each repeat the heads of a [B, G, T, d] tensor H / G times;
+    // the node reads those (ONNX Attention's kv_num_heads = G) and the repeats go.
+    int64_t group = 1, kGroup = 1, vGroup = 1;
+    if (r == 4 && identity()) {
+      SmallVector<Operation *> seen;
+      Value kKv = repeatedHeads(kSrc, kGroup, seen), vKv = repeatedHeads(v, vGroup, seen);
+      if (kKv && vKv && kGroup == vGroup) {
+        group = kGroup;
+        kSrc = kKv;
+        v = vKv;
+        copies.append(seen.begin(), seen.end());
+      }
+    }
     // K itself a head split (the permutations cancelled): read the [B, S, H, d] tensor it swaps.
-    if (llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); }) &&
-        foldHeadTransposes && headSplitSource(kSrc))
+    if (identity() && foldHeadTransposes && headSplitSource(kSrc))
       compose(kSrc.getDefiningOp<ox::TransposeOp>());
     SmallVector<int64_t> kShape(qs.begin(), qs.end());
     kShape[size_t(r - 2)] = tk;
+    if (group > 1)
+      kShape[1] = qs[1] / group;
     auto kType = RankedTensorType::get(kShape, b.getF32Type());
     octet::OnnxBuilder ox(b, loc);
     SmallVector<int64_t> lseShape(qs.begin(), qs.end() - 1);
@@ -523,14 +570,14 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     Value k = kSrc;
     Type yType = pv.getType();
     if (headsInPlace) {
-      int64_t batch = qs[0], heads = qs[1];
+      int64_t batch = qs[0], heads = qs[1], kvHeads = heads / group;
       q = ox.reshape(qSrc, {batch, tq, heads * d});
-      k = ox.reshape(kSrc, {batch, tk, heads * d});
-      v = ox.reshape(vSrc, {batch, tk, heads * d});
+      k = ox.reshape(kSrc, {batch, tk, kvHeads * d});
+      v = ox.reshape(vSrc, {batch, tk, kvHeads * d});
       yType = RankedTensorType::get({batch, tq, heads * d}, b.getF32Type());
       attrs.push_back(ox.si64("q_num_heads", heads));
-      attrs.push_back(ox.si64("kv_num_heads", heads));
-    } else if (!llvm::all_of(llvm::enumerate(perm), [](auto e) { return int64_t(e.index()) == e.value(); })) {
+      attrs.push_back(ox.si64("kv_num_heads", kvHeads));
+    } else if (!identity()) {
       k = b.create<ox::TransposeOp>(loc, kType, kSrc, b.getDenseI64ArrayAttr(perm)).getResult();
     }
     OperationState st(loc, "onnx.node");

@@ -15,7 +15,7 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   std::set<int64_t> castPasses;                   // octet-fuse-cast-sources's passes
   std::map<std::string, int64_t> castPassMembers; // their ops by type
   std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
-  int64_t attention = 0, causal = 0, headsInPlace = 0, softmax = 0; // octet-fuse-attention's
+  int64_t attention = 0, causal = 0, headsInPlace = 0, grouped = 0, softmax = 0; // octet-fuse-attention's
   module.walk([&](Operation *op) {
     std::string type = planOpType(op);
     softmax += type == "Softmax";
@@ -28,6 +28,14 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
       };
       causal += flag("is_causal");
       headsInPlace += flag("q_num_heads");
+      // Grouped-query: K has fewer heads than Q (kv_num_heads, or the 4-D form's head axis).
+      auto q = op->getOperand(0).getType().dyn_cast<RankedTensorType>();
+      auto k = op->getOperand(1).getType().dyn_cast<RankedTensorType>();
+      auto kvHeads = attrs ? attrs.getAs<IntegerAttr>("kv_num_heads") : IntegerAttr();
+      auto qHeads = attrs ? attrs.getAs<IntegerAttr>("q_num_heads") : IntegerAttr();
+      grouped += qHeads && kvHeads ? kvHeads.getInt() < qHeads.getInt()
+                                   : q && k && q.getRank() >= 3 && k.getRank() == q.getRank() &&
+                                         k.getDimSize(k.getRank() - 3) < q.getDimSize(q.getRank() - 3);
     }
     residualAdds += op->hasAttr("octet.residual_add");
     if (auto c = op->getAttrOfType<IntegerAttr>("octet.loss_chunk")) {
@@ -49,7 +57,10 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   });
   if (attention || softmax) {
     os << "attention: " << attention << " fused into octet::Attention (" << causal << " causal, " << headsInPlace
-       << " reading the heads in place)";
+       << " reading the heads in place";
+    if (grouped)
+      os << ", " << grouped << " grouped-query: K and V heads shared, not repeated";
+    os << ")";
     if (softmax)
       os << "; " << softmax << " Softmax left unfused (a mask neither causal nor absent, or another reader of the "
          << "probabilities)";

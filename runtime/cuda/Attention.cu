@@ -33,6 +33,10 @@
 // head h of row i of batch b at ((b T + i) H + h) d, so no head split or merge copy is needed;
 // the BF16 path gathers the heads as it converts the operands.
 //
+// Grouped-query attention (AttnArgs::group query heads per K/V head): the forward and dQ read
+// K/V entry bh / group; a dK/dV block owns keys of one K/V entry and streams the queries of each
+// head of its group in turn, so the group's sum stays in registers (no atomics, deterministic).
+//
 // Causal masks are top-left (key j is hidden from query i when j > i); tiles wholly above the
 // diagonal are skipped. Heads up to 128 wide (padded to 32, 64 or 128 with zeros).
 //
@@ -277,10 +281,20 @@ __device__ __forceinline__ void loadTile(typename P::Elem *s, const typename P::
 
 /// Where row `row` of head `bh` (of `t` rows) starts in a Q/K/V/Y-shaped tensor, and the distance
 /// between its rows: [batch, t, d], or [batch / heads, t, heads * d] with heads in place.
+__host__ __device__ __forceinline__ int64_t headRowOffset(int heads, int d, int64_t bh, int64_t row, int64_t t) {
+  return heads ? ((bh / heads * t + row) * heads + bh % heads) * d : (bh * t + row) * d;
+}
 __host__ __device__ __forceinline__ int64_t rowOffset(const AttnArgs &a, int64_t bh, int64_t row, int64_t t) {
-  return a.heads ? ((bh / a.heads * t + row) * a.heads + bh % a.heads) * a.d : (bh * t + row) * a.d;
+  return headRowOffset(a.heads, a.d, bh, row, t);
 }
 __host__ __device__ __forceinline__ int rowStride(const AttnArgs &a) { return a.heads ? a.heads * a.d : a.d; }
+/// The same for K/V-shaped tensors, by K/V entry (grouped-query attention: heads / group heads).
+__host__ __device__ __forceinline__ int64_t kvRowOffset(const AttnArgs &a, int64_t kvh, int64_t row, int64_t t) {
+  return headRowOffset(a.heads / a.group, a.d, kvh, row, t);
+}
+__host__ __device__ __forceinline__ int kvRowStride(const AttnArgs &a) {
+  return a.heads ? a.heads / a.group * a.d : a.d;
+}
 
 /// Whether key `key` is hidden from query `query`: past either sequence's end or, causal, after it.
 __device__ __forceinline__ bool hidden(const AttnArgs &a, int key, int query) {
@@ -328,18 +342,21 @@ __device__ __forceinline__ bool mayHide(const AttnArgs &a, int key0, int keys, i
 }
 
 /// One (batch, head)'s Q, K, V and (backward) dY in the policy's operand type (the padded BF16
-/// copies on the BF16 path), rows `ld` apart.
+/// copies on the BF16 path): Q and dY of query entry bh, rows `ld` apart; K and V of its K/V entry
+/// bh / group, rows `ldk` apart.
 template <class P> struct HeadOperands {
   const typename P::Src *Q, *K, *V, *dY;
 };
-/// The distance between their rows: D for the padded BF16 copies, else rowStride(a).
+/// The distances between their rows: D for the padded BF16 copies, else rowStride(a) and kvRowStride(a).
 template <class P>
-__device__ __forceinline__ HeadOperands<P> headOperands(const AttnArgs &a, int bh, int tq, int tk, int ld, bool grad) {
+__device__ __forceinline__ HeadOperands<P> headOperands(const AttnArgs &a, int bh, int tq, int tk, int ld, int ldk,
+                                                        bool grad) {
+  const int64_t kvh = bh / a.group;
   if constexpr (P::kPadded)
-    return {a.qb + int64_t(bh) * tq * ld, a.kb + int64_t(bh) * tk * ld, a.vb + int64_t(bh) * tk * ld,
+    return {a.qb + int64_t(bh) * tq * ld, a.kb + kvh * tk * ldk, a.vb + kvh * tk * ldk,
             grad ? a.dyb + int64_t(bh) * tq * ld : nullptr};
   else
-    return {a.q + rowOffset(a, bh, 0, tq), a.k + rowOffset(a, bh, 0, tk), a.v + rowOffset(a, bh, 0, tk),
+    return {a.q + rowOffset(a, bh, 0, tq), a.k + kvRowOffset(a, kvh, 0, tk), a.v + kvRowOffset(a, kvh, 0, tk),
             grad ? a.dy + rowOffset(a, bh, 0, tq) : nullptr};
 }
 
@@ -351,10 +368,10 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnForwar
   E *qs = reinterpret_cast<E *>(smemBytes), *kv = qs + rows * S; // then kStages x (K, V) tiles
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * rows; // the longest rows first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
-  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, false);
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a), ldk = P::kPadded ? D : kvRowStride(a);
+  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, ldk, false);
   const Src *Q = h.Q, *K = h.K, *V = h.V;
-  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
+  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ldk, d); };
   const int w0 = q0 + warp * 16 * M; // this warp's first row; thread rows w0 + 16 m + g (+ 8)
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, rows, tq - q0, ld, d);
   float o[M][D / 8][4] = {};
@@ -465,6 +482,7 @@ struct ToBf16 {
   int64_t rows[4];
   int t[4];             // rows per head
   const float *bias[4]; // AttnArgs::bias (null: none), added before the rounding
+  bool kv[4];           // K/V-shaped (grouped-query attention: fewer heads)
 };
 template <int D> __global__ void attnToBf16Kernel(ToBf16 job, AttnArgs a) {
   const float *src = job.src[blockIdx.y];
@@ -474,7 +492,8 @@ template <int D> __global__ void attnToBf16Kernel(ToBf16 job, AttnArgs a) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / (D / 8);
     int c = int(i % (D / 8)) * 8;
-    const float *row = src + rowOffset(a, r / t, r % t, t);
+    const bool kv = job.kv[blockIdx.y];
+    const float *row = src + (kv ? kvRowOffset(a, r / t, r % t, t) : rowOffset(a, r / t, r % t, t));
     float v[8];
     if (d == D) {
       float4 x = *reinterpret_cast<const float4 *>(row + c), y = *reinterpret_cast<const float4 *>(row + c + 4);
@@ -485,7 +504,8 @@ template <int D> __global__ void attnToBf16Kernel(ToBf16 job, AttnArgs a) {
         v[j] = c + j < d ? row[c + j] : 0.f;
     }
     if (const float *bias = job.bias[blockIdx.y]) {
-      bias += (a.heads ? r / t % a.heads * d : 0) + c;
+      const int heads = kv ? a.heads / a.group : a.heads;
+      bias += (heads ? r / t % heads * d : 0) + c;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         if (c + j < d)
@@ -520,12 +540,13 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   // K, V (this block's keys), then kStages x (Q, dY) tiles, then kStages x (LSE * log2 e, delta).
   E *ks = reinterpret_cast<E *>(smemBytes), *vs = ks + kBlockRows * S, *qdy = vs + kBlockRows * S;
   float *rowStats = reinterpret_cast<float *>(qdy + P::kStages * 2 * kQueryTile * S);
-  const int bh = blockIdx.x, j0 = blockIdx.y * kBlockRows; // the keys with the most queries first
+  // This block's K/V entry and keys; the keys with the most queries first.
+  const int kvh = blockIdx.x, j0 = blockIdx.y * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
-  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a), ldk = P::kPadded ? D : kvRowStride(a);
+  HeadOperands<P> h = headOperands<P>(a, kvh * a.group, tq, tk, ld, ldk, true);
   const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
-  const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
+  const float *L = a.lseIn + int64_t(kvh) * a.group * tq, *Dl = a.delta + int64_t(kvh) * a.group * tq;
   auto issue = [&](int i0, int st) { // Q and dY rows [i0, i0 + kQueryTile), their LSE and delta
     E *qs = qdy + st * 2 * kQueryTile * S;
     loadTile<P, D>(qs, Q + int64_t(i0) * ld, kQueryTile, tq - i0, ld, d);
@@ -537,41 +558,50 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
     }
     P::commit();
   };
-  loadTile<P, D>(ks, K + int64_t(j0) * ld, kBlockRows, tk - j0, ld, d);
-  loadTile<P, D>(vs, V + int64_t(j0) * ld, kBlockRows, tk - j0, ld, d);
+  loadTile<P, D>(ks, K + int64_t(j0) * ldk, kBlockRows, tk - j0, ldk, d);
+  loadTile<P, D>(vs, V + int64_t(j0) * ldk, kBlockRows, tk - j0, ldk, d);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float sl2 = a.scale * kLog2e;
   const int key0 = j0 + warp * 16 + g, key1 = key0 + 8;
   const int iStart = a.causal ? j0 / kQueryTile * kQueryTile : 0;
-  if (iStart < tq)
-    issue(iStart, 0);
-  for (int i0 = iStart, it = 0; i0 < tq; i0 += kQueryTile, ++it) {
-    const bool more = i0 + kQueryTile < tq;
-    tileReady<P>(issue, more, i0 + kQueryTile, it);
-    const int st0 = it % P::kStages;
-    const E *qs = qdy + st0 * 2 * kQueryTile * S, *dos = qs + kQueryTile * S;
-    const float *lse2 = rowStats + st0 * 2 * kQueryTile, *dl = lse2 + kQueryTile;
-    float st[kQueryTile / 8][4] = {}, dpt[kQueryTile / 8][4] = {};
-    P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(st), ks + warp * 16 * S, qs, lane);
-    P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(dpt), vs + warp * 16 * S, dos, lane);
-    const bool edge = mayHide(a, j0 + warp * 16, 16, i0, kQueryTile);
+  // The query heads of this K/V entry's group, one after another (every load of one head's last
+  // tile is waited for, and every warp is past it, before the next head's first is issued).
+  for (int member = 0; member < a.group; ++member) {
+    if (member) {
+      h = headOperands<P>(a, kvh * a.group + member, tq, tk, ld, ldk, true);
+      Q = h.Q, dY = h.dY;
+      L += tq, Dl += tq;
+    }
+    if (iStart < tq)
+      issue(iStart, 0);
+    for (int i0 = iStart, it = 0; i0 < tq; i0 += kQueryTile, ++it) {
+      const bool more = i0 + kQueryTile < tq;
+      tileReady<P>(issue, more, i0 + kQueryTile, it);
+      const int st0 = it % P::kStages;
+      const E *qs = qdy + st0 * 2 * kQueryTile * S, *dos = qs + kQueryTile * S;
+      const float *lse2 = rowStats + st0 * 2 * kQueryTile, *dl = lse2 + kQueryTile;
+      float st[kQueryTile / 8][4] = {}, dpt[kQueryTile / 8][4] = {};
+      P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(st), ks + warp * 16 * S, qs, lane);
+      P::template rowsByRows<D, kQueryTile / 8, 1>(tile1(dpt), vs + warp * 16 * S, dos, lane);
+      const bool edge = mayHide(a, j0 + warp * 16, 16, i0, kQueryTile);
 #pragma unroll
-    for (int n = 0; n < kQueryTile / 8; ++n)
+      for (int n = 0; n < kQueryTile / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int qi = n * 8 + 2 * t + (e & 1), key = e < 2 ? key0 : key1;
-        float p = exp2Fast(st[n][e] * sl2 - lse2[qi]);
-        if (edge && hidden(a, key, i0 + qi))
-          p = 0.f;
-        st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - dl[qi]);
-      }
-    P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dv), tile1c(st), dos, lane);
-    P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dk), tile1c(dpt), qs, lane);
-    tileDone<P>(issue, more, i0 + kQueryTile);
+        for (int e = 0; e < 4; ++e) {
+          int qi = n * 8 + 2 * t + (e & 1), key = e < 2 ? key0 : key1;
+          float p = exp2Fast(st[n][e] * sl2 - lse2[qi]);
+          if (edge && hidden(a, key, i0 + qi))
+            p = 0.f;
+          st[n][e] = p;
+          dpt[n][e] = p * (dpt[n][e] - dl[qi]);
+        }
+      P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dv), tile1c(st), dos, lane);
+      P::template probsByRows<D, kQueryTile / 8, 1>(tile1(dk), tile1c(dpt), qs, lane);
+      tileDone<P>(issue, more, i0 + kQueryTile);
+    }
   }
-  float *dK = a.dk + rowOffset(a, bh, 0, tk), *dV = a.dv + rowOffset(a, bh, 0, tk);
-  const int64_t os = rowStride(a);
+  float *dK = a.dk + kvRowOffset(a, kvh, 0, tk), *dV = a.dv + kvRowOffset(a, kvh, 0, tk);
+  const int64_t os = kvRowStride(a);
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
     int c = n * 8 + 2 * t;
@@ -595,11 +625,11 @@ template <class P, int D> __global__ void __launch_bounds__(kThreads) attnBackwa
   E *qs = reinterpret_cast<E *>(smemBytes), *dos = qs + kBlockRows * S, *kv = dos + kBlockRows * S;
   const int bh = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a);
-  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, true);
+  const int d = a.d, tq = a.tq, tk = a.tk, ld = P::kPadded ? D : rowStride(a), ldk = P::kPadded ? D : kvRowStride(a);
+  const HeadOperands<P> h = headOperands<P>(a, bh, tq, tk, ld, ldk, true);
   const Src *Q = h.Q, *K = h.K, *V = h.V, *dY = h.dY;
   const float *L = a.lseIn + int64_t(bh) * tq, *Dl = a.delta + int64_t(bh) * tq;
-  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ld, d); };
+  auto issue = [&](int k0, int st) { issueKeysValues<P, D>(kv, st, K, V, k0, tk, ldk, d); };
   loadTile<P, D>(qs, Q + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   loadTile<P, D>(dos, dY + int64_t(q0) * ld, kBlockRows, tq - q0, ld, d);
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
@@ -659,6 +689,9 @@ template <template <class, int> class Launch> std::string launch(const AttnArgs 
   if (a.heads < 0 || (a.heads && a.batch % a.heads))
     return std::string(what) + ": " + std::to_string(a.batch) + " heads in all is not a multiple of " +
            std::to_string(a.heads) + " heads";
+  if (a.group < 1 || a.batch % a.group || (a.heads && a.heads % a.group))
+    return std::string(what) + ": " + std::to_string(a.group) + " query heads per K/V head do not divide " +
+           std::to_string(a.heads ? a.heads : a.batch) + " heads";
   auto byHeadDim = [&](auto ops) {
     using P = decltype(ops);
     return a.d <= 32 ? Launch<P, 32>::run(a) : a.d <= 64 ? Launch<P, 64>::run(a) : Launch<P, 128>::run(a);
@@ -690,9 +723,9 @@ int paddedHeadDim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 template <class P, int D> cudaError_t stageOperands(AttnArgs &a, bool backward) {
   if constexpr (P::kPadded) {
     uint16_t *w = static_cast<uint16_t *>(a.work);
-    const int64_t qRows = a.batch * a.tq, kRows = a.batch * a.tk;
+    const int64_t qRows = a.batch * a.tq, kRows = a.batch / a.group * a.tk;
     ToBf16 job{{a.q, a.k, a.v, a.dy}, {}, {qRows, kRows, kRows, qRows}, {a.tq, a.tk, a.tk, a.tq},
-               {a.bias[0], a.bias[1], a.bias[2], nullptr}};
+               {a.bias[0], a.bias[1], a.bias[2], nullptr}, {false, true, true, false}};
     for (int i = 0; i < (backward ? 4 : 3); ++i) {
       job.dst[i] = w;
       w += (job.rows[i] * D + 127) / 128 * 128; // 256-byte aligned segments
@@ -734,7 +767,7 @@ template <class P, int D> struct BackwardLaunch {
     attnDeltaKernel<<<unsigned((rows + 7) / 8), 256, 0, a.stream>>>(a, rows);
     stageOperands<P, D>(a, true);
     attnBackwardKVKernel<P, D>
-        <<<dim3(unsigned(a.batch), unsigned(tiles(a.tk, kBlockRows))), kThreads, kvSmem, a.stream>>>(a);
+        <<<dim3(unsigned(a.batch / a.group), unsigned(tiles(a.tk, kBlockRows))), kThreads, kvSmem, a.stream>>>(a);
     attnBackwardQKernel<P, D>
         <<<dim3(unsigned(a.batch), unsigned(tiles(a.tq, kBlockRows))), kThreads, qSmem, a.stream>>>(a);
     return cudaSuccess;
@@ -747,7 +780,7 @@ size_t attentionWorkspaceBytes(const AttnArgs &a, bool backward) {
   if (a.precision != AttnPrecision::BF16)
     return 0;
   auto seg = [&](int64_t rows) { return size_t(rows * paddedHeadDim(a.d) * 2 + 255) / 256 * 256; };
-  return seg(a.batch * a.tq) * (backward ? 2 : 1) + 2 * seg(a.batch * a.tk);
+  return seg(a.batch * a.tq) * (backward ? 2 : 1) + 2 * seg(a.batch / std::max(a.group, 1) * a.tk);
 }
 
 std::string attentionForward(const AttnArgs &a) { return launch<ForwardLaunch>(a, "attention"); }

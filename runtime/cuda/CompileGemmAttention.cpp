@@ -319,19 +319,30 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   }
   Shape qs = shapeOf(op.inputs[0]), ks = shapeOf(op.inputs[1]), vs = shapeOf(op.inputs[2]);
   size_t r = qs.size();
-  int64_t heads = attrInt(op, "q_num_heads", 0); // > 0: ONNX Attention's 3-D form [B, T, heads * d]
-  if (heads < 0 || attrInt(op, "kv_num_heads", heads) != heads)
-    fail(op, "q_num_heads and kv_num_heads must be equal and positive (grouped-query attention is not supported)");
-  if (r < 2 || ks.size() != r || vs != ks || ks.back() != qs.back() ||
-      !std::equal(qs.begin(), qs.end() - 2, ks.begin()) || (heads && (r != 3 || qs.back() % heads)))
+  // > 0: ONNX Attention's 3-D form [B, T, heads * d], K and V [B, T, kvHeads * d].
+  int64_t heads = attrInt(op, "q_num_heads", 0), kvHeads = attrInt(op, "kv_num_heads", heads);
+  if (heads < 0 || (heads ? kvHeads < 1 || heads % kvHeads : kvHeads != 0))
+    fail(op, "q_num_heads must be a positive multiple of kv_num_heads (or both absent)");
+  // Grouped-query attention: query heads per K/V head (the 4-D form's head axis, the one before T).
+  int64_t group = heads ? heads / kvHeads : r >= 3 && ks.size() == r && ks[r - 3] > 0 ? qs[r - 3] / ks[r - 3] : 1;
+  Shape repeated = ks; // K's shape with its heads repeated for Q's
+  if (heads && r == 3)
+    repeated.back() *= group;
+  else if (r >= 3 && ks.size() == r)
+    repeated[r - 3] *= group;
+  if (r < 2 || ks.size() != r || vs != ks || repeated.back() != qs.back() || group < 1 ||
+      !std::equal(qs.begin(), qs.end() - 2, repeated.begin()) || (heads && (r != 3 || qs.back() % heads)))
     fail(op, "Q " + shapeString(qs) + ", K " + shapeString(ks) + " and V " + shapeString(vs) +
-                 (heads ? " must be [B, T, heads * d] with " + std::to_string(heads) + " heads"
-                        : std::string(" must be [..., T, d] with one batch and one head width")));
+                 (heads ? " must be [B, T, heads * d] with " + std::to_string(heads) + " and " +
+                              std::to_string(kvHeads) + " heads"
+                        : std::string(" must be [..., T, d] with one batch and one head width (K and V may have "
+                                      "fewer heads, a divisor of Q's)")));
   a.batch = numElements(Shape(qs.begin(), qs.end() - 2)) * std::max<int64_t>(heads, 1);
   a.tq = int(qs[r - 2]);
   a.tk = int(ks[r - 2]);
   a.d = int(qs[r - 1] / std::max<int64_t>(heads, 1));
   a.heads = int(heads);
+  a.group = int(group);
   if (qs[r - 2] > INT32_MAX || ks[r - 2] > INT32_MAX)
     fail(op, "sequences longer than 2^31 are not supported");
   if (a.d > dev::kAttentionMaxHeadDim)
@@ -356,7 +367,7 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
                "compile with fp8-opt --activation-precision=f32");
     size_t workBytes = fused ? fused->workspaceBytes() : dev::attentionWorkspaceBytes(a, false);
     char *const *sp = scratch(workBytes);
-    attentionProgram(op, a, qs.back(), out, [workBytes, fused, sp](dev::AttnArgs a, cudaStream_t s) {
+    attentionProgram(op, a, {qs.back(), ks.back(), vs.back()}, out, [workBytes, fused, sp](dev::AttnArgs a, cudaStream_t s) {
       a.stream = s;
       a.work = workBytes ? *sp : nullptr;
       return fused ? fused->run(a) : dev::attentionForward(a);
@@ -388,7 +399,7 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   // runs (arenaGap(), where placeScratch() then puts it), else the fewest slices whose workspace
   // fits either, each a whole number of batch rows (heads in place: `heads` (batch, head) pairs a
   // row). The debugging bound slices to the bound alone.
-  int64_t slices = 1, unit = std::max<int64_t>(heads, 1);
+  int64_t slices = 1, unit = heads ? heads : group; // a slice holds whole groups
   size_t bound = opt_.attentionWorkspaceBytes ? opt_.attentionWorkspaceBytes
                                               : size_t(std::max<int64_t>(attrInt(op, "max_workspace_bytes", 0), 0));
   auto fits = [&](const dev::CudnnAttention &f) {
@@ -410,7 +421,7 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
   char *const *sp = scratch(need);
   float *outs[3] = {static_cast<float *>(devicePtr(op.outputs[0])), static_cast<float *>(devicePtr(op.outputs[1])),
                     static_cast<float *>(devicePtr(op.outputs[2]))};
-  attentionProgram(op, a, qs.back(), out, [outs, missing, work, fused, sp, slices](dev::AttnArgs a, cudaStream_t s) {
+  attentionProgram(op, a, {qs.back(), ks.back(), vs.back()}, out, [outs, missing, work, fused, sp, slices](dev::AttnArgs a, cudaStream_t s) {
     a.stream = s;
     a.work = *sp + work;
     a.delta = reinterpret_cast<float *>(*sp);
@@ -419,17 +430,18 @@ void CudaExecutor::compileAttention(const PlanOp &op, bool grad, std::vector<Ste
     a.dv = outs[2] ? outs[2] : reinterpret_cast<float *>(*sp + missing[2]);
     if (!fused)
       return dev::attentionBackward(a);
-    const int64_t n = a.batch / slices, qUnit = int64_t(a.tq) * a.d, kUnit = int64_t(a.tk) * a.d;
+    // Elements of a slice: Q-shaped, K-shaped (batch / group entries), LSE.
+    const int64_t n = a.batch / slices, qUnit = n * a.tq * a.d, kUnit = n / a.group * a.tk * a.d, lUnit = n * a.tq;
     for (int64_t j = 0; j < slices; ++j) { // slice j: pairs [j n, (j + 1) n), one after another in the workspace
       dev::AttnArgs p = a;
       p.batch = n;
       auto at = [&](auto *ptr, int slot, int64_t unit) { // BF16 (AttnArgs::bf16) or float32 elements
         using T = std::remove_pointer_t<decltype(ptr)>;
         return reinterpret_cast<T *>(reinterpret_cast<std::conditional_t<std::is_const_v<T>, const char *, char *>>(ptr) +
-                                     j * n * unit * (slot >= 0 && a.bf16[slot] ? 2 : 4));
+                                     j * unit * (slot >= 0 && a.bf16[slot] ? 2 : 4));
       };
       p.q = at(a.q, 0, qUnit), p.k = at(a.k, 1, kUnit), p.v = at(a.v, 2, kUnit);
-      p.yIn = at(a.yIn, 4, qUnit), p.dy = at(a.dy, 5, qUnit), p.lseIn = at(a.lseIn, -1, a.tq);
+      p.yIn = at(a.yIn, 4, qUnit), p.dy = at(a.dy, 5, qUnit), p.lseIn = at(a.lseIn, -1, lUnit);
       p.dq = at(a.dq, 6, qUnit), p.dk = at(a.dk, 7, kUnit), p.dv = at(a.dv, 8, kUnit);
       if (std::string e = fused->run(p); !e.empty())
         return e;
@@ -447,7 +459,7 @@ std::shared_ptr<const dev::CudnnAttention> CudaExecutor::cudnnAttention(const de
   unsigned bf16 = 0; // the workspace holds BF16 copies of the float32 operands only
   for (int i = 0; i < 9; ++i)
     bf16 |= unsigned(a.bf16[i]) << i;
-  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.scale, a.causal, bf16);
+  auto key = std::make_tuple(backward, a.batch, a.tq, a.tk, a.d, a.heads, a.group, a.scale, a.causal, bf16);
   auto [it, added] = cudnnGraphs_.try_emplace(key);
   if (!added)
     return it->second;
@@ -461,7 +473,7 @@ std::shared_ptr<const dev::CudnnAttention> CudaExecutor::cudnnAttention(const de
 }
 
 template <class Launch>
-void CudaExecutor::attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength,
+void CudaExecutor::attentionProgram(const PlanOp &op, const dev::AttnArgs &a, std::array<int64_t, 3> rowLength,
                                     std::vector<Step> &out, Launch launch) {
   std::function<Step(AttnBias)> withBias = [a, launch](AttnBias bias) -> Step {
     dev::AttnArgs b = a;

@@ -303,21 +303,21 @@ private:
   /// fuseResidualNorms()), and float32 GELUs.
   std::map<size_t, dev::EwArgs> adds_, gelus_;
   /// A BF16 octet::Attention or AttentionGrad: its launch with biases for Q, K and V, which the
-  /// operands' BF16 conversion adds (rows `rowLength` long).
+  /// operands' BF16 conversion adds (rows `rowLength[i]` long: Q's, K's, V's).
   using AttnBias = std::array<const float *, 3>;
   struct AttentionOp {
     std::function<Step(AttnBias)> withBias;
-    int64_t rowLength;
+    std::array<int64_t, 3> rowLength;
   };
   std::map<size_t, AttentionOp> attentions_;
   std::shared_ptr<const dev::CudnnAttention> cudnnAttention(const dev::AttnArgs &a, bool backward);
-  std::map<std::tuple<bool, int64_t, int, int, int, int, float, bool, unsigned>,
+  std::map<std::tuple<bool, int64_t, int, int, int, int, int, float, bool, unsigned>,
            std::shared_ptr<const dev::CudnnAttention>>
       cudnnGraphs_;
   std::set<std::string> cudnnNotes_;
   template <class Launch>
-  void attentionProgram(const PlanOp &op, const dev::AttnArgs &a, int64_t rowLength, std::vector<Step> &out,
-                        Launch launch);
+  void attentionProgram(const PlanOp &op, const dev::AttnArgs &a, std::array<int64_t, 3> rowLength,
+                        std::vector<Step> &out, Launch launch);
   std::map<size_t, dev::CopyArgs> transposes_;
   void foldGemmBias();
   /// Program `at` runs `step` instead of its own launches, which stay as its parts (check() runs

@@ -103,22 +103,29 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
           std::to_string(a.heads) + " heads";
     return nullptr;
   }
+  if (a.group < 1 || a.batch % a.group || (a.heads && a.heads % a.group)) {
+    why = std::to_string(a.group) + " query heads per K/V head do not divide the heads";
+    return nullptr;
+  }
   auto impl = std::make_unique<Impl>();
   impl->backward = backward;
-  const int64_t H = a.heads ? a.heads : 1, B = a.batch / H, d = a.d;
-  // [B, H, T, d] over the executor's layouts (see the file comment).
-  auto strides = [&](int64_t t) -> std::vector<int64_t> {
-    return a.heads ? std::vector<int64_t>{t * H * d, d, H * d, 1} : std::vector<int64_t>{t * d, t * d, d, 1};
+  // Q [B, H, T, d] and K, V [B, G, T, d] (grouped-query: G = H / group). One head per batch entry
+  // describes its groups as [batch / group, group, T, d] against [batch / group, 1, T, d].
+  const int64_t H = a.heads ? a.heads : a.group, B = a.batch / H, G = H / a.group, d = a.d;
+  // [B, heads, T, d] over the executor's layouts (see the file comment).
+  auto strides = [&](int64_t t, int64_t heads) -> std::vector<int64_t> {
+    return a.heads ? std::vector<int64_t>{t * heads * d, d, heads * d, 1}
+                   : std::vector<int64_t>{heads * t * d, t * d, d, 1};
   };
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&](const char *name, Uid uid, int64_t t) {
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, H, t, d}).set_stride(
-        strides(t)));
+  auto tensor = [&](const char *name, Uid uid, int64_t t, int64_t heads) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, heads, t, d}).set_stride(
+        strides(t, heads)));
   };
-  auto q = tensor("Q", kQ, a.tq), k = tensor("K", kK, a.tk), v = tensor("V", kV, a.tk);
+  auto q = tensor("Q", kQ, a.tq, H), k = tensor("K", kK, a.tk, G), v = tensor("V", kV, a.tk, G);
   std::vector<int64_t> statsDim{B, H, a.tq, 1}, statsStride{H * a.tq, a.tq, 1, 1};
   try {
     if (!backward) {
@@ -126,11 +133,11 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
       if (a.causal)
         o.set_causal_mask(true); // top-left, as Octet's mask: key j hidden from query i when j > i
       auto [out, stats] = g->sdpa(q, k, v, o);
-      out->set_output(true).set_uid(kO).set_dim({B, H, a.tq, d}).set_stride(strides(a.tq));
+      out->set_output(true).set_uid(kO).set_dim({B, H, a.tq, d}).set_stride(strides(a.tq, H));
       stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim(statsDim).set_stride(
           statsStride);
     } else {
-      auto out = tensor("O", kO, a.tq), dOut = tensor("dO", kDO, a.tq);
+      auto out = tensor("O", kO, a.tq, H), dOut = tensor("dO", kDO, a.tq, H);
       auto stats = g->tensor(fe::graph::Tensor_attributes()
                                  .set_name("Stats")
                                  .set_uid(kStats)
@@ -144,9 +151,9 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
       if (a.causal)
         o.set_causal_mask(true);
       auto [dq, dk, dv] = g->sdpa_backward(q, k, v, out, dOut, stats, o);
-      dq->set_output(true).set_uid(kDQ).set_dim({B, H, a.tq, d}).set_stride(strides(a.tq));
-      dk->set_output(true).set_uid(kDK).set_dim({B, H, a.tk, d}).set_stride(strides(a.tk));
-      dv->set_output(true).set_uid(kDV).set_dim({B, H, a.tk, d}).set_stride(strides(a.tk));
+      dq->set_output(true).set_uid(kDQ).set_dim({B, H, a.tq, d}).set_stride(strides(a.tq, H));
+      dk->set_output(true).set_uid(kDK).set_dim({B, G, a.tk, d}).set_stride(strides(a.tk, G));
+      dv->set_output(true).set_uid(kDV).set_dim({B, G, a.tk, d}).set_stride(strides(a.tk, G));
     }
     fe::error_t e = g->build(lib.handle, {fe::HeurMode_t::A});
     if (e.is_good())
@@ -162,7 +169,7 @@ std::unique_ptr<CudnnAttention> CudnnAttention::build(const AttnArgs &a, bool ba
   }
   impl->graph = std::move(g);
   impl->qElems = a.batch * a.tq * d;
-  impl->kElems = a.batch * a.tk * d;
+  impl->kElems = a.batch / a.group * a.tk * d;
   impl->statsElems = a.batch * a.tq;
   // Q, K, V, O; backward: dO, dQ, dK, dV.
   const int64_t elems[8] = {impl->qElems, impl->kElems, impl->kElems, impl->qElems,
@@ -189,7 +196,8 @@ std::string CudnnAttention::run(const AttnArgs &a) const {
     return "cuDNN attention: no workspace";
   char *w = static_cast<char *>(a.work);
   auto bf16 = [&](int i) { return reinterpret_cast<uint16_t *>(w + m.off[i]); };
-  const int64_t width = int64_t(a.d) * (a.heads ? a.heads : 1); // a bias's row length
+  // A bias's row length: Q's, and K's and V's (grouped-query: fewer heads).
+  const int64_t width = int64_t(a.d) * (a.heads ? a.heads : 1), kvWidth = a.heads ? width / a.group : width;
   // Operands the plan stores in BF16 are read where they are (AttnArgs::bf16, slot order q, k, v,
   // y, yIn, dy, dq, dk, dv); float32 ones go through BF16 copies in the workspace.
   Bf16Pack in;
@@ -197,7 +205,8 @@ std::string CudnnAttention::run(const AttnArgs &a) const {
     if (a.bf16[arg])
       return;
     int j = in.count++;
-    in.src[j] = src, in.bias[j] = bias, in.width[j] = width, in.dst[j] = bf16(slot), in.n[j] = n;
+    in.src[j] = src, in.bias[j] = bias, in.width[j] = slot == 1 || slot == 2 ? kvWidth : width,
+    in.dst[j] = bf16(slot), in.n[j] = n;
   };
   pack(a.q, a.bias[0], 0, 0, m.qElems);
   pack(a.k, a.bias[1], 1, 1, m.kElems);

@@ -387,7 +387,9 @@ std::string gemmEpilogue(const EpilogueArgs &a, cudaStream_t s);
 constexpr int kAttentionMaxHeadDim = kCudaAttentionMaxHeadDim;
 /// Q, K, V, Y, dY, dQ, dK, dV are [batch, t, d] contiguous (K, V: tk rows), or with `heads` > 0
 /// [batch / heads, t, heads * d] (ONNX Attention's 3-D form: head h of row i at i * heads * d +
-/// h * d); LSE and delta are [batch, tq] either way. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
+/// h * d); LSE and delta are [batch, tq] either way. Grouped-query attention (`group` > 1): K, V,
+/// dK and dV hold batch / group entries (heads / group heads in place), Q's entry b reading K/V
+/// entry b / group. Forward writes y and lse (lse may be null); backward reads yIn, lseIn and dy,
 /// uses `delta` (batch * tq floats of scratch) and writes dq, dk, dv. `precision` is the tensor-core
 /// operand type (FP32 accumulation either way).
 enum class AttnPrecision { TF32, BF16 };
@@ -399,6 +401,7 @@ struct AttnArgs {
   int64_t batch = 0;
   int tq = 0, tk = 0, d = 0;
   int heads = 0;
+  int group = 1; // query heads per K/V head
   float scale = 1.0f;
   bool causal = false;
   AttnPrecision precision = AttnPrecision::TF32;

@@ -424,11 +424,11 @@ void CudaExecutor::foldGemmBias() {
           continue;
         }
         auto at = attentions_.find(r);
-        if (at == attentions_.end() || !programOf.count(r) || at->second.rowLength != N)
+        if (at == attentions_.end() || !programOf.count(r))
           return decltype(uses)();
         for (size_t i = 0; i < rop.inputs.size(); ++i)
           if (rop.inputs[i] == x) {
-            if (i >= 3)
+            if (i >= 3 || at->second.rowLength[i] != N)
               return decltype(uses)();
             uses.push_back({r, int(i)});
           }

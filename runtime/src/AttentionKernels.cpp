@@ -13,6 +13,12 @@
 // head-major copies, computed as above, and scattered back, so the values are those of the
 // Transposes this form replaces followed by the 4-D node.
 //
+// Grouped-query attention (ONNX Attention's kv_num_heads < q_num_heads): K and V have G heads
+// where Q has H, a multiple of G (3-D form: kv_num_heads = G, K and V [B, Tk, G * d]; 4-D form:
+// K and V [B, G, Tk, d] against Q's [B, H, Tq, d]), and query head h reads K/V head h / (H / G),
+// the head HF's repeat_kv copies there. dK and dV sum the group's heads' contributions in head
+// order.
+//
 // octet::AttentionGrad(Q, K, V, Y, LSE, dY) -> (dQ, dK, dV) recomputes P from LSE:
 //   P = exp(S - LSE), dV = P^T dY, dP = dY V^T, D_i = sum_c dY_ic Y_ic,
 //   dS = P (dP - D), dQ = scale dS K, dK = scale dS^T Q.
@@ -31,7 +37,9 @@ namespace {
 
 struct AttnShape {
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
-  int64_t heads = 0; // > 0: 3-D operands [B, T, heads * width], batch = B * heads
+  int64_t heads = 0;   // > 0: 3-D operands [B, T, heads * width], batch = B * heads
+  int64_t kvHeads = 0; // the 3-D form's K/V heads (heads / group)
+  int64_t group = 1;   // query heads per K/V head: Q's (batch) entry b reads K/V entry b / group
 };
 
 AttnShape attnShape(const KernelContext &c) {
@@ -41,32 +49,42 @@ AttnShape attnShape(const KernelContext &c) {
       c.fail("Q, K and V must be float32");
   AttnShape s;
   s.heads = c.attrInt("q_num_heads", 0);
-  if (s.heads < 0 || c.attrInt("kv_num_heads", s.heads) != s.heads)
-    c.fail("q_num_heads and kv_num_heads must be equal and positive (grouped-query attention is not supported)");
+  s.kvHeads = c.attrInt("kv_num_heads", s.heads);
+  if (s.heads < 0 || (s.heads && (s.kvHeads < 1 || s.heads % s.kvHeads)) || (!s.heads && s.kvHeads))
+    c.fail("q_num_heads must be a positive multiple of kv_num_heads (or both absent)");
   if (q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank() || (s.heads && q.rank() != 3))
     c.fail(s.heads ? "Q, K and V must be [B, T, heads * d] with q_num_heads" : "Q, K and V must have one rank, at least 2");
   size_t r = size_t(q.rank());
+  auto mismatch = [&](const std::string &why) {
+    c.fail("Q " + shapeString(q.shape) + ", K " + shapeString(k.shape) + " and V " + shapeString(v.shape) + " " + why);
+  };
   for (size_t i = 0; i + 2 < r; ++i) {
-    if (k.shape[i] != q.shape[i] || v.shape[i] != q.shape[i])
-      c.fail("Q " + shapeString(q.shape) + ", K " + shapeString(k.shape) + " and V " + shapeString(v.shape) +
-             " differ in their leading dimensions");
+    if (k.shape[i] != v.shape[i])
+      mismatch("differ in their leading dimensions");
+    // The 4-D form's grouped query heads: K/V's head axis (the one before T) divides Q's.
+    if (k.shape[i] != q.shape[i] && (i + 3 != r || k.shape[i] < 1 || q.shape[i] % k.shape[i]))
+      mismatch("differ in their leading dimensions (K and V may have fewer heads than Q, a divisor of them)");
+    if (k.shape[i] != q.shape[i])
+      s.group = q.shape[i] / k.shape[i];
     s.batch *= q.shape[i];
   }
   s.tq = q.shape[r - 2];
   s.d = q.shape[r - 1];
   s.tk = k.shape[r - 2];
   s.dv = v.shape[r - 1];
-  if (k.shape[r - 1] != s.d || v.shape[r - 2] != s.tk)
-    c.fail("K " + shapeString(k.shape) + " and V " + shapeString(v.shape) + " do not match Q " +
-           shapeString(q.shape));
   if (s.heads) {
-    if (s.d % s.heads || s.dv % s.heads)
-      c.fail("the last dimensions of Q " + shapeString(q.shape) + " and V " + shapeString(v.shape) +
-             " are not multiples of q_num_heads " + std::to_string(s.heads));
+    s.group = s.heads / s.kvHeads;
+    if (s.d % s.heads || s.dv % s.kvHeads || k.shape[2] % s.kvHeads || k.shape[2] / s.kvHeads != s.d / s.heads)
+      mismatch("are not [B, T, " + std::to_string(s.heads) + " heads * d] and [B, T, " + std::to_string(s.kvHeads) +
+               " kv heads * d]");
     s.batch *= s.heads;
     s.d /= s.heads;
-    s.dv /= s.heads;
+    s.dv /= s.kvHeads;
+  } else if (k.shape[r - 1] != s.d) {
+    mismatch("do not agree on the head width");
   }
+  if (v.shape[r - 2] != s.tk)
+    mismatch("do not agree on the number of keys");
   return s;
 }
 
@@ -80,14 +98,16 @@ void swapHeads(const float *src, float *dst, int64_t batch, int64_t t, int64_t h
       }
 }
 
-/// Input i as head-major [batch, T, w] floats: the tensor's own data, or (3-D form) a copy in `buf`.
+/// Input i as head-major [entries, T, w] floats (entries: Q's batch, or K/V's when `kv`): the
+/// tensor's own data, or (3-D form) a copy in `buf`.
 const float *headMajorInput(const KernelContext &c, size_t i, const AttnShape &s, int64_t t, int64_t w,
-                            std::vector<float> &buf) {
+                            std::vector<float> &buf, bool kv = false) {
   const float *x = c.input(i).data<float>();
   if (!s.heads)
     return x;
-  buf.resize(size_t(s.batch * t * w));
-  swapHeads(x, buf.data(), s.batch / s.heads, t, s.heads, w, true);
+  int64_t heads = kv ? s.kvHeads : s.heads;
+  buf.resize(size_t(s.batch / s.heads * heads * t * w));
+  swapHeads(x, buf.data(), s.batch / s.heads, t, heads, w, true);
   return buf.data();
 }
 
@@ -97,13 +117,16 @@ struct HeadMajorOutput {
   Tensor t;
   std::vector<float> buf;
   const AttnShape &s;
-  int64_t rows, w;
-  HeadMajorOutput(Shape shape, const AttnShape &s, int64_t rows, int64_t w)
-      : t(DType::F32, std::move(shape)), buf(s.heads ? size_t(s.batch * rows * w) : 0), s(s), rows(rows), w(w) {}
+  int64_t rows, w, heads;
+  HeadMajorOutput(Shape shape, const AttnShape &s, int64_t rows, int64_t w, bool kv = false)
+      : t(DType::F32, std::move(shape)), s(s), rows(rows), w(w), heads(kv ? s.kvHeads : s.heads) {
+    if (s.heads)
+      buf.resize(size_t(s.batch / s.heads * heads * rows * w));
+  }
   float *data() { return s.heads ? buf.data() : t.data<float>(); }
   Tensor done() {
     if (s.heads)
-      swapHeads(buf.data(), t.data<float>(), s.batch / s.heads, rows, s.heads, w, false);
+      swapHeads(buf.data(), t.data<float>(), s.batch / s.heads, rows, heads, w, false);
     return std::move(t);
   }
 };
@@ -141,10 +164,11 @@ void attentionKernel(KernelContext &c) {
   HeadMajorOutput y(ys, s, s.tq, s.dv);
   Tensor lse(DType::F32, ls);
   std::vector<float> p(size_t(s.tq * s.tk)), qb, kb, vb;
-  const float *q = headMajorInput(c, 0, s, s.tq, s.d, qb), *k = headMajorInput(c, 1, s, s.tk, s.d, kb),
-              *v = headMajorInput(c, 2, s, s.tk, s.dv, vb);
+  const float *q = headMajorInput(c, 0, s, s.tq, s.d, qb), *k = headMajorInput(c, 1, s, s.tk, s.d, kb, true),
+              *v = headMajorInput(c, 2, s, s.tk, s.dv, vb, true);
   for (int64_t b = 0; b < s.batch; ++b) {
-    scores(q + b * s.tq * s.d, k + b * s.tk * s.d, s, scale, causal, p.data());
+    const int64_t kvb = b / s.group;
+    scores(q + b * s.tq * s.d, k + kvb * s.tk * s.d, s, scale, causal, p.data());
     for (int64_t i = 0; i < s.tq; ++i) {
       float *row = p.data() + i * s.tk;
       float mx = -INFINITY;
@@ -158,7 +182,7 @@ void attentionKernel(KernelContext &c) {
       lse.data<float>()[b * s.tq + i] = float(double(mx) + std::log(sum));
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s.tq), int(s.dv), int(s.tk), 1.0f, p.data(),
-                int(s.tk), v + b * s.tk * s.dv, int(s.dv), 0.0f, y.data() + b * s.tq * s.dv, int(s.dv));
+                int(s.tk), v + kvb * s.tk * s.dv, int(s.dv), 0.0f, y.data() + b * s.tq * s.dv, int(s.dv));
   }
   c.setOutput(0, y.done());
   if (c.wantsOutput(1))
@@ -174,14 +198,17 @@ void attentionGradKernel(KernelContext &c) {
   if (y.dtype != DType::F32 || dy.dtype != DType::F32 || lse.dtype != DType::F32 || y.shape != ys ||
       dy.shape != ys || lse.shape != ls)
     c.fail("Y and dY must be float32 " + shapeString(ys) + " and LSE float32 " + shapeString(ls));
-  HeadMajorOutput dq(c.input(0).shape, s, s.tq, s.d), dk(c.input(1).shape, s, s.tk, s.d),
-      dv(c.input(2).shape, s, s.tk, s.dv);
+  HeadMajorOutput dq(c.input(0).shape, s, s.tq, s.d), dk(c.input(1).shape, s, s.tk, s.d, true),
+      dv(c.input(2).shape, s, s.tk, s.dv, true);
   std::vector<float> p(size_t(s.tq * s.tk)), dp(size_t(s.tq * s.tk)), bufs[5];
-  const float *q = headMajorInput(c, 0, s, s.tq, s.d, bufs[0]), *k = headMajorInput(c, 1, s, s.tk, s.d, bufs[1]),
-              *v = headMajorInput(c, 2, s, s.tk, s.dv, bufs[2]), *yh = headMajorInput(c, 3, s, s.tq, s.dv, bufs[3]),
-              *dyh = headMajorInput(c, 5, s, s.tq, s.dv, bufs[4]);
+  const float *q = headMajorInput(c, 0, s, s.tq, s.d, bufs[0]), *k = headMajorInput(c, 1, s, s.tk, s.d, bufs[1], true),
+              *v = headMajorInput(c, 2, s, s.tk, s.dv, bufs[2], true),
+              *yh = headMajorInput(c, 3, s, s.tq, s.dv, bufs[3]), *dyh = headMajorInput(c, 5, s, s.tq, s.dv, bufs[4]);
   for (int64_t b = 0; b < s.batch; ++b) {
-    const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+    // A group's query heads are consecutive: the first writes its K/V entry's dK and dV, the others add.
+    const int64_t kvb = b / s.group;
+    const float beta = b % s.group ? 1.0f : 0.0f;
+    const float *qb = q + b * s.tq * s.d, *kb = k + kvb * s.tk * s.d, *vb = v + kvb * s.tk * s.dv;
     const float *yb = yh + b * s.tq * s.dv, *dyb = dyh + b * s.tq * s.dv;
     const float *lb = lse.data<float>() + b * s.tq;
     scores(qb, kb, s, scale, causal, p.data());
@@ -189,7 +216,7 @@ void attentionGradKernel(KernelContext &c) {
       for (int64_t j = 0; j < s.tk; ++j)
         p[size_t(i * s.tk + j)] = float(std::exp(double(p[size_t(i * s.tk + j)]) - double(lb[i])));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(s.tk), int(s.dv), int(s.tq), 1.0f, p.data(), int(s.tk),
-                dyb, int(s.dv), 0.0f, dv.data() + b * s.tk * s.dv, int(s.dv));
+                dyb, int(s.dv), beta, dv.data() + kvb * s.tk * s.dv, int(s.dv));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(s.tq), int(s.tk), int(s.dv), 1.0f, dyb, int(s.dv), vb,
                 int(s.dv), 0.0f, dp.data(), int(s.tk));
     for (int64_t i = 0; i < s.tq; ++i) {
@@ -204,7 +231,7 @@ void attentionGradKernel(KernelContext &c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(s.tq), int(s.d), int(s.tk), scale, dp.data(),
                 int(s.tk), kb, int(s.d), 0.0f, dq.data() + b * s.tq * s.d, int(s.d));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(s.tk), int(s.d), int(s.tq), scale, dp.data(), int(s.tk),
-                qb, int(s.d), 0.0f, dk.data() + b * s.tk * s.d, int(s.d));
+                qb, int(s.d), beta, dk.data() + kvb * s.tk * s.d, int(s.d));
   }
   c.setOutput(0, dq.done());
   c.setOutput(1, dk.done());

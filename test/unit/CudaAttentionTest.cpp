@@ -37,19 +37,19 @@ namespace {
 namespace dev = octet::rt::cuda::dev;
 
 /// The CPU reference's octet::Attention and AttentionGrad of q, k, v (and dy from the reference's own
-/// Y and LSE): {Y, LSE, dQ, dK, dV}. heads > 0: [batch, t, heads * d] operands (q_num_heads).
+/// Y and LSE): {Y, LSE, dQ, dK, dV}. heads > 0: [batch, t, heads * d] operands (q_num_heads), K and
+/// V with heads / group heads (kv_num_heads); else K and V [batch / group, t, d].
 std::vector<TensorPtr> cpuAttention(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &dy, float scale,
-                                    bool causal, int64_t heads) {
+                                    bool causal, int64_t heads, int64_t group = 1) {
   std::map<std::string, Attr> attrs;
   attrs["scale"].kind = Attr::Float;
   attrs["scale"].f = scale;
   attrs["is_causal"].kind = Attr::Int;
   attrs["is_causal"].i = causal;
-  if (heads)
-    for (const char *n : {"q_num_heads", "kv_num_heads"}) {
-      attrs[n].kind = Attr::Int;
-      attrs[n].i = heads;
-    }
+  if (heads) {
+    attrs["q_num_heads"].i = heads;
+    attrs["kv_num_heads"].i = heads / group;
+  }
   std::vector<TensorPtr> out = runCpuKernel("octet::Attention", attrs, {q, k, v}, 2);
   std::vector<TensorPtr> grads = runCpuKernel("octet::AttentionGrad", attrs, {q, k, v, *out[0], *out[1], dy}, 3);
   out.insert(out.end(), grads.begin(), grads.end());
@@ -118,13 +118,15 @@ TEST(CudaExecutor, GemmBiasFoldedIntoAttention) {
 
 /// octet::Attention and octet::AttentionGrad on tensor cores, TF32 and BF16 operands, against the CPU reference:
 /// causal and unmasked, head widths that are and are not multiples of 4 and of the 32/64/128
-/// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk.
+/// tiles, sequences that are not multiples of the 64-row tiles, Tq != Tk, grouped-query attention
+/// (K and V shared by 2, 3 or 4 query heads, with and without the heads in place).
 TEST(CudaKernels, AttentionMatchesTheCpu) {
   REQUIRE_GPU();
   struct Case {
     int64_t batch, tq, tk, d;
     bool causal;
     int64_t heads = 0; // > 0: [batch, t, heads * d] operands (q_num_heads), heads in place
+    int64_t group = 1; // query heads per K/V head
   };
   for (dev::AttnPrecision precision : {dev::AttnPrecision::TF32, dev::AttnPrecision::BF16}) {
     bool bf16 = precision == dev::AttnPrecision::BF16;
@@ -133,17 +135,22 @@ TEST(CudaKernels, AttentionMatchesTheCpu) {
     const double tol = bf16 ? 1e-2 : 1e-3;
     for (Case cs : {Case{3, 100, 100, 40, true}, Case{2, 77, 130, 64, false}, Case{2, 192, 192, 128, true},
                     Case{1, 65, 65, 18, true}, Case{4, 33, 20, 100, false}, Case{2, 256, 256, 128, false},
-                    Case{2, 130, 130, 128, true, 3}, Case{1, 77, 100, 40, false, 2}, Case{1, 65, 65, 18, true, 4}}) {
+                    Case{2, 130, 130, 128, true, 3}, Case{1, 77, 100, 40, false, 2}, Case{1, 65, 65, 18, true, 4},
+                    Case{4, 100, 100, 40, true, 0, 2}, Case{6, 77, 130, 64, false, 0, 3},
+                    Case{2, 130, 130, 128, true, 4, 4}, Case{1, 77, 100, 40, false, 6, 3}}) {
       SCOPED_TRACE(std::string(bf16 ? "BF16" : "TF32") + " batch " + std::to_string(cs.batch) + " tq " +
                    std::to_string(cs.tq) + " tk " + std::to_string(cs.tk) + " d " + std::to_string(cs.d) +
-                   (cs.causal ? " causal" : "") + (cs.heads ? " heads in place " + std::to_string(cs.heads) : ""));
+                   (cs.causal ? " causal" : "") + (cs.heads ? " heads in place " + std::to_string(cs.heads) : "") +
+                   (cs.group > 1 ? " group " + std::to_string(cs.group) : ""));
       std::mt19937 rng(uint32_t(cs.tq * 7 + cs.d));
       const int64_t width = cs.d * std::max<int64_t>(cs.heads, 1);
+      // K and V: grouped-query, the heads (or, one head per entry, the entries) divided by the group.
+      const int64_t kvBatch = cs.heads ? cs.batch : cs.batch / cs.group, kvWidth = cs.heads ? width / cs.group : width;
       Tensor q = randomTensor({cs.batch, cs.tq, width}, rng, 1.0f),
-             k = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f), v = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f),
+             k = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f), v = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f),
              dy = randomTensor({cs.batch, cs.tq, width}, rng, 1e-3f);
       float scale = 1.0f / std::sqrt(float(cs.d));
-      std::vector<TensorPtr> ref = cpuAttention(q, k, v, dy, scale, cs.causal, cs.heads);
+      std::vector<TensorPtr> ref = cpuAttention(q, k, v, dy, scale, cs.causal, cs.heads, cs.group);
       std::vector<TensorPtr> fwd(ref.begin(), ref.begin() + 2), bwd(ref.begin() + 2, ref.end());
 
       size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * std::max<int64_t>(cs.heads, 1) * cs.tq);
@@ -157,7 +164,7 @@ TEST(CudaKernels, AttentionMatchesTheCpu) {
       dev::AttnArgs a;
       a.q = dq.p, a.k = dk.p, a.v = dv.p, a.y = dyOut.p, a.lse = dlse.p;
       a.batch = cs.batch * std::max<int64_t>(cs.heads, 1), a.tq = int(cs.tq), a.tk = int(cs.tk), a.d = int(cs.d),
-      a.heads = int(cs.heads), a.scale = scale, a.causal = cs.causal, a.precision = precision;
+      a.heads = int(cs.heads), a.group = int(cs.group), a.scale = scale, a.causal = cs.causal, a.precision = precision;
       DeviceBuffer<float> work(dev::attentionWorkspaceBytes(a, true) / 4 + 1);
       a.work = work.p;
       ASSERT_EQ(dev::attentionForward(a), "");
@@ -371,32 +378,36 @@ TEST(CudaKernels, CudnnAttentionMatchesTheCpu) {
     bool causal;
     int64_t heads = 0;
     bool bias = false;
+    int64_t group = 1; // query heads per K/V head
   };
   for (Case cs : {Case{3, 100, 100, 40, true}, Case{2, 77, 130, 64, false}, Case{2, 192, 192, 128, true},
                   Case{2, 256, 256, 128, false}, Case{2, 130, 130, 128, true, 3, true}, Case{1, 77, 100, 40, false, 2},
-                  Case{2, 1024, 1024, 128, true, 4, true}}) {
+                  Case{2, 1024, 1024, 128, true, 4, true}, Case{4, 100, 100, 40, true, 0, false, 2},
+                  Case{2, 1024, 1024, 128, true, 8, true, 4}, Case{1, 77, 100, 64, false, 6, true, 3}}) {
     SCOPED_TRACE("batch " + std::to_string(cs.batch) + " tq " + std::to_string(cs.tq) + " tk " +
                  std::to_string(cs.tk) + " d " + std::to_string(cs.d) + (cs.causal ? " causal" : "") +
-                 (cs.heads ? " heads in place " + std::to_string(cs.heads) : "") + (cs.bias ? " biases" : ""));
+                 (cs.heads ? " heads in place " + std::to_string(cs.heads) : "") + (cs.bias ? " biases" : "") +
+                 (cs.group > 1 ? " group " + std::to_string(cs.group) : ""));
     std::mt19937 rng(uint32_t(cs.tq * 7 + cs.d));
     const int64_t width = cs.d * std::max<int64_t>(cs.heads, 1);
-    Tensor q = randomTensor({cs.batch, cs.tq, width}, rng, 1.0f), k = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f),
-           v = randomTensor({cs.batch, cs.tk, width}, rng, 1.0f), dy = randomTensor({cs.batch, cs.tq, width}, rng, 1e-3f);
-    Tensor bias[3] = {randomTensor({width}, rng, 0.1f), randomTensor({width}, rng, 0.1f),
-                      randomTensor({width}, rng, 0.1f)};
+    const int64_t kvBatch = cs.heads ? cs.batch : cs.batch / cs.group, kvWidth = cs.heads ? width / cs.group : width;
+    Tensor q = randomTensor({cs.batch, cs.tq, width}, rng, 1.0f), k = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f),
+           v = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f), dy = randomTensor({cs.batch, cs.tq, width}, rng, 1e-3f);
+    Tensor bias[3] = {randomTensor({width}, rng, 0.1f), randomTensor({kvWidth}, rng, 0.1f),
+                      randomTensor({kvWidth}, rng, 0.1f)};
     // The CPU sees the biased operands.
     Tensor qb = q, kb = k, vb = v;
     if (cs.bias)
       for (auto [t, b] : {std::pair{&qb, &bias[0]}, std::pair{&kb, &bias[1]}, std::pair{&vb, &bias[2]}})
         for (int64_t i = 0; i < t->numel(); ++i)
-          t->data<float>()[i] += b->data<float>()[i % width];
+          t->data<float>()[i] += b->data<float>()[i % b->numel()];
     float scale = 1.0f / std::sqrt(float(cs.d));
-    std::vector<TensorPtr> ref = cpuAttention(qb, kb, vb, dy, scale, cs.causal, cs.heads);
+    std::vector<TensorPtr> ref = cpuAttention(qb, kb, vb, dy, scale, cs.causal, cs.heads, cs.group);
     std::vector<TensorPtr> fwd(ref.begin(), ref.begin() + 2), bwd(ref.begin() + 2, ref.end());
 
     size_t nq = size_t(q.numel()), nk = size_t(k.numel()), rows = size_t(cs.batch * std::max<int64_t>(cs.heads, 1) * cs.tq);
     DeviceBuffer<float> dq(nq), dk(nk), dv(nk), ddy(nq), y(nq), lse(rows), gq(nq), gk(nk), gv(nk), yIn(nq), lseIn(rows),
-        db0(static_cast<size_t>(width)), db1(static_cast<size_t>(width)), db2(static_cast<size_t>(width));
+        db0(static_cast<size_t>(width)), db1(static_cast<size_t>(kvWidth)), db2(static_cast<size_t>(kvWidth));
     auto vec = [](const Tensor &t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
     dq.upload(vec(q)), dk.upload(vec(k)), dv.upload(vec(v)), ddy.upload(vec(dy));
     db0.upload(vec(bias[0])), db1.upload(vec(bias[1])), db2.upload(vec(bias[2]));
@@ -406,7 +417,8 @@ TEST(CudaKernels, CudnnAttentionMatchesTheCpu) {
     dev::AttnArgs a;
     a.q = dq.p, a.k = dk.p, a.v = dv.p, a.y = y.p, a.lse = lse.p;
     a.batch = cs.batch * std::max<int64_t>(cs.heads, 1), a.tq = int(cs.tq), a.tk = int(cs.tk), a.d = int(cs.d),
-    a.heads = int(cs.heads), a.scale = scale, a.causal = cs.causal, a.precision = dev::AttnPrecision::BF16;
+    a.heads = int(cs.heads), a.group = int(cs.group), a.scale = scale, a.causal = cs.causal,
+    a.precision = dev::AttnPrecision::BF16;
     if (cs.bias)
       a.bias[0] = db0.p, a.bias[1] = db1.p, a.bias[2] = db2.p;
     a.yIn = yIn.p, a.lseIn = lseIn.p, a.dy = ddy.p, a.dq = gq.p, a.dk = gk.p, a.dv = gv.p;
@@ -441,16 +453,19 @@ TEST(CudaKernels, CudnnAttentionMatchesTheCpu) {
   EXPECT_NE(why.find("multiples of 8"), std::string::npos) << why;
 }
 
-/// A te plan of octet::Attention and its gradient over [B, T, H * D] (heads in place, causal, scale
-/// 1/8): inputs q, k, v and dy; outputs y, lse, dq, dk and dv; with `bf16` every operand and result
-/// but the log-sum-exp stored in BF16 (fp8-opt --activation-precision=bf16).
-Plan attentionPlan(int64_t B, int64_t T, int64_t H, int64_t D, bool bf16) {
-  const int64_t W = H * D;
+/// A te plan of octet::Attention and its gradient (causal, scale 1/8) over [B, T, H * D] with the
+/// heads in place, K and V [B, T, G * D] (G = kvHeads, default H: kv_num_heads); or, `inPlace`
+/// false, Q [B, H, T, D] and K, V [B, G, T, D]. Inputs q, k, v and dy; outputs y, lse, dq, dk and
+/// dv; with `bf16` every operand and result but the log-sum-exp stored in BF16 (fp8-opt
+/// --activation-precision=bf16).
+Plan attentionPlan(int64_t B, int64_t T, int64_t H, int64_t D, bool bf16, int64_t kvHeads = 0, bool inPlace = true) {
+  const int64_t G = kvHeads ? kvHeads : H;
+  const Shape qs = inPlace ? Shape{B, T, H * D} : Shape{B, H, T, D}, ks = inPlace ? Shape{B, T, G * D} : Shape{B, G, T, D};
   Plan plan;
   plan.recipe = "te";
-  int q = addValue(plan, "q", {B, T, W}), k = addValue(plan, "k", {B, T, W}), v = addValue(plan, "v", {B, T, W});
-  int y = addValue(plan, "y", {B, T, W}), lse = addValue(plan, "lse", {B, H, T}), dy = addValue(plan, "dy", {B, T, W});
-  int dq = addValue(plan, "dq", {B, T, W}), dk = addValue(plan, "dk", {B, T, W}), dv = addValue(plan, "dv", {B, T, W});
+  int q = addValue(plan, "q", qs), k = addValue(plan, "k", ks), v = addValue(plan, "v", ks);
+  int y = addValue(plan, "y", qs), lse = addValue(plan, "lse", {B, H, T}), dy = addValue(plan, "dy", qs);
+  int dq = addValue(plan, "dq", qs), dk = addValue(plan, "dk", ks), dv = addValue(plan, "dv", ks);
   if (bf16)
     for (int id : {q, k, v, y, dy, dq, dk, dv})
       plan.values[size_t(id)].dtype = DType::BF16;
@@ -460,42 +475,49 @@ Plan attentionPlan(int64_t B, int64_t T, int64_t H, int64_t D, bool bf16) {
     op.attrs["scale"].kind = Attr::Float;
     op.attrs["scale"].f = 0.125f;
     op.attrs["is_causal"].i = 1;
-    op.attrs["q_num_heads"].i = H;
-    op.attrs["kv_num_heads"].i = H;
+    if (inPlace) {
+      op.attrs["q_num_heads"].i = H;
+      op.attrs["kv_num_heads"].i = G;
+    }
   }
   plan.inputs = {q, k, v, dy};
   plan.outputs = {y, lse, dq, dk, dv};
   return plan;
 }
 
-/// attentionPlan's inputs: q, k and v of magnitude 1, dy of 1e-3, [B, T, W] (BF16 for a BF16 plan).
-std::map<std::string, TensorPtr> attentionFeed(int64_t B, int64_t T, int64_t W, unsigned seed, bool bf16) {
+/// attentionPlan's inputs: q, k and v of magnitude 1, dy of 1e-3, of the plan's shapes (BF16 for a
+/// BF16 plan).
+std::map<std::string, TensorPtr> attentionFeed(const Plan &plan, unsigned seed, bool bf16) {
   std::mt19937 rng(seed);
   std::map<std::string, TensorPtr> feed;
-  for (const char *n : {"q", "k", "v", "dy"}) {
-    Tensor t = randomTensor({B, T, W}, rng, std::string(n) == "dy" ? 1e-3f : 1.0f);
+  for (int id : plan.inputs) {
+    const std::string &n = plan.values[size_t(id)].name;
+    Tensor t = randomTensor(plan.values[size_t(id)].shape, rng, n == "dy" ? 1e-3f : 1.0f);
     feed[n] = std::make_shared<Tensor>(bf16 ? t.castTo(DType::BF16) : t);
   }
   return feed;
 }
 
-/// A plan's BF16 attention (forward and gradient, heads in place, causal) runs through cuDNN by
-/// default, one graph per direction, and on Attention.cu's kernels with CudaOptions::cudnnAttention
-/// off; both within BF16's bound of the CPU, and each the same bits in every run (graphs included).
+/// A plan's BF16 attention (forward and gradient, causal) runs through cuDNN by default, one graph
+/// per direction, and on Attention.cu's kernels with CudaOptions::cudnnAttention off; both within
+/// BF16's bound of the CPU, and each the same bits in every run (graphs included). Heads in place,
+/// and grouped-query attention (4 query heads on 2 K/V heads) in both forms.
 TEST(CudaExecutor, AttentionRunsThroughCudnn) {
   REQUIRE_GPU();
   REQUIRE_CUDNN();
-  const int64_t B = 2, T = 256, H = 2, D = 64, W = H * D;
-  Plan plan = attentionPlan(B, T, H, D, false);
-  std::mt19937 rng(17);
-  std::map<std::string, TensorPtr> feed;
-  for (const char *n : {"q", "k", "v"})
-    feed[n] = std::make_shared<Tensor>(randomTensor({B, T, W}, rng, 1.0f));
-  feed["dy"] = std::make_shared<Tensor>(randomTensor({B, T, W}, rng, 1e-3f));
-  Executor cpu(plan);
-  cpu.run(feed, false);
+  const int64_t B = 2, T = 256, D = 64;
+  struct Form {
+    int64_t heads, kvHeads;
+    bool inPlace;
+  };
+  for (Form f : {Form{2, 2, true}, Form{4, 2, true}, Form{4, 2, false}})
   for (bool cudnn : {true, false}) {
-    SCOPED_TRACE(cudnn ? "cuDNN" : "Attention.cu");
+    SCOPED_TRACE(std::string(cudnn ? "cuDNN" : "Attention.cu") + " heads " + std::to_string(f.heads) + " kv heads " +
+                 std::to_string(f.kvHeads) + (f.inPlace ? " in place" : ""));
+    Plan plan = attentionPlan(B, T, f.heads, D, false, f.kvHeads, f.inPlace);
+    std::map<std::string, TensorPtr> feed = attentionFeed(plan, 17, false);
+    Executor cpu(plan);
+    cpu.run(feed, false);
     cuda::CudaOptions o;
     o.cudnnAttention = cudnn;
     auto gpu = cuda::makeCudaRunner(plan, o);
@@ -526,7 +548,7 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
   REQUIRE_CUDNN();
   const int64_t B = 2, T = 1024, H = 4, D = 64, W = H * D;
   Plan plan = attentionPlan(B, T, H, D, true);
-  std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 19, true);
+  std::map<std::string, TensorPtr> feed = attentionFeed(plan, 19, true);
   Executor cpu(plan);
   cpu.run(feed, false);
   auto gpu = cuda::makeCudaRunner(plan);
@@ -564,11 +586,13 @@ TEST(CudaExecutor, Bf16AttentionNeedsNoCopies) {
 TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
   REQUIRE_GPU();
   REQUIRE_CUDNN();
-  const int64_t B = 4, T = 512, H = 2, D = 64, W = H * D;
+  const int64_t B = 4, T = 512, D = 64;
+  for (int64_t H : {2, 4})
   for (bool bf16 : {false, true}) {
-    SCOPED_TRACE(bf16 ? "BF16" : "float32");
-    Plan plan = attentionPlan(B, T, H, D, bf16);
-    std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 29, bf16);
+    // H = 4: grouped-query, 2 query heads a K/V head (4-D form: a slice must hold whole groups).
+    SCOPED_TRACE(std::string(bf16 ? "BF16" : "float32") + " heads " + std::to_string(H));
+    Plan plan = attentionPlan(B, T, H, D, bf16, 2, H == 2);
+    std::map<std::string, TensorPtr> feed = attentionFeed(plan, 29, bf16);
     auto whole = cuda::makeCudaRunner(plan);
     Plan bounded = plan; // the compiler's bound (fp8-opt --attention-workspace-bytes): one batch row a slice
     for (PlanOp &op : bounded.ops)
@@ -599,9 +623,9 @@ TEST(CudaExecutor, AttentionGradientInBatchSlicesIsTheSameBits) {
 TEST(CudaExecutor, AttentionGradientTakesFreeArenaBytesBeforeSlicing) {
   REQUIRE_GPU();
   REQUIRE_CUDNN();
-  const int64_t B = 4, T = 512, H = 2, D = 64, W = H * D;
+  const int64_t B = 4, T = 512, H = 2, D = 64;
   Plan plan = attentionPlan(B, T, H, D, true);
-  std::map<std::string, TensorPtr> feed = attentionFeed(B, T, W, 31, true);
+  std::map<std::string, TensorPtr> feed = attentionFeed(plan, 31, true);
   auto whole = cuda::makeCudaRunner(plan);
   const size_t need = cuda::deviceMemory(*whole)["scratch"]; // the gradient's: the forward's is smaller
   ASSERT_GT(need, size_t(2) << 20);

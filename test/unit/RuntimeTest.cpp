@@ -236,11 +236,123 @@ TEST(Kernels, AttentionHeadsInPlace) {
     return std::string("no error");
   };
   Plan gqa = p3;
-  gqa.ops[0].attrs["kv_num_heads"].i = 1;
-  EXPECT_NE(error(gqa).find("grouped-query attention is not supported"), std::string::npos) << error(gqa);
+  gqa.ops[0].attrs["kv_num_heads"].i = 2;
+  EXPECT_NE(error(gqa).find("q_num_heads must be a positive multiple of kv_num_heads"), std::string::npos)
+      << error(gqa);
+  Plan fewer = p3; // kv_num_heads 1 says K and V are [B, T, 1 * 4]; these are 3 heads wide
+  fewer.ops[0].attrs["kv_num_heads"].i = 1;
+  EXPECT_NE(error(fewer).find("[B, T, 1 kv heads * d]"), std::string::npos) << error(fewer);
   Plan odd = p3;
   odd.ops[0].attrs["q_num_heads"].i = odd.ops[0].attrs["kv_num_heads"].i = 5;
-  EXPECT_NE(error(odd).find("not multiples of q_num_heads 5"), std::string::npos) << error(odd);
+  EXPECT_NE(error(odd).find("are not [B, T, 5 heads * d]"), std::string::npos) << error(odd);
+}
+
+/// Grouped-query attention (K and V with 2 heads for Q's 4): in the 3-D form (kv_num_heads) and the
+/// 4-D form (K/V's head axis), the values of the node on K and V with each head repeated for its
+/// group, bit for bit; the gradient's dQ is the same bits and dK, dV the sums of the repeated
+/// heads' gradients over each group.
+TEST(Kernels, AttentionGroupedQuery) {
+  const int64_t B = 2, T = 5, H = 4, G = 2, D = 4;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&](size_t n) {
+    std::vector<float> x(n);
+    for (float &e : x)
+      e = u(rng);
+    return x;
+  };
+  std::vector<float> q = random(B * T * H * D), k = random(B * T * G * D), v = random(B * T * G * D),
+                     dy = random(B * T * H * D);
+  auto repeat = [&](const std::vector<float> &x) { // [B, T, G, D] -> [B, T, H, D], head h = head h / (H / G)
+    std::vector<float> y(size_t(B * T * H * D));
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        std::copy_n(&x[size_t((r * G + h / (H / G)) * D)], D, &y[size_t((r * H + h) * D)]);
+    return y;
+  };
+  auto headMajor = [&](const std::vector<float> &x, int64_t heads) { // [B, T, heads, D] -> [B, heads, T, D]
+    std::vector<float> y(x.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+          std::copy_n(&x[size_t(((b * T + t) * heads + h) * D)], D, &y[size_t(((b * heads + h) * T + t) * D)]);
+    return y;
+  };
+  std::map<std::string, Attr> attrs;
+  attrs["is_causal"].i = 1;
+  attrs["scale"].kind = Attr::Float;
+  attrs["scale"].f = 0.5f;
+  // Forward and gradient of one form: Q/Y shape qs, K/V shape ks, LSE [B, H, T].
+  struct Result {
+    std::vector<float> y, dq, dk, dv;
+  };
+  auto run = [&](Shape qs, Shape ks, const std::vector<float> &qx, const std::vector<float> &kx,
+                 const std::vector<float> &vx, const std::vector<float> &dyx, std::map<std::string, Attr> at) {
+    Plan f = onePlan("octet::Attention", {{"q", DType::F32, false, true, qs}, {"k", DType::F32, false, true, ks},
+                                          {"v", DType::F32, false, true, ks}, {"y", DType::F32, false, true, qs},
+                                          {"lse", DType::F32, false, true, {B, H, T}}},
+                     {0, 1, 2}, {3, 4}, at);
+    Executor ef(f);
+    ef.run({{"q", f32(qs, qx)}, {"k", f32(ks, kx)}, {"v", f32(ks, vx)}});
+    TensorPtr y = ef.value("y"), lse = ef.value("lse");
+    Plan g = onePlan("octet::AttentionGrad",
+                     {{"q", DType::F32, false, true, qs}, {"k", DType::F32, false, true, ks},
+                      {"v", DType::F32, false, true, ks}, {"y", DType::F32, false, true, qs},
+                      {"lse", DType::F32, false, true, {B, H, T}}, {"dy", DType::F32, false, true, qs},
+                      {"dq", DType::F32, false, true, qs}, {"dk", DType::F32, false, true, ks},
+                      {"dv", DType::F32, false, true, ks}},
+                     {0, 1, 2, 3, 4, 5}, {6, 7, 8}, at);
+    Executor eg(g);
+    eg.run({{"q", f32(qs, qx)}, {"k", f32(ks, kx)}, {"v", f32(ks, vx)}, {"y", y}, {"lse", lse}, {"dy", f32(qs, dyx)}});
+    auto vec = [](TensorPtr t) { return std::vector<float>(t->data<float>(), t->data<float>() + t->numel()); };
+    return Result{vec(y), vec(eg.value("dq")), vec(eg.value("dk")), vec(eg.value("dv"))};
+  };
+  // The repeated (reference) node, 3-D: 4 heads each.
+  auto heads = [&](int64_t hq, int64_t hkv) {
+    std::map<std::string, Attr> at = attrs;
+    at["q_num_heads"].i = hq;
+    at["kv_num_heads"].i = hkv;
+    return at;
+  };
+  Result ref = run({B, T, H * D}, {B, T, H * D}, q, repeat(k), repeat(v), dy, heads(H, H));
+  Result g3 = run({B, T, H * D}, {B, T, G * D}, q, k, v, dy, heads(H, G));
+  Result g4 = run({B, H, T, D}, {B, G, T, D}, headMajor(q, H), headMajor(k, G), headMajor(v, G), headMajor(dy, H),
+                  attrs);
+  EXPECT_EQ(g3.y, ref.y);
+  EXPECT_EQ(g3.dq, ref.dq);
+  EXPECT_EQ(g4.y, headMajor(ref.y, H));
+  EXPECT_EQ(g4.dq, headMajor(ref.dq, H));
+  // dK, dV: the repeated heads' gradients summed over each group, [B, T, G, D].
+  auto groupSum = [&](const std::vector<float> &x) {
+    std::vector<float> y(size_t(B * T * G * D), 0.0f);
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < D; ++c)
+          y[size_t((r * G + h / (H / G)) * D + c)] += x[size_t((r * H + h) * D + c)];
+    return y;
+  };
+  std::vector<float> dk = groupSum(ref.dk), dv = groupSum(ref.dv), dk4 = headMajor(dk, G), dv4 = headMajor(dv, G);
+  for (size_t i = 0; i < dk.size(); ++i) {
+    EXPECT_NEAR(g3.dk[i], dk[i], 1e-6f) << i;
+    EXPECT_NEAR(g3.dv[i], dv[i], 1e-6f) << i;
+    EXPECT_NEAR(g4.dk[i], dk4[i], 1e-6f) << i;
+    EXPECT_NEAR(g4.dv[i], dv4[i], 1e-6f) << i;
+  }
+  // 4-D: K/V's head axis must divide Q's.
+  Plan bad = onePlan("octet::Attention", {{"q", DType::F32, false, true, {B, H, T, D}},
+                                          {"k", DType::F32, false, true, {B, 3, T, D}},
+                                          {"v", DType::F32, false, true, {B, 3, T, D}},
+                                          {"y", DType::F32, false, true, {B, H, T, D}},
+                                          {"lse", DType::F32, false, true, {B, H, T}}},
+                     {0, 1, 2}, {3, 4}, attrs);
+  try {
+    Executor(bad).run({{"q", f32({B, H, T, D}, headMajor(q, H))},
+                       {"k", f32({B, 3, T, D}, random(size_t(B * 3 * T * D)))},
+                       {"v", f32({B, 3, T, D}, random(size_t(B * 3 * T * D)))}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("fewer heads than Q, a divisor"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Npz, RoundTrip) {

@@ -367,7 +367,9 @@ def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
     Where Q, K and V are head splits (Transpose [0, 2, 1, 3] of [B, S, H, d]), the
     node takes ONNX Attention's 3-D form instead: [B, S, H * d] operands and Y,
     attributes q_num_heads = kv_num_heads = H, and the head merge of Y becomes a
-    Reshape (fold-head-transposes).
+    Reshape (fold-head-transposes). Grouped-query attention (K and V each a
+    [B, G, T, d] tensor with every head repeated H / G times, HF's repeat_kv) reads
+    the unrepeated tensors: K and V [B, G, T, d], or kv_num_heads = G.
     fp8-opt runs it before autodiff when writing a plan (--fuse-attention).
   }];
   let options = [
