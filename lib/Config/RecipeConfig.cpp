@@ -98,6 +98,39 @@ struct Reader {
 
 } // namespace
 
+bool applyRecipeName(const std::string &name, RecipeConfig &config, std::string &storageLevel, std::string &error) {
+  auto fail = [&](const std::string &why) {
+    error = "--recipe '" + name + "': " + why;
+    return false;
+  };
+  std::string r = name;
+  size_t plus = r.find('+');
+  if (plus != std::string::npos) {
+    std::string rest = r.substr(plus + 1);
+    r = r.substr(0, plus);
+    if (rest.rfind("msamp", 0) != 0)
+      return fail("only '+msamp[:O1|O2|O3]' can be combined with a recipe");
+    storageLevel = rest.size() > 6 ? rest.substr(6) : "O2";
+    if (rest.size() > 5 && rest[5] != ':')
+      return fail("write the level as msamp:O2");
+  }
+  size_t colon = r.find(':');
+  if (colon != std::string::npos) {
+    std::string level = r.substr(colon + 1);
+    r = r.substr(0, colon);
+    if (r == "msamp")
+      config.msamp.optLevel = level;
+    else if (r == "ao")
+      config.ao.recipe = level;
+    else
+      return fail("only msamp:LEVEL and ao:RECIPE take a suffix");
+  }
+  config.backend = r;
+  if (!storageLevel.empty() && storageLevel != "O1" && storageLevel != "O2" && storageLevel != "O3")
+    return fail("the MS-AMP level must be O1, O2 or O3");
+  return true;
+}
+
 bool loadAccelerateConfig(const std::string &path, RecipeConfig &config, std::string &error) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {

@@ -469,35 +469,11 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (!loadAccelerateConfig(configFile, rc, err))
       return error(err);
   }
-  // Combined recipes: "msamp:O2" names the level; "te+msamp:O2" runs TE's
-  // GEMM scaling with MS-AMP's storage for weights, gradients and moments.
-  std::string storageLevel;
+  std::string storageLevel; // MS-AMP's storage level (a combined recipe's, or msamp's own)
   if (!recipe.empty()) {
-    std::string r = recipe;
-    size_t plus = r.find('+');
-    if (plus != std::string::npos) {
-      std::string rest = r.substr(plus + 1);
-      r = r.substr(0, plus);
-      if (rest.rfind("msamp", 0) != 0)
-        return error("--recipe '" + recipe + "': only '+msamp[:O1|O2|O3]' can be combined with a recipe");
-      storageLevel = rest.size() > 6 ? rest.substr(6) : "O2";
-      if (rest.size() > 5 && rest[5] != ':')
-        return error("--recipe '" + recipe + "': write the level as msamp:O2");
-    }
-    size_t colon = r.find(':');
-    if (colon != std::string::npos) {
-      std::string level = r.substr(colon + 1);
-      r = r.substr(0, colon);
-      if (r == "msamp")
-        rc.msamp.optLevel = level;
-      else if (r == "ao")
-        rc.ao.recipe = level;
-      else
-        return error("--recipe '" + recipe + "': only msamp:LEVEL and ao:RECIPE take a suffix");
-    }
-    rc.backend = r;
-    if (!storageLevel.empty() && storageLevel != "O1" && storageLevel != "O2" && storageLevel != "O3")
-      return error("--recipe '" + recipe + "': the MS-AMP level must be O1, O2 or O3");
+    std::string err;
+    if (!applyRecipeName(recipe, rc, storageLevel, err))
+      return error(err);
   }
   auto choice = [&](cl::opt<std::string> &o, std::string &dst, std::initializer_list<const char *> allowed) {
     if (o.getNumOccurrences() == 0)

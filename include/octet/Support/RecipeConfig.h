@@ -59,6 +59,12 @@ struct RecipeConfig {
   std::string toPassOptions() const;
 };
 
+/// Applies `--recipe NAME` to `config`: a backend (te, ao, msamp, none), a suffix for msamp's level or
+/// ao's recipe ("msamp:O2", "ao:rowwise"), or TE's GEMM scaling combined with MS-AMP's storage
+/// ("te+msamp:O2"), whose level goes to `storageLevel`. Returns false with a one-line message naming
+/// the flag on a malformed name (an unknown backend is the caller's to report).
+bool applyRecipeName(const std::string &name, RecipeConfig &config, std::string &storageLevel, std::string &error);
+
 /// Reads an Accelerate config (`mixed_precision: fp8` and an `fp8_config:`
 /// block, in the spellings `accelerate config` writes or the launch flags'
 /// `fp8_*` keys). Returns false with a one-line message naming the file and
