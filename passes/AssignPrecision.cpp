@@ -9,11 +9,12 @@
 //     BF16 (ONNX's typed ops keep one element type for their operands and result, so a
 //     residual Add with a float32 operand stays float32, as under PyTorch's autocast), or
 //     of a fused Pointwise program whose activation operands (rank >= 2) are all BF16
-//     (its scalars and broadcast vectors stay float32: each operand has its own type);
+//     (its scalars and broadcast vectors stay float32: each operand has its own type), or of
+//     a rotary embedding whose X is (its cos and sin tables stay float32);
 //   - every op that reads it (through Reshape-like views, which share its bytes and so
 //     its type) reads BF16 at that operand: FP8 casts and amaxes, the LayerNorm gradient,
-//     attention, GELU, elementwise ops, Pointwise programs, the loss and its gradient
-//     (logits), ReduceSum (a bias gradient, itself float32), Cast;
+//     attention, GELU, elementwise ops, Pointwise programs, the rotary embedding (X), the loss
+//     and its gradient (logits), ReduceSum (a bias gradient, itself float32), Cast;
 //   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
 // Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
 // gradient norm's ReduceSumSquare) stay float32. A Cast left with a BF16 input and result
@@ -50,7 +51,7 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
-enum class Kind { None, Origin, SameType, Follows };
+enum class Kind { None, Origin, SameType, Follows, FollowsFirst };
 
 // The ops below are those both backends run with BF16 operands and results natively (the CPU
 // reference widens and rounds around every kernel; the CUDA executor's kernels load and store BF16:
@@ -72,6 +73,8 @@ Kind producerKind(const std::string &t, unsigned result) {
     return Kind::SameType; // every float operand of the result's type
   if (t == "octet::Pointwise" && result == 0)
     return Kind::Follows; // BF16 where its activation operands are (scalars and vectors aside)
+  if (t == "octet::RotaryEmbedding" && result == 0)
+    return Kind::FollowsFirst; // BF16 where X is (cos and sin, position tables, stay float32)
   return Kind::None;
 }
 
@@ -96,6 +99,8 @@ bool readsBf16(const std::string &t, unsigned i) {
     return i < 3;
   if (t == "octet::AttentionGrad")
     return i != 4; // not the log-sum-exp
+  if (t == "octet::RotaryEmbedding")
+    return i == 0;
   return t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "octet::Pointwise"; // each operand its type
 }
 
@@ -163,6 +168,8 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
           if (!inSet(in) && (k == Kind::SameType || isF32Activation(in)))
             return false;
       }
+      if (k == Kind::FollowsFirst && !inSet(def->getOperand(0)))
+        return false;
       for (Value m : members[c]) {
         if (results.contains(m))
           return false;

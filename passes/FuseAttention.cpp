@@ -68,19 +68,10 @@ namespace {
 
 static_assert(octet::rt::kCudaAttentionMaxHeadDim == 128, "keep octet-fuse-attention's max-head-dim default equal");
 
-RankedTensorType staticF32(Value v) {
-  auto t = v.getType().dyn_cast<RankedTensorType>();
-  return t && t.hasStaticShape() && t.getElementType().isF32() ? t : RankedTensorType();
-}
+using octet::staticF32;
+using octet::throughCopies;
 
 /// The value of a scalar (every element equal) float constant.
-/// `v` through Identity copies.
-Value throughCopies(Value v) {
-  while (auto id = v.getDefiningOp<ox::IdentityOp>())
-    v = id.getX();
-  return v;
-}
-
 std::optional<double> scalarConstant(Value v) {
   v = throughCopies(v);
   DenseElementsAttr a = ox::getConstantValue(v);
@@ -592,6 +583,16 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
       // Y as [B, S, H, d]: the merge of the heads (Transpose [0, 2, 1, 3]) is this view; any
       // other reader gets the head-major Y back through one Transpose.
       Value y4 = ox.reshape(y, {qs[0], tq, qs[1], d});
+      // Copies of Y (Identity, a Reshape to its own shape: the exporter's view after SDPA) are Y.
+      for (bool again = true; again;) {
+        again = false;
+        for (Operation *u : llvm::make_early_inc_range(pv->getUsers()))
+          if ((isa<ox::IdentityOp>(u) || isa<ox::ReshapeOp>(u)) && u->getResult(0).getType() == pv.getType()) {
+            u->getResult(0).replaceAllUsesWith(pv.getResult());
+            u->erase();
+            again = true;
+          }
+      }
       SmallVector<ox::TransposeOp> merges;
       for (Operation *u : pv->getUsers())
         if (auto t = dyn_cast<ox::TransposeOp>(u); t && isHeadSwap(permOf(t, 4)))

@@ -739,20 +739,42 @@ LogicalResult gradAttention(ox::GenericNodeOp op, GradientBuilder &g, ArrayRef<V
   return success();
 }
 
+/// octet::RotaryEmbedding(X, cos, sin) -> X cos + rotate_half(X) sin: dX is the node with inverse = 1,
+/// dY cos + rotate_half^T(dY sin) (passes/FuseRotary.cpp). cos and sin are position tables; a
+/// gradient for them (a trained parameter behind them) is refused by name.
+LogicalResult gradRotary(ox::GenericNodeOp op, GradientBuilder &g, ArrayRef<Value> dy, GradientContext &ctx,
+                         Grads &out) {
+  if (ctx.wants(1) || ctx.wants(2))
+    return unsupported(op, "its cos or sin depends on a trained parameter (freeze it with --freeze, or compile "
+                           "with --fuse-rotary=false)");
+  OperationState st(op.getLoc(), "onnx.node");
+  st.addOperands({dy[0], op.getOperand(1), op.getOperand(2)});
+  st.addTypes({op.getOperand(0).getType()});
+  st.addAttribute("op_type", g.b.getStringAttr("RotaryEmbedding"));
+  st.addAttribute("domain", g.b.getStringAttr("octet"));
+  st.addAttribute("attrs", g.b.getDictionaryAttr({g.b.getNamedAttr(
+                               "inverse", g.b.getIntegerAttr(g.b.getIntegerType(64, true), 1))}));
+  out.push_back(g.b.create(st)->getResult(0));
+  out.push_back(Value());
+  out.push_back(Value());
+  return success();
+}
+
 /// Generic nodes have a rule only when they are one of Octet's (domain "octet"); any other
 /// gets autodiff's "no gradient rule" error.
 struct GenericNodeGradient
     : octet::GradientOpInterface::ExternalModel<GenericNodeGradient, ox::GenericNodeOp> {
-  LogicalResult buildGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy, GradientContext &,
+  LogicalResult buildGradient(Operation *op, OpBuilder &b, ArrayRef<Value> dy, GradientContext &ctx,
                               Grads &out) const {
     auto node = cast<ox::GenericNodeOp>(op);
-    if (node.getDomain() != "octet" || node.getOpType() != "Attention" || node.getNumOperands() != 3 ||
-        node.getNumResults() != 2)
+    bool attention = node.getOpType() == "Attention" && node.getNumOperands() == 3 && node.getNumResults() == 2;
+    bool rotary = node.getOpType() == "RotaryEmbedding" && node.getNumOperands() == 3 && node.getNumResults() == 1;
+    if (node.getDomain() != "octet" || !(attention || rotary))
       return octet::emitNoGradientRule(op);
     if (!GradientBuilder::allStatic(op))
       return unsupported(op, "its shapes are not static");
     GradientBuilder g(b, op->getLoc());
-    return gradAttention(node, g, dy, out);
+    return attention ? gradAttention(node, g, dy, out) : gradRotary(node, g, dy, ctx, out);
   }
 };
 

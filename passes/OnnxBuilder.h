@@ -73,6 +73,19 @@ inline mlir::RankedTensorType staticTensor(mlir::Type t) {
   return r && r.hasStaticShape() ? r : mlir::RankedTensorType();
 }
 
+/// `v`'s type when it is a float32 tensor of static shape, or null.
+inline mlir::RankedTensorType staticF32(mlir::Value v) {
+  auto t = staticTensor(v.getType());
+  return t && t.getElementType().isF32() ? t : mlir::RankedTensorType();
+}
+
+/// `v` through Identity copies.
+inline mlir::Value throughCopies(mlir::Value v) {
+  while (auto id = v.getDefiningOp<onnx_dialect::IdentityOp>())
+    v = id.getX();
+  return v;
+}
+
 /// Names an op's results in plans and exported models (`octet.result_names`).
 inline void setResultNames(mlir::Operation *op, llvm::ArrayRef<std::string> names) {
   llvm::SmallVector<mlir::Attribute> a;

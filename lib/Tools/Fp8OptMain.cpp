@@ -343,6 +343,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
                "the ops)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> fuseRotary(
+      "fuse-rotary",
+      cl::desc("Plans: fuse the rotary position embedding (X cos + rotate_half(X) sin) into octet RotaryEmbedding "
+               "nodes, before autodiff (default on; --fuse-rotary=false keeps the ops; listed by --help-hidden)"),
+      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::opt<bool> foldHeadTransposes(
       "fold-head-transposes",
       cl::desc("Plans: fused attention reads Q, K and V where the head split (Transpose [0, 2, 1, 3] of "
@@ -727,6 +732,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (trainPlan && geluOp)
       before += std::string(fp8Recipe || autocast ? "" : "octet-raise-layers{layers=gelu},") +
                 "octet-lower-layers{gelu-op=true},";
+    if (trainPlan && fuseRotary)
+      before += "octet-fuse-rotary,";
     if (attentionFirst)
       before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(attentionWorkspaceBytes) +
                 " fold-head-transposes=" + (foldHeadTransposes ? "true" : "false") +
@@ -758,6 +765,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       pm.addPass(createLowerLayers());
       if (out == Emit::Plan)
         pm.addPass(createRematerializeCasts());
+      if (out == Emit::Plan && fuseRotary && !trainPlan)
+        pm.addPass(createFuseRotary());
       if (out == Emit::Plan && fuseAttention && !attentionFirst) {
         FuseAttentionOptions fa;
         fa.foldHeadTransposes = foldHeadTransposes;

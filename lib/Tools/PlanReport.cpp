@@ -16,9 +16,14 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   std::map<std::string, int64_t> castPassMembers; // their ops by type
   std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
   int64_t attention = 0, causal = 0, headsInPlace = 0, grouped = 0, softmax = 0; // octet-fuse-attention's
+  int64_t rotary = 0;                                                              // octet-fuse-rotary's
   module.walk([&](Operation *op) {
     std::string type = planOpType(op);
     softmax += type == "Softmax";
+    if (type == "octet::RotaryEmbedding") { // the forward's nodes (the gradient's have `inverse`)
+      auto attrs = op->getAttrOfType<DictionaryAttr>("attrs");
+      rotary += !(attrs && attrs.get("inverse"));
+    }
     if (type == "octet::Attention") {
       ++attention;
       auto attrs = op->getAttrOfType<DictionaryAttr>("attrs");
@@ -66,6 +71,8 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
          << "probabilities)";
     os << "\n";
   }
+  if (rotary)
+    os << "rotary embedding: " << rotary << " fused into octet::RotaryEmbedding\n";
   for (auto &[kind, g] : groups)
     os << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
   if (!castPasses.empty()) {

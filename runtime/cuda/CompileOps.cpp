@@ -300,6 +300,58 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     compileAttention(op, t == "octet::AttentionGrad", out);
     return;
   }
+  if (t == "octet::RotaryEmbedding") {
+    // (X, cos, sin) -> Y (docs/PLAN.md): X and Y float32 or BF16, cos and sin float32 broadcast over
+    // X's rows with X's width.
+    if (op.inputs.size() != 3 || op.outputs.size() != 1 || !has(op, 0) || !has(op, 1) || !has(op, 2))
+      fail(op, "expects inputs (X, cos, sin) and one output");
+    Shape xs = shapeOf(op.inputs[0]), cs = shapeOf(op.inputs[1]), ss = shapeOf(op.inputs[2]);
+    dev::RotaryArgs a;
+    auto type = [&](int id, bool bf16Allowed, const char *what) {
+      DType d = typeOf(id);
+      if (d != DType::F32 && !(bf16Allowed && d == DType::BF16))
+        fail(op, std::string(what) + " must be float32" + (bf16Allowed ? " or bfloat16" : "") + ", got " +
+                     dtypeName(d));
+      return d == DType::BF16;
+    };
+    a.xBf16 = type(op.inputs[0], true, "X");
+    type(op.inputs[1], false, "cos");
+    type(op.inputs[2], false, "sin");
+    if (op.outputs[0] < 0)
+      return; // nothing reads Y
+    a.yBf16 = type(op.outputs[0], true, "Y");
+    if (xs.empty() || xs.back() % 2 || xs.size() - 1 > size_t(dev::kRotaryMaxRank) || cs.empty() || ss.empty() ||
+        cs.size() > xs.size() || ss.size() > xs.size() || cs.back() != xs.back() || ss.back() != xs.back() ||
+        shapeOf(op.outputs[0]) != xs)
+      fail(op, "X " + shapeString(xs) + " (an even width, at most " + std::to_string(dev::kRotaryMaxRank + 1) +
+                   " axes), cos " + shapeString(cs) + " and sin " + shapeString(ss) + " of X's width, Y X's shape");
+    a.d = xs.back();
+    a.rows = numElements(xs) / a.d;
+    a.rank = int(xs.size()) - 1;
+    for (int k = 0; k < a.rank; ++k)
+      a.shape[k] = xs[size_t(k)];
+    // Strides of cos's and sin's rows over X's row axes (0 where they broadcast).
+    auto strides = [&](const Shape &c, int64_t *st) {
+      int64_t stride = a.d;
+      for (int k = a.rank - 1, i = int(c.size()) - 2; k >= 0; --k, --i) {
+        int64_t n = i >= 0 ? c[size_t(i)] : 1;
+        if (n != 1 && n != xs[size_t(k)])
+          fail(op, "cos " + shapeString(cs) + " and sin " + shapeString(ss) + " do not broadcast to X " +
+                       shapeString(xs));
+        st[k] = n == 1 ? 0 : stride;
+        stride *= n;
+      }
+    };
+    strides(cs, a.cosStride);
+    strides(ss, a.sinStride);
+    a.inverse = attrInt(op, "inverse", 0) != 0;
+    a.x = devicePtr(op.inputs[0]);
+    a.cos = static_cast<const float *>(devicePtr(op.inputs[1]));
+    a.sin = static_cast<const float *>(devicePtr(op.inputs[2]));
+    a.y = outPtr(0);
+    out.push_back([a](cudaStream_t s) { return dev::rotaryEmbedding(a, s); });
+    return;
+  }
   if (PwProgram p; jit_ && singleOpProgram(op, p)) {
     compilePointwise(op, out, &p);
     return;

@@ -419,6 +419,23 @@ size_t attentionWorkspaceBytes(const AttnArgs &a, bool backward);
 std::string attentionForward(const AttnArgs &a);
 std::string attentionBackward(const AttnArgs &a);
 
+// --- octet::RotaryEmbedding (Rotary.cu) ---------------------------------------------------
+constexpr int kRotaryMaxRank = 8;
+/// X and Y [rows, d] (float32, or BF16 where xBf16 / yBf16), d even; cos and sin float32, the row
+/// of X's row r at sum_k coord_k(r) * cosStride[k] (sinStride) with r row-major over shape[0..rank)
+/// (strides in elements, 0 on broadcast axes). Y = X cos + rotate_half(X) sin, or with `inverse`
+/// X cos + rotate_half^T(X sin).
+struct RotaryArgs {
+  const void *x = nullptr;
+  void *y = nullptr;
+  const float *cos = nullptr, *sin = nullptr;
+  bool xBf16 = false, yBf16 = false, inverse = false;
+  int64_t rows = 0, d = 0;
+  int rank = 0;
+  int64_t shape[kRotaryMaxRank] = {}, cosStride[kRotaryMaxRank] = {}, sinStride[kRotaryMaxRank] = {};
+};
+std::string rotaryEmbedding(const RotaryArgs &a, cudaStream_t s);
+
 // --- float32 <-> bfloat16 copies of up to kMaxBf16Copies tensors in one launch (Bf16Copy.cu) ---
 constexpr int kMaxBf16Copies = 5;
 /// dst[j][i] = bf16_rn(src[j][i] + bias[j][i % width[j]]) (bias null: none) for i < n[j].

@@ -238,11 +238,56 @@ void attentionGradKernel(KernelContext &c) {
   c.setOutput(2, dv.done());
 }
 
+/// octet::RotaryEmbedding(X [..., d], cos, sin) -> Y (passes/FuseRotary.cpp; cos and sin broadcast to
+/// X, d even, h = d / 2): Y = X cos + rotate_half(X) sin, rotate_half(X) = [-X[h:], X[:h]], each
+/// element rounded as the unfused Muls and Add round it. `inverse` = 1 (the gradient): Y = X cos +
+/// rotate_half^T(X sin), rotate_half^T(Z) = [Z[h:], -Z[:h]].
+void rotaryKernel(KernelContext &c) {
+  const Tensor &x = c.input(0), &cs = c.input(1), &sn = c.input(2);
+  if (x.dtype != DType::F32 || cs.dtype != DType::F32 || sn.dtype != DType::F32)
+    c.fail("X, cos and sin must be float32");
+  if (x.rank() < 1 || x.shape.back() % 2 || cs.rank() > x.rank() || sn.rank() > x.rank() || !cs.rank() ||
+      !sn.rank() || cs.shape.back() != x.shape.back() || sn.shape.back() != x.shape.back())
+    c.fail("X " + shapeString(x.shape) + " must have an even last dimension, and cos " + shapeString(cs.shape) +
+           " and sin " + shapeString(sn.shape) + " X's width");
+  if (broadcastShapes(c, {x.shape, cs.shape, sn.shape}) != x.shape)
+    c.fail("cos " + shapeString(cs.shape) + " and sin " + shapeString(sn.shape) + " do not broadcast to X " +
+           shapeString(x.shape));
+  const bool inverse = c.attrInt("inverse", 0) != 0;
+  const int64_t d = x.shape.back(), h = d / 2;
+  Tensor y(DType::F32, x.shape);
+  const float *xp = x.data<float>(), *cp = cs.data<float>(), *sp = sn.data<float>();
+  float *yp = y.data<float>();
+  // Rows of d: cos and sin rows by broadcast offset (their last axis is never broadcast).
+  Shape rows(x.shape.begin(), x.shape.end() - 1);
+  auto rowStrides = [&](const Tensor &t) {
+    Shape ts(t.shape.begin(), t.shape.end() - 1);
+    std::vector<int64_t> s = broadcastStrides(ts, rows);
+    for (int64_t &v : s)
+      v *= d;
+    return s;
+  };
+  forEachBroadcast(rows, {rowStrides(cs), rowStrides(sn)}, [&](int64_t r, const int64_t *off) {
+    const float *xr = xp + r * d, *cr = cp + off[0], *sr = sp + off[1];
+    float *yr = yp + r * d;
+    for (int64_t i = 0; i < d; ++i) {
+      float a = xr[i] * cr[i], b;
+      if (!inverse)
+        b = (i < h ? -xr[i + h] : xr[i - h]) * sr[i];
+      else
+        b = i < h ? xr[i + h] * sr[i + h] : -(xr[i - h] * sr[i - h]);
+      yr[i] = a + b;
+    }
+  });
+  c.setOutput(0, std::move(y));
+}
+
 } // namespace
 
 void registerAttentionKernels(std::map<std::string, Kernel> &k) {
   k["octet::Attention"] = attentionKernel;
   k["octet::AttentionGrad"] = attentionGradKernel;
+  k["octet::RotaryEmbedding"] = rotaryKernel;
 }
 
 } // namespace octet::rt

@@ -68,3 +68,33 @@ func.func @query_not_split(%q: tensor<1x2x4x8xf32>, %kIn: tensor<1x4x2x8xf32>, %
   %y = onnx.MatMul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %y : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// The exporter's SDPA ends in a Reshape of Y to its own shape (and a copy may follow) before the
+// merge: those are Y, so the merge is still the view and no Transpose is left.
+// CHECK-LABEL: func.func @merge_through_copy
+// CHECK: %[[A:.+]]:2 = onnx.node "Attention"
+// CHECK: %[[Y:.+]] = onnx.Reshape %[[A]]#0, %{{.+}} : (tensor<2x8x64xf32>, tensor<4xi64>) -> tensor<2x8x4x16xf32>
+// CHECK-NOT: onnx.Transpose
+// CHECK: return %[[Y]]
+// OFF-LABEL: func.func @merge_through_copy
+// OFF: onnx.node "Attention"
+func.func @merge_through_copy(%qIn: tensor<2x8x4x16xf32>, %kIn: tensor<2x8x4x16xf32>, %vIn: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+  %q = onnx.Transpose %qIn {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %kt = onnx.Transpose %kIn {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x16x8xf32>
+  %v = onnx.Transpose %vIn {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %mask = onnx.Constant {value = dense<[[true, false, false, false, false, false, false, false], [true, true, false, false, false, false, false, false], [true, true, true, false, false, false, false, false], [true, true, true, true, false, false, false, false], [true, true, true, true, true, false, false, false], [true, true, true, true, true, true, false, false], [true, true, true, true, true, true, true, false], [true, true, true, true, true, true, true, true]]> : tensor<8x8xi1>} : () -> tensor<8x8xi1>
+  %neg = onnx.Constant {value = dense<-1.0e+09> : tensor<f32>} : () -> tensor<f32>
+  %c = onnx.Constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %s = onnx.MatMul %q, %kt : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %s2 = onnx.Mul %s, %c : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %s3 = onnx.Where %mask, %s2, %neg : (tensor<8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %p = onnx.Softmax %s3 {axis = -1 : si64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %y = onnx.MatMul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %shape = onnx.Constant {value = dense<[2, 4, 8, 16]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %view = onnx.Reshape %y, %shape : (tensor<2x4x8x16xf32>, tensor<4xi64>) -> tensor<2x4x8x16xf32>
+  %copy = onnx.Identity %view : (tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %m = onnx.Transpose %copy {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %m : tensor<2x8x4x16xf32>
+}

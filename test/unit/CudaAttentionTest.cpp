@@ -2,8 +2,8 @@
 //
 // Attention.cu's kernels (TF32 and BF16 operands), cuDNN's fused SDPA (CudnnAttention.cpp) and the
 // BF16 copies it runs between, the executor's choice among them, and projection biases added in the
-// BF16 conversion. Every test skips where no GPU with FP8 tensor cores is present; the cuDNN tests
-// also where cuDNN 9 cannot be opened.
+// BF16 conversion; the rotary embedding of Q and K (Rotary.cu). Every test skips where no GPU with
+// FP8 tensor cores is present; the cuDNN tests also where cuDNN 9 cannot be opened.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
@@ -147,7 +147,8 @@ TEST(CudaKernels, AttentionMatchesTheCpu) {
       // K and V: grouped-query, the heads (or, one head per entry, the entries) divided by the group.
       const int64_t kvBatch = cs.heads ? cs.batch : cs.batch / cs.group, kvWidth = cs.heads ? width / cs.group : width;
       Tensor q = randomTensor({cs.batch, cs.tq, width}, rng, 1.0f),
-             k = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f), v = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f),
+             k = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f),
+             v = randomTensor({kvBatch, cs.tk, kvWidth}, rng, 1.0f),
              dy = randomTensor({cs.batch, cs.tq, width}, rng, 1e-3f);
       float scale = 1.0f / std::sqrt(float(cs.d));
       std::vector<TensorPtr> ref = cpuAttention(q, k, v, dy, scale, cs.causal, cs.heads, cs.group);
@@ -651,6 +652,38 @@ TEST(CudaExecutor, AttentionGradientTakesFreeArenaBytesBeforeSlicing) {
       EXPECT_EQ(a->bytes, b->bytes) << plan.values[size_t(id)].name;
     }
   }
+}
+
+/// octet::RotaryEmbedding and its gradient (inverse) on the GPU: the CPU's bytes for float32 and
+/// BF16 X and Y, tables [1, 1, S, d], [S, d] and per-batch [B, 1, S, d], head widths 64 and 18,
+/// eagerly and as a graph.
+TEST(CudaKernels, RotaryEmbeddingMatchesTheCpu) {
+  REQUIRE_GPU();
+  const int64_t B = 2, H = 3, S = 100;
+  for (int64_t D : {64, 18})
+    for (bool bf16 : {false, true})
+      for (bool inverse : {false, true})
+        for (Shape tables : {Shape{1, 1, S, D}, Shape{S, D}, Shape{B, 1, S, D}}) {
+          SCOPED_TRACE("d " + std::to_string(D) + (bf16 ? " BF16" : " float32") + (inverse ? " inverse" : "") +
+                       " tables " + shapeString(tables));
+          Plan plan;
+          int x = addValue(plan, "x", {B, H, S, D}), c = addValue(plan, "cos", tables),
+              sn = addValue(plan, "sin", tables), y = addValue(plan, "y", {B, H, S, D});
+          if (bf16)
+            plan.values[size_t(x)].dtype = plan.values[size_t(y)].dtype = DType::BF16;
+          PlanOp &op = addOp(plan, "octet::RotaryEmbedding", "rotary", {x, c, sn}, {y});
+          if (inverse)
+            op.attrs["inverse"].i = 1;
+          plan.inputs = {x, c, sn};
+          plan.outputs = {y};
+          std::mt19937 rng(uint32_t(D * 4 + bf16 * 2 + inverse));
+          Tensor xt = randomTensor({B, H, S, D}, rng, 1.0f);
+          std::map<std::string, TensorPtr> feed = {
+              {"x", std::make_shared<Tensor>(bf16 ? xt.castTo(DType::BF16) : xt)},
+              {"cos", std::make_shared<Tensor>(randomTensor(tables, rng, 1.0f))},
+              {"sin", std::make_shared<Tensor>(randomTensor(tables, rng, 1.0f))}};
+          expectOutputsMatchCpu(plan, feed, 2, 0, {y});
+        }
 }
 
 } // namespace

@@ -7,7 +7,7 @@
 // of it, over its rows (2^21 rows) and over its columns (2^30 columns, past 65535 x 128); the FP8
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
 // conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over
-// 2^21 rows, and its FP8 cast (also with the residual Add before it); the GELU and a generated
+// 2^21 rows, and its FP8 cast (also with the residual Add before it); the rotary embedding; the GELU and a generated
 // Pointwise kernel; MS-AMP's Adam step (fp8.adam_step); and every float32 bit pattern (2^32
 // values) through the FP8 casts and the BF16 Cast. Skipped without a GPU or without the memory
 // (about 40 GiB of GPU memory for the largest).
@@ -266,6 +266,30 @@ LayerNormValues addLayerNorm(Plan &plan, int64_t rows, int64_t n) {
   op.attrs["epsilon"].f = 1e-5f;
   plan.inputs = {x, sc, b};
   return v;
+}
+
+/// The rotary embedding of [8193, 2048, 128] float32 values (2^31 + 2^18: 64-bit offsets, 2^20
+/// blocks in a grid-stride loop) with [2048, 128] tables, and its inverse: the CPU's bytes.
+TEST(CudaLarge, RotaryEmbeddingPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(20) << 30);
+  const int64_t B = 8193, S = 2048, D = 128;
+  for (bool inverse : {false, true}) {
+    SCOPED_TRACE(inverse ? "inverse" : "forward");
+    Plan plan;
+    int x = addValue(plan, "x", {B, S, D}), c = addValue(plan, "cos", {S, D}), sn = addValue(plan, "sin", {S, D}),
+        y = addValue(plan, "y", {B, S, D});
+    PlanOp &op = addOp(plan, "octet::RotaryEmbedding", "rotary", {x, c, sn}, {y});
+    if (inverse)
+      op.attrs["inverse"].i = 1;
+    plan.inputs = {x, c, sn};
+    plan.outputs = {y};
+    std::mt19937 rng(23);
+    expectLargeOutputsMatch(plan,
+                            {{"x", patterned({B, S, D}, -1)},
+                             {"cos", std::make_shared<Tensor>(randomTensor({S, D}, rng, 1.0f))},
+                             {"sin", std::make_shared<Tensor>(randomTensor({S, D}, rng, 1.0f))}},
+                            true, 0);
+  }
 }
 
 /// LayerNormalization over 2^21 + 64 rows of 1024 (more rows than a grid's y takes, 2^31 + 65536

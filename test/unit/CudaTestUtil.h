@@ -288,10 +288,11 @@ inline std::unique_ptr<Runner> expectOutputsMatchCpu(const Plan &plan, const std
       if (!want || !got)
         continue;
       EXPECT_EQ(got->shape, want->shape) << name;
-      if (exact.count(id))
+      if (exact.count(id)) {
         EXPECT_EQ(got->bytes, want->bytes) << name << " run " << run;
-      else if (got->shape == want->shape)
+      } else if (got->shape == want->shape) {
         EXPECT_LE(maxRelError(*got, *want), tol) << name << " run " << run;
+      }
     }
   }
   return gpu;

@@ -112,6 +112,19 @@ Plan onePlan(const std::string &type, std::vector<PlanValue> values, std::vector
   return p;
 }
 
+/// Vectors of floats uniform in [-1, 1) from one seeded generator.
+struct Uniform {
+  std::mt19937 rng;
+  std::uniform_real_distribution<float> u{-1, 1};
+  explicit Uniform(unsigned seed) : rng(seed) {}
+  std::vector<float> operator()(size_t n) {
+    std::vector<float> x(n);
+    for (float &e : x)
+      e = u(rng);
+    return x;
+  }
+};
+
 TensorPtr f32(Shape s, std::vector<float> v) {
   auto t = std::make_shared<Tensor>(DType::F32, s);
   std::memcpy(t->bytes.data(), v.data(), v.size() * 4);
@@ -253,14 +266,7 @@ TEST(Kernels, AttentionHeadsInPlace) {
 /// heads' gradients over each group.
 TEST(Kernels, AttentionGroupedQuery) {
   const int64_t B = 2, T = 5, H = 4, G = 2, D = 4;
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
-  auto random = [&](size_t n) {
-    std::vector<float> x(n);
-    for (float &e : x)
-      e = u(rng);
-    return x;
-  };
+  Uniform random(5);
   std::vector<float> q = random(B * T * H * D), k = random(B * T * G * D), v = random(B * T * G * D),
                      dy = random(B * T * H * D);
   auto repeat = [&](const std::vector<float> &x) { // [B, T, G, D] -> [B, T, H, D], head h = head h / (H / G)
@@ -352,6 +358,51 @@ TEST(Kernels, AttentionGroupedQuery) {
     ADD_FAILURE() << "no error";
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("fewer heads than Q, a divisor"), std::string::npos) << e.what();
+  }
+}
+
+/// octet::RotaryEmbedding: X cos + rotate_half(X) sin, each element the Muls' and the Add's rounding
+/// (bit for bit), cos and sin broadcast over batch and heads; inverse = 1 is its transpose
+/// (<R x, y> = <x, R^T y>); a table that does not broadcast is a named error.
+TEST(Kernels, RotaryEmbedding) {
+  const int64_t B = 2, H = 3, S = 4, D = 8, h = D / 2;
+  Uniform random(11);
+  std::vector<float> x = random(B * H * S * D), y = random(B * H * S * D), c = random(S * D), sn = random(S * D);
+  auto run = [&](const std::vector<float> &in, bool inverse, Shape tables) {
+    std::map<std::string, Attr> attrs;
+    if (inverse)
+      attrs["inverse"].i = 1;
+    Plan p = onePlan("octet::RotaryEmbedding",
+                     {{"x", DType::F32, false, true, {B, H, S, D}}, {"cos", DType::F32, false, true, tables},
+                      {"sin", DType::F32, false, true, tables}, {"y", DType::F32, false, true, {B, H, S, D}}},
+                     {0, 1, 2}, {3}, attrs);
+    Executor e(p);
+    e.run({{"x", f32({B, H, S, D}, in)}, {"cos", f32(tables, c)}, {"sin", f32(tables, sn)}});
+    TensorPtr t = e.value("y");
+    return std::vector<float>(t->data<float>(), t->data<float>() + t->numel());
+  };
+  std::vector<float> got = run(x, false, {1, 1, S, D});
+  EXPECT_EQ(got, run(x, false, {S, D})); // the same tables at a lower rank
+  for (int64_t r = 0; r < B * H * S; ++r)
+    for (int64_t i = 0; i < D; ++i) {
+      size_t at = size_t(r * D + i), t = size_t(r % S * D + i);
+      volatile float a = x[at] * c[t], b = (i < h ? -x[size_t(r * D + i + h)] : x[size_t(r * D + i - h)]) * sn[t];
+      float want = a + b;
+      EXPECT_EQ(got[at], want) << r << " " << i;
+    }
+  // The gradient: <R x, y> = <x, R^T y>.
+  std::vector<float> back = run(y, true, {1, 1, S, D});
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    lhs += double(got[i]) * y[i];
+    rhs += double(x[i]) * back[i];
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-5 * std::max(1.0, std::abs(lhs)));
+  try {
+    run(x, false, {2, S, D});
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("do not broadcast"), std::string::npos) << e.what();
   }
 }
 

@@ -388,6 +388,21 @@ def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def FuseRotary : Pass<"octet-fuse-rotary", "mlir::ModuleOp"> {
+  let summary = "Fuse the rotary position embedding into one octet RotaryEmbedding node";
+  let description = [{
+    Matches Y = Add(Mul(X, cos), Mul(rotate_half(X), sin)) with rotate_half(X) =
+    Concat(Neg(second half of X's last axis), first half) (HF's
+    apply_rotary_pos_emb as exported; any operand order, copies looked through),
+    cos and sin broadcasting to X with its width, and replaces it by
+    `onnx.node "RotaryEmbedding"` (domain "octet", operands X, cos, sin; the same
+    values bit for bit). Its gradient is the node with attribute inverse = 1:
+    dX = dY cos + rotate_half^T(dY sin). fp8-opt runs it before autodiff when
+    writing a plan (--fuse-rotary).
+  }];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
 def RematerializeCasts : Pass<"octet-rematerialize-casts", "mlir::ModuleOp"> {
   let summary = "Recompute casts of parameters and state where far-apart readers need them";
   let description = [{
