@@ -27,6 +27,7 @@
 // H / G times in a row (HF's repeat_kv: Reshape(Expand(Unsqueeze(kv, 2)))), the node reads the
 // [B, G, T, d] tensors themselves (ONNX Attention's kv_num_heads = G: query head h reads K/V head
 // h / (H / G)), so neither the repeated copies nor their gradients' sums over the group are made.
+// K and V of one head broadcast against Q's H (Falcon's multi-query attention) are the case G = 1.
 //
 // Only masks that are exactly causal are matched (a boolean lower triangle, or 0 on and below
 // the diagonal and <= -1e4 above), or masks of zeros (BERT without padding: unmasked); anything
@@ -491,9 +492,17 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
       return false;
     int64_t r = pt.getRank();
     auto qs = qt.getShape(), ks = ktt.getShape(), vs = vt.getShape();
-    for (int64_t i = 0; i + 2 < r; ++i)
+    // Multi-query attention by broadcasting (Falcon: K and V [B, 1, T, d] against Q's H heads) is
+    // grouped-query attention with one K/V head; other broadcast batch dimensions stay unfused.
+    int64_t broadcastGroup = 1;
+    for (int64_t i = 0; i + 2 < r; ++i) {
+      if (r == 4 && i == 1 && ks[i] == 1 && vs[i] == 1 && qs[i] > 1 && qs[i] == pt.getShape()[i]) {
+        broadcastGroup = qs[i];
+        continue;
+      }
       if (qs[i] != pt.getShape()[i] || ks[i] != qs[i] || vs[i] != qs[i])
-        return false; // broadcast batch dimensions stay unfused
+        return false;
+    }
     int64_t tq = qs[r - 2], d = qs[r - 1], tk = ks[r - 1];
     if (ks[r - 2] != d || vs[r - 2] != tk || vs[r - 1] != d || d > maxHeadDim || (causal && tq != tk))
       return false;
@@ -530,8 +539,8 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     };
     // Grouped-query attention: K and V each repeat the heads of a [B, G, T, d] tensor H / G times;
     // the node reads those (ONNX Attention's kv_num_heads = G) and the repeats go.
-    int64_t group = 1, kGroup = 1, vGroup = 1;
-    if (r == 4 && identity()) {
+    int64_t group = broadcastGroup, kGroup = 1, vGroup = 1;
+    if (r == 4 && identity() && group == 1) {
       SmallVector<Operation *> seen;
       Value kKv = repeatedHeads(kSrc, kGroup, seen), vKv = repeatedHeads(v, vGroup, seen);
       if (kKv && vKv && kGroup == vGroup) {

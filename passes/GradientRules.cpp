@@ -672,22 +672,60 @@ LogicalResult gradSlice(ox::SliceOp op, GradientBuilder &g, ArrayRef<Value> dy, 
     steps = *s;
   }
   SmallVector<int64_t> before(r, 0), after(r, 0);
+  Value grad = dy[0];
+  SmallVector<int64_t> shape(yt.getShape().begin(), yt.getShape().end()); // grad's shape
+  auto padded = [&](ArrayRef<int64_t> lo, ArrayRef<int64_t> hi, ArrayRef<int64_t> to) {
+    SmallVector<int64_t> pads(lo.begin(), lo.end());
+    pads.append(hi.begin(), hi.end());
+    return g.ox.op("Pad", RankedTensorType::get(to, yt.getElementType()), {grad, g.ox.i64s(pads)});
+  };
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (!steps.empty() && steps[i] != 1)
-      return unsupported(op, "a step other than 1");
+    int64_t step = steps.empty() ? 1 : steps[i];
+    if (step < 1)
+      return unsupported(op, "a step below 1");
     int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
     int64_t dim = xt.getDimSize(a);
     int64_t s = (*starts)[i];
     s = s < 0 ? std::max<int64_t>(0, s + dim) : std::min(s, dim);
-    before[a] = s;
-    after[a] = dim - s - yt.getDimSize(a);
+    int64_t n = yt.getDimSize(a);
+    if (step == 1) { // the plain case: one Pad for all such axes, below
+      before[a] = s;
+      after[a] = dim - s - n;
+      continue;
+    }
+    // Step k: each of the n values goes to position s + j k. As [n, 1] padded to [n, k] and merged
+    // to n k, then placed at s and cut or padded to the axis's length.
+    SmallVector<int64_t> split(shape.begin(), shape.begin() + a + 1);
+    split.push_back(1);
+    split.append(shape.begin() + a + 1, shape.end());
+    grad = g.reshape(grad, split);
+    SmallVector<int64_t> lo(size_t(r + 1), 0), hi(size_t(r + 1), 0), wide = split;
+    hi[size_t(a + 1)] = step - 1;
+    wide[size_t(a + 1)] = step;
+    grad = padded(lo, hi, wide);
+    shape[size_t(a)] = n * step;
+    grad = g.reshape(grad, shape);
+    int64_t len = s + n * step; // past the axis by up to k - 1 (the last value's padding)
+    SmallVector<int64_t> lo2(size_t(r), 0), hi2(size_t(r), 0), to = shape;
+    lo2[size_t(a)] = s;
+    hi2[size_t(a)] = std::max<int64_t>(dim - len, 0);
+    to[size_t(a)] = std::max(len, dim);
+    if (s || len < dim)
+      grad = padded(lo2, hi2, to);
+    shape[size_t(a)] = to[size_t(a)];
+    if (len > dim) {
+      SmallVector<int64_t> cut = shape;
+      cut[size_t(a)] = dim;
+      grad = g.ox.op("Slice", RankedTensorType::get(cut, yt.getElementType()),
+                     {grad, g.ox.i64s({0}), g.ox.i64s({dim}), g.ox.i64s({a}), g.ox.i64s({1})});
+      shape = cut;
+    }
   }
   SmallVector<int64_t> pads(before);
   pads.append(after);
-  if (llvm::all_of(pads, [](int64_t p) { return p == 0; }))
-    out.push_back(dy[0]);
-  else
-    out.push_back(g.ox.op("Pad", xt, {dy[0], g.ox.i64s(pads)}));
+  if (!llvm::all_of(pads, [](int64_t p) { return p == 0; }))
+    grad = padded(before, after, xt.getShape());
+  out.push_back(grad);
   out.append({Value(), Value(), Value(), Value()});
   return success();
 }

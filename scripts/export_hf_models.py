@@ -7,7 +7,8 @@ Runs where PyTorch and transformers are installed (the device machine). For each
                            keyed 'grad:<onnx initializer name>'
 The committed copies under test/models/exported/ come from this script; keep them small.
 The bundled example: --models bytegpt --batch 8 --seq 64 --out examples/bytegpt. Models: gpt2, bytegpt,
-llama, mistral, qwen2, phi, gemma, gpt_neox, bert; NAME-sdpa exports NAME with HF's default
+llama, mistral, qwen2, phi, gemma, gpt_neox, bert, and the held-out opt, falcon, gptj, qwen3,
+stablelm, olmo, starcoder2 (not committed); NAME-sdpa exports NAME with HF's default
 attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
 gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128; NAME-sdpa-dyn: --models
 gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence).
@@ -91,6 +92,33 @@ def build(name):
                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         cfg._attn_implementation = "eager"
         return tf.BertForMaskedLM(cfg)
+    # Held out: families the compiler was not written against, tried on each result and not
+    # committed (docs/TESTING.md): --models opt-sdpa,falcon-sdpa,gptj-sdpa,qwen3-sdpa,stablelm-sdpa,
+    # olmo-sdpa,starcoder2-sdpa --out DIR, then test/tools/grad_check.py --models DIR ...
+    small = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 max_position_embeddings=POSITIONS)
+    held_out = {
+        "opt": lambda: tf.OPTForCausalLM(tf.OPTConfig(  # learned positions from a CumSum of the mask
+            ffn_dim=128, word_embed_proj_dim=64, dropout=0.0, attention_dropout=0.0, **small)),
+        "falcon": lambda: tf.FalconForCausalLM(tf.FalconConfig(  # multi-query K/V broadcast in the MatMuls
+            new_decoder_architecture=False, multi_query=True, hidden_dropout=0.0, attention_dropout=0.0, **small)),
+        "gptj": lambda: tf.GPTJForCausalLM(tf.GPTJConfig(  # interleaved rotary: strided Slices, a GatherND
+            vocab_size=256, n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=POSITIONS,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+        "qwen3": lambda: tf.Qwen3ForCausalLM(tf.Qwen3Config(  # RMSNorm of each head's q and k
+            intermediate_size=128, num_key_value_heads=2, head_dim=16, **small)),
+        "stablelm": lambda: tf.StableLmForCausalLM(tf.StableLmConfig(  # partial rotary, LayerNorm
+            intermediate_size=128, num_key_value_heads=2, hidden_dropout=0.0, attention_dropout=0.0, **small)),
+        "olmo": lambda: tf.OlmoForCausalLM(tf.OlmoConfig(  # LayerNorm without parameters
+            intermediate_size=128, num_key_value_heads=2, **small)),
+        "starcoder2": lambda: tf.Starcoder2ForCausalLM(tf.Starcoder2Config(  # biases, GELU MLP
+            intermediate_size=128, num_key_value_heads=2, residual_dropout=0.0, embedding_dropout=0.0,
+            attention_dropout=0.0, **small)),
+    }
+    if name in held_out:
+        model = held_out[name]()
+        model.config._attn_implementation = "eager"
+        return model
     raise SystemExit(f"unknown model {name}")
 
 

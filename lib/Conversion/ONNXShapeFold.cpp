@@ -340,6 +340,8 @@ std::optional<Small> fold(MLIRContext *ctx, StringRef op, ArrayRef<Value> operan
   static const llvm::StringSet<> elementwiseOps = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Sqrt",
                                                    "Reciprocal", "Equal", "Less", "LessOrEqual", "Greater",
                                                    "GreaterOrEqual", "Not", "And", "Or", "Where"};
+  if ((op == "Max" || op == "Min" || op == "Sum" || op == "Mean") && in.size() == 1)
+    return in[0]; // of one input: that input
   if (elementwiseOps.contains(op)) {
     size_t arity = op == "Where" ? 3 : unary.contains(op) ? 1 : 2;
     if (in.size() != arity)
@@ -493,6 +495,35 @@ std::optional<Small> fold(MLIRContext *ctx, StringRef op, ArrayRef<Value> operan
       copyElem(r, src, broadcastIndex(k, shape, src.shape));
     return r;
   }
+  if (op == "CumSum") { // OPT's positions: the running sum of a mask of ones along the sequence
+    if (in.size() != 2 || in[1].size() != 1 || x.shape.empty())
+      return std::nullopt;
+    int64_t rank = int64_t(x.shape.size()), axis = int64_t(in[1].get(0));
+    if (axis < -rank || axis >= rank)
+      return std::nullopt;
+    axis = axis < 0 ? axis + rank : axis;
+    bool exclusive = intAttr(attrs, "exclusive", 0) != 0, reverse = intAttr(attrs, "reverse", 0) != 0;
+    int64_t n = x.shape[size_t(axis)], inner = 1;
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= x.shape[size_t(d)];
+    std::vector<double> out(size_t(x.size()));
+    for (int64_t o = 0; o < x.size() / std::max<int64_t>(n * inner, 1); ++o)
+      for (int64_t c = 0; c < inner; ++c) {
+        double acc = 0; // in the element type: rounded after every addition, as a sequential kernel
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t k = (o * n + (reverse ? n - 1 - j : j)) * inner + c;
+          if (exclusive)
+            out[size_t(k)] = acc;
+          acc = roundTo(x.elt, acc + x.get(k));
+          if (!exclusive)
+            out[size_t(k)] = acc;
+        }
+      }
+    Small r = make(x.shape, x.elt);
+    for (double v : out)
+      push(r, v);
+    return r;
+  }
   if (op == "Range") {
     if (in.size() != 3)
       return std::nullopt;
@@ -560,6 +591,46 @@ Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallV
       cast.addTypes(RankedTensorType::get(x.getShape(), like.getElementType()));
       cast.addAttribute("to", builder.getIntegerAttr(builder.getIntegerType(64, true), code));
       return builder.create(cast)->getResult(0);
+    }
+  }
+  // Max, Min, Sum and Mean of one input (the exporter's broadcast of one index tensor) are it.
+  if ((opType == "Max" || opType == "Min" || opType == "Sum" || opType == "Mean") && operands.size() == 1 &&
+      operands[0].getType().isa<RankedTensorType>()) {
+    OperationState id(loc, "onnx.Identity");
+    id.addOperands(operands[0]);
+    id.addTypes(operands[0].getType());
+    return builder.create(id)->getResult(0);
+  }
+  // GatherND(data, indices) with batch_dims 0 and one index per tuple (indices [..., 1]: the
+  // exporter's tensor[idx], GPT-J's and Falcon's position tables) is Gather(data, indices[..., 0])
+  // on axis 0, an op the backends run and autodiff differentiates.
+  if (opType == "GatherND" && operands.size() == 2) {
+    auto data = operands[0].getType().dyn_cast<RankedTensorType>();
+    auto idx = operands[1].getType().dyn_cast<RankedTensorType>();
+    int64_t batchDims = 0;
+    for (const NamedAttribute &a : attrs)
+      if (a.getName() == "batch_dims")
+        if (auto i = a.getValue().dyn_cast<IntegerAttr>())
+          batchDims = i.getInt();
+    if (data && idx && idx.hasStaticShape() && data.getRank() >= 1 && idx.getRank() >= 1 && batchDims == 0 &&
+        idx.getShape().back() == 1 && idx.getElementType().isInteger(64)) {
+      SmallVector<int64_t> flat(idx.getShape().begin(), idx.getShape().end() - 1), out = flat;
+      out.append(data.getShape().begin() + 1, data.getShape().end());
+      Builder b(builder.getContext());
+      auto shapeType = RankedTensorType::get({int64_t(flat.size())}, b.getI64Type());
+      Value shape = constantOp(DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(flat)));
+      OperationState reshape(loc, "onnx.Reshape");
+      reshape.addOperands({operands[1], shape});
+      reshape.addTypes(RankedTensorType::get(flat, idx.getElementType()));
+      Value indices = builder.create(reshape)->getResult(0);
+      if (fold)
+        if (DenseElementsAttr f = foldNode(builder.getContext(), "Reshape", {operands[1], shape}, {}))
+          indices = constantOp(f);
+      OperationState gather(loc, "onnx.Gather");
+      gather.addOperands({operands[0], indices});
+      gather.addTypes(RankedTensorType::get(out, data.getElementType()));
+      gather.addAttribute("axis", builder.getIntegerAttr(builder.getIntegerType(64, true), 0));
+      return builder.create(gather)->getResult(0);
     }
   }
   // Unsqueeze and Squeeze take their axes as a 1-D tensor; the dynamo exporter writes one axis as a

@@ -183,7 +183,8 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
     return like(x, IntegerType::get(ctx, 1));
   static const llvm::StringSet<> broadcast = {"Add", "Sub", "Mul", "Div", "Pow",
                                               "Equal", "Less", "LessOrEqual", "Greater",
-                                              "GreaterOrEqual", "And", "Or", "Where"};
+                                              "GreaterOrEqual", "And", "Or", "Where",
+                                              "Max", "Min", "Sum", "Mean"}; // the last four variadic
   if (broadcast.contains(opType)) {
     SmallVector<int64_t> shape;
     bool ranked = true, first = true;

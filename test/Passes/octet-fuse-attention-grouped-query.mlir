@@ -105,3 +105,34 @@ func.func @interleaved_repeat(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>
   %y = onnx.MatMul %p, %vr : (tensor<1x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
   return %y : tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// Multi-query attention by broadcasting (Falcon): K and V [B, 1, T, d] against Q's 4 heads in the
+// MatMuls themselves, no repeat. The node reads them as one K/V head for all four.
+// CHECK-LABEL: func.func @broadcast_multi_query
+// CHECK: onnx.node "Attention"(%arg0, %arg1, %arg2) {{.+}} : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8xf32>)
+func.func @broadcast_multi_query(%q: tensor<1x4x8x16xf32>, %k: tensor<1x1x8x16xf32>, %v: tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %c = onnx.Constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %kt = onnx.Transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x8x16xf32>) -> tensor<1x1x16x8xf32>
+  %s = onnx.MatMul %q, %kt : (tensor<1x4x8x16xf32>, tensor<1x1x16x8xf32>) -> tensor<1x4x8x8xf32>
+  %s2 = onnx.Mul %s, %c : (tensor<1x4x8x8xf32>, tensor<f32>) -> tensor<1x4x8x8xf32>
+  %p = onnx.Softmax %s2 {axis = -1 : si64} : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %y = onnx.MatMul %p, %v : (tensor<1x4x8x8xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+  return %y : tensor<1x4x8x16xf32>
+}
+
+// -----
+
+// Broadcast along the batch (K and V [1, H, T, d] against Q's [2, H, T, d]) is no head grouping:
+// nothing fuses.
+// CHECK-LABEL: func.func @broadcast_batch
+// CHECK-NOT: onnx.node "Attention"
+// CHECK: onnx.Softmax
+func.func @broadcast_batch(%q: tensor<2x4x8x16xf32>, %k: tensor<1x4x8x16xf32>, %v: tensor<1x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %kt = onnx.Transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x8x16xf32>) -> tensor<1x4x16x8xf32>
+  %s = onnx.MatMul %q, %kt : (tensor<2x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = onnx.Softmax %s {axis = -1 : si64} : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %y = onnx.MatMul %p, %v : (tensor<2x4x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return %y : tensor<2x4x8x16xf32>
+}

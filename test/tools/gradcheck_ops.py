@@ -114,6 +114,12 @@ CASES = {
                N("Concat", ["Y2", "Z"], ["W"], axis=1)], {"A": rnd(2, 6)}, {"sp": i64(2, 4)}, "W"),
     "Slice": ([N("Slice", ["A", "st", "en", "ax"])], {"A": rnd(4, 6)}, {"st": i64(1, -4), "en": i64(3, 100),
                                                                           "ax": i64(0, 1)}),
+    # Steps: every other column from 0 (GPT-J's x[..., ::2]), every third row from 1 to a cut end,
+    # and a step past the axis's end.
+    "SliceStep": ([N("Slice", ["A", "st", "en", "ax", "sp"])], {"A": rnd(7, 8)},
+                  {"st": i64(1, 0), "en": i64(6, 100), "ax": i64(0, 1), "sp": i64(3, 2)}),
+    "SliceStepOdd": ([N("Slice", ["A", "st", "en", "ax", "sp"])], {"A": rnd(3, 7)},
+                     {"st": i64(1), "en": i64(7), "ax": i64(1), "sp": i64(2)}),
     "Gather": ([N("Gather", ["A", "I"], axis=0)], {"A": rnd(5, 3)}, {"I": np.array([[0, 4], [4, 2]], np.int64)}),
     "GatherElements": ([N("GatherElements", ["A", "I"], axis=1)], {"A": rnd(3, 4)},
                        {"I": np.array([[0, 3], [1, 1], [2, 0]], np.int64)}),

@@ -10,6 +10,11 @@
   axis.onnx     Unsqueeze with its axis a scalar constant (value_int), as the dynamo exporter writes it
   castlike.onnx CastLike(x, an FP16 input) and back, CastLike(., x): x rounded to FP16
                 (tensor.type_as, as Gemma's export applies it)
+  cumsum.onnx   x + positions, the positions CumSum of a mask of ones minus 1 (OPT's learned
+                positions), also reversed and exclusive
+  index.onnx    rows of a table x [64, 8] picked by positions 0..15 as the exporter writes
+                table[idx]: Max(idx) -> Shape -> Expand -> Unsqueeze -> Concat -> GatherND (GPT-J's
+                and Falcon's rotary tables)
 
     shape_models.py OUTDIR
 """
@@ -97,3 +102,26 @@ save("castlike", [
     h.make_node("CastLike", ["x", "h"], ["x16"]),
     h.make_node("CastLike", ["x16", "x"], ["y"]),
 ], [xn, x16], [h.make_tensor_value_info("y", T.FLOAT, [4, 8])])
+
+xc = h.make_tensor_value_info("x", T.FLOAT, [2, 16])
+save("cumsum", [
+    const("ones", np.ones((2, 16), np.float32)), const("axis", np.array(1, np.int64)),
+    h.make_node("CumSum", ["ones", "axis"], ["pos1"]),
+    const("onef", np.array(1.0, np.float32)),
+    h.make_node("Sub", ["pos1", "onef"], ["pos"]),
+    h.make_node("CumSum", ["ones", "axis"], ["back"], reverse=1, exclusive=1),
+    h.make_node("Add", ["x", "pos"], ["y0"]),
+    h.make_node("Add", ["y0", "back"], ["y"]),
+], [xc], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+xt = h.make_tensor_value_info("x", T.FLOAT, [64, 8])
+save("index", [
+    const("idx", np.arange(16, dtype=np.int64).reshape(1, 16)),
+    h.make_node("Max", ["idx"], ["m"]),
+    h.make_node("Shape", ["m"], ["s"]),
+    h.make_node("Expand", ["idx", "s"], ["e"]),
+    const("last", np.array([-1], np.int64)),
+    h.make_node("Unsqueeze", ["e", "last"], ["u"]),
+    h.make_node("Concat", ["u"], ["c"], axis=-1),
+    h.make_node("GatherND", ["x", "c"], ["y"]),
+], [xt], [h.make_tensor_value_info("y", T.FLOAT, None)])
