@@ -130,6 +130,10 @@ def main():
     ap.add_argument("--seq", type=int, default=16)
     ap.add_argument("--positions", type=int, default=64, help="position table length (>= --seq)")
     ap.add_argument("--suffix", default="", help="appended to each output's name (gpt2-sdpa-t128.onnx)")
+    ap.add_argument("--exporter", choices=["dynamo", "torchscript"], default="dynamo",
+                    help="torch.onnx.export's dynamo exporter (opset 20) or the legacy TorchScript one (opset 17)")
+    ap.add_argument("--optimize", action="store_true",
+                    help="the exporter's defaults: dynamo's optimize=True, TorchScript's constant folding")
     ap.add_argument("--dynamic", action="store_true",
                     help="batch and sequence as symbolic dimensions (dynamic_shapes); the weights are those of "
                          "the static export, so its reference serves (fp8-opt --input-shape makes it static)")
@@ -142,6 +146,10 @@ def main():
     for name in args.models.split(","):
         torch.manual_seed(0)
         model = build(name).float().eval()
+        if args.exporter == "torchscript":  # it merges equal initializers (LayerNorm's ones): make none equal
+            with torch.no_grad():
+                for k, q in enumerate(model.parameters()):
+                    q.add_(torch.randn(q.shape, generator=torch.Generator().manual_seed(k)) * 1e-3)
         wrapper = WithLoss(model, name).eval()
         g = torch.Generator().manual_seed(1)
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=g)
@@ -154,9 +162,14 @@ def main():
         if args.dynamic:
             batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=POSITIONS)
             dyn = {"input_ids": {0: batch, 1: seq}, "labels": {0: batch, 1: seq}}
-        torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
-                          input_names=["input_ids", "labels"], output_names=["loss", "logits"],
-                          dynamic_shapes=dyn, external_data=False, optimize=False)  # the optimizer folds parameters away
+        if args.exporter == "torchscript":  # the legacy exporter (dynamo=False), as older code calls it
+            torch.onnx.export(wrapper, (ids, labels), path, dynamo=False, opset_version=17,
+                              input_names=["input_ids", "labels"], output_names=["loss", "logits"],
+                              do_constant_folding=args.optimize)
+        else:  # without --optimize: the optimizer folds parameters away
+            torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
+                              input_names=["input_ids", "labels"], output_names=["loss", "logits"],
+                              dynamic_shapes=dyn, external_data=False, optimize=args.optimize)
         # Reference: loss, logits and every parameter gradient from PyTorch autograd.
         wrapper.zero_grad()
         loss, logits = wrapper(ids, labels)

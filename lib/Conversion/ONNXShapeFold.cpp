@@ -416,27 +416,36 @@ std::optional<Small> fold(MLIRContext *ctx, StringRef op, ArrayRef<Value> operan
     r.shape = *shape;
     return r;
   }
-  if (op == "Slice") {
-    if (x.shape.size() != 1)
-      return std::nullopt; // shape vectors; higher ranks stay ops
+  if (op == "Slice") { // one axis of any rank (the TorchScript exporter reverses [2, 2] pad pairs)
     auto starts = axesOf(attrs, operands, 1, "starts"), ends = axesOf(attrs, operands, 2, "ends");
     auto axes = axesOf(attrs, operands, 3), steps = axesOf(attrs, operands, 4, "steps");
-    if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 ||
-        (!axes->empty() && ((*axes)[0] != 0 && (*axes)[0] != -1)))
+    int64_t rank = int64_t(x.shape.size());
+    if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || rank < 1)
       return std::nullopt;
-    int64_t n = x.shape[0], step = steps->empty() ? 1 : (*steps)[0];
+    int64_t axis = axes->empty() ? 0 : (*axes)[0];
+    if (axis < -rank || axis >= rank)
+      return std::nullopt;
+    axis = axis < 0 ? axis + rank : axis;
+    int64_t n = x.shape[size_t(axis)], step = steps->empty() ? 1 : (*steps)[0], inner = 1;
     if (step == 0)
       return std::nullopt;
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= x.shape[size_t(d)];
     auto clampIndex = [&](int64_t v) {
       if (v < 0) v += n;
       return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
     };
     int64_t s = clampIndex((*starts)[0]), e = clampIndex((*ends)[0]);
-    Small r = make({0}, x.elt);
-    for (int64_t k = s; step > 0 ? k < e : k > e; k += step) {
-      copyElem(r, x, k);
-      ++r.shape[0];
-    }
+    SmallVector<int64_t> picked;
+    for (int64_t k = s; step > 0 ? k < e : k > e; k += step)
+      picked.push_back(k);
+    SmallVector<int64_t> shape(x.shape.begin(), x.shape.end());
+    shape[size_t(axis)] = int64_t(picked.size());
+    Small r = make(shape, x.elt);
+    for (int64_t o = 0; o < (n * inner ? x.size() / (n * inner) : 0); ++o)
+      for (int64_t k : picked)
+        for (int64_t c = 0; c < inner; ++c)
+          copyElem(r, x, (o * n + k) * inner + c);
     return r;
   }
   if (op == "Reshape") {
@@ -591,6 +600,32 @@ Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallV
       cast.addTypes(RankedTensorType::get(x.getShape(), like.getElementType()));
       cast.addAttribute("to", builder.getIntegerAttr(builder.getIntegerType(64, true), code));
       return builder.create(cast)->getResult(0);
+    }
+  }
+  // Older opsets' reductions (ReduceMean and ReduceMax before 18, ReduceSum before 13: the axes an
+  // attribute, as the TorchScript exporter writes RMSNorm's mean) are the typed ops with the axes
+  // a constant operand.
+  if ((opType == "ReduceMean" || opType == "ReduceMax" || opType == "ReduceSum") && operands.size() == 1) {
+    DenseI64ArrayAttr axes;
+    SmallVector<NamedAttribute> rest;
+    for (const NamedAttribute &a : attrs) {
+      if (a.getName() == "axes")
+        axes = a.getValue().dyn_cast<DenseI64ArrayAttr>();
+      else
+        rest.push_back(a);
+    }
+    if (axes) {
+      Builder b(builder.getContext());
+      auto axesType = RankedTensorType::get({int64_t(axes.size())}, b.getI64Type());
+      Value axesValue = constantOp(DenseElementsAttr::get(axesType, axes.asArrayRef()));
+      Type t = inferResultType(builder.getContext(), opType, {operands[0], axesValue}, rest, 0);
+      if (t) {
+        OperationState red(loc, ("onnx." + opType).str());
+        red.addOperands({operands[0], axesValue});
+        red.addTypes(t);
+        red.addAttributes(rest);
+        return builder.create(red)->getResult(0);
+      }
     }
   }
   // Max, Min, Sum and Mean of one input (the exporter's broadcast of one index tensor) are it.

@@ -130,6 +130,19 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
       out.push_back(x.getSExtValue());
     return true;
   };
+  // Split (opset 13+: the sizes a constant operand): result `index` of x's shape with its part of
+  // the axis.
+  if (opType == "Split" && operands.size() == 2 && known(operands[0]) && known(operands[0]).hasRank()) {
+    ShapedType xs = known(operands[0]);
+    SmallVector<int64_t> sizes;
+    auto a = attr("axis").dyn_cast_or_null<IntegerAttr>();
+    int64_t r = xs.getRank(), axis = a ? a.getInt() : 0;
+    if (!constInts(operands[1], sizes) || index >= sizes.size() || axis < -r || axis >= r)
+      return {};
+    SmallVector<int64_t> shape(xs.getShape().begin(), xs.getShape().end());
+    shape[size_t(axis < 0 ? axis + r : axis)] = sizes[index];
+    return RankedTensorType::get(shape, xs.getElementType());
+  }
   if (index != 0)
     return {};
   if (opType == "Constant") {
@@ -162,7 +175,8 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
     return {};
   static const llvm::StringSet<> sameType = {
       "Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Exp", "Log",
-      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout", "Trilu"};
+      "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout", "Trilu",
+      "LayerNormalization"}; // LayerNormalization's Y (its other results: index != 0 above)
   if (sameType.contains(opType))
     return x;
   if (opType == "Expand") { // the broadcast of x's shape and a constant target shape
@@ -181,6 +195,78 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
   }
   if (opType == "IsNaN" || opType == "IsInf")
     return like(x, IntegerType::get(ctx, 1));
+  // Gather: data's axes before `axis`, the indices' shape, data's axes after it (the TorchScript
+  // exporter's embedding lookups carry no declared shape).
+  if (opType == "Gather" && operands.size() == 2) {
+    ShapedType idx = known(operands[1]);
+    auto a = attr("axis").dyn_cast_or_null<IntegerAttr>();
+    int64_t axis = a ? a.getInt() : 0, r = x.hasRank() ? x.getRank() : 0;
+    if (!x.hasRank() || !idx || !idx.hasRank() || axis < -r || axis >= r)
+      return {};
+    axis = axis < 0 ? axis + r : axis;
+    SmallVector<int64_t> shape(x.getShape().begin(), x.getShape().begin() + axis);
+    shape.append(idx.getShape().begin(), idx.getShape().end());
+    shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  // Slice (opset 10+: starts, ends, axes, steps constant operands): each sliced axis's count.
+  if (opType == "Slice" && operands.size() >= 3 && x.hasRank()) {
+    SmallVector<int64_t> starts, ends, axes, steps;
+    int64_t r = x.getRank();
+    if (!constInts(operands[1], starts) || !constInts(operands[2], ends) || starts.size() != ends.size())
+      return {};
+    if (operands.size() > 3 && operands[3] && !operands[3].getType().isa<NoneType>()) {
+      if (!constInts(operands[3], axes))
+        return {};
+    } else {
+      for (int64_t i = 0; i < int64_t(starts.size()); ++i)
+        axes.push_back(i);
+    }
+    if (operands.size() > 4 && operands[4] && !operands[4].getType().isa<NoneType>() && !constInts(operands[4], steps))
+      return {};
+    if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
+      return {};
+    SmallVector<int64_t> shape(x.getShape().begin(), x.getShape().end());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i], step = steps.empty() ? 1 : steps[i];
+      if (a < 0 || a >= r || step == 0 || ShapedType::isDynamic(shape[size_t(a)]))
+        return {};
+      int64_t n = shape[size_t(a)];
+      auto clampIndex = [&](int64_t v) {
+        if (v < 0) v += n;
+        return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
+      };
+      int64_t b = clampIndex(starts[i]), e = clampIndex(ends[i]);
+      shape[size_t(a)] = step > 0 ? std::max<int64_t>(0, (e - b + step - 1) / step)
+                                  : std::max<int64_t>(0, (b - e + (-step) - 1) / (-step));
+    }
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  // Pad (opset 11+: the pads a constant operand, all axes): each axis grows by its two pads.
+  if (opType == "Pad" && operands.size() >= 2 && x.hasStaticShape() && (operands.size() < 4 || !operands[3] ||
+                                                                       operands[3].getType().isa<NoneType>())) {
+    SmallVector<int64_t> pads;
+    int64_t r = x.getRank();
+    if (!constInts(operands[1], pads) || int64_t(pads.size()) != 2 * r)
+      return {};
+    SmallVector<int64_t> shape(x.getShape().begin(), x.getShape().end());
+    for (int64_t i = 0; i < r; ++i)
+      if ((shape[size_t(i)] += pads[size_t(i)] + pads[size_t(i + r)]) < 0)
+        return {};
+    return RankedTensorType::get(shape, x.getElementType());
+  }
+  // Gemm: [M, K] x [K, N] (either transposed) -> [M, N].
+  if (opType == "Gemm" && operands.size() >= 2) {
+    ShapedType bt = known(operands[1]);
+    auto flag = [&](const char *n) {
+      auto f = attr(n).dyn_cast_or_null<IntegerAttr>();
+      return f && f.getInt() != 0;
+    };
+    if (!x.hasRank() || !bt || !bt.hasRank() || x.getRank() != 2 || bt.getRank() != 2)
+      return {};
+    int64_t m = x.getDimSize(flag("transA") ? 1 : 0), n = bt.getDimSize(flag("transB") ? 0 : 1);
+    return RankedTensorType::get({m, n}, x.getElementType());
+  }
   static const llvm::StringSet<> broadcast = {"Add", "Sub", "Mul", "Div", "Pow",
                                               "Equal", "Less", "LessOrEqual", "Greater",
                                               "GreaterOrEqual", "And", "Or", "Where",

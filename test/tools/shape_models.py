@@ -15,6 +15,9 @@
   index.onnx    rows of a table x [64, 8] picked by positions 0..15 as the exporter writes
                 table[idx]: Max(idx) -> Shape -> Expand -> Unsqueeze -> Concat -> GatherND (GPT-J's
                 and Falcon's rotary tables)
+  legacy.onnx   opset 17 as the TorchScript exporter writes it, no declared shapes: Gather of an
+                embedding table, ReduceMean with its axes an attribute, Pad, Slice of a computed
+                tensor, Split, Gemm, and a Slice with step -1 of a [2, 2] constant (its pad pairs)
 
     shape_models.py OUTDIR
 """
@@ -125,3 +128,28 @@ save("index", [
     h.make_node("Concat", ["u"], ["c"], axis=-1),
     h.make_node("GatherND", ["x", "c"], ["y"]),
 ], [xt], [h.make_tensor_value_info("y", T.FLOAT, None)])
+
+ids = h.make_tensor_value_info("ids", T.INT64, [2, 16])
+table = h.make_tensor_value_info("table", T.FLOAT, [256, 8])
+g = h.make_graph([
+    h.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+    h.make_node("ReduceMean", ["emb"], ["mean"], axes=[-1], keepdims=1),
+    const("pads", np.array([0, 0, 0, 1], np.int64)), const("fill", np.array(-100, np.int64)),
+    h.make_node("Pad", ["ids", "pads", "fill"], ["padded"]),
+    const("s1", np.array([1], np.int64)), const("big", np.array([2**62], np.int64)), const("a1", np.array([1], np.int64)),
+    h.make_node("Slice", ["padded", "s1", "big", "a1"], ["shifted"]),
+    const("flat", np.array([-1, 8], np.int64)),
+    h.make_node("Reshape", ["emb", "flat"], ["rows"]),
+    const("halves", np.array([4, 4], np.int64)),
+    h.make_node("Split", ["rows", "halves"], ["left", "right"], axis=1),
+    const("w", np.arange(12, dtype=np.float32).reshape(4, 3) / 8),
+    h.make_node("Gemm", ["left", "w"], ["proj"]),
+    const("pairs", np.array([[0, 1], [2, 3]], np.int64)),
+    const("m1", np.array([-1], np.int64)), const("mbig", np.array([-(2**62)], np.int64)),
+    const("a0", np.array([0], np.int64)),
+    h.make_node("Slice", ["pairs", "m1", "mbig", "a0", "m1"], ["rev"]),
+], "legacy", [ids, table], [h.make_tensor_value_info(n, t, None) for n, t in
+                             (("mean", T.FLOAT), ("shifted", T.INT64), ("proj", T.FLOAT), ("right", T.FLOAT),
+                              ("rev", T.INT64))])
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(out, "legacy.onnx"))
+
