@@ -14,7 +14,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 check=("$here/.venv/bin/python" "$here/test/tools/grad_check.py" --bin "$here/$build/bin")
 families=(opt-sdpa falcon-sdpa gptj-sdpa qwen3-sdpa stablelm-sdpa olmo-sdpa starcoder2-sdpa)
-legacy=(gpt2 llama qwen2 bert)
+legacy=(gpt2 llama mistral qwen2 phi gemma gpt_neox bert)
 if ! "$py" "$here/scripts/export_hf_models.py" --out "$out/hf" --models "$(IFS=,; echo "${families[*]}")" \
   > "$out/hf.log" 2>&1; then
   echo "heldout_check: the held-out export failed: see $out/hf.log" >&2

@@ -241,9 +241,11 @@ std::optional<Small> elementwise(StringRef op, ArrayRef<Small> in, MLIRContext *
     else if (op == "Sub") v = a - b;
     else if (op == "Mul") v = a * b;
     else if (op == "Div") {
-      if (isInt && (b == 0 || std::fmod(a, b) != 0))
-        return std::nullopt; // integer division that rounds: left to the op
-      v = a / b;
+      // Integer division that rounds: exact where truncation and flooring agree (non-negative
+      // operands: GPT-NeoX's head width, 3 d / 3), else left to the op.
+      if (isInt && (b == 0 || (std::fmod(a, b) != 0 && (a < 0 || b < 0))))
+        return std::nullopt;
+      v = isInt ? std::floor(a / b) : a / b;
     } else if (op == "Max") v = std::fmax(a, b);
     else if (op == "Min") v = std::fmin(a, b);
     else if (op == "Neg") v = -a;

@@ -4,7 +4,8 @@
                 (the dynamo exporter's scaled_dot_product_attention scale)
   mask.onnx     x + causal mask: Shape -> Slice -> Concat -> Expand -> Trilu -> Equal -> Where
   view.onnx     x viewed as [b, t, 4, 16]: Shape -> Gather -> Unsqueeze -> Concat -> Reshape
-  left.onnx     what stays an op: an integer Div that rounds (7 / 2), and an Expand of 128 x 128
+  left.onnx     what stays an op: an integer Div that rounds a negative (-7 / 2: truncated or
+                floored?), and an Expand of 128 x 128
                 values (past the folding limit), whose type is still static
   isnan.onnx    Where(IsNaN(x), 0, x), as scaled_dot_product_attention zeroes fully masked rows
   axis.onnx     Unsqueeze with its axis a scalar constant (value_int), as the dynamo exporter writes it
@@ -17,7 +18,8 @@
                 and Falcon's rotary tables)
   legacy.onnx   opset 17 as the TorchScript exporter writes it, no declared shapes: Gather of an
                 embedding table, ReduceMean with its axes an attribute, Pad, Slice of a computed
-                tensor, Split, Gemm, and a Slice with step -1 of a [2, 2] constant (its pad pairs)
+                tensor, Split, Gemm, a Slice with step -1 of a [2, 2] constant (its pad pairs), and
+                50 / 3 in int64 (GPT-NeoX's head width: non-negative, so truncated and floored agree)
 
     shape_models.py OUTDIR
 """
@@ -81,7 +83,7 @@ save("view", [
 ], [x3], [h.make_tensor_value_info("y", T.FLOAT, None)])
 
 save("left", [
-    const("seven", np.array([7], np.int64)), const("two", np.array([2], np.int64)),
+    const("seven", np.array([-7], np.int64)), const("two", np.array([2], np.int64)),
     h.make_node("Div", ["seven", "two"], ["q"]),
     const("big", np.array([128, 128], np.int64)),
     const("onef", np.array(1.0, np.float32)),
@@ -148,8 +150,10 @@ g = h.make_graph([
     const("m1", np.array([-1], np.int64)), const("mbig", np.array([-(2**62)], np.int64)),
     const("a0", np.array([0], np.int64)),
     h.make_node("Slice", ["pairs", "m1", "mbig", "a0", "m1"], ["rev"]),
+    const("fifty", np.array([50], np.int64)), const("three", np.array([3], np.int64)),
+    h.make_node("Div", ["fifty", "three"], ["third"]),
 ], "legacy", [ids, table], [h.make_tensor_value_info(n, t, None) for n, t in
                              (("mean", T.FLOAT), ("shifted", T.INT64), ("proj", T.FLOAT), ("right", T.FLOAT),
-                              ("rev", T.INT64))])
+                              ("rev", T.INT64), ("third", T.INT64))])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(out, "legacy.onnx"))
 
