@@ -11,7 +11,8 @@ llama, mistral, qwen2, phi, gemma, gpt_neox, bert, and the held-out opt, falcon,
 stablelm, olmo, starcoder2 (not committed); NAME-sdpa exports NAME with HF's default
 attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
 gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128; NAME-sdpa-dyn: --models
-gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence).
+gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence); NAME-ts: --models gpt2,llama
+--exporter torchscript --suffix=-ts (the legacy exporter, opset 17).
 """
 import argparse, json, os, sys
 import numpy as np
