@@ -55,7 +55,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
-#include "llvm/ADT/SetVector.h"
 
 namespace octet {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -619,22 +618,10 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     // What goes: P V, the guard and the chain (each before what it reads), then whatever they
     // read that nothing reads any more: the mask's subgraph, the scalars, Kt's reshapes and
     // transposes, the head splits, the copies. Parameters (initializers) stay.
-    llvm::SetVector<Operation *> unread;
-    auto erase = [&](Operation *o) {
-      unread.remove(o);
-      for (Value x : o->getOperands())
-        if (Operation *d = x.getDefiningOp())
-          unread.insert(d);
-      o->erase();
-    };
-    erase(pv);
-    for (Operation *o : llvm::concat<Operation *>(guard, chain))
-      erase(o);
-    while (!unread.empty()) {
-      Operation *o = unread.pop_back_val();
-      if (o->use_empty() && isa<ox::ONNXDialect>(o->getDialect()) && !isa<ox::InitializerOp, ox::GenericNodeOp>(o))
-        erase(o);
-    }
+    SmallVector<Operation *> roots{pv};
+    roots.append(guard.begin(), guard.end());
+    roots.append(chain.begin(), chain.end());
+    octet::eraseWithUnread(roots);
     return true;
   }
 

@@ -35,7 +35,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 
-#include "llvm/ADT/SetVector.h"
 
 namespace octet {
 #define GEN_PASS_DEF_FUSEROTARY
@@ -178,31 +177,12 @@ struct FuseRotary : octet::impl::FuseRotaryBase<FuseRotary> {
           else
             y = node(x, cos, sin);
           add.getResult().replaceAllUsesWith(y);
-          erase(add);
+          octet::eraseWithUnread({add}); // with the Muls, the Concat, the Neg, the Slices; parameters stay
           return true;
         }
       }
     }
     return false;
-  }
-
-  /// Erases `root` and then whatever it read that nothing reads any more (the Muls, the Concat,
-  /// the Neg, the Slices and their constants); parameters stay.
-  static void erase(Operation *root) {
-    llvm::SetVector<Operation *> unread;
-    auto drop = [&](Operation *o) {
-      unread.remove(o);
-      for (Value x : o->getOperands())
-        if (Operation *d = x.getDefiningOp())
-          unread.insert(d);
-      o->erase();
-    };
-    drop(root);
-    while (!unread.empty()) {
-      Operation *o = unread.pop_back_val();
-      if (o->use_empty() && isa<ox::ONNXDialect>(o->getDialect()) && !isa<ox::InitializerOp, ox::GenericNodeOp>(o))
-        drop(o);
-    }
   }
 
   void runOnOperation() override {

@@ -7,6 +7,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <string>
 
@@ -77,6 +78,27 @@ inline mlir::RankedTensorType staticTensor(mlir::Type t) {
 inline mlir::RankedTensorType staticF32(mlir::Value v) {
   auto t = staticTensor(v.getType());
   return t && t.getElementType().isF32() ? t : mlir::RankedTensorType();
+}
+
+/// Erases `roots` in order (each before what it reads), then whatever they read that nothing reads
+/// any more, transitively: ONNX ops only; initializers (parameters) and generic nodes stay.
+inline void eraseWithUnread(llvm::ArrayRef<mlir::Operation *> roots) {
+  llvm::SetVector<mlir::Operation *> unread;
+  auto erase = [&](mlir::Operation *o) {
+    unread.remove(o);
+    for (mlir::Value x : o->getOperands())
+      if (mlir::Operation *d = x.getDefiningOp())
+        unread.insert(d);
+    o->erase();
+  };
+  for (mlir::Operation *o : roots)
+    erase(o);
+  while (!unread.empty()) {
+    mlir::Operation *o = unread.pop_back_val();
+    if (o->use_empty() && llvm::isa<onnx_dialect::ONNXDialect>(o->getDialect()) &&
+        !llvm::isa<onnx_dialect::InitializerOp, onnx_dialect::GenericNodeOp>(o))
+      erase(o);
+  }
 }
 
 /// `v` through Identity copies.
