@@ -433,14 +433,7 @@ std::optional<Small> fold(MLIRContext *ctx, StringRef op, ArrayRef<Value> operan
       return std::nullopt;
     for (int64_t d = axis + 1; d < rank; ++d)
       inner *= x.shape[size_t(d)];
-    auto clampIndex = [&](int64_t v) {
-      if (v < 0) v += n;
-      return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
-    };
-    int64_t s = clampIndex((*starts)[0]), e = clampIndex((*ends)[0]);
-    SmallVector<int64_t> picked;
-    for (int64_t k = s; step > 0 ? k < e : k > e; k += step)
-      picked.push_back(k);
+    SmallVector<int64_t> picked = sliceIndices(n, (*starts)[0], (*ends)[0], step);
     SmallVector<int64_t> shape(x.shape.begin(), x.shape.end());
     shape[size_t(axis)] = int64_t(picked.size());
     Small r = make(shape, x.elt);

@@ -86,6 +86,21 @@ std::optional<SmallVector<int64_t>> squeezedShape(ArrayRef<int64_t> in, ArrayRef
   return shape;
 }
 
+SmallVector<int64_t> sliceIndices(int64_t n, int64_t start, int64_t end, int64_t step) {
+  auto clampIndex = [&](int64_t v) {
+    if (v < 0)
+      v += n;
+    return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
+  };
+  SmallVector<int64_t> picked;
+  for (int64_t k = clampIndex(start), e = clampIndex(end); step > 0 ? k < e : k > e; k += step) {
+    picked.push_back(k);
+    if (step > 0 ? e - k - step <= 0 : k - e + step <= 0) // the next index would pass the end (no overflow)
+      break;
+  }
+  return picked;
+}
+
 Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> operands,
                      ArrayRef<NamedAttribute> attrs, unsigned index) {
   auto attr = [&](llvm::StringRef name) -> Attribute {
@@ -231,14 +246,7 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
       int64_t a = axes[i] < 0 ? axes[i] + r : axes[i], step = steps.empty() ? 1 : steps[i];
       if (a < 0 || a >= r || step == 0 || ShapedType::isDynamic(shape[size_t(a)]))
         return {};
-      int64_t n = shape[size_t(a)];
-      auto clampIndex = [&](int64_t v) {
-        if (v < 0) v += n;
-        return step > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
-      };
-      int64_t b = clampIndex(starts[i]), e = clampIndex(ends[i]);
-      shape[size_t(a)] = step > 0 ? std::max<int64_t>(0, (e - b + step - 1) / step)
-                                  : std::max<int64_t>(0, (b - e + (-step) - 1) / (-step));
+      shape[size_t(a)] = int64_t(sliceIndices(shape[size_t(a)], starts[i], ends[i], step).size());
     }
     return RankedTensorType::get(shape, x.getElementType());
   }

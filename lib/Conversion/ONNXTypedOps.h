@@ -41,6 +41,10 @@ const llvm::StringMap<TypedOpInfo> &typedOps();
 mlir::Type inferResultType(mlir::MLIRContext *ctx, llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
                            llvm::ArrayRef<mlir::NamedAttribute> attrs, unsigned index);
 
+/// The indices ONNX Slice takes from an axis of length n: start, end (negative counted from the end,
+/// clamped as the spec says for the step's sign) and step (nonzero).
+llvm::SmallVector<int64_t> sliceIndices(int64_t n, int64_t start, int64_t end, int64_t step);
+
 /// The shape of Unsqueeze (`unsqueeze`) or Squeeze of `in` by `axes` (negative counted from the end;
 /// Squeeze with no axes drops every 1), or nullopt where the axes are invalid for it.
 std::optional<llvm::SmallVector<int64_t>> squeezedShape(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> axes,
