@@ -56,15 +56,16 @@ enum class Kind { None, Origin, SameType, Follows, FollowsFirst };
 // The ops below are those both backends run with BF16 operands and results natively (the CPU
 // reference widens and rounds around every kernel; the CUDA executor's kernels load and store BF16:
 // cuBLASLt's FP8 GEMMs with their bias in the epilogue, cuDNN's attention, the FP8 cast kernels,
-// the LayerNorm gradient, broadcasting elementwise ops, reductions, and Pointwise programs, whose
-// generated kernels load and store each operand in its own type, the loss and its gradient, which
-// read BF16 logits and compute in float32). An op joins these tables when the CUDA executor can
-// run it so; until then its operands and results stay float32 (the LayerNorm forward).
+// the LayerNorm and RMSNorm gradients, broadcasting elementwise ops, reductions, and Pointwise
+// programs, whose generated kernels load and store each operand in its own type, the loss and its
+// gradient, which read BF16 logits and compute in float32). An op joins these tables when the CUDA
+// executor can run it so; until then its operands and results stay float32 (the LayerNorm and
+// RMSNorm forward).
 
 /// Which results an op may write in BF16, and on what condition.
 Kind producerKind(const std::string &t, unsigned result) {
   if ((t == "fp8.gemm" || t == "octet::Attention" || t == "octet::LayerNormalizationGrad" ||
-       t == "octet::SoftmaxCrossEntropyLossGrad") &&
+       t == "octet::RMSNormalizationGrad" || t == "octet::SoftmaxCrossEntropyLossGrad") &&
       result == 0)
     return Kind::Origin;
   if (t == "octet::AttentionGrad" && result < 3)
@@ -93,7 +94,7 @@ bool readsBf16(const std::string &t, unsigned i) {
   if (t == "fp8.cast" || t == "fp8.cast_amax" || t == "fp8.amax" || t == "ReduceSum" || t == "Gelu" ||
       t == "SoftmaxCrossEntropyLoss" || t == "octet::SoftmaxCrossEntropyLossGrad")
     return i == 0; // the loss reads BF16 logits and computes its softmax in float32
-  if (t == "octet::LayerNormalizationGrad")
+  if (t == "octet::LayerNormalizationGrad" || t == "octet::RMSNormalizationGrad")
     return i == 0 || i == 2 || i == 3; // X, dY, dX_in; not the scale
   if (t == "octet::Attention")
     return i < 3;

@@ -207,9 +207,10 @@ void sliceSequences(func::FuncOp func) {
   }
 }
 
-/// fused-grads: an Add of a LayerNormalizationGrad's dX (its only reader) and another gradient
-/// of the same input (the residual stream's, which the walk reached first) becomes the node's
-/// fourth operand, dX_in, which the node adds to dX as the Add did: one pass over the row fewer.
+/// fused-grads: an Add of a LayerNormalizationGrad's (RMSNormalizationGrad's) dX (its only reader)
+/// and another gradient of the same input (the residual stream's, which the walk reached first)
+/// becomes the node's fourth operand, dX_in, which the node adds to dX as the Add did: one pass
+/// over the row fewer.
 void foldGradientSums(func::FuncOp func) {
   SmallVector<ox::AddOp> adds;
   func.walk([&](ox::AddOp a) { adds.push_back(a); });
@@ -217,7 +218,9 @@ void foldGradientSums(func::FuncOp func) {
     for (unsigned i = 0; i < 2; ++i) {
       auto node = add->getOperand(i).getDefiningOp<ox::GenericNodeOp>();
       Value other = add->getOperand(1 - i);
-      if (!node || node.getDomain() != "octet" || node.getOpType() != "LayerNormalizationGrad" ||
+      if (!node || node.getDomain() != "octet" ||
+          (node.getOpType() != "LayerNormalizationGrad" &&
+           node.getOpType() != "RMSNormalizationGrad") ||
           node.getNumOperands() != 3 || add->getOperand(i) != node->getResult(0) ||
           !node->getResult(0).hasOneUse() || other.getType() != add.getType() ||
           add->getOperand(i).getType() != add.getType())

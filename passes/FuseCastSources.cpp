@@ -6,7 +6,8 @@
 // it once between them; where the op just before computes that tensor elementwise per row or per
 // element and nothing else reads it, the pass can compute it instead, and it is never stored:
 //
-//   - a float32 LayerNormalization over the last axis (the pass applies the rows' statistics);
+//   - a float32 LayerNormalization or RMSNormalization over the last axis (the pass applies the
+//     rows' statistics);
 //   - a Gelu (a GELU the MLP's second Linear casts, forward or recomputed for its weight
 //     gradient);
 //   - an octet Pointwise program, or a pointwise_chain group (a GELU gradient, an RMSNorm's
@@ -115,22 +116,12 @@ SmallVector<Operation *> producerOf(Value x, Operation *first, int64_t cols, boo
   Operation *p = prevOp(first);
   if (!p || x.getDefiningOp() != p || p->hasAttr(kCastPass) || !onlyReadBy(x, readers))
     return {};
-  if (auto ln = dyn_cast<ox::LayerNormalizationOp>(p)) {
-    auto xt = ln.getX().getType().dyn_cast<RankedTensorType>();
-    auto f32 = [](Value v) {
-      auto t = v.getType().dyn_cast<TensorType>();
-      return t && t.getElementType().isF32();
-    };
-    if (summed || !xt || !xt.hasStaticShape() || !f32(ln.getX()) || !f32(ln.getScale()) ||
-        !f32(ln.getY()) || (!ln.getB().getType().isa<NoneType>() && !f32(ln.getB())) ||
-        p->hasAttr("octet.fusion"))
+  if (octet::RowNorm ln = octet::rowNorm(p)) {
+    if (summed || !ln.lastAxisF32() || p->hasAttr("octet.fusion"))
       return {};
-    int64_t axis = ln.getAxis().value_or(-1), rank = xt.getRank();
-    axis = axis < 0 ? axis + rank : axis;
-    int64_t n = 1;
-    for (int64_t d = std::max<int64_t>(axis, 0); d < rank; ++d)
-      n *= xt.getShape()[size_t(d)];
-    return n == cols ? SmallVector<Operation *>{p} : SmallVector<Operation *>{};
+    return ln.x.getType().cast<RankedTensorType>().getShape().back() == cols
+               ? SmallVector<Operation *>{p}
+               : SmallVector<Operation *>{};
   }
   if (isa<ox::GeluOp>(p) && !summed && octet::fusionOf(p) != "producer_amax")
     return {p};
@@ -189,7 +180,7 @@ struct FuseCastSources : octet::impl::FuseCastSourcesBase<FuseCastSources> {
         if (fp8::AmaxOp a = summed ? fp8::AmaxOp() : amaxBefore(x, group.front())) {
           readers.insert(a);
           SmallVector<Operation *> p = producerOf(x, a, shape->second, summed, readers);
-          if (!p.empty() && isa<ox::LayerNormalizationOp>(p.front()))
+          if (!p.empty() && octet::rowNorm(p.front()))
             amax = {p.front(), a};
         }
         SmallVector<Operation *> producer =

@@ -9,7 +9,8 @@
 //
 //   - a Gelu (the MLP's second Linear's input);
 //   - an octet Pointwise program in no other group (the GELU's gradient, c_fc's dY);
-//   - an octet::LayerNormalizationGrad, of its dX (the residual stream's gradient, the output
+//   - an octet::LayerNormalizationGrad or RMSNormalizationGrad, of its dX (the residual stream's
+//   gradient, the output
 //     projections' dY).
 //
 // Views (Reshape, Squeeze, ...) between the two are skipped; the amax reads the producer's result
@@ -48,7 +49,9 @@ Operation *producerOf(fp8::AmaxOp a) {
     return nullptr;
   if (isa<ox::GeluOp>(p) || octet::isPointwiseNode(p))
     return p;
-  if (octet::planOpType(p) == "octet::LayerNormalizationGrad" && x == p->getResult(0))
+  if ((octet::planOpType(p) == "octet::LayerNormalizationGrad" ||
+       octet::planOpType(p) == "octet::RMSNormalizationGrad") &&
+      x == p->getResult(0))
     return p;
   return nullptr;
 }

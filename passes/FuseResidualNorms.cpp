@@ -4,11 +4,12 @@
 // the next block's LayerNormalization reads x' right away. The Add reads two tensors and writes
 // x'; the LayerNorm (or, in a cast pass, the row statistics its FP8 casts apply) reads x' again.
 // Where a float32 onnx.Add of two operands of its own shape (no broadcast) is the op right before
-// (views aside) a float32 LayerNormalization over the last axis that reads its result, the pair
-// becomes a fusion group (FusionGroups.h, kind "residual_norm"): a backend computes the sum and
-// the norm's row statistics in one pass over the operands, writing x' for its other readers (the
-// next residual Add, the LayerNorm's gradient), and x' is not read back for the statistics. The
-// CPU runs both ops as they are (the same bits: the sum is rounded as the Add rounds it).
+// (views aside) a float32 LayerNormalization or RMSNormalization (a Llama's) over the last axis
+// that reads its result, the pair becomes a fusion group (FusionGroups.h, kind "residual_norm"):
+// a backend computes the sum and the norm's row statistics in one pass over the operands, writing
+// x' for its other readers (the next residual Add, the norm's gradient), and x' is not read back
+// for the statistics. The CPU runs both ops as they are (the same bits: the sum is rounded as the
+// Add rounds it).
 // Ops already in a fusion group are left alone.
 //
 //===----------------------------------------------------------------------===//
@@ -35,23 +36,13 @@ bool isF32(Value v) {
   return t && t.hasStaticShape() && t.getElementType().isF32();
 }
 
-/// Whether `ln` normalizes float32 rows over its last axis alone.
-bool normalizesLastAxis(ox::LayerNormalizationOp ln) {
-  auto t = ln.getX().getType().dyn_cast<RankedTensorType>();
-  if (!t || !t.hasStaticShape() || t.getRank() < 1 || !isF32(ln.getX()) || !isF32(ln.getScale()) ||
-      (!ln.getB().getType().isa<NoneType>() && !isF32(ln.getB())))
-    return false;
-  int64_t axis = ln.getAxis().value_or(-1);
-  return axis == -1 || axis == t.getRank() - 1;
-}
-
 /// The Add `ln` reads (through views) where it is the op right before `ln`, views aside, and adds
 /// two float32 tensors of its result's shape; or null.
-ox::AddOp residualAddOf(ox::LayerNormalizationOp ln) {
-  auto add = octet::viewRoot(ln.getX()).getDefiningOp<ox::AddOp>();
-  if (!add || add->getBlock() != ln->getBlock())
+ox::AddOp residualAddOf(const octet::RowNorm &ln) {
+  auto add = octet::viewRoot(ln.x).getDefiningOp<ox::AddOp>();
+  if (!add || add->getBlock() != ln.op->getBlock())
     return {};
-  Operation *before = octet::prevStep(ln);
+  Operation *before = octet::prevStep(ln.op);
   while (before && before != add && octet::isViewOp(before))
     before = octet::prevStep(before);
   if (before != add.getOperation())
@@ -67,12 +58,13 @@ struct FuseResidualNorms : octet::impl::FuseResidualNormsBase<FuseResidualNorms>
 
   void runOnOperation() override {
     SmallVector<std::pair<Operation *, Operation *>> pairs;
-    getOperation().walk([&](ox::LayerNormalizationOp ln) {
-      if (ln->hasAttr("octet.fusion") || !normalizesLastAxis(ln))
+    getOperation().walk([&](Operation *op) {
+      octet::RowNorm ln = octet::rowNorm(op);
+      if (!ln || op->hasAttr("octet.fusion") || !ln.lastAxisF32())
         return;
       ox::AddOp add = residualAddOf(ln);
       if (add && !add->hasAttr("octet.fusion"))
-        pairs.push_back({add, ln});
+        pairs.push_back({add, op});
     });
     int64_t next = octet::nextFusionGroup(getOperation(), "residual_norm");
     for (auto [add, ln] : pairs)

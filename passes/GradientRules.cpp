@@ -400,29 +400,35 @@ LogicalResult gradGemm(ox::GemmOp op, GradientBuilder &g, ArrayRef<Value> dy, Gr
 /// the runtime recomputes each row's mean and 1/std from X (docs/PLAN.md). Only where Scale
 /// holds one float32 value per normalized element, B (when present) has Scale's type and X is
 /// float32; false leaves the ONNX spelling to the caller.
-bool fusedLayerNormGrad(ox::LayerNormalizationOp op, GradientBuilder &g, Value dY, int64_t axis, float eps,
-                        Grads &out) {
-  auto xt = g.typeOf(op.getX());
+/// octet::RMSNormalizationGrad(X, Scale, dY) -> (dX, dScale) likewise, for RMSNormalization (no
+/// mean taken out, no bias): `bias` null.
+bool fusedNormGrad(Operation *op, Value x, Value scale, Value bias, GradientBuilder &g, Value dY,
+                   int64_t axis, float eps, Grads &out) {
+  auto xt = g.typeOf(x);
   if (!xt.getElementType().isF32())
     return false;
   int64_t n = 1;
   for (int64_t d : xt.getShape().drop_front(axis))
     n *= d;
-  auto st = g.typeOf(op.getScale());
-  bool hasB = !op.getB().getType().isa<NoneType>();
-  if (!st.getElementType().isF32() || st.getNumElements() != n || (hasB && g.typeOf(op.getB()) != st))
+  auto st = g.typeOf(scale);
+  bool rms = isa<ox::RMSNormalizationOp>(op), hasB = bias && !bias.getType().isa<NoneType>();
+  if (!st.getElementType().isF32() || st.getNumElements() != n || (hasB && g.typeOf(bias) != st))
     return false;
-  OperationState st2(op.getLoc(), "onnx.node");
-  st2.addOperands({op.getX(), op.getScale(), dY});
-  st2.addTypes({xt, st, hasB ? g.typeOf(op.getB()) : st});
-  st2.addAttribute("op_type", g.b.getStringAttr("LayerNormalizationGrad"));
+  OperationState st2(op->getLoc(), "onnx.node");
+  st2.addOperands({x, scale, dY});
+  st2.addTypes({xt, st});
+  if (!rms)
+    st2.addTypes(hasB ? g.typeOf(bias) : st);
+  st2.addAttribute("op_type",
+                   g.b.getStringAttr(rms ? "RMSNormalizationGrad" : "LayerNormalizationGrad"));
   st2.addAttribute("domain", g.b.getStringAttr("octet"));
   st2.addAttribute("attrs", g.b.getDictionaryAttr({g.ox.si64("axis", axis),
                                                     g.b.getNamedAttr("epsilon", g.b.getF32FloatAttr(eps))}));
   Operation *grad = g.b.create(st2);
   out.push_back(grad->getResult(0));
   out.push_back(grad->getResult(1));
-  out.push_back(hasB ? grad->getResult(2) : Value());
+  if (!rms)
+    out.push_back(hasB ? grad->getResult(2) : Value());
   return true;
 }
 
@@ -440,7 +446,8 @@ LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, Arr
     axes.push_back(i);
   Type elt = xt.getElementType();
   float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
-  if (ctx.fusedGrads && fusedLayerNormGrad(op, g, dy[0], axis, eps, out))
+  if (ctx.fusedGrads &&
+      fusedNormGrad(op, op.getX(), op.getScale(), op.getB(), g, dy[0], axis, eps, out))
     return success();
   // Recompute the normalized input.
   Value mean = g.reduceMean(x, axes);
@@ -458,6 +465,34 @@ LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, Arr
   out.push_back(dX);
   out.push_back(ctx.wants(1) ? g.sumTo(g.mul(dy[0], xhat), g.typeOf(op.getScale())) : Value());
   out.push_back(ctx.wants(2) ? g.sumTo(dy[0], g.typeOf(op.getB())) : Value());
+  return success();
+}
+
+/// RMSNormalization: y = x^ Scale, x^ = x / sqrt(mean(x^2) + eps) over the axes from `axis` on;
+/// dX = (g - x^ mean(g x^)) / sqrt(mean(x^2) + eps) for g = dY Scale, dScale = sum of dY x^.
+LogicalResult gradRMSNorm(ox::RMSNormalizationOp op, GradientBuilder &g, ArrayRef<Value> dy,
+                          GradientContext &ctx, Grads &out) {
+  Value x = op.getX();
+  auto xt = g.typeOf(x);
+  int64_t r = xt.getRank(), axis = op.getAxis().value_or(-1);
+  if (axis < 0)
+    axis += r;
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i)
+    axes.push_back(i);
+  float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
+  if (ctx.fusedGrads && fusedNormGrad(op, x, op.getScale(), Value(), g, dy[0], axis, eps, out))
+    return success();
+  Value rstd = g.unary("Reciprocal", g.unary("Sqrt", g.add(g.reduceMean(g.mul(x, x), axes),
+                                                           g.scalar(eps, xt.getElementType()))));
+  Value xhat = g.mul(x, rstd);
+  Value dX;
+  if (ctx.wants(0)) {
+    Value dxhat = g.mul(dy[0], op.getScale());
+    dX = g.mul(rstd, g.sub(dxhat, g.mul(xhat, g.reduceMean(g.mul(dxhat, xhat), axes))));
+  }
+  out.push_back(dX);
+  out.push_back(ctx.wants(1) ? g.sumTo(g.mul(dy[0], xhat), g.typeOf(op.getScale())) : Value());
   return success();
 }
 
@@ -875,6 +910,7 @@ void octet::registerGradientRules(DialectRegistry &registry) {
     attach<ox::MatMulOp, gradMatMul>(ctx);
     attach<ox::GemmOp, gradGemm>(ctx);
     attach<ox::LayerNormalizationOp, gradLayerNorm>(ctx);
+    attach<ox::RMSNormalizationOp, gradRMSNorm>(ctx);
     attach<ox::SoftmaxOp, gradSoftmax>(ctx);
     attach<ox::LogSoftmaxOp, gradLogSoftmax>(ctx);
     attach<ox::SoftmaxCrossEntropyLossOp, gradSoftmaxCrossEntropy>(ctx);

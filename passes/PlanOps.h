@@ -73,6 +73,48 @@ inline std::pair<mlir::Operation *, mlir::Operation *> chainOf(mlir::Operation *
   return {first, last};
 }
 
+/// A LayerNormalization or RMSNormalization as the plan passes see it: a backend runs both with one
+/// row kernel (an RMSNorm takes no mean out and adds no bias). `bias` is null where there is none.
+struct RowNorm {
+  mlir::Operation *op = nullptr;
+  mlir::Value x, scale, bias, y;
+  int64_t axis = -1; // normalized dims: [axis, rank), axis >= 0
+  bool rms = false;
+  explicit operator bool() const { return op; }
+  /// Whether it normalizes float32 rows of a static shape over the last axis alone.
+  bool lastAxisF32() const {
+    auto f32 = [](mlir::Value v) {
+      auto t = v.getType().dyn_cast<mlir::RankedTensorType>();
+      return t && t.hasStaticShape() && t.getElementType().isF32();
+    };
+    auto t = x.getType().dyn_cast<mlir::RankedTensorType>();
+    return t && t.getRank() >= 1 && axis == t.getRank() - 1 && f32(x) && f32(scale) && f32(y) &&
+           (!bias || f32(bias));
+  }
+};
+inline RowNorm rowNorm(mlir::Operation *op) {
+  namespace ox = onnx_dialect;
+  RowNorm n;
+  std::optional<int64_t> axis;
+  if (auto ln = llvm::dyn_cast_or_null<ox::LayerNormalizationOp>(op)) {
+    n = {op, ln.getX(), ln.getScale(), ln.getB(), ln.getY()};
+    if (n.bias.getType().isa<mlir::NoneType>())
+      n.bias = nullptr;
+    axis = ln.getAxis();
+  } else if (auto rn = llvm::dyn_cast_or_null<ox::RMSNormalizationOp>(op)) {
+    n = {op, rn.getX(), rn.getScale(), nullptr, rn.getY()};
+    n.rms = true;
+    axis = rn.getAxis();
+  } else {
+    return {};
+  }
+  auto t = n.x.getType().dyn_cast<mlir::RankedTensorType>();
+  n.axis = axis.value_or(-1);
+  if (n.axis < 0)
+    n.axis += t ? t.getRank() : 0;
+  return n;
+}
+
 } // namespace octet
 
 #endif

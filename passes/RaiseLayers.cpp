@@ -321,29 +321,49 @@ std::optional<Match> matchLayerNormDecomposed(Operation *op) {
   return m;
 }
 
-/// gamma * (x * 1/sqrt(mean(x^2) + eps)), rooted at the outer Mul.
+/// A Cast to its operand's own type (the TorchScript exporter writes `.to(float32)` of a float32
+/// tensor so) with one reader: an exact identity.
+ox::CastOp identityCast(Value v) {
+  auto c = def<ox::CastOp>(v);
+  return c && v.hasOneUse() && c.getInput().getType() == v.getType() ? c : ox::CastOp();
+}
+
+/// gamma * (x * 1/sqrt(mean(x^2) + eps)), rooted at the outer Mul: 1/sqrt as Reciprocal(Sqrt) (the
+/// dynamo exporter's rsqrt) or Div(1, Sqrt) (TorchScript's), the normalized x possibly through a
+/// Cast to its own type (HF's `.to(input_dtype)` of a float32 model).
 std::optional<Match> matchRMSNorm(Operation *op) {
   auto outer = dyn_cast<ox::MulOp>(op);
   if (!outer)
     return std::nullopt;
   Match m;
   Value gamma, normed;
+  ox::CastOp cast;
   if (!eitherOrder(outer, [&](Value a, Value b) {
         gamma = a;
-        normed = b;
-        return floatInit(a, 1) && (def<ox::MulOp>(b) || def<ox::DivOp>(b));
+        cast = identityCast(b);
+        normed = cast ? cast.getInput() : b;
+        return floatInit(a, 1) && (def<ox::MulOp>(normed) || def<ox::DivOp>(normed)) &&
+               (!cast || normed.hasOneUse());
       }))
     return std::nullopt;
-  Value x, sqrtV;
   SmallVector<Operation *> ops;
+  if (cast)
+    ops.push_back(cast);
+  Value x, sqrtV;
   if (auto mul = def<ox::MulOp>(normed)) {
     if (!eitherOrder(mul, [&](Value a, Value b) {
-          auto rec = def<ox::ReciprocalOp>(b);
-          if (!rec)
+          if (auto rec = def<ox::ReciprocalOp>(b)) {
+            x = a;
+            sqrtV = rec.getX();
+            ops.append({mul, rec});
+            return true;
+          }
+          auto div = def<ox::DivOp>(b);
+          if (!div || !isConst(div.getA(), 1.0) || !b.hasOneUse())
             return false;
           x = a;
-          sqrtV = rec.getX();
-          ops = {mul, rec};
+          sqrtV = div.getB();
+          ops.append({mul, div});
           return true;
         }))
       return std::nullopt;
@@ -351,7 +371,7 @@ std::optional<Match> matchRMSNorm(Operation *op) {
     auto div = def<ox::DivOp>(normed);
     x = div.getA();
     sqrtV = div.getB();
-    ops = {div};
+    ops.push_back(div);
   }
   auto sq = def<ox::SqrtOp>(sqrtV);
   auto add = sq ? def<ox::AddOp>(sq.getX()) : ox::AddOp();
@@ -559,8 +579,52 @@ struct LowerLayersPass : octet::impl::LowerLayersBase<LowerLayersPass> {
         op->erase();
         continue;
       }
+      if (normOps && lowerNorm(op))
+        continue;
       nn::inlineLayer(op);
     }
+  }
+
+  /// norm-ops: a float32 nn.layer_norm or nn.rms_norm (its one output of x's type, a scale and a
+  /// bias of the last axis's n elements) as one onnx.LayerNormalization or onnx.RMSNormalization
+  /// over the last axis with the layer's epsilon; false leaves the layer to be inlined.
+  static bool lowerNorm(Operation *op) {
+    bool ln = isa<nn::LayerNormOp>(op), rms = isa<nn::RMSNormOp>(op);
+    if (!(ln || rms) || op->getNumResults() != 1 || op->getNumOperands() < 2 ||
+        op->getNumOperands() > (ln ? 3u : 2u))
+      return false;
+    Value x = op->getOperand(0);
+    auto xt = x.getType().dyn_cast<RankedTensorType>();
+    if (!xt || xt.getRank() < 1 || !xt.getElementType().isF32() || op->getResult(0).getType() != xt)
+      return false;
+    int64_t n = xt.getShape().back();
+    for (Value p : op->getOperands().drop_front()) {
+      auto pt = p.getType().dyn_cast<RankedTensorType>();
+      if (!pt || !pt.getElementType().isF32() || !pt.hasStaticShape() || ShapedType::isDynamic(n) ||
+          pt.getNumElements() != n || (pt.getRank() && pt.getShape().back() != n))
+        return false;
+    }
+    OpBuilder b(op);
+    // The node is named after the layer (`model.layers.0.input_layernorm`).
+    Location loc = NameLoc::get(op->getAttrOfType<StringAttr>("layer"), op->getLoc());
+    auto eps = op->getAttrOfType<FloatAttr>("epsilon");
+    auto epsAttr = b.getF32FloatAttr(eps ? float(eps.getValueAsDouble()) : 1e-5f);
+    auto axis = b.getIntegerAttr(b.getIntegerType(64, true), -1);
+    Operation *norm;
+    if (ln) {
+      Type none = b.getNoneType();
+      Value bias = op->getNumOperands() > 2
+                       ? op->getOperand(2)
+                       : b.create<ox::NoneOp>(loc, b.getNoneType()).getResult();
+      norm = b.create<ox::LayerNormalizationOp>(
+          loc, TypeRange{xt, none, none}, x, op->getOperand(1), bias, axis, epsAttr, IntegerAttr());
+    } else {
+      norm = b.create<ox::RMSNormalizationOp>(loc, xt, x, op->getOperand(1), axis, epsAttr,
+                                              IntegerAttr());
+    }
+    op->getResult(0).replaceAllUsesWith(norm->getResult(0));
+    op->erase();
+    return true;
   }
 };
 

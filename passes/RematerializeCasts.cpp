@@ -20,6 +20,8 @@
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
 
+#include "PlanOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -130,8 +132,8 @@ struct Recompute {
   }
 
   /// The op that makes `v` again before `at`, if one is needed and allowed (null: none needed):
-  /// a Reshape, Cast or Gelu, or a LayerNormalization whose only result read is `v` (its mean
-  /// and inverse standard deviation unread, so the copy's are dead too).
+  /// a Reshape, Cast or Gelu, or a LayerNormalization (RMSNormalization) whose only result read is
+  /// `v` (its mean and inverse standard deviation unread, so the copy's are dead too).
   FailureOr<Operation *> maker(Value v) const {
     if (liveAt(v))
       return nullptr;
@@ -140,7 +142,7 @@ struct Recompute {
       return failure();
     if (def->getNumResults() == 1 && isa<ox::ReshapeOp, ox::CastOp, ox::GeluOp>(def))
       return def;
-    if (isa<ox::LayerNormalizationOp>(def) && v.cast<OpResult>().getResultNumber() == 0 &&
+    if (octet::rowNorm(def) && v.cast<OpResult>().getResultNumber() == 0 &&
         llvm::all_of(def->getResults().drop_front(), [](Value r) { return r.use_empty(); }))
       return def;
     return failure();
@@ -159,7 +161,7 @@ struct Recompute {
   StringRef kind(Value v) const {
     for (;;) {
       FailureOr<Operation *> def = maker(v);
-      if (succeeded(def) && *def && isa<ox::LayerNormalizationOp>(*def))
+      if (succeeded(def) && *def && octet::rowNorm(*def))
         return "layernorm";
       if (succeeded(def) && *def && isa<ox::GeluOp>(*def))
         return "gelu";

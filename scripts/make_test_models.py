@@ -204,6 +204,11 @@ save(model(g), "bad_unknown_op.onnx", check=False)
 g = h.make_graph([h.make_node("FusedThing", ["x"], ["y"], name="fused", domain="com.example")], "custom",
                  [vi("x", TP.FLOAT, [2])], [vi("y", TP.FLOAT, [2])])
 save(model(g, extra_opsets=[("com.example", 1)]), "bad_custom_domain.onnx", check=False)
+# ONNX RMSNormalization (opset 23; onnx 1.17's checker does not know it yet).
+g = h.make_graph([h.make_node("RMSNormalization", ["x", "scale"], ["y"], name="rms", axis=-1, epsilon=1e-6)],
+                 "rmsnorm", [vi("x", TP.FLOAT, [2, 3, 8])], [vi("y", TP.FLOAT, [2, 3, 8])],
+                 [h.make_tensor("scale", TP.FLOAT, [8], [0.5, 1.0, 1.5, 2.0, -1.0, 0.25, 3.0, 1.0])])
+save(model(g, opset=23), "rmsnorm23.onnx", check=False)
 g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_99")], "opset99", [vi("x", TP.FLOAT, [2])],
                  [vi("y", TP.FLOAT, [2])])
 save(model(g, opset=99), "bad_opset99.onnx", check=False)

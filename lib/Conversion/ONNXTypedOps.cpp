@@ -38,6 +38,7 @@ const llvm::StringMap<TypedOpInfo> &typedOps() {
     t["MatMul"] = {1, 2, 1};
     t["Gemm"] = {11, 3, 1};
     t["LayerNormalization"] = {17, 3, 3};
+    t["RMSNormalization"] = {23, 2, 1};
     t["Softmax"] = {13, 1, 1};
     t["LogSoftmax"] = {13, 1, 1};
     t["SoftmaxCrossEntropyLoss"] = {12, 3, 2};
@@ -191,7 +192,8 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
   static const llvm::StringSet<> sameType = {
       "Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Exp", "Log",
       "Sin", "Cos", "Relu", "Gelu", "Softmax", "LogSoftmax", "Not", "Dropout", "Trilu",
-      "LayerNormalization"}; // LayerNormalization's Y (its other results: index != 0 above)
+      "LayerNormalization", // its Y (its other results: index != 0 above)
+      "RMSNormalization"};
   if (sameType.contains(opType))
     return x;
   if (opType == "Expand") { // the broadcast of x's shape and a constant target shape

@@ -296,10 +296,14 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::init(true), cl::cat(optCat));
   static cl::list<std::string> rematerializeSources(
       "rematerialize-fp8-sources",
-      cl::desc("Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
-               "parameter's cast), activation (a cast of a tensor still live: the attention output's), gelu "
-               "(the GELU runs again), layernorm (the LayerNorm forward runs again). Default: activation (no "
-               "time), plus gelu and weight where each lowers the arena's peak by 1% or more (--report says)"),
+      cl::desc(
+          "Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
+          "parameter's cast), activation (a cast of a tensor still live: the attention output's), "
+          "gelu "
+          "(the GELU runs again), layernorm (the LayerNorm or RMSNorm forward runs again). "
+          "Default: activation (no "
+          "time), plus gelu and weight where each lowers the arena's peak by 1% or more (--report "
+          "says)"),
       cl::CommaSeparated, cl::cat(optCat));
 
   static cl::opt<bool> sinkScaleUpdates(
@@ -337,6 +341,14 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
                "its input (default on; --gelu-op=false differentiates the GELU's ops)"),
       cl::init(true), cl::cat(optCat));
+  static cl::opt<bool> normOps(
+      "norm-ops",
+      cl::desc("Training plans: a recognized float32 LayerNorm or RMSNorm, however the model "
+               "spelled it, becomes "
+               "one LayerNormalization or RMSNormalization op before autodiff, its gradient one "
+               "node (default on; "
+               "--norm-ops=false keeps a decomposed norm's ops; listed by --help-hidden)"),
+      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::opt<bool> fuseAttention(
       "fuse-attention",
       cl::desc("Plans: fuse causal or unmasked scaled dot-product attention (MatMul, scale, mask, Softmax, "
@@ -729,9 +741,15 @@ int octet::fp8OptMain(int argc, char **argv) {
     bool trainPlan = out == Emit::Plan && !trainingPipeline.empty();
     bool attentionFirst = trainPlan && fuseAttention;
     std::string before;
-    if (trainPlan && geluOp)
-      before += std::string(fp8Recipe || autocast ? "" : "octet-raise-layers{layers=gelu},") +
-                "octet-lower-layers{gelu-op=true},";
+    if (trainPlan && (geluOp || normOps)) {
+      std::string kinds = geluOp ? "gelu" : "";
+      if (normOps)
+        kinds += std::string(kinds.empty() ? "" : ",") + "layer_norm,rms_norm";
+      before +=
+          std::string(fp8Recipe || autocast ? "" : "octet-raise-layers{layers=" + kinds + "},") +
+          "octet-lower-layers{gelu-op=" + (geluOp ? "true" : "false") +
+          " norm-ops=" + (normOps ? "true" : "false") + "},";
+    }
     if (trainPlan && fuseRotary)
       before += "octet-fuse-rotary,";
     if (attentionFirst)

@@ -17,9 +17,14 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   std::map<std::string, int64_t> biasFolds;       // octet-fold-gemm-bias's, by reader
   int64_t attention = 0, causal = 0, headsInPlace = 0, grouped = 0, softmax = 0; // octet-fuse-attention's
   int64_t rotary = 0;                                                              // octet-fuse-rotary's
+  std::map<std::string, int64_t>
+      norms; // LayerNormalization / RMSNormalization and their gradient nodes
   module.walk([&](Operation *op) {
     std::string type = planOpType(op);
     softmax += type == "Softmax";
+    if (type == "LayerNormalization" || type == "RMSNormalization" ||
+        type == "octet::LayerNormalizationGrad" || type == "octet::RMSNormalizationGrad")
+      ++norms[type];
     if (type == "octet::RotaryEmbedding") { // the forward's nodes (the gradient's have `inverse`)
       auto attrs = op->getAttrOfType<DictionaryAttr>("attrs");
       rotary += !(attrs && attrs.get("inverse"));
@@ -73,6 +78,15 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   }
   if (rotary)
     os << "rotary embedding: " << rotary << " fused into octet::RotaryEmbedding\n";
+  if (!norms.empty()) { // one op each (--norm-ops: also the decomposed ones a model spells out)
+    os << "norms:";
+    const char *sep = " ";
+    for (auto &[type, n] : norms) {
+      os << sep << n << " " << type;
+      sep = ", ";
+    }
+    os << "\n";
+  }
   for (auto &[kind, g] : groups)
     os << "fusion groups: " << g.first.size() << " " << kind << " (" << g.second << " ops)\n";
   if (!castPasses.empty()) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaExecutorImpl.h"
+#include <array>
 
 namespace octet::rt::cuda::detail {
 
@@ -595,7 +596,8 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     out.push_back([=](cudaStream_t s) { return dev::softmax(xp, xt, o, ot, outer, n, inner, log, s); });
     return;
   }
-  if (t == "LayerNormalization") {
+  if (t == "LayerNormalization" || t == "RMSNormalization") {
+    const bool rms = t == "RMSNormalization"; // (X, Scale) -> Y: no mean taken out, no bias
     int x = op.inputs[0];
     Shape xs = shapeOf(x);
     int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
@@ -607,28 +609,49 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     for (size_t i = 1; i < 3; ++i)
       if (op.outputs.size() > i && op.outputs[i] >= 0 && plan_.values[size_t(op.outputs[i])].dtype != DType::F32)
         fail(op, "Mean and InvStdDev must be float32");
-    const void *xp = devicePtr(x), *sp = devicePtr(op.inputs[1]), *bp = has(op, 2) ? devicePtr(op.inputs[2]) : nullptr;
-    int xt = int(typeOf(x)), st = int(typeOf(op.inputs[1])), bt = has(op, 2) ? int(typeOf(op.inputs[2])) : 0;
+    const bool hasB = !rms && has(op, 2);
+    const void *xp = devicePtr(x), *sp = devicePtr(op.inputs[1]),
+               *bp = hasB ? devicePtr(op.inputs[2]) : nullptr;
+    int xt = int(typeOf(x)), st = int(typeOf(op.inputs[1])),
+        bt = hasB ? int(typeOf(op.inputs[2])) : 0;
     int ot = int(plan_.values[size_t(op.outputs[0])].dtype);
     void *y = outPtr(0);
-    float *mean = op.outputs.size() > 1 && op.outputs[1] >= 0 ? static_cast<float *>(outPtr(1)) : nullptr;
-    float *inv = op.outputs.size() > 2 && op.outputs[2] >= 0 ? static_cast<float *>(outPtr(2)) : nullptr;
+    float *mean = !rms && op.outputs.size() > 1 && op.outputs[1] >= 0
+                      ? static_cast<float *>(outPtr(1))
+                      : nullptr;
+    float *inv = !rms && op.outputs.size() > 2 && op.outputs[2] >= 0
+                     ? static_cast<float *>(outPtr(2))
+                     : nullptr;
     float eps = float(attrFloat(op, "epsilon", 1e-5));
     const int f32 = int(DType::F32);
     if (xt == f32 && st == f32 && (!bp || bt == f32) && ot == f32 && dev::layerNormStatsFit(n) &&
         (reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(sp) | reinterpret_cast<uintptr_t>(bp) |
          reinterpret_cast<uintptr_t>(y)) % 16 == 0)
-      layerNorms_[k] = {static_cast<const float *>(xp), static_cast<const float *>(sp), static_cast<const float *>(bp),
-                        mean, inv, rows, n, eps, op.outputs[0]};
-    out.push_back(
-        [=](cudaStream_t s) { return dev::layerNorm(xp, xt, sp, st, bp, bt, y, ot, mean, inv, rows, n, eps, s); });
+      layerNorms_[k] = {static_cast<const float *>(xp),
+                        static_cast<const float *>(sp),
+                        static_cast<const float *>(bp),
+                        mean,
+                        inv,
+                        rows,
+                        n,
+                        eps,
+                        op.outputs[0],
+                        {},
+                        rms};
+    out.push_back([=](cudaStream_t s) {
+      return dev::layerNorm(xp, xt, sp, st, bp, bt, y, ot, mean, inv, rows, n, eps, s, nullptr,
+                            nullptr, {}, rms);
+    });
     return;
   }
-  if (t == "octet::LayerNormalizationGrad") {
-    // (X, Scale, dY[, dX_in]) -> (dX, dScale, dB), float32 (docs/PLAN.md); scratch: the blocks' column
-    // partials, then a place for dX where the plan does not keep it.
-    if (op.inputs.size() < 3 || op.inputs.size() > 4 || op.outputs.size() != 3)
-      fail(op, "expects inputs (X, Scale, dY[, dX_in]) and outputs (dX, dScale, dB)");
+  if (t == "octet::LayerNormalizationGrad" || t == "octet::RMSNormalizationGrad") {
+    // (X, Scale, dY[, dX_in]) -> (dX, dScale, dB), float32 (docs/PLAN.md), RMSNormalizationGrad's
+    // without dB; scratch: the blocks' column partials, then a place for dX where the plan does not
+    // keep it.
+    const bool rms = t == "octet::RMSNormalizationGrad";
+    if (op.inputs.size() < 3 || op.inputs.size() > 4 || op.outputs.size() != (rms ? 2u : 3u))
+      fail(op, rms ? "expects inputs (X, Scale, dY[, dX_in]) and outputs (dX, dScale)"
+                   : "expects inputs (X, Scale, dY[, dX_in]) and outputs (dX, dScale, dB)");
     Shape xs = shapeOf(op.inputs[0]);
     int64_t axis = normAxisOf(op, attrInt(op, "axis", -1), int64_t(xs.size()));
     int64_t rows = 1, n = 1;
@@ -653,31 +676,45 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     bf.dxIn = has(op, 3) && isBf16(op.inputs[3], true, "dX_in");
     bf.dx = isBf16(op.outputs[0], true, "dX");
     isBf16(op.outputs[1], false, "dScale");
-    isBf16(op.outputs[2], false, "dB");
+    if (!rms)
+      isBf16(op.outputs[2], false, "dB");
     if (shapeOf(op.inputs[2]) != xs || numElements(shapeOf(op.inputs[1])) != n ||
         (has(op, 3) && shapeOf(op.inputs[3]) != xs))
       fail(op, "dY and dX_in must have X's shape " + shapeString(xs) + " and Scale " + std::to_string(n) +
                    " elements");
-    for (int i = 1; i < 3; ++i)
-      if (op.outputs[size_t(i)] >= 0 && numElements(shapeOf(op.outputs[size_t(i)])) != n)
-        fail(op, "dScale and dB must have " + std::to_string(n) + " elements");
+    for (size_t i = 1; i < op.outputs.size(); ++i)
+      if (op.outputs[i] >= 0 && numElements(shapeOf(op.outputs[i])) != n)
+        fail(op, std::string(rms ? "dScale" : "dScale and dB") + " must have " + std::to_string(n) +
+                     " elements");
     size_t partials = (size_t(dev::layerNormGradBlocks(rows, n)) * 2 * size_t(n) * 4 + 255) / 256 * 256;
     char *const *sp = scratch(partials + (op.outputs[0] < 0 ? size_t(rows * n) * 4 : 0));
     const void *x = devicePtr(op.inputs[0]);
     const float *sc = static_cast<const float *>(devicePtr(op.inputs[1]));
     const void *dy = devicePtr(op.inputs[2]);
     const void *dxIn = has(op, 3) ? devicePtr(op.inputs[3]) : nullptr;
-    void *outs[3] = {};
-    for (int i = 0; i < 3; ++i)
-      if (op.outputs[size_t(i)] >= 0)
-        outs[i] = outPtr(size_t(i));
+    std::array<void *, 3> outs = {};
+    for (size_t i = 0; i < op.outputs.size(); ++i)
+      if (op.outputs[i] >= 0)
+        outs[i] = outPtr(i);
     float eps = float(attrFloat(op, "epsilon", 1e-5));
-    layerNormGrads_[size_t(&op - plan_.ops.data())] = {x, sc, dy, dxIn, outs[0], static_cast<float *>(outs[1]),
-                                                       static_cast<float *>(outs[2]), bf, sp, rows, n, eps};
-    out.push_back([x, sc, dy, dxIn, outs, bf, partials, rows, n, eps, sp](cudaStream_t s) {
+    layerNormGrads_[size_t(&op - plan_.ops.data())] = {x,
+                                                       sc,
+                                                       dy,
+                                                       dxIn,
+                                                       outs[0],
+                                                       static_cast<float *>(outs[1]),
+                                                       static_cast<float *>(outs[2]),
+                                                       bf,
+                                                       sp,
+                                                       rows,
+                                                       n,
+                                                       eps,
+                                                       rms};
+    out.push_back([x, sc, dy, dxIn, outs, bf, partials, rows, n, eps, sp, rms](cudaStream_t s) {
       void *dx = outs[0] ? outs[0] : static_cast<void *>(*sp + partials);
-      return dev::layerNormGrad(x, sc, dy, dxIn, dx, bf, static_cast<float *>(outs[1]), static_cast<float *>(outs[2]),
-                                reinterpret_cast<float *>(*sp), rows, n, eps, s);
+      return dev::layerNormGrad(x, sc, dy, dxIn, dx, bf, static_cast<float *>(outs[1]),
+                                static_cast<float *>(outs[2]), reinterpret_cast<float *>(*sp), rows,
+                                n, eps, s, nullptr, rms);
     });
     return;
   }

@@ -204,9 +204,9 @@ private:
   };
   std::map<size_t, ColumnSumOp> columnSums_;
   void fuseCastColumnSums();
-  /// A float32 LayerNormalization that the statistics kernel can serve, and a GELU (its input, a
-  /// folded GEMM bias or none, its output), for computing their outputs in the pass of the FP8
-  /// casts that read them (fuseCastSources()).
+  /// A float32 LayerNormalization (or RMSNormalization) that the statistics kernel can serve, and a
+  /// GELU (its input, a folded GEMM bias or none, its output), for computing their outputs in the
+  /// pass of the FP8 casts that read them (fuseCastSources()).
   struct LayerNormOp {
     const float *x, *gamma, *beta;
     float *mean, *invStd;
@@ -214,6 +214,7 @@ private:
     float eps;
     int y;
     dev::LnResidualAdd add = {}; // the residual Add it computes x from (fuseResidualNorms())
+    bool rms = false;            // an RMSNormalization (mean 0, no bias)
   };
   std::map<size_t, LayerNormOp> layerNorms_;
   /// The plan's residual_norm groups (octet-fuse-residual-norms: a float32 residual Add right
@@ -238,6 +239,7 @@ private:
     char *const *partials; // the scratch that holds the blocks' column partials
     int64_t rows, n;
     float eps;
+    bool rms; // an octet::RMSNormalizationGrad
   };
   std::map<size_t, LayerNormGradOp> layerNormGrads_;
   /// Whether bytes [p, p + bytes) share one with an input or output of plan op `op`.

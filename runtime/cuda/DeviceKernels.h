@@ -234,6 +234,8 @@ std::string softmax(const void *x, int type, void *y, int outType, int64_t outer
                     cudaStream_t s);
 /// LayerNormalization over the last n elements of each of `rows` rows; scale
 /// and bias (may be null) have n elements; mean/invStd (may be null) one per row.
+/// rms: RMSNormalization instead (mean 0: x / sqrt(mean(x^2) + eps) * scale; bias null), the
+/// same arithmetic otherwise, and the same everywhere below (stats' mean is 0).
 /// stats (16-byte aligned, 2 doubles a row; float32 rows with layerNormStatsFit(n)):
 /// also each row's (mean, 1/std) in double, which cuda::castTransposeMany's
 /// LayerNorm source applies to give y's bits; y may then be null (not written).
@@ -246,23 +248,26 @@ struct LnResidualAdd {
   const float *a = nullptr, *b = nullptr, *bias = nullptr;
   float *sum = nullptr;
 };
-std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
-                      void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats = nullptr, float *amax = nullptr, LnResidualAdd add = {});
+std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias,
+                      int biasType, void *y, int outType, float *mean, float *invStd, int64_t rows,
+                      int64_t n, float eps, cudaStream_t s, double *stats = nullptr,
+                      float *amax = nullptr, LnResidualAdd add = {}, bool rms = false);
 bool layerNormStatsFit(int64_t n);
 /// octet::LayerNormalizationGrad over rows: x, dy, dx [rows, n], scale [n]; dxIn [rows, n]
-/// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n floats.
-/// x, dy, dxIn and dx are float32 or, where `bf` says so, bfloat16 (computed in float32, dx rounded
-/// to nearest even); scale, dScale and dB are float32. With `amax` (rows of layerNormStatsFit(n),
-/// the pointers 16-byte aligned), also max |dx| over the stored values into it (zeroed first, a NaN
-/// made canonical): a producer_amax group's.
+/// (added to dx), dScale and dB [n] may be null. partials: layerNormGradBlocks(rows, n) * 2n
+/// floats. x, dy, dxIn and dx are float32 or, where `bf` says so, bfloat16 (computed in float32, dx
+/// rounded to nearest even); scale, dScale and dB are float32. With `amax` (rows of
+/// layerNormStatsFit(n), the pointers 16-byte aligned), also max |dx| over the stored values into
+/// it (zeroed first, a NaN made canonical): a producer_amax group's. rms:
+/// octet::RMSNormalizationGrad (mean 0, no mean(g) term; dB unused).
 int layerNormGradBlocks(int64_t rows, int64_t n);
 struct LnGradTypes {
   bool x = false, dy = false, dxIn = false, dx = false;
 };
-std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
-                          LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
-                          float eps, cudaStream_t s, float *amax = nullptr);
+std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn,
+                          void *dx, LnGradTypes bf, float *dScale, float *dB, float *partials,
+                          int64_t rows, int64_t n, float eps, cudaStream_t s, float *amax = nullptr,
+                          bool rms = false);
 /// y[i] += bias[i % N] (in place), then g[i] = GELU(y[i]) (tanh approximation or erf), float32,
 /// n and N multiples of 4: a GEMM's bias added by the GELU that reads the result first.
 std::string biasGelu(float *y, const float *bias, int64_t N, float *g, int64_t n, bool tanhApprox, cudaStream_t s);

@@ -88,7 +88,7 @@ void CudaExecutor::fuseProducerAmax() {
         fused = [l, out](cudaStream_t s) {
           return dev::layerNormGrad(l.x, l.scale, l.dy, l.dxIn, l.dx, l.bf, l.dScale, l.dB,
                                     reinterpret_cast<float *>(*l.partials), l.rows, l.n, l.eps, s,
-                                    out);
+                                    out, l.rms);
         };
         what = "LayerNorm gradient takes its amax";
       }

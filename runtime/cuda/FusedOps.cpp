@@ -694,8 +694,8 @@ void CudaExecutor::fuseResidualNorms() {
           if (std::string err = st(s); !err.empty())
             return err;
       const int f32 = int(DType::F32);
-      return yFree ? dev::layerNorm(n.add.sum, f32, n.gamma, f32, n.beta, f32, y, f32, n.mean, n.invStd, n.rows, n.n,
-                                    n.eps, s, nullptr, nullptr, n.add)
+      return yFree ? dev::layerNorm(n.add.sum, f32, n.gamma, f32, n.beta, f32, y, f32, n.mean,
+                                    n.invStd, n.rows, n.n, n.eps, s, nullptr, nullptr, n.add, n.rms)
                    : std::string();
     });
     ++fusions_["LayerNorms take their residual Add"];
@@ -840,8 +840,9 @@ void CudaExecutor::fuseCastSources() {
       src.stats = st;
       float *amaxOut = am ? am->out : nullptr;
       stats = [l, st, amaxOut](cudaStream_t s) {
-        return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta, int(DType::F32), nullptr,
-                              int(DType::F32), l.mean, l.invStd, l.rows, l.n, l.eps, s, st, amaxOut, l.add);
+        return dev::layerNorm(l.x, int(DType::F32), l.gamma, int(DType::F32), l.beta,
+                              int(DType::F32), nullptr, int(DType::F32), l.mean, l.invStd, l.rows,
+                              l.n, l.eps, s, st, amaxOut, l.add, l.rms);
       };
     }
     if (am) {

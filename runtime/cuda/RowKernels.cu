@@ -337,7 +337,8 @@ template <class F> bool byRowVecs(int64_t n, F f) {
 template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads)
     layerNormRegKernel(const float *x, const float *scale, const float *bias, float *y, float *mean, float *invStd,
-                       double2 *stats, int64_t rows, int n, float eps, unsigned *amaxBits, LnResidualAdd add) {
+                       double2 *stats, int64_t rows, int n, float eps, unsigned *amaxBits, LnResidualAdd add,
+                       bool rms) {
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
   unsigned am = 0;
   float4 sc[Vecs], bi[Vecs], ab[Vecs];
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int k = 0; k < Vecs; ++k)
       s += (double(xv[k].x) + double(xv[k].y)) + (double(xv[k].z) + double(xv[k].w));
-    double m = blockSum<kRowThreads>(s) / double(n), v = 0;
+    double m = rms ? 0.0 : blockSum<kRowThreads>(s) / double(n), v = 0; // an RMSNorm takes no mean out
 #pragma unroll
     for (int k = 0; k < Vecs; ++k)
       if (4 * (threadIdx.x + k * kRowThreads) < n) {
@@ -423,13 +424,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void layerNormKernel(const void *x, int type, const void *scale, int scaleType, const void *bias,
                                 int biasType, void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n,
-                                float eps) {
+                                float eps, bool rms) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t base = r * n;
     double s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    for (int64_t i = threadIdx.x; i < n && !rms; i += blockDim.x)
       s += ldf(x, type, base + i);
-    double m = blockSum<kRowThreads>(s) / double(n);
+    double m = rms ? 0.0 : blockSum<kRowThreads>(s) / double(n);
     double v = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       double d = ldf(x, type, base + i) - m;
@@ -503,7 +504,7 @@ template <int Vecs>
 __global__ void __launch_bounds__(kRowThreads, 4) layerNormGradRegKernel(const void *x, const float *scale,
                                                                       const void *dy, const void *dxIn, void *dx,
                                                                       LnGradTypes bf, float *partials, int64_t rows,
-                                                                      int n, float eps, unsigned *amaxBits) {
+                                                                      int n, float eps, unsigned *amaxBits, bool rms) {
   unsigned am = 0;
   float4 sc[Vecs], ds[Vecs], db[Vecs];
   const float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -526,7 +527,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) layerNormGradRegKernel(const v
       av[k] = i < n && dxIn ? load4(dxIn, bf.dxIn, r * n + i) : zero;
       acc.x += (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
     }
-    float m = blockSum2<kRowThreads>(acc).x * inv;
+    float m = rms ? 0.0f : blockSum2<kRowThreads>(acc).x * inv;
     acc = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Vecs; ++k)
@@ -555,7 +556,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) layerNormGradRegKernel(const v
       db[k].w += gv[k].w;
     }
     acc = blockSum2<kRowThreads>(acc);
-    float m1 = acc.x * inv, m2 = acc.y * inv;
+    float m1 = rms ? 0.0f : acc.x * inv, m2 = acc.y * inv;
 #pragma unroll
     for (int k = 0; k < Vecs; ++k) {
       int i = 4 * (threadIdx.x + k * kRowThreads);
@@ -593,7 +594,7 @@ __global__ void __launch_bounds__(kRowThreads, 4) layerNormGradRegKernel(const v
 /// The same for any n: three passes over the row (L1/L2 hits after the first), the block's
 /// column sums kept in its own row of partials.
 __global__ void layerNormGradRowKernel(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
-                                       LnGradTypes bf, float *partials, int64_t rows, int64_t n, float eps) {
+                                       LnGradTypes bf, float *partials, int64_t rows, int64_t n, float eps, bool rms) {
   float *p = partials + int64_t(blockIdx.x) * 2 * n;
   for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x)
     p[i] = 0.0f;
@@ -603,9 +604,9 @@ __global__ void layerNormGradRowKernel(const void *x, const float *scale, const 
     auto xr = [&](int64_t i) { return ldf(x, bf.x ? BF16 : F32, r * n + i); };
     auto gr = [&](int64_t i) { return ldf(dy, bf.dy ? BF16 : F32, r * n + i); };
     float2 acc = {0.0f, 0.0f};
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    for (int64_t i = threadIdx.x; i < n && !rms; i += blockDim.x)
       acc.x += xr(i);
-    float m = blockSum2<kRowThreads>(acc).x * inv;
+    float m = rms ? 0.0f : blockSum2<kRowThreads>(acc).x * inv;
     acc = {0.0f, 0.0f};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
       acc.x += (xr(i) - m) * (xr(i) - m);
@@ -619,7 +620,7 @@ __global__ void layerNormGradRowKernel(const void *x, const float *scale, const 
       p[n + i] += gr(i);
     }
     acc = blockSum2<kRowThreads>(acc);
-    float m1 = acc.x * inv, m2 = acc.y * inv;
+    float m1 = rms ? 0.0f : acc.x * inv, m2 = acc.y * inv;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       float o = (gr(i) * scale[i] - m1 - (xr(i) - m) * is * m2) * is;
       stf(dx, bf.dx ? BF16 : F32, r * n + i, dxIn ? o + ldf(dxIn, bf.dxIn ? BF16 : F32, r * n + i) : o, false);
@@ -770,7 +771,7 @@ template <int Vecs> int layerNormRegBlocks(int64_t rows) {
 
 std::string layerNorm(const void *x, int type, const void *scale, int scaleType, const void *bias, int biasType,
                       void *y, int outType, float *mean, float *invStd, int64_t rows, int64_t n, float eps,
-                      cudaStream_t s, double *stats, float *amax, LnResidualAdd add) {
+                      cudaStream_t s, double *stats, float *amax, LnResidualAdd add, bool rms) {
   const int f32 = F32;
   auto misaligned = [](std::initializer_list<const void *> ps) {
     uintptr_t u = 0;
@@ -792,10 +793,10 @@ std::string layerNorm(const void *x, int type, const void *scale, int scaleType,
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
           layerNormRegKernel<v()><<<layerNormRegBlocks<v()>(rows), kRowThreads, 0, s>>>(
-            xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps, bits, add);
+            xf, sf, bf, yf, mean, invStd, st, rows, int(n), eps, bits, add, rms);
         })))
     layerNormKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(
-      x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps);
+      x, type, scale, scaleType, bias, biasType, y, outType, mean, invStd, rows, n, eps, rms);
   return check("layerNorm");
 }
 
@@ -822,7 +823,7 @@ int layerNormGradBlocks(int64_t rows, int64_t n) {
 
 std::string layerNormGrad(const void *x, const float *scale, const void *dy, const void *dxIn, void *dx,
                           LnGradTypes bf, float *dScale, float *dB, float *partials, int64_t rows, int64_t n,
-                          float eps, cudaStream_t s, float *amax) {
+                          float eps, cudaStream_t s, float *amax, bool rms) {
   int blocks = layerNormGradBlocks(rows, n);
   bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(dy) |
                             reinterpret_cast<uintptr_t>(dx) | reinterpret_cast<uintptr_t>(scale) |
@@ -835,9 +836,9 @@ std::string layerNormGrad(const void *x, const float *scale, const void *dy, con
   auto *bits = reinterpret_cast<unsigned *>(amax);
   if (!(vec && byRowVecs(n, [&](auto v) {
           layerNormGradRegKernel<v()>
-              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, int(n), eps, bits);
+              <<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, int(n), eps, bits, rms);
         })))
-    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, n, eps);
+    layerNormGradRowKernel<<<blocks, kRowThreads, 0, s>>>(x, scale, dy, dxIn, dx, bf, partials, rows, n, eps, rms);
   if (amax)
     if (std::string e = finishAmax(amax, 1, s); !e.empty())
       return e;

@@ -467,7 +467,10 @@ void softmaxKernel(KernelContext &c, bool log) {
   c.setOutput(0, std::move(r));
 }
 
-void layerNormKernel(KernelContext &c) {
+/// LayerNormalization (rms false) and RMSNormalization (rms true: no mean taken out, no bias) over
+/// the dims from `axis` on: y = float((x - mean) / sqrt(var + eps)) * scale + bias, with
+/// mean = 0 and var = mean(x^2) for an RMSNorm; statistics in double, the bias 0 where absent.
+void rowNorm(KernelContext &c, bool rms) {
   const Tensor &x = c.input(0), &scale = c.input(1);
   if (x.dtype != DType::F32)
     c.fail("supports float32 only");
@@ -487,7 +490,7 @@ void layerNormKernel(KernelContext &c) {
     return full;
   };
   Tensor sc = param(scale);
-  Tensor bias = c.hasInput(2) ? param(c.input(2)) : Tensor(DType::F32, ps);
+  Tensor bias = !rms && c.hasInput(2) ? param(c.input(2)) : Tensor(DType::F32, ps);
   Tensor y(DType::F32, x.shape);
   Shape statShape = x.shape;
   for (int64_t i = axis; i < x.rank(); ++i)
@@ -496,7 +499,7 @@ void layerNormKernel(KernelContext &c) {
   for (int64_t r = 0; r < outer; ++r) {
     const float *px = x.data<float>() + r * n;
     double s = 0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n && !rms; ++i)
       s += px[i];
     double m = s / double(n), v = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -509,19 +512,24 @@ void layerNormKernel(KernelContext &c) {
     inv.data<float>()[r] = float(is);
   }
   c.setOutput(0, std::move(y));
-  if (c.wantsOutput(1))
+  if (!rms && c.wantsOutput(1))
     c.setOutput(1, std::move(mean));
-  if (c.wantsOutput(2))
+  if (!rms && c.wantsOutput(2))
     c.setOutput(2, std::move(inv));
 }
+
+void layerNormKernel(KernelContext &c) { rowNorm(c, false); }
+void rmsNormKernel(KernelContext &c) { rowNorm(c, true); }
 
 // octet::LayerNormalizationGrad(X, Scale, dY[, dX_in]) -> (dX, dScale, dB), attributes axis and
 // epsilon (octet-autodiff fused-grads): with x^ = (x - mean) / sqrt(var + eps) over the dims from
 // axis on, recomputed from X as LayerNormalization computes them, and g = dY * Scale,
 //   dX = (g - mean(g) - x^ mean(g x^)) / sqrt(var + eps) [+ dX_in],
 //   dScale = sum over rows of dY x^,  dB = sum over rows of dY.
+// octet::RMSNormalizationGrad(X, Scale, dY[, dX_in]) -> (dX, dScale) (rms): the same with mean = 0,
+// var = mean(x^2) and no mean(g) term (an RMSNorm takes no mean out).
 // Sums in double; Scale holds one value per normalized element (the rule makes sure).
-void layerNormGradKernel(KernelContext &c) {
+void rowNormGrad(KernelContext &c, bool rms) {
   const Tensor &x = c.input(0), &scale = c.input(1), &dy = c.input(2);
   if (x.dtype != DType::F32 || scale.dtype != DType::F32 || dy.dtype != DType::F32)
     c.fail("supports float32 only");
@@ -548,7 +556,7 @@ void layerNormGradKernel(KernelContext &c) {
   for (int64_t r = 0; r < outer; ++r) {
     const float *xr = px + r * n, *gr = pg + r * n;
     double s = 0, v = 0, m1 = 0, m2 = 0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n && !rms; ++i)
       s += xr[i];
     double m = s / double(n);
     for (int64_t i = 0; i < n; ++i)
@@ -562,7 +570,7 @@ void layerNormGradKernel(KernelContext &c) {
       ds[size_t(i)] += double(gr[i]) * xh[size_t(i)];
       db[size_t(i)] += gr[i];
     }
-    m1 /= double(n);
+    m1 = rms ? 0.0 : m1 / double(n);
     m2 /= double(n);
     float *o = dx.data<float>() + r * n;
     for (int64_t i = 0; i < n; ++i)
@@ -573,7 +581,7 @@ void layerNormGradKernel(KernelContext &c) {
   }
   if (c.wantsOutput(0))
     c.setOutput(0, std::move(dx));
-  for (int k = 1; k <= 2; ++k)
+  for (int k = 1; k <= (rms ? 1 : 2); ++k)
     if (c.wantsOutput(k)) {
       Tensor t(DType::F32, scale.shape);
       const std::vector<double> &src = k == 1 ? ds : db;
@@ -582,6 +590,9 @@ void layerNormGradKernel(KernelContext &c) {
       c.setOutput(k, std::move(t));
     }
 }
+
+void layerNormGradKernel(KernelContext &c) { rowNormGrad(c, false); }
+void rmsNormGradKernel(KernelContext &c) { rowNormGrad(c, true); }
 
 /// log(sum over k of exp(scores[n, k, d])) for scores [N, C, D], with the max taken out first and
 /// the sum in double (the loss and its gradient take it the same way).
@@ -786,6 +797,8 @@ void registerOnnxKernels(std::map<std::string, Kernel> &k) {
   k["LogSoftmax"] = [](KernelContext &c) { softmaxKernel(c, true); };
   k["LayerNormalization"] = layerNormKernel;
   k["octet::LayerNormalizationGrad"] = layerNormGradKernel;
+  k["RMSNormalization"] = rmsNormKernel;
+  k["octet::RMSNormalizationGrad"] = rmsNormGradKernel;
   k["octet::SoftmaxCrossEntropyLossGrad"] = softmaxCrossEntropyGradKernel;
   k["SoftmaxCrossEntropyLoss"] = softmaxCrossEntropyKernel;
   k["ReduceMean"] = [](KernelContext &c) { reduceKernel(c, Reduce::Mean); };

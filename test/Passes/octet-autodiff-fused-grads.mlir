@@ -104,3 +104,25 @@ func.func @xent(%x: tensor<4x8xf32> {onnx.name = "x"}, %labels: tensor<4xi64> {o
   %l, %lp = onnx.SoftmaxCrossEntropyLoss %s, %labels, %n {ignore_index = -100 : si64, reduction = "mean"} : (tensor<4x10xf32>, tensor<4xi64>, none) -> (tensor<f32>, none)
   return %l : tensor<f32>
 }
+
+// -----
+
+// fused-grads: RMSNormalization's gradient is one octet RMSNormalizationGrad node (X, Scale, dY)
+// -> (dX, dScale); without the option, the ONNX spelling (mean(x^2), its reciprocal root, ...).
+// CHECK-LABEL: func.func @rms
+// CHECK: %[[G:.*]]:2 = onnx.node "RMSNormalizationGrad"(%{{.*}}, %{{.*}}, %{{.*}}) {attrs = {axis = 2 : si64, epsilon = 9.99999997E-7 : f32}, domain = "octet"} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<8xf32>)
+// CHECK-NOT: onnx.ReduceMean
+// CHECK: return {{.*}}%[[G]]#1
+// OFF-LABEL: func.func @rms
+// OFF-NOT: RMSNormalizationGrad
+// OFF: onnx.ReduceMean
+// OFF: onnx.Reciprocal
+func.func @rms(%x: tensor<2x3x8xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}) {
+  %s = onnx.initializer "scale" = dense<1.5> : tensor<8xf32>
+  %w = onnx.initializer "w" = dense<0.5> : tensor<2x3x8xf32>
+  %y = onnx.RMSNormalization %x, %s {axis = -1 : si64, epsilon = 1.0e-6 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %p = onnx.Mul %y, %w : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %n = onnx.none
+  %l = onnx.ReduceSum %p, %n {keepdims = 0 : si64} : (tensor<2x3x8xf32>, none) -> tensor<f32>
+  return %l : tensor<f32>
+}

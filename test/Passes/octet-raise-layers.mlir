@@ -117,6 +117,34 @@ func.func @rms_norm_silu(%x: tensor<2x16x64xf32>, %axes: tensor<1xi64>) -> tenso
 
 // -----
 
+// The TorchScript exporter's RMSNorm: rsqrt as Div(1, Sqrt), and HF's `.to(input_dtype)` of a
+// float32 model as a Cast to float32; both join the layer.
+// CHECK-LABEL: func.func @rms_norm_torchscript
+// CHECK: %[[N:.+]] = nn.rms_norm "layers.1.post_attention_layernorm"(%arg0, %{{.+}}) {epsilon = 9.99999997E-7 : f32}
+// CHECK: onnx.Div
+// CHECK: onnx.Cast
+// CHECK: nn.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[N]]
+func.func @rms_norm_torchscript(%x: tensor<2x16x64xf32>) -> tensor<2x16x64xf32> {
+  %g = onnx.initializer "layers.1.post_attention_layernorm.weight" = dense<1.0> : tensor<64xf32>
+  %axes = onnx.Constant {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %two = onnx.Constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %eps = onnx.Constant {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %p = onnx.Pow %x, %two : (tensor<2x16x64xf32>, tensor<f32>) -> tensor<2x16x64xf32>
+  %m = onnx.ReduceMean %p, %axes {keepdims = 1 : si64} : (tensor<2x16x64xf32>, tensor<1xi64>) -> tensor<2x16x1xf32>
+  %a = onnx.Add %m, %eps : (tensor<2x16x1xf32>, tensor<f32>) -> tensor<2x16x1xf32>
+  %s = onnx.Sqrt %a : (tensor<2x16x1xf32>) -> tensor<2x16x1xf32>
+  %r = onnx.Div %one, %s : (tensor<f32>, tensor<2x16x1xf32>) -> tensor<2x16x1xf32>
+  %n = onnx.Mul %x, %r : (tensor<2x16x64xf32>, tensor<2x16x1xf32>) -> tensor<2x16x64xf32>
+  %c = onnx.Cast %n {to = 1 : si64} : (tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %y = onnx.Mul %g, %c : (tensor<64xf32>, tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  return %y : tensor<2x16x64xf32>
+}
+
+// -----
+
 // GPT-2's tanh GELU and BERT's erf GELU.
 // CHECK-LABEL: func.func @gelus
 // CHECK: nn.gelu "{{.+}}"(%arg0) {approximate = "tanh"}

@@ -42,6 +42,11 @@ ATTENTION_PARAMS = {"Q": rnd(2, 5, 3, 4), "K": rnd(2, 5, 3, 4), "V": rnd(2, 5, 3
 ATTENTION_CONSTS = {"c": np.array(0.5, np.float32), "M": np.tril(np.ones((5, 5), bool)),
                     "neg": np.array(-1e9, np.float32)}
 
+RMS_NORM = [N("Pow", ["A", "two"], ["p"]), N("ReduceMean", ["p", "axes"], ["m"], keepdims=1),
+            N("Add", ["m", "eps"], ["a"]), N("Sqrt", ["a"], ["s"]), N("Reciprocal", ["s"], ["r"]),
+            N("Mul", ["A", "r"], ["n"]), N("Mul", ["S", "n"])]
+RMS_CONSTS = {"two": np.array(2.0, np.float32), "axes": i64(-1), "eps": np.array(1e-6, np.float32)}
+
 CASES = {
     "Add": ([N("Add", ["A", "B"])], {"A": rnd(3, 4), "B": rnd(4)}, {}),
     "Sub": ([N("Sub", ["A", "B"])], {"A": rnd(2, 1, 4), "B": rnd(3, 1)}, {}),
@@ -82,6 +87,13 @@ CASES = {
                                    {"A": rnd(4, 16), "S": rnd(16)}, {}),
     "LayerNormalization-frozen-scale": ([N("LayerNormalization", ["A", "S", "B"], axis=-1, epsilon=1e-5)],
                                         {"A": rnd(3, 8), "B": rnd(8)}, {"S": rnd(8)}),
+    # Llama's RMSNorm as exported: plans make it one RMSNormalization (--norm-ops) whose gradient is
+    # one octet::RMSNormalizationGrad node, or (unfused) the gradient's ONNX spelling; --norm-ops=false
+    # differentiates the ops one by one.
+    "RMSNorm": (RMS_NORM, {"A": rnd(2, 3, 8), "S": rnd(8)}, RMS_CONSTS),
+    "RMSNorm-unfused": (RMS_NORM, {"A": rnd(4, 16), "S": rnd(16)}, RMS_CONSTS, "Y", ["--fuse-grads=false"]),
+    "RMSNorm-ops": (RMS_NORM, {"A": rnd(2, 3, 8), "S": rnd(8)}, RMS_CONSTS, "Y", ["--norm-ops=false"]),
+    "RMSNorm-frozen-scale": (RMS_NORM, {"A": rnd(3, 8)}, dict(RMS_CONSTS, S=rnd(8))),
 
     "Softmax": ([N("Softmax", ["A"], axis=-1)], {"A": rnd(2, 3, 5)}, {}),
     "Softmax-axis0": ([N("Softmax", ["A"], axis=0)], {"A": rnd(3, 5)}, {}),

@@ -168,6 +168,7 @@ TEST(CudaExecutor, ScattersAreDeterministicAndMatchTheCpu) {
 /// LayerNormalization in a plan, GPU against the CPU executor: rows of 2048, 768 and 4096 (the
 /// register kernels), 5000 and 30 (the generic one), with and without B, Mean and InvStdDev kept.
 /// Both take the statistics in double: Y within 1e-6 (max|err| / max|ref|), statistics within 1e-6.
+/// RMSNormalization (X, Scale) -> Y the same way: the same kernels with no mean taken out.
 TEST(CudaExecutor, LayerNormMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(19);
@@ -175,34 +176,42 @@ TEST(CudaExecutor, LayerNormMatchesTheCpu) {
     Shape xs;
     bool bias;
   };
-  for (Case cs : {Case{{2048, 2048}, true}, Case{{5, 768}, false}, Case{{3, 4096}, true}, Case{{4, 5000}, true},
-                  Case{{6, 30}, false}}) {
-    SCOPED_TRACE("X " + shapeString(cs.xs) + (cs.bias ? " with B" : ""));
-    int64_t n = cs.xs.back(), rows = numElements(cs.xs) / n;
-    Plan plan;
-    int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}), b = addValue(plan, "b", {n});
-    int y = addValue(plan, "y", cs.xs), mean = addValue(plan, "mean", {rows, 1}), inv = addValue(plan, "inv", {rows, 1});
-    PlanOp op;
-    op.type = "LayerNormalization";
-    op.name = "ln";
-    op.inputs = {x, sc};
-    if (cs.bias)
-      op.inputs.push_back(b);
-    op.outputs = {y, mean, inv};
-    op.attrs["axis"].i = -1;
-    op.attrs["epsilon"].kind = Attr::Float;
-    op.attrs["epsilon"].f = 1e-5f;
-    plan.ops.push_back(op);
-    plan.inputs = op.inputs;
-    plan.outputs = op.outputs;
-    auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
-    for (int64_t i = 0; i < xin->numel(); i += n + 3)
-      xin->data<float>()[i] += 25.0f;
-    std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}};
-    if (cs.bias)
-      feed["b"] = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
-    expectOutputsMatchCpu(plan, feed, 1, 1e-6);
-  }
+  for (bool rms : {false, true})
+    for (Case cs : {Case{{2048, 2048}, true}, Case{{5, 768}, false}, Case{{3, 4096}, true},
+                    Case{{4, 5000}, true}, Case{{6, 30}, false}}) {
+      cs.bias = cs.bias && !rms;
+      SCOPED_TRACE(std::string(rms ? "RMSNormalization" : "LayerNormalization") + " X " +
+                   shapeString(cs.xs) + (cs.bias ? " with B" : ""));
+      int64_t n = cs.xs.back(), rows = numElements(cs.xs) / n;
+      Plan plan;
+      int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}),
+          b = addValue(plan, "b", {n});
+      int y = addValue(plan, "y", cs.xs), mean = addValue(plan, "mean", {rows, 1}),
+          inv = addValue(plan, "inv", {rows, 1});
+      PlanOp op;
+      op.type = rms ? "RMSNormalization" : "LayerNormalization";
+      op.name = "ln";
+      op.inputs = {x, sc};
+      if (cs.bias)
+        op.inputs.push_back(b);
+      op.outputs = {y, mean, inv};
+      if (rms)
+        op.outputs = {y};
+      op.attrs["axis"].i = -1;
+      op.attrs["epsilon"].kind = Attr::Float;
+      op.attrs["epsilon"].f = 1e-5f;
+      plan.ops.push_back(op);
+      plan.inputs = op.inputs;
+      plan.outputs = op.outputs;
+      auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
+      for (int64_t i = 0; i < xin->numel(); i += n + 3)
+        xin->data<float>()[i] += 25.0f;
+      std::map<std::string, TensorPtr> feed = {
+          {"x", xin}, {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}};
+      if (cs.bias)
+        feed["b"] = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
+      expectOutputsMatchCpu(plan, feed, 1, 1e-6);
+    }
 }
 
 /// octet::LayerNormalizationGrad (--fuse-grads) in a plan, GPU against the CPU executor
@@ -210,7 +219,8 @@ TEST(CudaExecutor, LayerNormMatchesTheCpu) {
 /// float4s a thread), of 5000 (past them) and of 30 (not a multiple of 4: the row kernel);
 /// one row, and more rows than blocks; plans that keep only some of dX, dScale and dB; and a
 /// fourth operand dX_in that the node adds to dX.
-/// max|err| / max|ref| within 1e-5, as --check-against-cpu compares.
+/// max|err| / max|ref| within 1e-5, as --check-against-cpu compares. octet::RMSNormalizationGrad
+/// (dX, dScale) in the same cases.
 TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
@@ -220,46 +230,54 @@ TEST(CudaExecutor, LayerNormGradMatchesTheCpu) {
     bool keep[3];
     bool dxIn; // a fourth operand added to dX (the residual stream's gradient)
   };
-  for (Case cs : {Case{{2, 1024, 2048}, -1, {true, true, true}, true}, Case{{3, 5, 768}, 2, {true, true, true}, false},
-                  Case{{1, 4096}, -1, {true, false, true}, false}, Case{{600, 5000}, 1, {true, true, true}, true},
-                  Case{{7, 3, 10}, 1, {true, true, true}, true}, Case{{4, 2048}, 1, {false, true, true}, false},
-                  Case{{1200, 256}, -1, {true, false, false}, false}}) {
-    int64_t n = 1;
-    int axis = cs.axis < 0 ? cs.axis + int(cs.xs.size()) : cs.axis;
-    for (size_t i = size_t(axis); i < cs.xs.size(); ++i)
-      n *= cs.xs[i];
-    SCOPED_TRACE("X " + shapeString(cs.xs) + " axis " + std::to_string(cs.axis));
-    Plan plan;
-    int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}), dy = addValue(plan, "dy", cs.xs);
-    PlanOp op;
-    op.type = "octet::LayerNormalizationGrad";
-    op.name = "ln_grad";
-    op.inputs = {x, sc, dy};
-    int acc = cs.dxIn ? addValue(plan, "dx_in", cs.xs) : -1;
-    if (cs.dxIn)
-      op.inputs.push_back(acc);
-    Shape outShapes[3] = {cs.xs, {n}, {n}};
-    for (int i = 0; i < 3; ++i) {
-      int id = cs.keep[i] ? addValue(plan, "out" + std::to_string(i), outShapes[i]) : -1;
-      op.outputs.push_back(id);
-      if (id >= 0)
-        plan.outputs.push_back(id);
+  for (bool rms : {false, true})
+    for (Case cs : {Case{{2, 1024, 2048}, -1, {true, true, true}, true},
+                    Case{{3, 5, 768}, 2, {true, true, true}, false},
+                    Case{{1, 4096}, -1, {true, false, true}, false},
+                    Case{{600, 5000}, 1, {true, true, true}, true},
+                    Case{{7, 3, 10}, 1, {true, true, true}, true},
+                    Case{{4, 2048}, 1, {false, true, true}, false},
+                    Case{{1200, 256}, -1, {true, false, false}, false}}) {
+      int64_t n = 1;
+      int axis = cs.axis < 0 ? cs.axis + int(cs.xs.size()) : cs.axis;
+      for (size_t i = size_t(axis); i < cs.xs.size(); ++i)
+        n *= cs.xs[i];
+      SCOPED_TRACE(std::string(rms ? "RMS" : "LayerNorm") + " X " + shapeString(cs.xs) + " axis " +
+                   std::to_string(cs.axis));
+      if (rms && !cs.keep[0] && !cs.keep[1])
+        continue;
+      Plan plan;
+      int x = addValue(plan, "x", cs.xs), sc = addValue(plan, "scale", {n}),
+          dy = addValue(plan, "dy", cs.xs);
+      PlanOp op;
+      op.type = rms ? "octet::RMSNormalizationGrad" : "octet::LayerNormalizationGrad";
+      op.name = "ln_grad";
+      op.inputs = {x, sc, dy};
+      int acc = cs.dxIn ? addValue(plan, "dx_in", cs.xs) : -1;
+      if (cs.dxIn)
+        op.inputs.push_back(acc);
+      Shape outShapes[3] = {cs.xs, {n}, {n}};
+      for (int i = 0; i < (rms ? 2 : 3); ++i) {
+        int id = cs.keep[i] ? addValue(plan, "out" + std::to_string(i), outShapes[i]) : -1;
+        op.outputs.push_back(id);
+        if (id >= 0)
+          plan.outputs.push_back(id);
+      }
+      op.attrs["axis"].i = cs.axis;
+      op.attrs["epsilon"].kind = Attr::Float;
+      op.attrs["epsilon"].f = 1e-5f;
+      plan.inputs = op.inputs;
+      plan.ops.push_back(op);
+      auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
+      auto sin = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
+      auto gin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
+      for (int64_t i = 0; i < xin->numel(); i += n + 1) // rows with an offset: the mean matters
+        xin->data<float>()[i] += 30.0f;
+      std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", sin}, {"dy", gin}};
+      if (cs.dxIn)
+        feed["dx_in"] = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
+      expectOutputsMatchCpu(plan, feed, 2, 1e-5); // eager, then captured
     }
-    op.attrs["axis"].i = cs.axis;
-    op.attrs["epsilon"].kind = Attr::Float;
-    op.attrs["epsilon"].f = 1e-5f;
-    plan.inputs = op.inputs;
-    plan.ops.push_back(op);
-    auto xin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 2.0f));
-    auto sin = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
-    auto gin = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
-    for (int64_t i = 0; i < xin->numel(); i += n + 1) // rows with an offset: the mean matters
-      xin->data<float>()[i] += 30.0f;
-    std::map<std::string, TensorPtr> feed = {{"x", xin}, {"scale", sin}, {"dy", gin}};
-    if (cs.dxIn)
-      feed["dx_in"] = std::make_shared<Tensor>(randomTensor(cs.xs, rng, 1e-3f));
-    expectOutputsMatchCpu(plan, feed, 2, 1e-5); // eager, then captured
-  }
 }
 
 /// octet::SoftmaxCrossEntropyLossGrad (--fuse-grads) and the loss itself in a plan, GPU against the

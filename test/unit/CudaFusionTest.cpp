@@ -86,7 +86,9 @@ expectCastFusionExact(const Plan &plan, const std::map<std::string, TensorPtr> &
 ///              rounds GELU(x) to BF16 before the cast, as the plan stores it;
 ///   shared     two casts of one input in a row (no producer);
 ///   kept       the LayerNorm's output is also a plan output: the casts share a read but the
-///              LayerNorm still writes it.
+///              LayerNorm still writes it;
+///   rmsnorm, rmsnorm-amax  layernorm and layernorm-amax with an RMSNormalization (X, Scale): the
+///              pass applies its statistics (mean 0) the same way.
 /// Every output is the same bits with the fusion on and off (graphs included; the LayerNorm's rows
 /// are pairs x, -x of multiples of 1/64, whose statistics are exact in any order of summation);
 /// against the CPU, float outputs are within
@@ -98,9 +100,10 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
   const int64_t M = 256;
   for (std::string what :
        {"layernorm", "layernorm-qt", "layernorm-wide", "layernorm-amax", "layernorm-amax-alone", "gelu-bias", "gelu",
-        "gelu-bf16", "shared", "kept"}) {
+        "gelu-bf16", "shared", "kept", "rmsnorm", "rmsnorm-amax"}) {
     SCOPED_TRACE(what);
-    const bool norm = what.rfind("layernorm", 0) == 0 || what == "kept";
+    const bool rms = what.rfind("rmsnorm", 0) == 0;
+    const bool norm = what.rfind("layernorm", 0) == 0 || what == "kept" || rms;
     const int64_t N = what == "layernorm-wide" ? 400 : 384;
     Plan plan;
     std::map<std::string, TensorPtr> feed;
@@ -127,7 +130,10 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       plan.values[size_t(shape)].dtype = DType::I64;
       plan.constants[shape] = st;
       plan.constantKinds[shape] = ConstantKind::Const;
-      op("LayerNormalization", {x, g, b}, {y}).attrs["epsilon"].f = 1e-5;
+      if (rms)
+        op("RMSNormalization", {x, g}, {y}).attrs["epsilon"].f = 1e-5;
+      else
+        op("LayerNormalization", {x, g, b}, {y}).attrs["epsilon"].f = 1e-5;
       plan.ops.back().attrs["epsilon"].kind = Attr::Float;
       source = addValue(plan, "y2d", {M, N});
       op("Reshape", {y, shape}, {source});
@@ -162,7 +168,8 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       source = input("x", {M, N}, 3.0f);
       expect = "casts share a read";
     }
-    const bool dynamic = what.rfind("layernorm-amax", 0) == 0;
+    const bool dynamic = what.rfind("layernorm-amax", 0) == 0 || what == "rmsnorm-amax";
+    const bool paired = what == "layernorm-amax" || what == "rmsnorm-amax"; // an amax_scale pair
     int dynamicScale = -1; // the casts' scale_inv, made from the amax
     if (dynamic) {
       int a = addValue(plan, "amax", {}), sc = addValue(plan, "scale", {});
@@ -171,7 +178,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
       PlanOp &ds = op("fp8.dynamic_scale", {a}, {sc, dynamicScale});
       ds.attrs["format"].kind = Attr::String;
       ds.attrs["format"].s = "float8e4m3fn";
-      if (what == "layernorm-amax")
+      if (paired)
         groupOps(plan, {plan.ops.size() - 2, plan.ops.size() - 1}, "amax_scale", 0);
       plan.outputs.insert(plan.outputs.end(), {a, sc, dynamicScale});
     }
@@ -194,7 +201,7 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     std::vector<size_t> pass;
     for (size_t k = 0; k < plan.ops.size(); ++k)
       if (plan.ops[k].type == "fp8.cast_amax" || plan.ops[k].type == "Gelu" || plan.ops[k].type == "fp8.amax" ||
-          (plan.ops[k].type == "LayerNormalization" && what != "kept"))
+          ((plan.ops[k].type == "LayerNormalization" || plan.ops[k].type == "RMSNormalization") && what != "kept"))
         pass.push_back(k);
     castPassOps(plan, pass, 0);
     // The GEMM's tensor-core sums differ from the CPU's; otherwise its LayerNorm and GELU round alike.
@@ -207,8 +214,8 @@ TEST(CudaExecutor, CastSourcesMatchTheSeparateOps) {
     EXPECT_EQ(made["amax takes its scale"] + made["amax scale not applied"], 0);
     // Only the bias fold and the amax's scale, which the cast pass does not need.
     auto apartMade = cuda::fusions(*apart);
-    EXPECT_EQ(apartMade.size(), what == "gelu-bias" || what == "layernorm-amax" ? 1u : 0u);
-    EXPECT_EQ(apartMade["amax takes its scale"], what == "layernorm-amax" ? 1 : 0);
+    EXPECT_EQ(apartMade.size(), what == "gelu-bias" || paired ? 1u : 0u);
+    EXPECT_EQ(apartMade["amax takes its scale"], paired ? 1 : 0);
     EXPECT_EQ(apartMade["GEMM biases added by their reader"], what == "gelu-bias" ? 1 : 0);
     EXPECT_EQ(made["GEMM biases added by their reader"], what == "gelu-bias" ? 1 : 0);
   }
@@ -737,12 +744,16 @@ TEST(CudaExecutor, AmaxScaleMatchesTheSeparateOps) {
 ///   bias      fp8.gemm whose bias the Add adds (bias_fold "add") -> LayerNorm;
 ///   in-place  the arena gives the sum the bytes of x (the Add in place);
 ///   y-over-h  the arena gives Y the bytes of h, which a fused launch would still read: not applied;
-///   ungrouped the same Add and LayerNorm without the plan's group: nothing fused.
+///   ungrouped the same Add and LayerNorm without the plan's group: nothing fused;
+///   rms, rms-cast  norm and cast with an RMSNormalization (X, Scale) -> Y (a Llama's).
 TEST(CudaExecutor, ResidualNormsMatchTheSeparateOps) {
   REQUIRE_GPU();
   std::mt19937 rng(41);
-  for (std::string what : {"norm", "view", "cast", "bias", "in-place", "y-over-h", "ungrouped"}) {
+  for (std::string what : {"norm", "view", "cast", "bias", "in-place", "y-over-h", "ungrouped", "rms", "rms-cast"}) {
     SCOPED_TRACE(what);
+    const bool rms = what.rfind("rms", 0) == 0;
+    if (rms)
+      what = what == "rms" ? "norm" : "cast";
     const int64_t n = what == "view" ? 768 : what == "bias" ? 256 : 2048, rows = what == "norm" ? 1000 : 192;
     const Shape s3{2, rows / 2, n};
     Plan plan;
@@ -781,13 +792,19 @@ TEST(CudaExecutor, ResidualNormsMatchTheSeparateOps) {
     }
     int y = addValue(plan, "y", s3), mean = addValue(plan, "mean", {2, rows / 2, 1});
     int inv = addValue(plan, "inv", {2, rows / 2, 1});
-    PlanOp &ln = addOp(plan, "LayerNormalization", "ln", {normIn, g, b}, {y, mean, inv});
+    PlanOp &ln = rms ? addOp(plan, "RMSNormalization", "rms", {normIn, g}, {y})
+                     : addOp(plan, "LayerNormalization", "ln", {normIn, g, b}, {y, mean, inv});
     ln.attrs["epsilon"].kind = Attr::Float;
     ln.attrs["epsilon"].f = 1e-5f;
     const size_t lnAt = plan.ops.size() - 1;
     if (what != "ungrouped")
       groupOps(plan, {first, lnAt}, "residual_norm", 0);
     plan.outputs = {sum, mean, inv};
+    if (rms) {
+      plan.outputs = {sum};
+      plan.inputs.erase(std::find(plan.inputs.begin(), plan.inputs.end(), b));
+      feed.erase("beta");
+    }
     if (what == "cast") {
       int y2 = addValue(plan, "y2d", {rows, n}), shp = addValue(plan, "shape2", {2});
       plan.values[size_t(shp)].dtype = DType::I64;

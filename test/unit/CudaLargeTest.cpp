@@ -203,28 +203,35 @@ TEST(CudaLarge, ConversionsPast32BitElements) {
 
 /// The LayerNorm gradient (octet::LayerNormalizationGrad) over [2^21 + 64, 1024] float32 values
 /// with a dX_in added: dX past 2^31 elements, dScale and dB summed over 2^21 + 64 rows (per-block
-/// column partials, then totals in a fixed order); within 1e-4 of the CPU's double sums.
+/// column partials, then totals in a fixed order); within 1e-4 of the CPU's double sums. The RMSNorm
+/// gradient (octet::RMSNormalizationGrad: dX, dScale) the same way.
 TEST(CudaLarge, LayerNormGradPast32BitElements) {
   REQUIRE_GPU_MEMORY(int64_t(36) << 30);
   const int64_t n = 1024, rows = kPast32 / n;
-  Plan plan;
-  int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), dy = addValue(plan, "dy", {rows, n});
-  int dxIn = addValue(plan, "dx_in", {rows, n});
-  int dx = addValue(plan, "dx", {rows, n}), ds = addValue(plan, "dscale", {n}), db = addValue(plan, "dbias", {n});
-  PlanOp &op = addOp(plan, "octet::LayerNormalizationGrad", "ln_grad", {x, sc, dy, dxIn}, {dx, ds, db});
-  op.attrs["axis"].i = -1;
-  op.attrs["epsilon"].kind = Attr::Float;
-  op.attrs["epsilon"].f = 1e-5f;
-  plan.inputs = {x, sc, dy, dxIn};
-  plan.outputs = {dx, ds, db};
-  std::mt19937 rng(21);
-  auto x0 = patterned({rows, n}, kPast32 - 1);
-  expectLargeOutputsMatch(plan,
-                          {{"x", x0},
-                           {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
-                           {"dy", patterned({rows, n}, -1)},
-                           {"dx_in", x0}},
-                          false, 1e-4);
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "RMSNormalizationGrad" : "LayerNormalizationGrad");
+    Plan plan;
+    int x = addValue(plan, "x", {rows, n}), sc = addValue(plan, "scale", {n}), dy = addValue(plan, "dy", {rows, n});
+    int dxIn = addValue(plan, "dx_in", {rows, n});
+    int dx = addValue(plan, "dx", {rows, n}), ds = addValue(plan, "dscale", {n}), db = addValue(plan, "dbias", {n});
+    PlanOp &op = rms ? addOp(plan, "octet::RMSNormalizationGrad", "rms_grad", {x, sc, dy, dxIn}, {dx, ds})
+                     : addOp(plan, "octet::LayerNormalizationGrad", "ln_grad", {x, sc, dy, dxIn}, {dx, ds, db});
+    op.attrs["axis"].i = -1;
+    op.attrs["epsilon"].kind = Attr::Float;
+    op.attrs["epsilon"].f = 1e-5f;
+    plan.inputs = {x, sc, dy, dxIn};
+    plan.outputs = {dx, ds};
+    if (!rms)
+      plan.outputs.push_back(db);
+    std::mt19937 rng(21);
+    auto x0 = patterned({rows, n}, kPast32 - 1);
+    expectLargeOutputsMatch(plan,
+                            {{"x", x0},
+                             {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                             {"dy", patterned({rows, n}, -1)},
+                             {"dx_in", x0}},
+                            false, 1e-4);
+  }
 }
 
 /// The loss and its gradient over [40959, 52432] float32 logits (more than 2^31 values: rows
@@ -293,19 +300,30 @@ TEST(CudaLarge, RotaryEmbeddingPast32BitElements) {
 }
 
 /// LayerNormalization over 2^21 + 64 rows of 1024 (more rows than a grid's y takes, 2^31 + 65536
-/// values), with its mean and inverse standard deviation.
+/// values), with its mean and inverse standard deviation; RMSNormalization over the same rows.
 TEST(CudaLarge, LayerNormPast32BitElements) {
   REQUIRE_GPU_MEMORY(int64_t(24) << 30);
   const int64_t n = 1024, rows = kPast32 / n;
-  Plan plan;
-  LayerNormValues v = addLayerNorm(plan, rows, n);
-  plan.outputs = {v.y, v.mean, v.inv};
-  std::mt19937 rng(3);
-  expectLargeOutputsMatch(plan,
-                          {{"x", patterned({rows, n}, kPast32 - 1)},
-                           {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
-                           {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
-                          false, 1e-6);
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "RMSNormalization" : "LayerNormalization");
+    Plan plan;
+    LayerNormValues v = addLayerNorm(plan, rows, n);
+    plan.outputs = {v.y, v.mean, v.inv};
+    std::mt19937 rng(3);
+    std::map<std::string, TensorPtr> feed = {{"x", patterned({rows, n}, kPast32 - 1)},
+                                             {"scale", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))},
+                                             {"b", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}};
+    if (rms) { // (X, Scale) -> Y
+      PlanOp &op = plan.ops.back();
+      op.type = "RMSNormalization";
+      op.inputs.pop_back();
+      op.outputs = {v.y};
+      plan.inputs.pop_back();
+      plan.outputs = {v.y};
+      feed.erase("b");
+    }
+    expectLargeOutputsMatch(plan, feed, false, 1e-6);
+  }
 }
 
 /// Patterned rows whose second half is the first half negated and mirrored (v ... -v): a mean of 0

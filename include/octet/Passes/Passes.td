@@ -51,10 +51,19 @@ def LowerLayers : Pass<"octet-lower-layers", "mlir::ModuleOp"> {
     ONNX model is written. With gelu-op, a GELU becomes one onnx.Gelu (opset
     20) instead: fp8-opt does so for training plans before autodiff, so that
     the backward reads only the GELU's input instead of keeping its
-    intermediates alive across the step.
+    intermediates alive across the step. With norm-ops, a float32 LayerNorm
+    or RMSNorm becomes one onnx.LayerNormalization (opset 17) or
+    onnx.RMSNormalization (opset 23) over the last axis, however the model
+    spelled it: fp8-opt does so for training plans, so that the norm runs as
+    one kernel and its gradient as one octet LayerNormalizationGrad or
+    RMSNormalizationGrad node that reads X, Scale and dY once (the
+    decomposed form's Pow, ReduceMean, Sqrt, Reciprocal and Muls, and their
+    gradients, each read and write the whole activation).
   }];
   let options = [
     Option<"geluOp", "gelu-op", "bool", "false", "Lower nn.gelu to one onnx.Gelu op instead of its body">,
+    Option<"normOps", "norm-ops", "bool", "false",
+           "Lower float32 nn.layer_norm and nn.rms_norm to one onnx.LayerNormalization or onnx.RMSNormalization">,
   ];
 }
 
@@ -441,7 +450,7 @@ def RematerializeFp8Casts : Pass<"octet-rematerialize-fp8-casts", "mlir::ModuleO
   let options = [
     Option<"distance", "distance", "int64_t", "16", "Readers further than this many ops after the previous reader get a recomputed copy">,
     ListOption<"sources", "sources", "std::string",
-               "Which copies to make, by what they recompute: weight (a parameter's or state's cast), activation (a cast of a tensor still live), gelu (the GELU runs again), layernorm (the LayerNorm forward runs again); default all four">,
+               "Which copies to make, by what they recompute: weight (a parameter's or state's cast), activation (a cast of a tensor still live), gelu (the GELU runs again), layernorm (the LayerNorm or RMSNorm forward runs again); default all four">,
   ];
   let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
 }

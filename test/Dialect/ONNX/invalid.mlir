@@ -68,6 +68,30 @@ func.func @layernorm_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>) -> tensor<2x8
 
 // -----
 
+func.func @rmsnorm_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{Scale shape does not broadcast to the normalized shape}}
+  %y = onnx.RMSNormalization %x, %s : (tensor<2x8xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rmsnorm_axis(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{axis -3 is out of range for rank 2}}
+  %y = onnx.RMSNormalization %x, %s {axis = -3 : si64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rmsnorm_types(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xbf16> {
+  // expected-error @+1 {{X and Y}}
+  %y = onnx.RMSNormalization %x, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xbf16>
+  return %y : tensor<2x8xbf16>
+}
+
+// -----
+
 func.func @softmax_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   // expected-error @+1 {{axis -3 is out of range for rank 2}}
   %y = onnx.Softmax %x {axis = -3 : si64} : (tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -18,12 +18,14 @@ func.func @linear(%x: tensor<2x4xf32>, %b: tensor<8x4xf32>) -> (tensor<2x8xf32>,
 // CHECK: onnx.LayerNormalization {{.*}} {axis = -1 : si64, epsilon = 9.99999974E-6 : f32}
 // CHECK: onnx.Gelu {{.*}} {approximate = "tanh"}
 // CHECK: onnx.Softmax {{.*}} {axis = -1 : si64}
+// CHECK: onnx.RMSNormalization {{.*}} {epsilon = 9.99999997E-7 : f32}
 func.func @norms(%x: tensor<2x16x64xf32>, %s: tensor<64xf32>) -> tensor<2x16x64xf32> {
   %n = onnx.none
   %y, %m, %i = onnx.LayerNormalization %x, %s, %n {axis = -1 : si64, epsilon = 1.0e-5 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>, none) -> (tensor<2x16x64xf32>, none, none)
   %g = onnx.Gelu %y {approximate = "tanh"} : (tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
   %p = onnx.Softmax %g {axis = -1 : si64} : (tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
-  return %p : tensor<2x16x64xf32>
+  %r = onnx.RMSNormalization %p, %s {epsilon = 1.0e-6 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+  return %r : tensor<2x16x64xf32>
 }
 
 // -----

@@ -376,29 +376,39 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormalizationOp::verify() {
-  int64_t rank = rankOf(getX());
-  if (failed(verifyAxis(*this, getAxis(), rank)))
+/// A normalization's checks: X and Y share an element type, and Scale broadcasts to the
+/// normalized shape (X's dims from axis on).
+static LogicalResult verifyRowNorm(Operation *op, Value x, Value scale, Value y,
+                                   std::optional<int64_t> axisAttr) {
+  int64_t rank = rankOf(x);
+  if (failed(verifyAxis(op, axisAttr, rank)))
     return failure();
-  if (failed(verifySameElementType(*this, {getX(), getY()}, "X and Y")))
+  if (failed(verifySameElementType(op, {x, y}, "X and Y")))
     return failure();
-  auto x = getX().getType().dyn_cast<RankedTensorType>();
-  auto s = getScale().getType().dyn_cast<RankedTensorType>();
-  if (x && s) {
-    int64_t axis = getAxis().value_or(-1);
+  auto xt = x.getType().dyn_cast<RankedTensorType>();
+  auto s = scale.getType().dyn_cast<RankedTensorType>();
+  if (xt && s) {
+    int64_t axis = axisAttr.value_or(-1);
     if (axis < 0)
-      axis += x.getRank();
-    ArrayRef<int64_t> normShape = x.getShape().drop_front(axis);
-    // Scale must broadcast to the normalized shape.
+      axis += xt.getRank();
+    ArrayRef<int64_t> normShape = xt.getShape().drop_front(axis);
     if (s.getRank() > static_cast<int64_t>(normShape.size()))
-      return emitOpError() << "Scale has rank " << s.getRank()
-                           << ", more than the normalized dims (" << normShape.size() << ")";
+      return op->emitOpError() << "Scale has rank " << s.getRank()
+                               << ", more than the normalized dims (" << normShape.size() << ")";
     ArrayRef<int64_t> tail = normShape.take_back(s.getRank());
     for (auto [sd, xd] : llvm::zip(s.getShape(), tail))
       if (!ShapedType::isDynamic(sd) && !ShapedType::isDynamic(xd) && sd != 1 && sd != xd)
-        return emitOpError() << "Scale shape does not broadcast to the normalized shape";
+        return op->emitOpError() << "Scale shape does not broadcast to the normalized shape";
   }
   return success();
+}
+
+LogicalResult LayerNormalizationOp::verify() {
+  return verifyRowNorm(*this, getX(), getScale(), getY(), getAxis());
+}
+
+LogicalResult RMSNormalizationOp::verify() {
+  return verifyRowNorm(*this, getX(), getScale(), getY(), getAxis());
 }
 
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), rankOf(getInput())); }

@@ -265,6 +265,15 @@ def ONNX_LayerNormalizationOp : ONNX_NodeBase<"LayerNormalization"> {
   let hasVerifier = 1;
 }
 
+def ONNX_RMSNormalizationOp : ONNX_NodeBase<"RMSNormalization"> {
+  let summary = "ONNX RMSNormalization (opset 23): X / sqrt(mean(X^2) + epsilon) * Scale over axes [axis, rank)";
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$scale,
+                   OptionalAttr<SI64Attr>:$axis, OptionalAttr<F32Attr>:$epsilon,
+                   OptionalAttr<SI64Attr>:$stash_type);
+  let results = (outs ONNX_FloatTensor:$Y);
+  let hasVerifier = 1;
+}
+
 def ONNX_SoftmaxOp : ONNX_NodeBase<"Softmax"> {
   let summary = "ONNX Softmax (opset 13): softmax along one axis";
   let arguments = (ins ONNX_FloatTensor:$input, OptionalAttr<SI64Attr>:$axis);
