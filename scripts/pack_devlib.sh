@@ -206,7 +206,8 @@ done
 # compiled with --data-parallel, and msamp:O2 and msamp:O3 with --shard-optimizer 2 (msamp-O2-s2,
 # msamp-O3-s2); $DP_PLANS picks among these names (default: all). For each SIZE:BATCH in
 # $CURVE_SIZES (default: none; bench/run_data_parallel.sh curves) te-bf16 and msamp:O2 plans for
-# 2 ranks of BATCH rows and for one process over 2 x BATCH, with a warmup and cosine schedule.
+# 2 ranks of BATCH rows and for one process over 2 x BATCH, with a warmup and cosine schedule
+# (peak CURVE_LR, default 6e-4; a tenth of it at the end).
 mkdir -p "$d/dp"
 for b in 8 4; do
   "$py" bench/make_gpt_onnx.py --config tiny --batch $b --seq 128 --vocab 256 --weights random \
@@ -247,7 +248,9 @@ for spec in ${CURVE_SIZES-}; do
   s=${spec%%:*}
   gpt_size "$s" || exit 2
   b=${spec#*:}
-  sched=(--lr 6e-4 --lr-schedule cosine --warmup-steps 50 --total-steps 1000 --min-lr 6e-5 --weight-decay 0.1)
+  lr=${CURVE_LR:-6e-4} # GPT-3's rate for 125M-350M; CURVE_LR=2e-4 is its 1.3B's
+  sched=(--lr "$lr" --lr-schedule cosine --warmup-steps 50 --total-steps 1000
+    --min-lr "$(python3 -c "print($lr / 10)")" --weight-decay 0.1)
   for n in $b $((2 * b)); do
     g="$build/bench/gpt-$s-b$n.onnx"
     [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$n" --seq "$t" -o "$g"
