@@ -36,20 +36,38 @@ bool isF32(Value v) {
   return t && t.hasStaticShape() && t.getElementType().isF32();
 }
 
-/// The Add `ln` reads (through views) where it is the op right before `ln`, views aside, and adds
-/// two float32 tensors of its result's shape; or null.
+/// Whether `op` computes from parameters and constants alone (Gemma's 1 + w, the norm's scale),
+/// each made before `add`: it may run before the residual Add as well as after it.
+bool fromParameters(Operation *op, Operation *add) {
+  return op->getNumRegions() == 0 && op->getNumResults() == 1 && !octet::isViewOp(op) &&
+         llvm::all_of(op->getOperands(), [&](Value v) {
+           Operation *d = v.getDefiningOp();
+           return isa_and_nonnull<ox::InitializerOp, ox::ConstantOp>(d) &&
+                  (d->getBlock() != add->getBlock() || d->isBeforeInBlock(add));
+         });
+}
+
+/// The Add `ln` reads (through views) where it is the op right before `ln`, views and ops that
+/// compute from parameters alone aside (those move before the Add), and adds two float32 tensors
+/// of its result's shape; or null.
 ox::AddOp residualAddOf(const octet::RowNorm &ln) {
   auto add = octet::viewRoot(ln.x).getDefiningOp<ox::AddOp>();
   if (!add || add->getBlock() != ln.op->getBlock())
     return {};
+  SmallVector<Operation *> hoist;
   Operation *before = octet::prevStep(ln.op);
-  while (before && before != add && octet::isViewOp(before))
+  while (before && before != add && (octet::isViewOp(before) || fromParameters(before, add))) {
+    if (!octet::isViewOp(before))
+      hoist.push_back(before);
     before = octet::prevStep(before);
+  }
   if (before != add.getOperation())
     return {};
   Type shape = add.getC().getType();
   if (!isF32(add.getC()) || add.getA().getType() != shape || add.getB().getType() != shape)
     return {};
+  for (Operation *op : llvm::reverse(hoist))
+    op->moveBefore(add);
   return add;
 }
 

@@ -321,29 +321,48 @@ std::optional<Match> matchLayerNormDecomposed(Operation *op) {
   return m;
 }
 
-/// A Cast to its operand's own type (the TorchScript exporter writes `.to(float32)` of a float32
-/// tensor so) with one reader: an exact identity.
-ox::CastOp identityCast(Value v) {
-  auto c = def<ox::CastOp>(v);
-  return c && v.hasOneUse() && c.getInput().getType() == v.getType() ? c : ox::CastOp();
+/// A copy of another value with one reader: an Identity, or a Cast to its operand's own type (the
+/// importer makes those Identity; MLIR input may still hold them). Null if `v` is none.
+Operation *identityCopy(Value v) {
+  Operation *d = v ? v.getDefiningOp() : nullptr;
+  if (!d || !v.hasOneUse() || d->getNumOperands() != 1 || d->getOperand(0).getType() != v.getType())
+    return nullptr;
+  return isa<ox::IdentityOp, ox::CastOp>(d) ? d : nullptr;
+}
+
+/// An RMSNorm's scale: a float initializer of rank 1, or Gemma's (1 + w) of one (an Add of it and
+/// the constant 1 that only the norm reads); the initializer, or null.
+ox::InitializerOp rmsScale(Value v) {
+  if (auto w = floatInit(v, 1))
+    return w;
+  auto add = def<ox::AddOp>(v);
+  ox::InitializerOp w;
+  if (add && v.hasOneUse() && eitherOrder(add, [&](Value a, Value b) {
+        w = floatInit(a, 1);
+        return w && isConst(b, 1.0) && a.getType() == v.getType();
+      }))
+    return w;
+  return {};
 }
 
 /// gamma * (x * 1/sqrt(mean(x^2) + eps)), rooted at the outer Mul: 1/sqrt as Reciprocal(Sqrt) (the
 /// dynamo exporter's rsqrt) or Div(1, Sqrt) (TorchScript's), the normalized x possibly through a
-/// Cast to its own type (HF's `.to(input_dtype)` of a float32 model).
+/// copy (HF's `.to(input_dtype)` of a float32 model), gamma a weight or Gemma's (1 + weight) (the
+/// layer's scale input is then the Add's result, which stays outside the layer).
 std::optional<Match> matchRMSNorm(Operation *op) {
   auto outer = dyn_cast<ox::MulOp>(op);
   if (!outer)
     return std::nullopt;
   Match m;
   Value gamma, normed;
-  ox::CastOp cast;
+  Operation *cast = nullptr;
+  ox::InitializerOp weight;
   if (!eitherOrder(outer, [&](Value a, Value b) {
         gamma = a;
-        cast = identityCast(b);
-        normed = cast ? cast.getInput() : b;
-        return floatInit(a, 1) && (def<ox::MulOp>(normed) || def<ox::DivOp>(normed)) &&
-               (!cast || normed.hasOneUse());
+        cast = identityCopy(b);
+        normed = cast ? cast->getOperand(0) : b;
+        weight = rmsScale(a);
+        return weight && (def<ox::MulOp>(normed) || def<ox::DivOp>(normed)) && (!cast || normed.hasOneUse());
       }))
     return std::nullopt;
   SmallVector<Operation *> ops;
@@ -390,7 +409,7 @@ std::optional<Match> matchRMSNorm(Operation *op) {
   m.ops.append(ops.begin(), ops.end());
   m.inputs = {x, gamma};
   m.output = outer.getResult();
-  m.name = stripSuffix(gamma.getDefiningOp<ox::InitializerOp>().getName());
+  m.name = stripSuffix(weight.getName());
   m.attrs.set("epsilon", Builder(op->getContext()).getF32FloatAttr(float(*eps)));
   return m;
 }

@@ -209,6 +209,11 @@ g = h.make_graph([h.make_node("RMSNormalization", ["x", "scale"], ["y"], name="r
                  "rmsnorm", [vi("x", TP.FLOAT, [2, 3, 8])], [vi("y", TP.FLOAT, [2, 3, 8])],
                  [h.make_tensor("scale", TP.FLOAT, [8], [0.5, 1.0, 1.5, 2.0, -1.0, 0.25, 3.0, 1.0])])
 save(model(g, opset=23), "rmsnorm23.onnx", check=False)
+# Casts to the operand's own type (HF's `.to(input_dtype)` of a float32 model) and to another.
+g = h.make_graph([h.make_node("Cast", ["x"], ["s"], to=TP.FLOAT, name="same"),
+                  h.make_node("Cast", ["s"], ["y"], to=TP.FLOAT16, name="narrow")],
+                 "casts", [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT16, [2, 3])])
+save(model(g), "casts.onnx")
 g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu_99")], "opset99", [vi("x", TP.FLOAT, [2])],
                  [vi("y", TP.FLOAT, [2])])
 save(model(g, opset=99), "bad_opset99.onnx", check=False)

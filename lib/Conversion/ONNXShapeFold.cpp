@@ -623,6 +623,21 @@ Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallV
       }
     }
   }
+  // A Cast to its operand's own element type (HF's `.to(input_dtype)` and `type_as` of a float32
+  // model, TorchScript's `.float()`) is its operand: an Identity, which plans keep as a view.
+  if (opType == "Cast" && operands.size() == 1) {
+    auto x = operands[0].getType().dyn_cast<RankedTensorType>();
+    IntegerAttr to;
+    for (const NamedAttribute &a : attrs)
+      if (a.getName() == "to")
+        to = a.getValue().dyn_cast<IntegerAttr>();
+    if (x && to && ox::getOnnxCodeForElementType(x.getElementType()) == to.getInt()) {
+      OperationState id(loc, "onnx.Identity");
+      id.addOperands(operands[0]);
+      id.addTypes(x);
+      return builder.create(id)->getResult(0);
+    }
+  }
   // Max, Min, Sum and Mean of one input (the exporter's broadcast of one index tensor) are it.
   if ((opType == "Max" || opType == "Min" || opType == "Sum" || opType == "Mean") && operands.size() == 1 &&
       operands[0].getType().isa<RankedTensorType>()) {

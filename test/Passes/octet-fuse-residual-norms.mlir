@@ -62,3 +62,34 @@ func.func @no_pairs(%x: tensor<2x8x64xf32>, %p: tensor<8x64xf32>, %g: tensor<64x
   %y5, %m5, %i5 = onnx.LayerNormalization %s5, %g, %none {axis = -1 : si64, epsilon = 1.0e-05 : f32, octet.fusion = "producer_amax", octet.fusion_group = 0 : i64} : (tensor<2x8x64xf32>, tensor<64xf32>, none) -> (tensor<2x8x64xf32>, none, none)
   return %y1, %y2, %t, %y3, %y4, %y5 : tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xbf16>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
 }
+
+// -----
+
+// A Llama's RMSNormalization of the residual sum is a group as well; Gemma's scale (1 + w), computed
+// from parameters between the Add and the norm, moves before the Add so that the pair is adjacent.
+// CHECK-LABEL: func.func @rms_norm_gemma_scale
+// CHECK: %[[SC:.+]] = onnx.Add %{{.+}}, %{{.+}} : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+// CHECK-NEXT: onnx.Add {{.*}}octet.fusion = "residual_norm", octet.fusion_group = 0 : i64
+// CHECK-NEXT: onnx.RMSNormalization %{{.+}}, %[[SC]] {{.*}}octet.fusion = "residual_norm", octet.fusion_group = 0 : i64
+func.func @rms_norm_gemma_scale(%x: tensor<2x8x64xf32>, %h: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  %w = onnx.initializer "model.layers.0.input_layernorm.weight" = dense<0.1> : tensor<64xf32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %s = onnx.Add %x, %h : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %sc = onnx.Add %w, %one : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+  %y = onnx.RMSNormalization %s, %sc {axis = -1 : si64, epsilon = 1.0e-06 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// An op between that reads an activation does not move: no group.
+// CHECK-LABEL: func.func @rms_norm_op_between
+// CHECK-NOT: octet.fusion
+// CHECK: return
+func.func @rms_norm_op_between(%x: tensor<2x8x64xf32>, %h: tensor<2x8x64xf32>, %g: tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+  %w = onnx.initializer "model.layers.0.input_layernorm.weight" = dense<0.1> : tensor<64xf32>
+  %s = onnx.Add %x, %h : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %n = onnx.Neg %h : (tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  %y = onnx.RMSNormalization %s, %w {axis = -1 : si64, epsilon = 1.0e-06 : f32} : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %y, %n : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}

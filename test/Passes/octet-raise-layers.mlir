@@ -145,6 +145,33 @@ func.func @rms_norm_torchscript(%x: tensor<2x16x64xf32>) -> tensor<2x16x64xf32> 
 
 // -----
 
+// Gemma's RMSNorm scales by (1 + w): the layer's scale input is that Add's result, which stays
+// outside it; the layer is named after w. The copy after it (type_as) is no part of it.
+// CHECK-LABEL: func.func @rms_norm_gemma
+// CHECK: %[[SC:.+]] = onnx.Add %{{.+}}, %{{.+}} : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+// CHECK: %[[N:.+]] = nn.rms_norm "model.layers.0.input_layernorm"(%arg0, %[[SC]]) {epsilon = 9.99999997E-7 : f32}
+// CHECK: nn.yield
+// CHECK: onnx.Identity %[[N]]
+func.func @rms_norm_gemma(%x: tensor<2x16x64xf32>) -> tensor<2x16x64xf32> {
+  %w = onnx.initializer "model.layers.0.input_layernorm.weight" = dense<0.0> : tensor<64xf32>
+  %axes = onnx.Constant {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %two = onnx.Constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %eps = onnx.Constant {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
+  %one = onnx.Constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %p = onnx.Pow %x, %two : (tensor<2x16x64xf32>, tensor<f32>) -> tensor<2x16x64xf32>
+  %m = onnx.ReduceMean %p, %axes {keepdims = 1 : si64} : (tensor<2x16x64xf32>, tensor<1xi64>) -> tensor<2x16x1xf32>
+  %a = onnx.Add %m, %eps : (tensor<2x16x1xf32>, tensor<f32>) -> tensor<2x16x1xf32>
+  %s = onnx.Sqrt %a : (tensor<2x16x1xf32>) -> tensor<2x16x1xf32>
+  %r = onnx.Reciprocal %s : (tensor<2x16x1xf32>) -> tensor<2x16x1xf32>
+  %n = onnx.Mul %x, %r : (tensor<2x16x64xf32>, tensor<2x16x1xf32>) -> tensor<2x16x64xf32>
+  %sc = onnx.Add %w, %one : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+  %y = onnx.Mul %n, %sc : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+  %c = onnx.Identity %y : (tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  return %c : tensor<2x16x64xf32>
+}
+
+// -----
+
 // GPT-2's tanh GELU and BERT's erf GELU.
 // CHECK-LABEL: func.func @gelus
 // CHECK: nn.gelu "{{.+}}"(%arg0) {approximate = "tanh"}
