@@ -11,6 +11,7 @@
 #include "octet/Tools/ImportChecks.h"
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanReport.h"
+#include "octet/Tools/TrainingPipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -590,69 +591,39 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
-  // The training passes' options; a model with a TrainingInfoProto supplies
+  // The training passes' options (TrainingPipeline.cpp); a model with a TrainingInfoProto supplies
   // the optimizer the flags do not set.
   auto trainingPipelineFor = [&](ModuleOp module, bool plan) {
-    std::string p;
     if (!train)
-      return p;
-    auto quote = [](const std::string &v) { return "\"" + v + "\""; };
-    auto num = [](double v) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", v);
-      return std::string(buf);
-    };
-    std::string opt = optimizerName;
-    double b1 = beta1, b2 = beta2, eps = adamEps, wd = weightDecay, mom = momentum;
-    if (auto spec = module->getAttrOfType<DictionaryAttr>(kOnnxTrainingAttr)) {
-      auto f = [&](StringRef k, double &dst, bool given) {
-        if (auto a = spec.getAs<FloatAttr>(k); a && !given)
-          dst = a.getValueAsDouble();
-      };
-      if (auto o = spec.getAs<StringAttr>("optimizer"); o && !optimizerName.getNumOccurrences()) {
-        // ONNX Adam: alpha/beta are the moments' decay rates, norm_coefficient an L2 term in the
-        // gradient, norm_coefficient_post a decoupled decay. Momentum: alpha the decay.
-        if (o.getValue() == "Adam") {
-          bool post = spec.getAs<FloatAttr>("norm_coefficient_post") &&
-                      spec.getAs<FloatAttr>("norm_coefficient_post").getValueAsDouble() != 0;
-          opt = post ? "adamw" : "adam";
-          f("alpha", b1, beta1.getNumOccurrences());
-          f("beta", b2, beta2.getNumOccurrences());
-          f("epsilon", eps, adamEps.getNumOccurrences());
-          f(post ? "norm_coefficient_post" : "norm_coefficient", wd, weightDecay.getNumOccurrences());
-        } else if (o.getValue() == "Momentum") {
-          opt = "sgd";
-          f("alpha", mom, momentum.getNumOccurrences());
-          f("norm_coefficient", wd, weightDecay.getNumOccurrences());
-        } else {
-          opt = "sgd";
-        }
-      }
-    }
-    p = "octet-autodiff{loss=" + quote(lossName) + " freeze=" + quote(freeze) +
-        (plan && fuseGrads ? " fused-grads=true" : "") + "}";
-    if (!gradOnly) {
-      std::string o = "optimizer=" + opt + " lr=" + num(lr) + " beta1=" + num(b1) + " beta2=" + num(b2) +
-                      " eps=" + num(eps) + " weight-decay=" + num(wd) + " momentum=" + num(mom) +
-                      " clip-grad-norm=" + num(clipGradNorm) + " schedule=" + lrSchedule +
-                      " warmup-steps=" + std::to_string(warmupSteps) + " total-steps=" + std::to_string(totalSteps) +
-                      " min-lr=" + num(minLr);
-      if (!storageLevel.empty())
-        o += " msamp-level=" + storageLevel;
-      if (!keepGradients)
-        o += " keep-gradients=false";
-      if (plan && fuseMsampAdam && (storageLevel == "O2" || storageLevel == "O3"))
-        o += " fuse-msamp-adam=true";
-      if (dataParallelOn)
-        p += std::string(",octet-data-parallel{fp8-gradients=") +
-             (!storageLevel.empty() && fp8AllReduce ? "true" : "false") +
-             " fp8-format=" + fp8AllReduceFormat.getValue() +
-             " bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
-             " shard-world-size=" + std::to_string(shardOptimizer.getValue()) +
-             (rc.numProcesses > 1 ? " num-processes=" + std::to_string(rc.numProcesses) : "") + "}";
-      p += ",octet-optimizer{" + o + "}";
-    }
-    return p;
+      return std::string();
+    TrainingFlags f;
+    f.loss = lossName;
+    f.freeze = freeze;
+    f.fusedGrads = plan && fuseGrads;
+    f.gradientsOnly = gradOnly;
+    f.optimizer = optimizerName;
+    f.optimizerGiven = optimizerName.getNumOccurrences();
+    f.lr = lr;
+    f.beta1 = {beta1, beta1.getNumOccurrences() > 0};
+    f.beta2 = {beta2, beta2.getNumOccurrences() > 0};
+    f.eps = {adamEps, adamEps.getNumOccurrences() > 0};
+    f.weightDecay = {weightDecay, weightDecay.getNumOccurrences() > 0};
+    f.momentum = {momentum, momentum.getNumOccurrences() > 0};
+    f.clipGradNorm = clipGradNorm;
+    f.schedule = lrSchedule;
+    f.warmupSteps = warmupSteps;
+    f.totalSteps = totalSteps;
+    f.minLr = minLr;
+    f.msampLevel = storageLevel;
+    f.keepGradients = keepGradients;
+    f.fuseMsampAdam = plan && fuseMsampAdam;
+    f.dataParallel = dataParallelOn;
+    f.fp8AllReduce = fp8AllReduce;
+    f.fp8AllReduceFormat = fp8AllReduceFormat;
+    f.bucketBytes = gradientBucketBytes;
+    f.shardWorldSize = shardOptimizer;
+    f.numProcesses = rc.numProcesses;
+    return trainingPipeline(module, f);
   };
   if (attentionWorkspaceBytes < 0)
     return error("--attention-workspace-bytes=" + std::to_string(attentionWorkspaceBytes) +

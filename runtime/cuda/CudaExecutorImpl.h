@@ -477,6 +477,9 @@ private:
   void compileFp8Gemm(const PlanOp &op, std::vector<Step> &out);
   void compileReduce(const PlanOp &op, int kind, std::vector<Step> &out);
   void compileAttention(const PlanOp &op, bool grad, std::vector<Step> &out);
+  /// Plan op k if it is a row op (CompileRowOps.cpp: softmax, the norms and their gradients, the
+  /// loss and its gradient); false if not.
+  bool compileRowOp(size_t k, std::vector<Step> &out);
   void body(bool updateState);
   TensorPtr download(int id) const;
   void upload(int id, const Tensor &t);

@@ -1,0 +1,39 @@
+//===- TrainingPipeline.h - fp8-opt --train's pass pipeline -----*- C++ -*-===//
+#ifndef OCTET_TOOLS_TRAININGPIPELINE_H
+#define OCTET_TOOLS_TRAININGPIPELINE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <utility>
+
+namespace octet {
+
+/// fp8-opt's training flags as the pipeline needs them. The optimizer's hyperparameters carry
+/// whether the user gave them: a model's TrainingInfoProto supplies those not given.
+struct TrainingFlags {
+  std::string loss, freeze;
+  bool fusedGrads = false, gradientsOnly = false;
+  std::string optimizer = "adamw";
+  bool optimizerGiven = false;
+  double lr = 3e-4;
+  std::pair<double, bool> beta1{0.9, false}, beta2{0.999, false}, eps{1e-8, false}, weightDecay{0, false},
+      momentum{0, false};
+  double clipGradNorm = 0, minLr = 0;
+  std::string schedule = "constant";
+  int64_t warmupSteps = 0, totalSteps = 0;
+  std::string msampLevel;
+  bool keepGradients = true, fuseMsampAdam = false;
+  bool dataParallel = false, fp8AllReduce = false;
+  std::string fp8AllReduceFormat = "e4m3";
+  int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;
+};
+
+/// The passes of a training step (octet-autodiff, then octet-data-parallel and octet-optimizer
+/// unless gradients only) as pipeline text, with the optimizer of `module`'s TrainingInfoProto
+/// (ONNX Adam or Momentum) where the flags leave it.
+std::string trainingPipeline(mlir::ModuleOp module, const TrainingFlags &f);
+
+} // namespace octet
+
+#endif // OCTET_TOOLS_TRAININGPIPELINE_H
