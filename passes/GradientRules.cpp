@@ -432,18 +432,24 @@ bool fusedNormGrad(Operation *op, Value x, Value scale, Value bias, GradientBuil
   return true;
 }
 
+/// A norm's first normalized axis (non-negative; attribute default -1) and the axes [axis, rank).
+std::pair<int64_t, SmallVector<int64_t>> normalizedAxes(std::optional<int64_t> attr, int64_t rank) {
+  int64_t axis = attr.value_or(-1);
+  if (axis < 0)
+    axis += rank;
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  return {axis, axes};
+}
+
 LogicalResult gradLayerNorm(ox::LayerNormalizationOp op, GradientBuilder &g, ArrayRef<Value> dy,
                             GradientContext &ctx, Grads &out) {
   if (dy[1] || dy[2])
     return unsupported(op, "the Mean and InvStdDev outputs are used on the gradient path");
   Value x = op.getX();
   auto xt = g.typeOf(x);
-  int64_t r = xt.getRank(), axis = op.getAxis().value_or(-1);
-  if (axis < 0)
-    axis += r;
-  SmallVector<int64_t> axes;
-  for (int64_t i = axis; i < r; ++i)
-    axes.push_back(i);
+  auto [axis, axes] = normalizedAxes(op.getAxis(), xt.getRank());
   Type elt = xt.getElementType();
   float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
   if (ctx.fusedGrads &&
@@ -474,12 +480,7 @@ LogicalResult gradRMSNorm(ox::RMSNormalizationOp op, GradientBuilder &g, ArrayRe
                           GradientContext &ctx, Grads &out) {
   Value x = op.getX();
   auto xt = g.typeOf(x);
-  int64_t r = xt.getRank(), axis = op.getAxis().value_or(-1);
-  if (axis < 0)
-    axis += r;
-  SmallVector<int64_t> axes;
-  for (int64_t i = axis; i < r; ++i)
-    axes.push_back(i);
+  auto [axis, axes] = normalizedAxes(op.getAxis(), xt.getRank());
   float eps = op.getEpsilon() ? op.getEpsilon()->convertToFloat() : 1e-5f;
   if (ctx.fusedGrads && fusedNormGrad(op, x, op.getScale(), Value(), g, dy[0], axis, eps, out))
     return success();
