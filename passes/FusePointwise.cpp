@@ -25,6 +25,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -190,12 +191,66 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
     }
   }
 
+  /// recompute-programs: a program (a group of two ops or more) whose result several other
+  /// programs read, computed from one tensor (scalars aside), is copied into each of them: SiLU's
+  /// x * sigmoid(x), read by SwiGLU's product in the forward and by the up projection's gradient
+  /// in the backward, is then recomputed from x there (which the SiLU gradient reads anyway), and
+  /// the forward's product absorbs it: the SiLU output is never stored. Whether it applies
+  /// depends on the programs the ops would form, so `groups` are those of a first grouping;
+  /// returns whether anything was copied.
+  static bool copyPrograms(ArrayRef<SmallVector<Operation *>> groups) {
+    llvm::DenseMap<Operation *, size_t> groupOf;
+    for (auto [i, ops] : llvm::enumerate(groups))
+      for (Operation *o : ops)
+        groupOf[o] = i;
+    bool copied = false;
+    for (auto [i, ops] : llvm::enumerate(groups)) {
+      if (ops.size() < 2)
+        continue;
+      Operation *root = ops.back();
+      Value r = root->getResult(0);
+      if (r.hasOneUse() || r.use_empty())
+        continue;
+      auto tensors = llvm::count_if(inputsOf(ops), [](Value v) {
+        auto t = staticTensor(v.getType());
+        return !t || t.getNumElements() != 1;
+      });
+      bool readers = llvm::all_of(r.getUsers(), [&](Operation *u) {
+        auto it = groupOf.find(u);
+        return joinable(u, root) && it != groupOf.end() && it->second != i;
+      });
+      if (tensors > 1 || !readers)
+        continue;
+      llvm::SetVector<Operation *> users(r.getUsers().begin(), r.getUsers().end());
+      for (Operation *u : users.getArrayRef().drop_front()) {
+        OpBuilder b(u);
+        IRMapping map;
+        for (Operation *o : ops)
+          b.clone(*o, map);
+        u->replaceUsesOfWith(r, map.lookup(r));
+      }
+      copied = true;
+    }
+    return copied;
+  }
+
   void runOnFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
     if (broadcastExpands)
       dropExpands(body);
     if (duplicateProducers)
       copyProducers(body);
+    std::vector<SmallVector<Operation *>> groups = groupsOf(body);
+    if (recomputePrograms && copyPrograms(groups))
+      groups = groupsOf(body);
+    for (SmallVector<Operation *> &ops : groups)
+      if (ops.size() >= 2)
+        rewrite(ops);
+  }
+
+  /// The programs the block's fusible ops form, in block order of their first op (members in
+  /// program order; a group merged into a later one is left empty).
+  std::vector<SmallVector<Operation *>> groupsOf(Block &body) {
     llvm::DenseMap<Operation *, int> groupOf;
     std::vector<SmallVector<Operation *>> groups;
     for (Operation &op : body.without_terminator()) {
@@ -231,9 +286,7 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
         groupOf[o] = g;
       groups.push_back(std::move(joined));
     }
-    for (SmallVector<Operation *> &ops : groups)
-      if (ops.size() >= 2)
-        rewrite(ops);
+    return groups;
   }
 
   void rewrite(ArrayRef<Operation *> ops) {

@@ -1,6 +1,7 @@
 // RUN: fp8-opt %s -split-input-file --octet-fuse-pointwise | FileCheck %s
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{max-ops=2})' | FileCheck %s --check-prefix=SMALL
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{duplicate-producers=false})' | FileCheck %s --check-prefix=NODUP
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{recompute-programs=false})' | FileCheck %s --check-prefix=NOREC
 
 // GELU (tanh): eight ops over one shape become one node; its inputs are the
 // outside values in order of first use, args index inputs (0..3) then ops (4..).
@@ -126,4 +127,52 @@ func.func @no_copies(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<f32>, tens
   %d = onnx.Add %a, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %e = onnx.Sub %d, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %s, %e : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// SwiGLU: %silu = g * sigmoid(g) is read by the forward's product with %u and by the up
+// projection's gradient %du = dy * %silu. The program (Sigmoid, Mul) is computed from %g alone,
+// so each reader recomputes it: the forward's product is one program reading g and u, the
+// gradient one reading g and dy, and the SiLU output is never stored. With
+// recompute-programs=false the SiLU program stays a node of its own that both read.
+// CHECK-LABEL: func.func @swiglu
+// CHECK: onnx.node "Pointwise"(%arg0, %arg1) {attrs = {args = array<i64: 0, -1, -1, 0, 2, -1, 3, 1, -1>, ops = ["Sigmoid", "Mul", "Mul"]}
+// CHECK: onnx.node "Pointwise"(%arg0, %arg2) {attrs = {args = array<i64: 0, -1, -1, 0, 2, -1, 1, 3, -1>, ops = ["Sigmoid", "Mul", "Mul"]}
+// CHECK-NOT: onnx.node
+// CHECK: return
+// NOREC-LABEL: func.func @swiglu
+// NOREC: %[[S:.+]] = onnx.node "Pointwise"(%arg0) {attrs = {args = array<i64: 0, -1, -1, 0, 1, -1>, ops = ["Sigmoid", "Mul"]}
+// NOREC: onnx.Mul %[[S]], %arg1
+// NOREC: onnx.Mul %arg2, %[[S]]
+func.func @swiglu(%g: tensor<4x8xf32>, %u: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = onnx.Sigmoid %g : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %silu = onnx.Mul %g, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = onnx.Mul %silu, %u : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %du = onnx.Mul %dy, %silu : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %h, %du : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Not copied: %p is computed from two tensors (recomputing it would read both in each reader),
+// and %q's readers include a ReduceSum, which needs it stored anyway.
+// CHECK-LABEL: func.func @no_recompute
+// CHECK: %[[P:.+]] = onnx.node "Pointwise"(%arg0, %arg1) {attrs = {args = array<i64: 0, 1, -1, 2, -1, -1>, ops = ["Mul", "Exp"]}
+// CHECK: onnx.Mul %[[P]], %arg2
+// CHECK: onnx.Mul %arg3, %[[P]]
+// CHECK: %[[Q:.+]] = onnx.node "Pointwise"(%arg0) {attrs = {args = array<i64: 0, -1, -1, 1, -1, -1>, ops = ["Neg", "Exp"]}
+// CHECK: onnx.ReduceSum %[[Q]]
+// CHECK: onnx.Mul %[[Q]], %arg2
+func.func @no_recompute(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>) {
+  %m = onnx.Mul %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p = onnx.Exp %m : (tensor<4xf32>) -> tensor<4xf32>
+  %x = onnx.Mul %p, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = onnx.Mul %d, %p : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n = onnx.Neg %a : (tensor<4xf32>) -> tensor<4xf32>
+  %q = onnx.Exp %n : (tensor<4xf32>) -> tensor<4xf32>
+  %none = onnx.none
+  %r = onnx.ReduceSum %q, %none {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
+  %z = onnx.Mul %q, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %x, %y, %r, %z : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>
 }

@@ -346,6 +346,14 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     beyond reading its operands, where keeping it costs a write and a read
     per reader (the clipped gradient that AdamW's two moments both read).
 
+    With `recompute-programs`, a program of two ops or more that several
+    other programs read, computed from one tensor (scalars aside), is copied
+    into each of them, and the ops are grouped again: SiLU's x * sigmoid(x),
+    which SwiGLU's product reads in the forward and the up projection's
+    gradient in the backward, is recomputed from x (which the SiLU gradient
+    reads anyway), so the forward's product absorbs it and the SiLU output
+    is never stored.
+
     With `broadcast-expands`, a float32 Expand whose readers are all ops that
     could join a program, of the Expand's result type and still of that
     shape when they read the Expand's input instead, goes first: they read
@@ -357,6 +365,8 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
     Option<"duplicateProducers", "duplicate-producers", "bool", "true",
            "Copy a multi-reader op with outside operands into each of its fusible readers">,
+    Option<"recomputePrograms", "recompute-programs", "bool", "true",
+           "Copy a program that several programs read, computed from one tensor, into each of them">,
     Option<"broadcastExpands", "broadcast-expands", "bool", "true",
            "Drop a float32 Expand whose readers are all fusible ops of its shape (they broadcast its input)">,
   ];
