@@ -23,6 +23,7 @@
 #include "octet/Passes/Passes.h"
 
 #include "GradientBuilder.h"
+#include "PlanOps.h"
 #include "StateUtils.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
@@ -38,6 +39,7 @@ namespace octet {
 #define GEN_PASS_DEF_DATAPARALLEL
 #define GEN_PASS_DEF_REDUCEAMAXES
 #define GEN_PASS_DEF_OVERLAPCOLLECTIVES
+#define GEN_PASS_DEF_DELAYWEIGHTGRADIENTS
 #include "octet/Passes/Passes.h.inc"
 } // namespace octet
 
@@ -46,6 +48,19 @@ namespace ox = octet::onnx_dialect;
 namespace fp8 = octet::fp8;
 
 namespace {
+
+/// On the all-reduce start octet-delay-weight-gradients moved ops after: how many GEMMs (--report).
+constexpr llvm::StringLiteral kDelayedGemms = "octet.delayed_gemms";
+
+/// The backward's last gradient all-reduce start: a sum or mean of more than one value (not the
+/// loss's mean, not an amax's max).
+fp8::AllReduceStartOp lastGradientStart(Block &body) {
+  fp8::AllReduceStartOp last;
+  for (auto s : body.getOps<fp8::AllReduceStartOp>())
+    if (s.getReduction() != fp8::Reduction::max && s.getInput().getType().cast<RankedTensorType>().getNumElements() > 1)
+      last = s;
+  return last;
+}
 
 RankedTensorType scalarF32(MLIRContext *ctx) { return RankedTensorType::get({}, Float32Type::get(ctx)); }
 
@@ -422,6 +437,80 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
   }
 };
 
+struct DelayWeightGradients : octet::impl::DelayWeightGradientsBase<DelayWeightGradients> {
+  using DelayWeightGradientsBase::DelayWeightGradientsBase;
+
+  static double bytesOf(Value v) {
+    auto t = v.getType().dyn_cast<RankedTensorType>();
+    if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+      return 0;
+    return double(t.getNumElements()) * double(std::max(1u, t.getElementType().getIntOrFloatBitWidth() / 8));
+  }
+
+  /// The pass's estimate of `op`'s time in seconds: a GEMM's FLOPs, other ops' bytes; views and
+  /// collectives' starts and waits none.
+  double seconds(Operation *op) const {
+    if (octet::isViewOp(op) || isa<fp8::AllReduceStartOp, fp8::AllReduceDoneOp, fp8::ReduceScatterStartOp,
+                                   fp8::AllGatherStartOp, ox::ConstantOp, ox::InitializerOp>(op))
+      return 0;
+    auto dims = [](Value v) { return v.getType().cast<RankedTensorType>().getShape(); };
+    if (auto g = dyn_cast<fp8::GemmOp>(op)) {
+      ArrayRef<int64_t> b = dims(g.getB());
+      double k = double(g.getTransposeB() ? b[1] : b[0]);
+      double mn = double(g.getD().getType().cast<RankedTensorType>().getNumElements());
+      return 2 * k * mn / (gemmTflops * 1e12);
+    }
+    double bytes = 0;
+    for (Value v : op->getOperands())
+      bytes += bytesOf(v);
+    for (Value v : op->getResults())
+      bytes += bytesOf(v);
+    return bytes / (hbmGBps * 1e9);
+  }
+
+  void run(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    fp8::AllReduceStartOp last = lastGradientStart(body);
+    if (!last)
+      return;
+    // What the last start needs: moving anything else after it changes no value.
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Operation *> work{last};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && d->getBlock() == &body && needed.insert(d).second)
+          work.push_back(d);
+    }
+    double budget = bytesOf(last.getInput()) / (linkGBps * 1e9), covered = 0;
+    SmallVector<Operation *> moved; // walking back from the start
+    for (Operation *op = last->getPrevNode(); op && covered < budget; op = op->getPrevNode()) {
+      if (needed.contains(op))
+        continue;
+      moved.push_back(op);
+      covered += seconds(op);
+    }
+    Operation *after = last;
+    for (Operation *op : llvm::reverse(moved)) {
+      op->moveAfter(after);
+      after = op;
+    }
+    last->setAttr(kDelayedGemms, OpBuilder(last).getI64IntegerAttr(
+                                     llvm::count_if(moved, [](Operation *op) { return isa<fp8::GemmOp>(op); })));
+  }
+
+  void runOnOperation() override {
+    if (!(linkGBps > 0) || !(gemmTflops > 0) || !(hbmGBps > 0)) {
+      getOperation().emitError() << "octet-delay-weight-gradients: link-gbps, gemm-tflops and hbm-gbps must be "
+                                    "positive";
+      return signalPassFailure();
+    }
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (!f.isExternal())
+        run(f);
+  }
+};
+
 } // namespace
 
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
@@ -462,5 +551,14 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   if (fp8Grads)
     os << " (FP8 gradients: " << fp8Grads << " bytes, " << fp8GradsAsF32 << " as float32: "
        << llvm::format("%.2f", double(fp8GradsAsF32) / double(fp8Grads)) << "x less)";
+  // What runs beside the backward's last all-reduce (octet-delay-weight-gradients).
+  module.walk([&](fp8::AllReduceStartOp s) {
+    if (auto n = s->getAttrOfType<IntegerAttr>(kDelayedGemms)) {
+      auto t = s.getInput().getType().cast<RankedTensorType>();
+      os << "; the backward's last gradient all-reduce ("
+         << t.getNumElements() * int64_t(t.getElementType().getIntOrFloatBitWidth() / 8) << " bytes) starts before "
+         << n.getInt() << " weight-gradient GEMMs of the layers after it, which run beside it";
+    }
+  });
   os << "\n";
 }

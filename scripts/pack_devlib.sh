@@ -201,7 +201,7 @@ for s in ${RMS_SIZES-1.3b}; do
 done
 # Data parallelism (bench/run_data_parallel.sh): the tiny GPT over 8 rows in one process and over
 # 4 rows a rank compiled with --data-parallel, te and msamp:O2; and for each SIZE:BATCH in $DP_SIZES
-# (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole; with
+# (default: 1.3b:8) te-bf16 (also with --overlap-collectives=false: te-bf16-whole; with --delay-weight-gradients: te-bf16-delay; with
 # --shard-optimizer 2: te-bf16-s2, as the tiny te and msamp:O2 -s2 plans), msamp:O2 plans
 # compiled with --data-parallel, and msamp:O2 and msamp:O3 with --shard-optimizer 2 (msamp-O2-s2,
 # msamp-O3-s2); $DP_PLANS picks among these names (default: all). For each SIZE:BATCH in
@@ -239,6 +239,7 @@ for spec in ${DP_SIZES-1.3b:8}; do
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
   dp_plan te-bf16-dp --recipe te --activation-precision=bf16 --data-parallel
   dp_plan te-bf16-whole-dp --recipe te --activation-precision=bf16 --data-parallel --overlap-collectives=false
+  dp_plan te-bf16-delay-dp --recipe te --activation-precision=bf16 --data-parallel --delay-weight-gradients
   dp_plan msamp-O2-dp --recipe msamp:O2 --data-parallel
   dp_plan te-bf16-s2 --recipe te --activation-precision=bf16 --data-parallel --shard-optimizer 2
   dp_plan msamp-O2-s2 --recipe msamp:O2 --data-parallel --shard-optimizer 2
