@@ -40,10 +40,11 @@ fi
 if [ ! -f "$venv/.octet-matplotlib" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check matplotlib && touch "$venv/.octet-matplotlib"
 fi
-# tensorboardX for TensorBoard event files of fp8-run's logs (python -m octet.tensorboard) and
+# tensorboardX and wandb, the trackers fp8-run's logs reach (python -m octet.trackers), and
 # safetensors for trained weights handed back to PyTorch (python -m octet.weights).
-if [ ! -f "$venv/.octet-log-tools" ]; then
-  "$venv/bin/pip" install -q --disable-pip-version-check tensorboardX safetensors && touch "$venv/.octet-log-tools"
+if [ ! -f "$venv/.octet-log-tools-2" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check tensorboardX wandb safetensors &&
+    touch "$venv/.octet-log-tools-2"
 fi
 # cuDNN's C++ graph API (header-only; the CUDA backend's fused attention). Pinned: the frontend's
 # API moves between releases and CudnnAttention.cpp is written against this one.
