@@ -222,6 +222,9 @@ CudaExecutor::~CudaExecutor() {
     cublasDestroy(blas_);
   for (void *p : allocs_)
     cudaFree(p);
+  cudaFree(sample_.table);
+  cudaFree(sample_.stage);
+  cudaFreeHost(sample_.host);
   if (stream_)
     cudaStreamDestroy(stream_);
 }
@@ -606,6 +609,58 @@ TensorPtr CudaExecutor::stateTensor(const std::string &name) const {
   int id = plan_.findValue(name);
   auto kind = plan_.constantKinds.find(id);
   return kind != plan_.constantKinds.end() && kind->second == ConstantKind::State ? download(id) : nullptr;
+}
+
+std::vector<TensorPtr> CudaExecutor::stateTensors(const std::vector<std::string> &names) const {
+  Sample &s = sample_;
+  if (names != s.names) { // a new list: its table, staging buffer and pinned copy
+    cudaFree(s.table);
+    cudaFree(s.stage);
+    cudaFreeHost(s.host);
+    s = Sample{names, {}, {}, 0, nullptr, nullptr, nullptr};
+    std::vector<dev::CopyPiece> pieces;
+    for (const std::string &n : names) {
+      int id = plan_.findValue(n);
+      auto kind = plan_.constantKinds.find(id);
+      bool state = kind != plan_.constantKinds.end() && kind->second == ConstantKind::State;
+      s.ids.push_back(state ? id : -1);
+      s.offsets.push_back(s.bytes);
+      if (state) {
+        const PlanValue &v = plan_.values[size_t(id)];
+        int64_t b = int64_t(numElements(v.shape)) * int64_t(dtypeSize(v.dtype));
+        pieces.push_back({ptr_[size_t(id)], s.bytes, b});
+        s.bytes += (b + 15) / 16 * 16;
+      }
+    }
+    size_t table = pieces.size() * sizeof(dev::CopyPiece);
+    if (cudaMalloc(&s.table, std::max<size_t>(table, 16)) != cudaSuccess ||
+        cudaMalloc(&s.stage, size_t(std::max<int64_t>(s.bytes, 16))) != cudaSuccess ||
+        cudaMallocHost(&s.host, size_t(std::max<int64_t>(s.bytes, 16))) != cudaSuccess) {
+      cudaGetLastError();
+      s.names.clear(); // tried again next time
+      throw Error("CUDA: cannot allocate " + std::to_string(s.bytes) + " bytes for the logged FP8 state");
+    }
+    cudaCheck(cudaMemcpyAsync(s.table, pieces.data(), table, cudaMemcpyHostToDevice, stream_), "sample table");
+    s.offsets.push_back(int64_t(pieces.size())); // the piece count, after the offsets
+  }
+  int n = int(s.offsets.back());
+  std::string err = dev::gatherPieces(static_cast<const dev::CopyPiece *>(s.table), n, s.stage, stream_);
+  if (!err.empty())
+    throw Error("CUDA: " + err);
+  cudaCheck(cudaMemcpyAsync(s.host, s.stage, size_t(s.bytes), cudaMemcpyDeviceToHost, stream_), "sample");
+  cudaCheck(cudaStreamSynchronize(stream_), "sample");
+  std::vector<TensorPtr> r;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (s.ids[i] < 0) {
+      r.push_back(nullptr);
+      continue;
+    }
+    const PlanValue &v = plan_.values[size_t(s.ids[i])];
+    auto t = std::make_shared<Tensor>(v.dtype, v.shape);
+    std::memcpy(t->bytes.data(), static_cast<const unsigned char *>(s.host) + s.offsets[i], t->bytes.size());
+    r.push_back(t);
+  }
+  return r;
 }
 
 void CudaExecutor::setState(const std::string &name, TensorPtr t) {

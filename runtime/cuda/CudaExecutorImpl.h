@@ -151,6 +151,7 @@ public:
   void run(const std::map<std::string, TensorPtr> &inputs, bool updateState) override;
   TensorPtr value(int id) const override;
   TensorPtr stateTensor(const std::string &name) const override;
+  std::vector<TensorPtr> stateTensors(const std::vector<std::string> &names) const override;
   using Runner::value;
   std::map<std::string, TensorPtr> state() const override;
   void setState(const std::string &name, TensorPtr t) override;
@@ -382,6 +383,16 @@ private:
   std::vector<TensorPtr> host_;
   std::vector<char> static_;
   std::vector<void *> allocs_;
+  /// stateTensors()' batched download, for the last list of names it was given: the pieces' table
+  /// on the device, the staging buffer and its pinned host copy.
+  struct Sample {
+    std::vector<std::string> names;
+    std::vector<int> ids; // -1: not a state
+    std::vector<int64_t> offsets;
+    int64_t bytes = 0;
+    void *table = nullptr, *stage = nullptr, *host = nullptr;
+  };
+  mutable Sample sample_;
   size_t allocated_ = 0;
   std::map<std::string, size_t> allocatedBy_;
   std::vector<OpProgram> program_;

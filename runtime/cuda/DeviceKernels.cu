@@ -686,6 +686,22 @@ std::string gather(const void *x, int elemSize, const void *idx, int idxType, in
   return check("gather");
 }
 
+__global__ void gatherPiecesKernel(const CopyPiece *pieces, int n, unsigned char *dst) {
+  for (int p = blockIdx.x; p < n; p += gridDim.x) { // a block a piece; any number of pieces
+    const CopyPiece c = pieces[p];
+    const unsigned char *src = static_cast<const unsigned char *>(c.src);
+    for (int64_t i = threadIdx.x; i < c.bytes; i += blockDim.x)
+      dst[c.dst + i] = src[i];
+  }
+}
+
+std::string gatherPieces(const CopyPiece *pieces, int n, void *dst, cudaStream_t s) {
+  if (n <= 0)
+    return "";
+  gatherPiecesKernel<<<std::min(n, 65535), 256, 0, s>>>(pieces, n, static_cast<unsigned char *>(dst));
+  return check("gatherPieces");
+}
+
 std::string gatherElements(const void *x, int elemSize, const void *idx, int idxType, Dims shape, Strides xStr,
                            int axis, int64_t axisDim, int64_t n, void *out, int *bad, cudaStream_t s) {
   if (n == 0)

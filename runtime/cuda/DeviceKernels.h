@@ -31,6 +31,15 @@ namespace octet::rt::cuda::dev {
 /// "" or why not.
 std::string tileTargets(const CastTarget *targets, int n, tile::Targets &tg);
 
+/// One piece of a batched download: `bytes` from `src` to byte `dst` of a staging buffer (16-byte
+/// aligned offsets).
+struct CopyPiece {
+  const void *src;
+  int64_t dst, bytes;
+};
+/// Copies each of the n pieces (a table on the device) into `dst`, one launch: "" or why not.
+std::string gatherPieces(const CopyPiece *pieces, int n, void *dst, cudaStream_t s);
+
 constexpr int kMaxRank = 8;
 
 /// An index space (row-major) and, per operand, element strides over it.

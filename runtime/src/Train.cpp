@@ -597,6 +597,11 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     if (endsWith(name, ".fp8.input.scale") || endsWith(name, ".fp8.weight.scale") ||
         endsWith(name, ".fp8.grad_output.scale"))
       fp8Scales.push_back(name);
+  std::vector<std::string> fp8Sampled; // each scale's amax history, then the scale
+  for (const std::string &s : fp8Scales) {
+    fp8Sampled.push_back(s.substr(0, s.size() - 5) + "amax_history");
+    fp8Sampled.push_back(s);
+  }
 
   auto evaluate = [&]() {
     for (const std::string &name : evalShared) { // by name; only these leave the device
@@ -673,13 +678,15 @@ int trainMain(Runner &ex, const TrainOptions &o) {
         }
         if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
           JsonOut &fp8 = j["fp8"] = JsonOut::object();
-          for (const std::string &s : fp8Scales) { // only these tensors leave the device
+          std::vector<TensorPtr> sampled = ex.stateTensors(fp8Sampled); // only these leave the device
+          for (size_t i = 0; i < fp8Scales.size(); ++i) {
+            const std::string &s = fp8Scales[i];
             std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
             double amax = 0;
-            if (TensorPtr h = ex.stateTensor(base + "amax_history"))
+            if (TensorPtr h = sampled[2 * i])
               for (int64_t k = 0; k < h->numel(); ++k)
                 amax = std::max(amax, h->getDouble(k));
-            TensorPtr scale = ex.stateTensor(s);
+            TensorPtr scale = sampled[2 * i + 1];
             fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
           }
         }

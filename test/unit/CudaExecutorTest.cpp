@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -913,3 +914,61 @@ TEST(CudaExecutor, FusedRunsMatchTheCpu) {
 }
 
 } // namespace
+
+/// stateTensors(): the log's FP8 sample (amax histories and scales of every FP8 tensor) taken off
+/// the GPU in one gather and one copy gives each state's bytes as stateTensor() does: states of
+/// several types and sizes (odd byte counts), a name that is no state (nullptr), the sample after
+/// a step that updated them, another list of names, and more pieces than a grid's 65535 blocks.
+TEST(CudaExecutor, StateTensorsMatchOneByOne) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (int count : {5, 70000}) {
+    Plan plan;
+    int x = addValue(plan, "x", {1});
+    plan.inputs = {x};
+    std::vector<std::string> names{"x"};
+    for (int k = 0; k < count; ++k) {
+      Shape s = k % 5 == 0 ? Shape{1024} : k % 5 == 1 ? Shape{} : Shape{int64_t(k % 7 + 1)};
+      std::string n = "s" + std::to_string(k);
+      int st = addValue(plan, n, s), next = addValue(plan, n + ".next", s);
+      DType t = k % 5 == 2 ? DType::BF16 : DType::F32;
+      plan.values[size_t(st)].dtype = plan.values[size_t(next)].dtype = t;
+      auto v = std::make_shared<Tensor>(t == DType::F32 ? randomTensor(s, rng, 4.0f)
+                                                        : randomTensor(s, rng, 4.0f).castTo(DType::BF16));
+      plan.constants[st] = v;
+      plan.constantKinds[st] = ConstantKind::State;
+      if (k % 5 == 0 && k < 25) { // a few [1024] float32 ones move on each step: s + x
+        addOp(plan, "Add", n + ".update", {st, x}, {next});
+        plan.stateUpdates.push_back({st, next});
+        plan.outputs.push_back(next);
+      }
+      names.push_back(n);
+    }
+    names.push_back("no.such.state");
+    auto gpu = cuda::makeCudaRunner(plan);
+    auto in = std::make_shared<Tensor>(DType::F32, Shape{1});
+    in->data<float>()[0] = 0.25f;
+    auto same = [&](const std::vector<std::string> &list) {
+      std::vector<TensorPtr> all = gpu->stateTensors(list);
+      ASSERT_EQ(all.size(), list.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list.size() > 100 && i % 97 != 0 && i + 2 < list.size())
+          continue; // one by one is a synchronous download each: a sample of the 70000
+        TensorPtr one = gpu->stateTensor(list[i]);
+        ASSERT_EQ(bool(all[i]), bool(one)) << list[i];
+        if (one) {
+          EXPECT_EQ(all[i]->dtype, one->dtype) << list[i];
+          EXPECT_EQ(all[i]->shape, one->shape) << list[i];
+          ASSERT_EQ(all[i]->bytes, one->bytes) << list[i] << " (" << count << " states)";
+        }
+      }
+    };
+    same(names);
+    gpu->run({{"x", in}}, true);
+    same(names); // the cached table, the new values
+    std::vector<std::string> some{names.begin() + 1, names.begin() + 4};
+    std::reverse(some.begin(), some.end());
+    same(some);
+    EXPECT_EQ(gpu->stateTensors({"s0"})[0]->data<float>()[0], gpu->stateTensor("s0")->data<float>()[0]);
+  }
+}

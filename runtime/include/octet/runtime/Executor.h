@@ -80,6 +80,15 @@ public:
     auto it = all.find(name);
     return it == all.end() ? nullptr : it->second;
   }
+  /// stateTensor() of each name, in order: a GPU backend takes them off the device in one copy
+  /// (the log's FP8 sample at every step would otherwise be hundreds of synchronous downloads).
+  virtual std::vector<TensorPtr> stateTensors(const std::vector<std::string> &names) const {
+    std::vector<TensorPtr> r;
+    r.reserve(names.size());
+    for (const std::string &n : names)
+      r.push_back(stateTensor(n));
+    return r;
+  }
   /// Replaces a state tensor or a parameter (same dtype and shape).
   virtual void setState(const std::string &name, TensorPtr t) = 0;
   /// "cpu", "cuda".
