@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""ONNX Attention (opset 23) trained through Octet, against a float64 numpy implementation of the
+operator's definition (softmax(scale Q K^T + causal mask) V, query head h reading K/V head
+h / (H / Hk)), the oracle onnxruntime cannot be here (its Attention needs a newer release).
+
+Each case: Q, K, V initializers (the parameters) -> Attention -> Y; loss = ReduceSum(Y * R) with a
+fixed random R. Octet's loss (fp8-run --outputs) is compared with numpy's, and its gradients
+(fp8-opt --train --gradients-only, fp8-run --dump-gradients) with numpy's central differences at
+--samples elements per parameter: max|ours - fd| <= rtol * max(max|fd|, 1e-3).
+
+  onnx_attention_check.py --bin build/bin
+"""
+import argparse, os, subprocess, sys, tempfile
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(7)
+
+# name -> (B, H, Hk, Tq, Tk, d, rank, is_causal, scale or None)
+CASES = {
+    "mha-4d-causal": (2, 4, 4, 6, 6, 8, 4, 1, None),
+    "gqa-4d-scale": (2, 4, 2, 5, 7, 8, 4, 0, 0.3),
+    "gqa-3d-causal": (2, 6, 2, 6, 6, 4, 3, 1, None),
+    "mqa-3d": (1, 4, 1, 3, 5, 8, 3, 0, None),
+}
+
+
+def shapes(c):
+    B, H, Hk, Tq, Tk, d, rank, _, _ = c
+    if rank == 4:
+        return (B, H, Tq, d), (B, Hk, Tk, d)
+    return (B, Tq, H * d), (B, Tk, Hk * d)
+
+
+def attention(q, k, v, c):
+    """The operator in float64: Y of Q, K, V in the case's layout."""
+    B, H, Hk, Tq, Tk, d, rank, causal, scale = c
+    if rank == 3:
+        q = q.reshape(B, Tq, H, d).transpose(0, 2, 1, 3)
+        k = k.reshape(B, Tk, Hk, d).transpose(0, 2, 1, 3)
+        v = v.reshape(B, Tk, Hk, d).transpose(0, 2, 1, 3)
+    k = np.repeat(k, H // Hk, axis=1)
+    v = np.repeat(v, H // Hk, axis=1)
+    s = (q @ k.transpose(0, 1, 3, 2)) * (scale if scale is not None else 1.0 / np.sqrt(d))
+    if causal:
+        s = np.where(np.tril(np.ones((Tq, Tk), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    y = (p / p.sum(-1, keepdims=True)) @ v
+    return y if rank == 4 else y.transpose(0, 2, 1, 3).reshape(B, Tq, H * d)
+
+
+def model(c, params, r):
+    B, H, Hk, Tq, Tk, d, rank, causal, scale = c
+    attrs = {"is_causal": causal}
+    if scale is not None:
+        attrs["scale"] = scale
+    if rank == 3:
+        attrs.update(q_num_heads=H, kv_num_heads=Hk)
+    nodes = [helper.make_node("Attention", ["Q", "K", "V"], ["Y", "", ""], **attrs),
+             helper.make_node("Mul", ["Y", "R"], ["YR"]), helper.make_node("ReduceSum", ["YR"], ["loss"], keepdims=0)]
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in params.items()]
+    inits.append(numpy_helper.from_array(r.astype(np.float32), "R"))
+    g = helper.make_graph(nodes, "attention", [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--samples", type=int, default=10)
+    ap.add_argument("--rtol", type=float, default=2e-4)
+    a = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, c in CASES.items():
+            qs, ks = shapes(c)
+            params = {"Q": RNG.uniform(-1, 1, qs), "K": RNG.uniform(-1, 1, ks), "V": RNG.uniform(-1, 1, ks)}
+            params = {n: p.astype(np.float32).astype(np.float64) for n, p in params.items()}
+            r = RNG.uniform(-1, 1, qs).astype(np.float32).astype(np.float64)
+            loss = lambda p: float(np.sum(attention(p["Q"], p["K"], p["V"], c) * r))
+            path, plan, grads, outs = (os.path.join(tmp, f) for f in ("m.onnx", "m.plan", "g.npz", "o.npz"))
+            onnx.save(model(c, params, r), path)
+            for cmd in ([os.path.join(a.bin, "fp8-opt"), path, "--train", "--gradients-only", "-o", plan],
+                        [os.path.join(a.bin, "fp8-run"), plan, "--dump-gradients", grads, "--outputs", outs]):
+                res = subprocess.run(cmd, capture_output=True, text=True)
+                if res.returncode:
+                    print(f"{name:14} FAIL: {os.path.basename(cmd[0])}: {res.stderr.strip()}")
+                    ok = False
+                    break
+            else:
+                ours, out = np.load(grads), np.load(outs)
+                loss_err = abs(float(out["loss"]) - loss(params)) / max(abs(loss(params)), 1e-3)
+                worst = 0.0
+                for n, p in params.items():
+                    idx = RNG.choice(p.size, size=min(a.samples, p.size), replace=False)
+                    ref = []
+                    for i in idx:
+                        h = 1e-4 * max(1.0, abs(p.flat[i]))
+                        hi = {k: v.copy() for k, v in params.items()}
+                        lo = {k: v.copy() for k, v in params.items()}
+                        hi[n].flat[i] += h
+                        lo[n].flat[i] -= h
+                        ref.append((loss(hi) - loss(lo)) / (2 * h))
+                    ref = np.array(ref)
+                    got = ours[n].ravel()[idx]
+                    worst = max(worst, float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-3)))
+                good = worst <= a.rtol and loss_err <= 1e-5
+                ok &= good
+                print(f"{name:14} loss rel err {loss_err:.1e} gradient max rel err vs central differences "
+                      f"(float64) {worst:.1e} {'ok' if good else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
