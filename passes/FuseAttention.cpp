@@ -44,6 +44,12 @@
 // Heads wider than max-head-dim stay unfused (the CUDA kernels keep a row of the head in
 // registers).
 //
+// ONNX Attention (opset 23: the exporter's SDPA at opset_version=23) becomes the same node where
+// it reads Q, K and V with no mask, a causal one or one that masks nothing (the masks above; HF
+// passes its causal mask with is_causal = 0), and the operator's ops (repeat of K/V heads,
+// MatMul, scale, Where/Add of the mask, Softmax, MatMul) for other masks, which autodiff and the
+// backends know; past K/V, softcap and the QK output are refused in one line naming the node.
+//
 //===----------------------------------------------------------------------===//
 #include "OnnxBuilder.h"
 
@@ -625,6 +631,162 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
     return true;
   }
 
+  /// ONNX Attention (opset 23) as octet's, which takes ONNX's attribute names and layouts (4-D
+  /// [B, H, T, d], or 3-D [B, T, H * d] with q_num_heads and kv_num_heads; K and V of fewer heads
+  /// shared by groups of query heads) and adds the rows' log-sum-exp [B, H, Tq] its gradient reads.
+  /// The attention mask may be causal or let every key through, as the chain's masks above (the
+  /// exporter passes HF's causal mask with is_causal = 0); no past K/V, softcap or QK output.
+  /// "" once replaced, else what it asks for that the fused op does not do.
+  std::string adoptOnnx(ox::GenericNodeOp node) {
+    SmallVector<Value> in(node->getOperands());
+    if (in.size() < 3)
+      return "fewer than three inputs";
+    if (llvm::any_of(ArrayRef<Value>(in).drop_front(4), [](Value v) { return !v.getType().isa<NoneType>(); }))
+      return "past K and V";
+    if (llvm::any_of(node->getResults().drop_front(), [](Value r) { return !r.use_empty(); }))
+      return "present K/V or QK outputs that are read";
+    int64_t causal = 0, qHeads = 0, kvHeads = 0;
+    std::optional<double> scale;
+    for (NamedAttribute a : node.getAttrs()) {
+      StringRef n = a.getName().getValue();
+      auto i = a.getValue().dyn_cast<IntegerAttr>();
+      auto f = a.getValue().dyn_cast<FloatAttr>();
+      if (n == "is_causal" && i)
+        causal = i.getInt();
+      else if (n == "q_num_heads" && i)
+        qHeads = i.getInt();
+      else if (n == "kv_num_heads" && i)
+        kvHeads = i.getInt();
+      else if (n == "scale" && f)
+        scale = f.getValueAsDouble();
+      else if (!((n == "softcap" && f && f.getValueAsDouble() == 0) ||
+                 (n == "qk_matmul_output_mode" && i && i.getInt() == 0)))
+        return "attribute " + n.str();
+    }
+    auto q = staticF32(in[0]), k = staticF32(in[1]), v = staticF32(in[2]);
+    if (!q || !k || !v || q.getRank() != k.getRank() || q.getRank() != v.getRank() ||
+        (q.getRank() != 3 && q.getRank() != 4))
+      return "Q, K and V other than float32 of static 3-D or 4-D shapes";
+    ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape();
+    int64_t batch = qs[0], tq, tk, d, heads;
+    if (q.getRank() == 4) { // [B, H, T, d]
+      heads = qs[1], tq = qs[2], tk = ks[2], d = qs[3], kvHeads = ks[1];
+      if (ks[3] != d || v.getShape() != ks || qHeads || heads % kvHeads)
+        return "K and V whose heads do not group Q's";
+    } else { // [B, T, H * d]
+      if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads || qs[2] % qHeads)
+        return "3-D inputs without q_num_heads and kv_num_heads that group them";
+      heads = qHeads, tq = qs[1], tk = ks[1], d = qs[2] / qHeads;
+      if (ks[2] != kvHeads * d || v.getShape() != ks)
+        return "K and V whose heads do not group Q's";
+    }
+    if (ks[0] != batch || d > maxHeadDim)
+      return "heads wider than " + std::to_string(int64_t(maxHeadDim));
+    if (in.size() > 3 && !in[3].getType().isa<NoneType>()) {
+      Value m = in[3];
+      auto mt = m.getType().dyn_cast<RankedTensorType>();
+      bool visible = mt && (mt.getElementType().isInteger(1) ? tq == tk && causalPattern(m, tk) == Causal::Visible
+                                                             : tq == tk && isAdditiveCausal(m, tk));
+      bool none = mt && (mt.getElementType().isInteger(1) ? allNonzero(m) : isZeros(m, {batch, heads, tq, tk}));
+      if (!visible && !none) { // another mask (a sliding window, padding): the operator's ops
+        decomposeOnnx(node, m, causal, scale ? *scale : 1.0 / std::sqrt(double(d)), heads, kvHeads, d);
+        return "";
+      }
+      causal = causal || visible;
+    }
+    if (causal != 0 && (causal != 1 || tq != tk))
+      return "is_causal with other than as many keys as queries";
+    OpBuilder b(node);
+    octet::OnnxBuilder ox(b, node.getLoc());
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("scale", b.getF32FloatAttr(float(scale ? *scale : 1.0 / std::sqrt(double(d))))),
+        ox.si64("is_causal", causal)};
+    if (maxWorkspaceBytes > 0)
+      attrs.push_back(ox.si64("max_workspace_bytes", maxWorkspaceBytes));
+    if (q.getRank() == 3) {
+      attrs.push_back(ox.si64("q_num_heads", qHeads));
+      attrs.push_back(ox.si64("kv_num_heads", kvHeads));
+    }
+    OperationState st(node.getLoc(), "onnx.node");
+    st.addOperands({in[0], in[1], in[2]});
+    st.addTypes({q, RankedTensorType::get({batch, heads, tq}, b.getF32Type())});
+    st.addAttribute("op_type", b.getStringAttr("Attention"));
+    st.addAttribute("domain", b.getStringAttr("octet"));
+    st.addAttribute("attrs", b.getDictionaryAttr(attrs));
+    for (NamedAttribute a : node->getAttrs()) // result names, name scopes
+      if (a.getName().getValue().startswith("octet.") || a.getName().getValue().startswith("onnx."))
+        st.addAttribute(a.getName(), a.getValue());
+    Operation *fused = b.create(st);
+    node->getResult(0).replaceAllUsesWith(fused->getResult(0));
+    octet::eraseWithUnread({node.getOperation()}); // and the mask's ops, once no other node reads them
+    return "";
+  }
+
+  /// ONNX Attention written as the operator's definition in ops that autodiff and the backends
+  /// know (what the exporters wrote before opset 23): K and V of a group repeated for each of its
+  /// query heads, S = scale Q K^T, the causal mask and `mask` (boolean: Where; float: added),
+  /// Softmax over the keys, P V; 3-D inputs split into heads and Y merged back.
+  void decomposeOnnx(ox::GenericNodeOp node, Value mask, int64_t causal, double scale, int64_t heads,
+                     int64_t kvHeads, int64_t d) {
+    OpBuilder b(node);
+    octet::OnnxBuilder ox(b, node.getLoc());
+    Value q = node->getOperand(0), k = node->getOperand(1), v = node->getOperand(2);
+    auto qt = q.getType().cast<RankedTensorType>();
+    int64_t batch = qt.getDimSize(0), three = qt.getRank() == 3;
+    auto f32 = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b.getF32Type()); };
+    auto transpose = [&](Value x, ArrayRef<int64_t> perm) {
+      auto xs = x.getType().cast<RankedTensorType>().getShape();
+      SmallVector<int64_t> out;
+      for (int64_t i : perm)
+        out.push_back(xs[size_t(i)]);
+      return b.create<ox::TransposeOp>(node.getLoc(), f32(out), x, b.getDenseI64ArrayAttr(perm)).getResult();
+    };
+    auto heads4 = [&](Value x, int64_t h) { // [B, T, h * d] -> [B, h, T, d]
+      auto xs = x.getType().cast<RankedTensorType>().getShape();
+      return transpose(ox.reshape(x, {batch, xs[1], h, xs[2] / h}), {0, 2, 1, 3});
+    };
+    if (three) {
+      q = heads4(q, heads);
+      k = heads4(k, kvHeads);
+      v = heads4(v, kvHeads);
+    }
+    auto repeat = [&](Value x) { // [B, Hk, T, d] -> [B, H, T, d], head h reading h / (H / Hk)
+      if (kvHeads == heads)
+        return x;
+      auto xs = x.getType().cast<RankedTensorType>().getShape();
+      int64_t g = heads / kvHeads;
+      Value e = ox.op("Expand", f32({batch, kvHeads, g, xs[2], xs[3]}),
+                      {ox.reshape(x, {batch, kvHeads, 1, xs[2], xs[3]}), ox.i64s({batch, kvHeads, g, xs[2], xs[3]})});
+      return ox.reshape(e, {batch, heads, xs[2], xs[3]});
+    };
+    k = repeat(k);
+    v = repeat(v);
+    int64_t tq = q.getType().cast<RankedTensorType>().getDimSize(2), tk = k.getType().cast<RankedTensorType>().getDimSize(2);
+    int64_t dv = v.getType().cast<RankedTensorType>().getDimSize(3);
+    auto st = f32({batch, heads, tq, tk});
+    Value scores = ox.op("MatMul", st, {q, transpose(k, {0, 1, 3, 2})});
+    scores = ox.op("Mul", st, {scores, ox.f32(float(scale))});
+    Value lowest = ox.f32(-std::numeric_limits<float>::max());
+    if (causal) {
+      SmallVector<bool> lower(size_t(tq * tk), false);
+      for (int64_t i = 0; i < tq; ++i)
+        for (int64_t j = 0; j <= i && j < tk; ++j)
+          lower[size_t(i * tk + j)] = true;
+      Value c = ox.constant(DenseElementsAttr::get(RankedTensorType::get({tq, tk}, b.getI1Type()), llvm::ArrayRef<bool>(lower)));
+      scores = ox.op("Where", st, {c, scores, lowest});
+    }
+    if (mask.getType().cast<RankedTensorType>().getElementType().isInteger(1))
+      scores = ox.op("Where", st, {mask, scores, lowest});
+    else
+      scores = ox.op("Add", st, {scores, mask});
+    Value probs = ox.op("Softmax", st, {scores}, {ox.si64("axis", -1)});
+    Value y = ox.op("MatMul", f32({batch, heads, tq, dv}), {probs, v});
+    if (three)
+      y = ox.reshape(transpose(y, {0, 2, 1, 3}), {batch, tq, heads * dv});
+    node->getResult(0).replaceAllUsesWith(y);
+    octet::eraseWithUnread({node.getOperation()});
+  }
+
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp f) {
       if (maxHeadDim < 1) {
@@ -639,6 +801,18 @@ struct FuseAttention : octet::impl::FuseAttentionBase<FuseAttention> {
       SmallVector<ox::SoftmaxOp> softmaxes(f.getOps<ox::SoftmaxOp>());
       for (ox::SoftmaxOp s : softmaxes)
         tryFuse(s);
+      SmallVector<ox::GenericNodeOp> onnxAttention;
+      f.walk([&](ox::GenericNodeOp n) {
+        if (n.getOpType() == "Attention" && n.getDomain().empty())
+          onnxAttention.push_back(n);
+      });
+      for (ox::GenericNodeOp n : onnxAttention)
+        if (std::string why = adoptOnnx(n); !why.empty()) {
+          n.emitError() << "ONNX Attention with " << why
+                        << " has no fused op that runs it; Octet runs Attention of Q, K and V alone (causal with as "
+                           "many keys as queries, or unmasked); export with opset_version=20 for other masks";
+          return signalPassFailure();
+        }
     });
   }
 };

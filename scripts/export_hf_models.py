@@ -12,7 +12,8 @@ stablelm, olmo, starcoder2 (not committed); NAME-sdpa exports NAME with HF's def
 attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
 gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128; NAME-sdpa-dyn: --models
 gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence); NAME-ts: --models gpt2,llama
---exporter torchscript --suffix=-ts (the legacy exporter, opset 17).
+--exporter torchscript --suffix=-ts (the legacy exporter, opset 17); NAME-sdpa-o23 (not committed): --models
+llama-sdpa,... --opset 23 --suffix=-o23 (HF's attention as ONNX Attention).
 """
 import argparse, json, os, sys
 import numpy as np
@@ -133,6 +134,8 @@ def main():
     ap.add_argument("--suffix", default="", help="appended to each output's name (gpt2-sdpa-t128.onnx)")
     ap.add_argument("--exporter", choices=["dynamo", "torchscript"], default="dynamo",
                     help="torch.onnx.export's dynamo exporter (opset 20) or the legacy TorchScript one (opset 17)")
+    ap.add_argument("--opset", type=int, default=20,
+                    help="the dynamo exporter's opset (23: F.scaled_dot_product_attention as ONNX Attention)")
     ap.add_argument("--optimize", action="store_true",
                     help="the exporter's defaults: dynamo's optimize=True, TorchScript's constant folding")
     ap.add_argument("--dynamic", action="store_true",
@@ -168,7 +171,7 @@ def main():
                               input_names=["input_ids", "labels"], output_names=["loss", "logits"],
                               do_constant_folding=args.optimize)
         else:  # without --optimize: the optimizer folds parameters away
-            torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=20,
+            torch.onnx.export(wrapper, (ids, labels), path, dynamo=True, opset_version=args.opset,
                               input_names=["input_ids", "labels"], output_names=["loss", "logits"],
                               dynamic_shapes=dyn, external_data=False, optimize=args.optimize)
         # Reference: loss, logits and every parameter gradient from PyTorch autograd.

@@ -660,11 +660,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
 
   // A shape computation whose value is known now becomes a constant; exporter forms become ops
   // the backends run (ONNXShapeFold.cpp).
-  // (Trailing outputs left out by an empty name are absent: ONNX Attention's present K/V.)
-  bool oneOutput = node.output_size() >= 1 && !node.output(0).empty() &&
-                   std::all_of(node.output().begin() + 1, node.output().end(), [](const std::string &o) { return o.empty(); });
-  if (!opts.genericOnly && (node.domain().empty() || node.domain() == "ai.onnx") && graphs.empty() && oneOutput &&
-      node.op_type() != "Constant")
+  if (!opts.genericOnly && (node.domain().empty() || node.domain() == "ai.onnx") && graphs.empty() &&
+      node.output_size() == 1 && !node.output(0).empty() && node.op_type() != "Constant")
     if (Value v = rewriteAtImport(builder, loc, node.op_type(), operands, attrs, opts.foldShapes)) {
       keepNameScopes(node, v.getDefiningOp());
       scope.values[node.output(0)] = v;

@@ -557,73 +557,8 @@ DenseElementsAttr foldNode(MLIRContext *ctx, StringRef opType, ArrayRef<Value> o
   return toAttr(*r);
 }
 
-/// ONNX Attention (opset 23) of Q, K and V alone (no mask, no past K and V, no softcap, no QK
-/// output) as octet's fused Attention, which takes ONNX's attribute names and layouts (4-D
-/// [B, H, T, d], or 3-D [B, T, H * d] with q_num_heads and kv_num_heads; K and V of fewer heads
-/// shared by groups of query heads) and adds the rows' log-sum-exp [B, H, Tq], which its gradient
-/// reads; its Y, or null where the node asks for more than that (it then stays unsupported).
-static Value importAttention(OpBuilder &builder, Location loc, ArrayRef<Value> operands,
-                             ArrayRef<NamedAttribute> attrs) {
-  if (operands.size() < 3 || llvm::any_of(operands.drop_front(3), [](Value v) { return !v.getType().isa<NoneType>(); }))
-    return {};
-  int64_t causal = 0, qHeads = 0, kvHeads = 0;
-  std::optional<double> scale;
-  for (const NamedAttribute &a : attrs) {
-    StringRef n = a.getName().getValue();
-    auto i = a.getValue().dyn_cast<IntegerAttr>();
-    auto f = a.getValue().dyn_cast<FloatAttr>();
-    if (n == "is_causal" && i)
-      causal = i.getInt();
-    else if (n == "q_num_heads" && i)
-      qHeads = i.getInt();
-    else if (n == "kv_num_heads" && i)
-      kvHeads = i.getInt();
-    else if (n == "scale" && f)
-      scale = f.getValueAsDouble();
-    else if (!((n == "softcap" && f && f.getValueAsDouble() == 0) || (n == "qk_matmul_output_mode" && i && i.getInt() == 0)))
-      return {};
-  }
-  auto q = operands[0].getType().dyn_cast<RankedTensorType>(), k = operands[1].getType().dyn_cast<RankedTensorType>(),
-       v = operands[2].getType().dyn_cast<RankedTensorType>();
-  auto f32 = [](RankedTensorType t) { return t && t.hasStaticShape() && t.getElementType().isF32(); };
-  if (!f32(q) || !f32(k) || !f32(v) || q.getRank() != k.getRank() || q.getRank() != v.getRank() ||
-      (q.getRank() != 3 && q.getRank() != 4) || (causal != 0 && causal != 1))
-    return {};
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
-  int64_t batch = qs[0], tq, tk, d, heads;
-  if (q.getRank() == 4) { // [B, H, T, d]
-    heads = qs[1], tq = qs[2], tk = ks[2], d = qs[3], kvHeads = ks[1];
-    if (ks[3] != d || vs != ks || qHeads || (kvHeads > 0 && heads % kvHeads))
-      return {};
-  } else { // [B, T, H * d]
-    if (qHeads <= 0 || kvHeads <= 0 || qHeads % kvHeads || qs[2] % qHeads)
-      return {};
-    heads = qHeads, tq = qs[1], tk = ks[1], d = qs[2] / qHeads;
-    if (ks[2] != kvHeads * d || vs != ks)
-      return {};
-  }
-  if (ks[0] != batch || kvHeads <= 0 || (causal && tq != tk))
-    return {};
-  SmallVector<NamedAttribute> out{
-      builder.getNamedAttr("scale", builder.getF32FloatAttr(float(scale ? *scale : 1.0 / std::sqrt(double(d))))),
-      builder.getNamedAttr("is_causal", builder.getIntegerAttr(builder.getIntegerType(64, true), causal))};
-  if (q.getRank() == 3) {
-    out.push_back(builder.getNamedAttr("q_num_heads", builder.getIntegerAttr(builder.getIntegerType(64, true), qHeads)));
-    out.push_back(builder.getNamedAttr("kv_num_heads", builder.getIntegerAttr(builder.getIntegerType(64, true), kvHeads)));
-  }
-  OperationState st(loc, "onnx.node");
-  st.addOperands({operands[0], operands[1], operands[2]});
-  st.addTypes({q, RankedTensorType::get({batch, heads, tq}, builder.getF32Type())});
-  st.addAttribute("op_type", builder.getStringAttr("Attention"));
-  st.addAttribute("domain", builder.getStringAttr("octet"));
-  st.addAttribute("attrs", builder.getDictionaryAttr(out));
-  return builder.create(st)->getResult(0);
-}
-
 Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallVectorImpl<Value> &operands,
                       ArrayRef<NamedAttribute> attrs, bool fold) {
-  if (opType == "Attention")
-    return importAttention(builder, loc, operands, attrs);
   auto constantOp = [&](DenseElementsAttr value) {
     OperationState state(loc, "onnx.Constant");
     state.addTypes(value.getType());

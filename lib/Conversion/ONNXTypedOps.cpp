@@ -161,6 +161,21 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
   }
   if (index != 0)
     return {};
+  // ONNX Attention (opset 23): Y has Q's batch, heads and queries and V's head size, in Q's layout
+  // (4-D [B, H, Tq, dv]; 3-D [B, Tq, H * dv] with q_num_heads and kv_num_heads).
+  if (opType == "Attention" && operands.size() >= 3 && known(operands[0]) && known(operands[2]) &&
+      known(operands[0]).hasRank() && known(operands[2]).hasRank()) {
+    ShapedType q = known(operands[0]), v = known(operands[2]);
+    if (q.getRank() == 4 && v.getRank() == 4)
+      return RankedTensorType::get({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+                                   q.getElementType());
+    auto qh = attr("q_num_heads").dyn_cast_or_null<IntegerAttr>(), kh = attr("kv_num_heads").dyn_cast_or_null<IntegerAttr>();
+    if (q.getRank() == 3 && v.getRank() == 3 && qh && kh && kh.getInt() > 0 && !v.isDynamicDim(2) &&
+        v.getDimSize(2) % kh.getInt() == 0)
+      return RankedTensorType::get({q.getDimSize(0), q.getDimSize(1), qh.getInt() * (v.getDimSize(2) / kh.getInt())},
+                                   q.getElementType());
+    return {};
+  }
   if (opType == "Constant") {
     if (auto e = attr("value").dyn_cast_or_null<ElementsAttr>())
       return e.getType();

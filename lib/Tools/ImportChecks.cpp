@@ -63,12 +63,8 @@ LogicalResult octet::checkImportedModel(ModuleOp module, bool checkOps) {
     llvm::StringRef type = op.getOpType(), domain = op.getDomain();
     if ((domain.empty() && runnable.contains(type)) || (domain == "octet" && runnable.contains(("octet::" + type).str())))
       return WalkResult::advance();
-    if (domain.empty() && type == "Attention") { // ONNX's (opset 23), which the import fuses where it can
-      op.emitError() << "ONNX Attention is supported on float32 Q, K and V of static shapes alone (causal with as "
-                        "many keys as queries, or unmasked; no attn_mask, past K/V, softcap or QK output); "
-                        "export with attn_implementation=\"sdpa\" or \"eager\" for other masks";
-      return WalkResult::interrupt();
-    }
+    if (domain.empty() && type == "Attention") // ONNX's (opset 23): octet-fuse-attention takes it or says why not
+      return WalkResult::advance();
     std::string known;
     for (const std::string &name : octet::rt::supportedOpTypes())
       if (name.find_first_of(".:") == std::string::npos) // ONNX op types, not the runtime's (fp8.gemm)

@@ -408,6 +408,9 @@ def FuseAttention : Pass<"octet-fuse-attention", "mlir::ModuleOp"> {
     replaces them by `onnx.node "Attention"` (domain "octet", operands Q, K, V;
     attributes `scale`, `is_causal`; results Y and the rows' log-sum-exp LSE).
     Its gradient is octet::AttentionGrad(Q, K, V, Y, LSE, dY) -> (dQ, dK, dV).
+    ONNX's own Attention (opset 23) becomes the same node where its attn_mask
+    is causal or masks nothing, and the operator's ops for other masks; past
+    K/V, softcap and the QK output are refused naming the node.
     Where Q, K and V are head splits (Transpose [0, 2, 1, 3] of [B, S, H, d]), the
     node takes ONNX Attention's 3-D form instead: [B, S, H * d] operands and Y,
     attributes q_num_heads = kv_num_heads = H, and the head merge of Y becomes a
