@@ -234,8 +234,40 @@ struct FusePointwise : octet::impl::FusePointwiseBase<FusePointwise> {
     return copied;
   }
 
+  /// expand-gelus: a float32 Gelu whose readers could all join a program with it becomes its
+  /// formula's ops, in the runtimes' order of operations (0.5 x (1 + tanh(k (x + 0.044715 x^3))) or
+  /// 0.5 x (1 + erf(x / sqrt 2))), which the programs then take in (GeGLU's gelu(gate) x up, and the
+  /// up projection's gradient recomputing it); a Gelu any other op reads (an FP8 cast) stays.
+  static void expandGelus(Block &body) {
+    SmallVector<ox::GeluOp> gelus;
+    for (Operation &op : body.without_terminator())
+      if (auto g = dyn_cast<ox::GeluOp>(op); g && staticTensor(g.getY().getType()) &&
+                                             staticTensor(g.getY().getType()).getElementType().isF32() &&
+                                             !g.getY().use_empty() &&
+                                             llvm::all_of(g.getY().getUsers(), [&](Operation *u) { return joinable(u, g); }))
+        gelus.push_back(g);
+    for (ox::GeluOp g : gelus) {
+      OpBuilder b(g);
+      octet::OnnxBuilder ox(b, g.getLoc());
+      Value x = g.getX();
+      Type t = x.getType();
+      auto mul = [&](Value a, Value c) { return ox.op("Mul", t, {a, c}); };
+      auto add = [&](Value a, Value c) { return ox.op("Add", t, {a, c}); };
+      Value inner;
+      if (g.getApproximate().value_or("none") == "tanh")
+        inner = ox.op("Tanh", t, {mul(ox.f32(0.7978845608028654f), add(x, mul(mul(mul(ox.f32(0.044715f), x), x), x)))});
+      else
+        inner = ox.op("Erf", t, {mul(x, ox.f32(0.7071067811865476f))});
+      Value y = mul(mul(ox.f32(0.5f), x), add(ox.f32(1.0f), inner));
+      g.getY().replaceAllUsesWith(y);
+      g->erase();
+    }
+  }
+
   void runOnFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
+    if (expandGelus_)
+      expandGelus(body);
     if (broadcastExpands)
       dropExpands(body);
     if (duplicateProducers)

@@ -2,6 +2,7 @@
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{max-ops=2})' | FileCheck %s --check-prefix=SMALL
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{duplicate-producers=false})' | FileCheck %s --check-prefix=NODUP
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{recompute-programs=false})' | FileCheck %s --check-prefix=NOREC
+// RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-fuse-pointwise{expand-gelus=false})' | FileCheck %s --check-prefix=NOGELU
 
 // GELU (tanh): eight ops over one shape become one node; its inputs are the
 // outside values in order of first use, args index inputs (0..3) then ops (4..).
@@ -175,4 +176,30 @@ func.func @no_recompute(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>,
   %r = onnx.ReduceSum %q, %none {keepdims = 0 : si64} : (tensor<4xf32>, none) -> tensor<f32>
   %z = onnx.Mul %q, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %x, %y, %r, %z : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// GeGLU: a Gelu (tanh) whose readers, the forward's product and the up projection's gradient, can
+// both join programs is written as its formula's ops (the runtimes' order: 0.5 x (1 + tanh(k (x +
+// ((0.044715 x) x) x)))), which each reader's program then recomputes from %g. An erf Gelu that an
+// op outside any program reads (ReduceSum, as an FP8 cast would) stays one op. With
+// expand-gelus=false the Gelu stays and both Muls read it.
+// CHECK-LABEL: func.func @geglu
+// CHECK: onnx.node "Pointwise"(%{{.+}}, %arg0, %{{.+}}, %{{.+}}, %{{.+}}, %arg1) {attrs = {{{.*}}ops = ["Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul", "Mul"]}
+// CHECK: onnx.node "Pointwise"(%{{.+}}, %arg0, %{{.+}}, %{{.+}}, %{{.+}}, %arg2) {attrs = {{{.*}}ops = ["Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul", "Mul"]}
+// CHECK: %[[E:.+]] = onnx.Gelu %arg1 {approximate = "none"}
+// CHECK: onnx.ReduceSum %[[E]]
+// NOGELU-LABEL: func.func @geglu
+// NOGELU: %[[G:.+]] = onnx.Gelu %arg0 {approximate = "tanh"}
+// NOGELU: onnx.Mul %[[G]], %arg1
+// NOGELU: onnx.Mul %arg2, %[[G]]
+func.func @geglu(%g: tensor<4x8xf32>, %u: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>) {
+  %a = onnx.Gelu %g {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = onnx.Mul %a, %u : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %du = onnx.Mul %dy, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = onnx.Gelu %u {approximate = "none"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = onnx.none
+  %r = onnx.ReduceSum %e, %n {keepdims = 0 : si64} : (tensor<4x8xf32>, none) -> tensor<f32>
+  return %h, %du, %r : tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>
 }

@@ -377,7 +377,9 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     which SwiGLU's product reads in the forward and the up projection's
     gradient in the backward, is recomputed from x (which the SiLU gradient
     reads anyway), so the forward's product absorbs it and the SiLU output
-    is never stored.
+    is never stored. With `expand-gelus`, a Gelu whose readers could all join
+    a program with it is first written as its formula's ops (the runtimes'
+    order of operations): GeGLU's gelu(gate) x up then works the same way.
 
     With `broadcast-expands`, a float32 Expand whose readers are all ops that
     could join a program, of the Expand's result type and still of that
@@ -390,6 +392,8 @@ def FusePointwise : Pass<"octet-fuse-pointwise", "mlir::ModuleOp"> {
     Option<"maxInputs", "max-inputs", "int64_t", "8", "At most this many distinct inputs to one Pointwise node">,
     Option<"duplicateProducers", "duplicate-producers", "bool", "true",
            "Copy a multi-reader op with outside operands into each of its fusible readers">,
+    Option<"expandGelus_", "expand-gelus", "bool", "true",
+           "Write a Gelu whose readers could all join a program as its formula's ops">,
     Option<"recomputePrograms", "recompute-programs", "bool", "true",
            "Copy a program that several programs read, computed from one tensor, into each of them">,
     Option<"broadcastExpands", "broadcast-expands", "bool", "true",
