@@ -174,6 +174,16 @@ def convert(path, logdir=None, follow=False, idle_timeout=120.0, poll=0.5, log_w
         "%s %s" % (n, logdir) if n == "tensorboard" else n for n in names)))
 
 
+def follow_args(ap, argv):
+    """Adds --follow and --idle-timeout to `ap` (octet.trackers' and octet.tensorboard's) and parses."""
+    ap.add_argument("--follow", action="store_true", help="keep reading while fp8-run writes the log")
+    ap.add_argument("--idle-timeout", type=float, default=120.0, help="with --follow: stop after S seconds without growth")
+    a = ap.parse_args(argv)
+    if a.idle_timeout <= 0:
+        ap.error("--idle-timeout must be positive")
+    return a
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m octet.trackers", description=__doc__.split("\n\n")[0])
     ap.add_argument("log", help="fp8-run's --log file (.jsonl)")
@@ -181,11 +191,7 @@ def main(argv=None):
     ap.add_argument("--logdir", help="TensorBoard's event files (created); W&B's files too")
     ap.add_argument("--project", default="octet", help="W&B project (default octet)")
     ap.add_argument("--run-name", help="W&B run name (default: the log's file name)")
-    ap.add_argument("--follow", action="store_true", help="keep reading while fp8-run writes the log")
-    ap.add_argument("--idle-timeout", type=float, default=120.0, help="with --follow: stop after S seconds without growth")
-    a = ap.parse_args(argv)
-    if a.idle_timeout <= 0:
-        ap.error("--idle-timeout must be positive")
+    a = follow_args(ap, argv)
     convert(a.log, a.logdir, a.follow, a.idle_timeout, log_with=a.log_with, project=a.project, run_name=a.run_name)
 
 

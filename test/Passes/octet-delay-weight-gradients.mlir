@@ -1,9 +1,10 @@
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-delay-weight-gradients{link-gbps=200})' | FileCheck %s
+// RUN: fp8-opt %s -split-input-file --octet-delay-weight-gradients | FileCheck %s
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-delay-weight-gradients{link-gbps=10})' | FileCheck %s --check-prefix=ALL
 
 // The backward ends with two weight gradients (%wa, %wb: 2^31 FLOPs each, 2.1 us at the default
 // 1000 TFLOP/s) and the first layer's gradient %e, whose all-reduce (256 KiB) is the last. At 200
-// GB/s it takes 1.3 us: walking back from its start, %wb's all-reduce start (no time) and %wb's
+// GB/s it takes 1.3 us (at the default 300 GB/s, 0.9 us: the same): walking back from its start, %wb's all-reduce start (no time) and %wb's
 // GEMM move after it, and that covers it; %wa stays. At 10 GB/s (26 us) both move, in their order.
 // What %e needs (the dgrad %dx, the Mul) stays before it.
 // CHECK-LABEL: func.func @embedding_last
