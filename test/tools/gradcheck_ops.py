@@ -11,11 +11,14 @@ max|ours - fd| <= rtol * max(max|fd|, 1e-3) for every parameter.
 
   gradcheck_ops.py --bin build/bin [--only Gemm]
 """
-import argparse, os, subprocess, sys, tempfile
+import argparse, os, sys, tempfile
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import max_rel_err, octet_gradients
 
 RNG = np.random.default_rng(0)
 
@@ -204,19 +207,14 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for case in a.only or CASES:
-            path, plan, grads = (os.path.join(tmp, f) for f in ("m.onnx", "m.plan", "g.npz"))
+            path = os.path.join(tmp, "m.onnx")
             onnx.save(build(case, False, np.float32), path)
             flags = CASES[case][4] if len(CASES[case]) > 4 else []
-            for cmd in ([os.path.join(a.bin, "fp8-opt"), path, "--train", "--gradients-only", *flags, "-o", plan],
-                        [os.path.join(a.bin, "fp8-run"), plan, "--dump-gradients", grads, "--outputs",
-                         os.path.join(tmp, "o.npz")]):
-                r = subprocess.run(cmd, capture_output=True, text=True)
-                if r.returncode:
-                    print(f"{case:28} FAIL: {' '.join(cmd[:2])}: {r.stderr.strip()}")
-                    ok = False
-                    break
+            ours, _, why = octet_gradients(a.bin, path, tmp, flags)
+            if ours is None:
+                print(f"{case:28} FAIL: {why}")
+                ok = False
             else:
-                ours = np.load(grads)
                 worst = 0.0
                 diffs, dtype = fd(case, a.samples)
                 tol = a.rtol if dtype == np.float64 else a.rtol32
@@ -224,7 +222,7 @@ def main():
                     mine = ours[k].ravel()
                     ref = np.array(list(g.values()))
                     got = mine[list(g.keys())]
-                    worst = max(worst, float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-3)))
+                    worst = max(worst, max_rel_err(got, ref))
                 good = worst <= tol
                 ok &= good
                 print(f"{case:28} params {len(CASES[case][1])} max rel err vs central differences "

@@ -11,10 +11,13 @@ whether the plan runs octet's fused Attention ("fused") or the operator's ops ("
 
   onnx_attention_check.py --bin build/bin
 """
-import argparse, os, subprocess, sys, tempfile
+import argparse, os, sys, tempfile
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import max_rel_err, octet_gradients
 
 RNG = np.random.default_rng(7)
 
@@ -115,37 +118,33 @@ def main():
             params = {n: p.astype(np.float32).astype(np.float64) for n, p in params.items()}
             r = RNG.uniform(-1, 1, qs).astype(np.float32).astype(np.float64)
             loss = lambda p: float(np.sum(attention(p["Q"], p["K"], p["V"], c) * r))
-            path, plan, grads, outs = (os.path.join(tmp, f) for f in ("m.onnx", "m.plan", "g.npz", "o.npz"))
+            path = os.path.join(tmp, "m.onnx")
             onnx.save(model(c, params, r), path)
-            for cmd in ([os.path.join(a.bin, "fp8-opt"), path, "--train", "--gradients-only", "-o", plan],
-                        [os.path.join(a.bin, "fp8-run"), plan, "--dump-gradients", grads, "--outputs", outs]):
-                res = subprocess.run(cmd, capture_output=True, text=True)
-                if res.returncode:
-                    print(f"{name:14} FAIL: {os.path.basename(cmd[0])}: {res.stderr.strip()}")
-                    ok = False
-                    break
-            else:
-                ours, out = np.load(grads), np.load(outs)
-                fused = b'"octet::Attention"' in open(plan, "rb").read()
-                loss_err = abs(float(out["loss"]) - loss(params)) / max(abs(loss(params)), 1e-3)
-                worst = 0.0
-                for n, p in params.items():
-                    idx = RNG.choice(p.size, size=min(a.samples, p.size), replace=False)
-                    ref = []
-                    for i in idx:
-                        h = 1e-4 * max(1.0, abs(p.flat[i]))
-                        hi = {k: v.copy() for k, v in params.items()}
-                        lo = {k: v.copy() for k, v in params.items()}
-                        hi[n].flat[i] += h
-                        lo[n].flat[i] -= h
-                        ref.append((loss(hi) - loss(lo)) / (2 * h))
-                    ref = np.array(ref)
-                    got = ours[n].ravel()[idx]
-                    worst = max(worst, float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-3)))
-                good = worst <= a.rtol and loss_err <= 1e-5
-                ok &= good
-                print(f"{name:14} {'fused' if fused else 'ops  '} loss rel err {loss_err:.1e} gradient max rel err vs central differences "
-                      f"(float64) {worst:.1e} {'ok' if good else 'FAIL'}")
+            ours, out, plan = octet_gradients(a.bin, path, tmp)
+            if ours is None:
+                print(f"{name:14} FAIL: {plan}")
+                ok = False
+                continue
+            fused = b'"octet::Attention"' in open(plan, "rb").read()
+            loss_err = abs(float(out["loss"]) - loss(params)) / max(abs(loss(params)), 1e-3)
+            worst = 0.0
+            for n, p in params.items():
+                idx = RNG.choice(p.size, size=min(a.samples, p.size), replace=False)
+                ref = []
+                for i in idx:
+                    h = 1e-4 * max(1.0, abs(p.flat[i]))
+                    hi = {k: v.copy() for k, v in params.items()}
+                    lo = {k: v.copy() for k, v in params.items()}
+                    hi[n].flat[i] += h
+                    lo[n].flat[i] -= h
+                    ref.append((loss(hi) - loss(lo)) / (2 * h))
+                ref = np.array(ref)
+                got = ours[n].ravel()[idx]
+                worst = max(worst, max_rel_err(got, ref))
+            good = worst <= a.rtol and loss_err <= 1e-5
+            ok &= good
+            print(f"{name:14} {'fused' if fused else 'ops  '} loss rel err {loss_err:.1e} gradient max rel err vs central differences "
+                  f"(float64) {worst:.1e} {'ok' if good else 'FAIL'}")
     return 0 if ok else 1
 
 
