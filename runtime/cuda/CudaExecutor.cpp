@@ -617,7 +617,7 @@ std::vector<TensorPtr> CudaExecutor::stateTensors(const std::vector<std::string>
     cudaFree(s.table);
     cudaFree(s.stage);
     cudaFreeHost(s.host);
-    s = Sample{names, {}, {}, 0, nullptr, nullptr, nullptr};
+    s = Sample{names, {}, {}, 0, 0, nullptr, nullptr, nullptr};
     std::vector<dev::CopyPiece> pieces;
     for (const std::string &n : names) {
       int id = plan_.findValue(n);
@@ -641,10 +641,9 @@ std::vector<TensorPtr> CudaExecutor::stateTensors(const std::vector<std::string>
       throw Error("CUDA: cannot allocate " + std::to_string(s.bytes) + " bytes for the logged FP8 state");
     }
     cudaCheck(cudaMemcpyAsync(s.table, pieces.data(), table, cudaMemcpyHostToDevice, stream_), "sample table");
-    s.offsets.push_back(int64_t(pieces.size())); // the piece count, after the offsets
+    s.pieces = int(pieces.size());
   }
-  int n = int(s.offsets.back());
-  std::string err = dev::gatherPieces(static_cast<const dev::CopyPiece *>(s.table), n, s.stage, stream_);
+  std::string err = dev::gatherPieces(static_cast<const dev::CopyPiece *>(s.table), s.pieces, s.stage, stream_);
   if (!err.empty())
     throw Error("CUDA: " + err);
   cudaCheck(cudaMemcpyAsync(s.host, s.stage, size_t(s.bytes), cudaMemcpyDeviceToHost, stream_), "sample");

@@ -389,6 +389,7 @@ private:
     std::vector<std::string> names;
     std::vector<int> ids; // -1: not a state
     std::vector<int64_t> offsets;
+    int pieces = 0; // the states among the names
     int64_t bytes = 0;
     void *table = nullptr, *stage = nullptr, *host = nullptr;
   };
