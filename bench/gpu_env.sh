@@ -6,7 +6,15 @@
 # PyTorch uses. NVLink multicast stays off (the device rules): NCCL_NVLS_ENABLE=0.
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH="$PWD/$d:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-for f in "$d"/*.gz; do [ -e "$f" ] && gunzip -kf "$f"; done # gzipped libraries (scripts/pack_devlib.sh)
+# Gzipped libraries (scripts/pack_devlib.sh), unpacked where missing or older, through a rename: a
+# job already running maps the old file, which overwriting in place would tear (SIGBUS when several
+# jobs start at once).
+for f in "$d"/*.gz; do
+  t=${f%.gz}
+  if [ -e "$f" ] && { [ ! -e "$t" ] || [ "$f" -nt "$t" ]; }; then
+    gunzip -c "$f" > "$t.tmp.$$" && chmod --reference="$f" "$t.tmp.$$" && mv -f "$t.tmp.$$" "$t"
+  fi
+done
 for lib in libnvrtc.so.1 libcudnn.so.9 libnccl.so.2; do
   if ! ls /usr/local/cuda/lib64/$lib* > /dev/null 2>&1; then
     w=$(python3 -c "import glob, site; print(next(iter(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/$lib*', recursive=True))), ''))" 2> /dev/null)
