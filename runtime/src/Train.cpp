@@ -6,6 +6,7 @@
 #include "octet/runtime/Weights.h"
 
 #include "Json.h"
+#include "LogWriter.h"
 
 #include <zlib.h>
 
@@ -17,6 +18,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unistd.h>
@@ -602,6 +604,11 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     fp8Sampled.push_back(s.substr(0, s.size() - 5) + "amax_history");
     fp8Sampled.push_back(s);
   }
+  // The log's lines are made and written on the writer's thread while the next step runs (declared
+  // after what its records read by reference: fp8Scales; destroyed first, every record written).
+  std::optional<LogWriter> writer;
+  if (log)
+    writer.emplace(log);
 
   auto evaluate = [&]() {
     for (const std::string &name : evalShared) { // by name; only these leave the device
@@ -662,11 +669,13 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       evalLoss = evaluate();
       evals.push_back({step, evalLoss});
     }
-    if (log) {
+    if (writer) {
       if (csv) {
-        log << step + 1 << "," << jsonNumber(loss) << "," << jsonNumber(lr) << "," << jsonNumber(gnorm) << ","
-            << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << ","
-            << (comm ? std::to_string(commBytes) : "") << "\n";
+        std::ostringstream line;
+        line << step + 1 << "," << jsonNumber(loss) << "," << jsonNumber(lr) << "," << jsonNumber(gnorm) << ","
+             << jsonNumber(tps) << "," << (std::isnan(evalLoss) ? "" : jsonNumber(evalLoss)) << ","
+             << (comm ? std::to_string(commBytes) : "");
+        writer->push([text = line.str()] { return text; });
       } else {
         // One object per line (Json.h: strings escaped, non-finite numbers null).
         JsonOut j = {{"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", gnorm}, {"tokens_per_s", tps}};
@@ -676,19 +685,10 @@ int trainMain(Runner &ex, const TrainOptions &o) {
           j["world_size"] = ranks;
           j["comm_bytes"] = commByType;
         }
+        std::vector<TensorPtr> sampled; // copies this loop owns; reduced and formatted by the writer
         if (!fp8Scales.empty() && ((step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
-          JsonOut &fp8 = j["fp8"] = JsonOut::object();
-          std::vector<TensorPtr> sampled = ex.stateTensors(fp8Sampled); // only these leave the device
-          for (size_t i = 0; i < fp8Scales.size(); ++i) {
-            const std::string &s = fp8Scales[i];
-            std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
-            double amax = 0;
-            if (TensorPtr h = sampled[2 * i])
-              for (int64_t k = 0; k < h->numel(); ++k)
-                amax = std::max(amax, h->getDouble(k));
-            TensorPtr scale = sampled[2 * i + 1];
-            fp8[base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
-          }
+          j["fp8"] = JsonOut::object(); // its place among the keys; filled in on the writer's thread
+          sampled = ex.stateTensors(fp8Sampled); // only these leave the device
         }
         if (o.numericsEvery && (step + 1) % o.numericsEvery == 0) {
           JsonOut &num = j["numerics"] = JsonOut::array();
@@ -699,9 +699,20 @@ int trainMain(Runner &ex, const TrainOptions &o) {
             num.push_back({{"layer", g.layer}, {"gemm", g.gemm}, {"sqnr_db", g.sqnrDb}, {"a", cast(g.a)}, {"b", cast(g.b)}});
           }
         }
-        log << dumpJson(j) << "\n";
+        writer->push([j = std::move(j), sampled = std::move(sampled), &fp8Scales]() mutable {
+          for (size_t i = 0; i < fp8Scales.size() && !sampled.empty(); ++i) {
+            const std::string &s = fp8Scales[i];
+            std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
+            double amax = 0;
+            if (TensorPtr h = sampled[2 * i])
+              for (int64_t k = 0; k < h->numel(); ++k)
+                amax = std::max(amax, h->getDouble(k));
+            TensorPtr scale = sampled[2 * i + 1];
+            j["fp8"][base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
+          }
+          return dumpJson(j);
+        });
       }
-      log.flush();
     }
     if (!quiet && (tty || (step + 1) % o.logEvery == 0 || step + 1 == o.steps)) {
       int width = 24, filled = int(double(step + 1) / double(o.steps) * width);
@@ -715,6 +726,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     }
     if (!o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
       meta.step = step + 1;
+      if (writer) // every line up to the checkpoint's step on disk first: a run killed later resumes here
+        writer->drain();
       if (shardedRun) { // every rank its part; rank 0 the rest last, once every part is written
         writeCheckpoint(shardCheckpointPath(o.checkpoint, rank), ex, meta, rank);
         comm->barrier();

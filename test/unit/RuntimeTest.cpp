@@ -3,12 +3,18 @@
 #include "octet/runtime/Fp8.h"
 #include "octet/runtime/Npz.h"
 
+#include "../../runtime/src/LogWriter.h"
+
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sstream>
+#include <thread>
 
 using namespace octet::rt;
 
@@ -416,6 +422,70 @@ TEST(Npz, RoundTrip) {
   EXPECT_EQ(back[0].second->shape, (Shape{2, 3}));
   EXPECT_EQ(back[0].second->bytes, t->bytes);
   std::remove(path.c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// LogWriter: fp8-run's log lines, made on a thread of their own
+//===----------------------------------------------------------------------===//
+
+// Lines come out in the order pushed, whatever each takes to make; drain() returns once every
+// pushed line is written; the destructor writes the rest. With a queue of 2 the loop waits for room.
+TEST(LogWriter, WritesEveryLineInOrder) {
+  std::ostringstream out;
+  std::string expect;
+  {
+    LogWriter w(out, 2);
+    for (int i = 0; i < 200; ++i) {
+      w.push([i] {
+        if (i % 7 == 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        return "line " + std::to_string(i);
+      });
+      expect += "line " + std::to_string(i) + "\n";
+      if (i == 99) {
+        w.drain();
+        EXPECT_EQ(out.str(), expect); // every line so far, none after
+      }
+    }
+  }
+  EXPECT_EQ(out.str(), expect);
+}
+
+// A record made from a value the loop then changes: the closure owns its copy (what the training
+// loop does with the FP8 sample, Executor::stateTensors' copies), so the line shows the old value.
+TEST(LogWriter, LinesReadTheirOwnCopies) {
+  std::ostringstream out;
+  std::atomic<bool> release{false};
+  {
+    LogWriter w(out);
+    auto t = std::make_shared<Tensor>(DType::F32, Shape{2});
+    reinterpret_cast<float *>(t->bytes.data())[0] = 1.5f;
+    w.push([&release] {
+      while (!release)
+        std::this_thread::yield();
+      return std::string("first");
+    });
+    w.push([copy = std::make_shared<Tensor>(*t)] { return std::to_string(copy->getDouble(0)); });
+    reinterpret_cast<float *>(t->bytes.data())[0] = 9.0f; // the next step's update, while the record waits
+    release = true;
+  }
+  EXPECT_EQ(out.str(), "first\n1.500000\n");
+}
+
+// A closure that throws: its line is not written, the next push or drain reports it in one line,
+// and the lines before it are written.
+TEST(LogWriter, ReportsAFailedRecord) {
+  std::ostringstream out;
+  LogWriter w(out);
+  w.push([] { return std::string("ok"); });
+  w.push([]() -> std::string { throw Error("cannot format"); });
+  try {
+    w.drain();
+    FAIL() << "drain did not report the failed record";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "the log: cannot format");
+  }
+  EXPECT_EQ(out.str(), "ok\n");
 }
 
 } // namespace

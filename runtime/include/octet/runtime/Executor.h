@@ -80,13 +80,17 @@ public:
     auto it = all.find(name);
     return it == all.end() ? nullptr : it->second;
   }
-  /// stateTensor() of each name, in order: a GPU backend takes them off the device in one copy
-  /// (the log's FP8 sample at every step would otherwise be hundreds of synchronous downloads).
+  /// Copies of stateTensor() of each name, in order, that the caller owns (the log formats them on
+  /// its own thread while the next step updates the state): a GPU backend takes them off the device
+  /// in one copy (the log's FP8 sample at every step would otherwise be hundreds of synchronous
+  /// downloads).
   virtual std::vector<TensorPtr> stateTensors(const std::vector<std::string> &names) const {
     std::vector<TensorPtr> r;
     r.reserve(names.size());
-    for (const std::string &n : names)
-      r.push_back(stateTensor(n));
+    for (const std::string &n : names) {
+      TensorPtr t = stateTensor(n);
+      r.push_back(t ? std::make_shared<Tensor>(*t) : nullptr);
+    }
     return r;
   }
   /// Replaces a state tensor or a parameter (same dtype and shape).
