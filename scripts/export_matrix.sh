@@ -20,7 +20,7 @@ out=${3:-$(mktemp -d)}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin="$here/$build/bin"
-tools=("$here/.venv/bin/python")
+venv_py="$here/.venv/bin/python" # the tools the checks use (numpy, onnx)
 models=()
 for f in gpt2 llama mistral qwen2 phi gemma gpt_neox bert; do models+=("$f" "$f-sdpa"); done
 declare -A flags=([dynamo]="" [opset23]="--opset 23" [torchscript]="--exporter torchscript" [optimize]="--optimize")
@@ -47,9 +47,9 @@ for setting in dynamo opset23 torchscript optimize; do
       fi
       continue
     fi
-    grads=$(cd "$here/test/tools" && "${tools[@]}" grad_check.py --bin "$bin" --models "$dir" "$m" --max-rel 1e-4 2>&1)
+    grads=$(cd "$here/test/tools" && "$venv_py" grad_check.py --bin "$bin" --models "$dir" "$m" --max-rel 1e-4 2>&1)
     g=$?
-    names=$(cd "$here/test/tools" && "${tools[@]}" layer_names_check.py --bin "$bin" --models "$dir" "$m" 2>&1)
+    names=$(cd "$here/test/tools" && "$venv_py" layer_names_check.py --bin "$bin" --models "$dir" "$m" 2>&1)
     n=$?
     if [ $g -eq 0 ] && [ $n -eq 0 ]; then
       echo "$setting $m trains: $(printf '%s\n' "$grads" | tail -1 | cut -d' ' -f3-); $(printf '%s\n' "$names" | cut -d' ' -f2-)"
