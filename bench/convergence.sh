@@ -47,15 +47,18 @@ cat "$state/corpus.txt" | tee "$out/corpus.txt"
 
 # Streams: GPU_RUNS="0:bf16,te-bf16 1:ao-bf16,msamp-O2-bf16" runs, for each entry and each of SEEDS,
 # one copy of this script (that GPU only, those runs in order, that seed) at the same time; a GPU may
-# appear in several entries ("0:bf16 0:te-bf16"). One 125M run leaves most of an H200 idle: three
-# streams on it finished 12 runs in 680 s. Each stream has the whole BUDGET_S.
+# appear in several entries ("0:bf16 0:te-bf16"), and an entry may name its own seeds
+# ("0:f32@3 0:bf16,te-bf16@1,2": SEEDS for the entries without). One 125M run leaves most of an
+# H200 idle: three streams on it finished 12 runs in 680 s. Each stream has the whole BUDGET_S.
 if [ -n "${GPU_RUNS:-}" ]; then
   k=0
   for spec in $GPU_RUNS; do
-    for seed in ${SEEDS:-1 2 3}; do
+    runs=${spec#*:} seeds=${SEEDS:-1 2 3}
+    case $runs in *@*) seeds=$(echo "${runs#*@}" | tr , ' ') runs=${runs%@*} ;; esac
+    for seed in $seeds; do
       k=$((k + 1))
       o=$state/stream-$k && mkdir -p "$o"
-      CUDA_VISIBLE_DEVICES=${spec%%:*} GPU_RUNS= RUNS="$(echo "${spec#*:}" | tr , ' ')" SEEDS=$seed OUT=$o \
+      CUDA_VISIBLE_DEVICES=${spec%%:*} GPU_RUNS= RUNS="$(echo "$runs" | tr , ' ')" SEEDS=$seed OUT=$o \
         CORPUS=$state/corpus.bin \
         bash "$0" "$d" > "$state/logs/stream-$k.txt" 2>&1 &
     done

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """The convergence benchmark's report (issue 26): loss gaps of FP8 plans to the baseline over seeds.
 
-  convergence_report.py LOGDIR [--size 125m] [--baseline f32] [--every 250] [--window 100]
-                        [--png curves.png] [--tolerance 0.01]
+  convergence_report.py LOGDIR... [--size 125m] [--baseline f32] [--every 250] [--window 100]
+                        [--png curves.png] [--tolerance 0.01] [--save DIR]
 
-LOGDIR holds bench/convergence.sh's logs, SIZE-RUN-sSEED.jsonl (a resumed run may repeat steps
-after its last checkpoint: the last line of a step counts). At every mark (each --every steps and
+Each LOGDIR holds bench/convergence.sh's logs, SIZE-RUN-sSEED.jsonl or .jsonl.gz (a resumed run may
+repeat steps after its last checkpoint: the last line of a step counts); a run and seed in a later
+LOGDIR replaces an earlier one's, so the logs kept in the repository (bench/results/convergence)
+and a new device call's are read together. --save DIR writes every log read there, gzipped and
+reduced to what the report reads (step, loss, eval_loss, tokens_per_s). At every mark (each --every steps and
 the last step) it compares, per run:
   train   the mean training loss of the --window steps up to the mark, per seed;
   eval    the held-out loss at the mark (fp8-run --eval-every), per seed.
@@ -17,12 +20,14 @@ below the baseline by more than --tolerance but inside that spread ("lower": not
 quality); the exit status is 1 when a complete run is out of bounds ("no") at any mark.
 --png draws each run's mean training curve with its band over seeds, and the paired gaps.
 """
-import argparse, collections, glob, json, math, os, re, sys
+import argparse, collections, glob, gzip, json, math, os, re, sys
+
+KEPT = ("step", "loss", "eval_loss", "tokens_per_s")
 
 
 def load(path):
     by_step = {}
-    for line in open(path):
+    for line in (gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
         line = line.strip()
         if line:
             d = json.loads(line)
@@ -32,25 +37,36 @@ def load(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logdir")
+    ap.add_argument("logdir", nargs="+")
     ap.add_argument("--size", default="125m")
     ap.add_argument("--baseline", default="f32")
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--png")
+    ap.add_argument("--save", metavar="DIR")
     a = ap.parse_args()
 
     runs = collections.defaultdict(dict)  # run -> seed -> rows
-    pat = re.compile(re.escape(a.size) + r"-(.+)-s(\d+)\.jsonl$")
-    for path in sorted(glob.glob(os.path.join(a.logdir, f"{a.size}-*-s*.jsonl"))):
-        m = pat.search(os.path.basename(path))
-        if m:
-            rows = load(path)
-            if rows:
-                runs[m.group(1)][int(m.group(2))] = rows
+    pat = re.compile(re.escape(a.size) + r"-(.+)-s(\d+)\.jsonl(\.gz)?$")
+    for d in a.logdir:
+        for path in sorted(glob.glob(os.path.join(d, f"{a.size}-*-s*.jsonl*"))):
+            m = pat.search(os.path.basename(path))
+            if m:
+                rows = load(path)
+                if rows:
+                    runs[m.group(1)][int(m.group(2))] = rows
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
+        for run, seeds in runs.items():
+            for seed, rows in seeds.items():
+                path = os.path.join(a.save, f"{a.size}-{run}-s{seed}.jsonl.gz")
+                with gzip.open(path + ".tmp", "wt") as f:
+                    for r in rows:
+                        f.write(json.dumps({k: r[k] for k in KEPT if k in r}, separators=(",", ":")) + "\n")
+                os.replace(path + ".tmp", path)
     if a.baseline not in runs:
-        sys.exit(f"{a.logdir}: no {a.size}-{a.baseline}-sSEED.jsonl logs (the baseline)")
+        sys.exit(f"{' '.join(a.logdir)}: no {a.size}-{a.baseline}-sSEED.jsonl logs (the baseline)")
     base = runs[a.baseline]
     last = max(r[-1]["step"] for r in base.values())
     marks = sorted(set(list(range(a.every, last + 1, a.every)) + [last]))
