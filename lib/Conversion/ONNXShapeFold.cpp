@@ -599,24 +599,35 @@ Value rewriteAtImport(OpBuilder &builder, Location loc, StringRef opType, SmallV
   }
   // Older opsets' reductions (ReduceMean and ReduceMax before 18, ReduceSum before 13: the axes an
   // attribute, as the TorchScript exporter writes RMSNorm's mean) are the typed ops with the axes
-  // a constant operand.
+  // a constant operand; without the attribute they reduce every axis (`loss = x.mean()`), as the
+  // typed op does without its axes operand (those opsets have no noop_with_empty_axes).
   if ((opType == "ReduceMean" || opType == "ReduceMax" || opType == "ReduceSum") && operands.size() == 1) {
     DenseI64ArrayAttr axes;
+    bool malformed = false;
     SmallVector<NamedAttribute> rest;
     for (const NamedAttribute &a : attrs) {
-      if (a.getName() == "axes")
+      if (a.getName() == "axes") {
         axes = a.getValue().dyn_cast<DenseI64ArrayAttr>();
-      else
+        malformed = !axes; // the generic node keeps it, and the import check names it
+      } else if (a.getName() != "noop_with_empty_axes") {
         rest.push_back(a);
+      } else {
+        malformed = true; // not an attribute of these opsets' reductions
+      }
     }
-    if (axes) {
-      Builder b(builder.getContext());
-      auto axesType = RankedTensorType::get({int64_t(axes.size())}, b.getI64Type());
-      Value axesValue = constantOp(DenseElementsAttr::get(axesType, axes.asArrayRef()));
-      Type t = inferResultType(builder.getContext(), opType, {operands[0], axesValue}, rest, 0);
+    if (!malformed) {
+      SmallVector<Value> ins = {operands[0]};
+      if (axes) {
+        Builder b(builder.getContext());
+        auto axesType = RankedTensorType::get({int64_t(axes.size())}, b.getI64Type());
+        ins.push_back(constantOp(DenseElementsAttr::get(axesType, axes.asArrayRef())));
+      } else {
+        ins.push_back(builder.create<ox::NoneOp>(loc, NoneType::get(builder.getContext())).getResult());
+      }
+      Type t = inferResultType(builder.getContext(), opType, ins, rest, 0);
       if (t) {
         OperationState red(loc, ("onnx." + opType).str());
-        red.addOperands({operands[0], axesValue});
+        red.addOperands(ins);
         red.addTypes(t);
         red.addAttributes(rest);
         return builder.create(red)->getResult(0);
