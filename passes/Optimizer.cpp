@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace octet {
@@ -47,14 +48,22 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
   LogicalResult validate(Operation *m) {
     if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
       return badOption(m, "optimizer", optimizer, "sgd, adam or adamw");
-    if (!(lr > 0))
-      return badOption(m, "lr", std::to_string(lr), "a positive number");
-    if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
-      return badOption(m, "beta1/beta2", std::to_string(beta1) + "/" + std::to_string(beta2), "numbers in [0, 1)");
-    if (!(eps > 0))
-      return badOption(m, "eps", std::to_string(eps), "a positive number");
-    if (weightDecay < 0 || momentum < 0 || clipGradNorm < 0 || minLr < 0)
-      return badOption(m, "weight-decay/momentum/clip-grad-norm/min-lr", "negative", "non-negative numbers");
+    // Every number finite (an infinite or NaN rate, decay or bound trains NaN weights).
+    auto num = [](double v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v); // inf, nan as Python and PyTorch print them
+      return std::string(buf);
+    };
+    if (!(lr > 0) || !std::isfinite(lr))
+      return badOption(m, "lr", num(lr), "a finite number > 0");
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+      return badOption(m, "beta1/beta2", num(beta1) + "/" + num(beta2), "numbers in [0, 1)");
+    if (!(eps > 0) || !std::isfinite(eps))
+      return badOption(m, "eps", num(eps), "a finite number > 0");
+    for (auto [key, v] : {std::pair<StringRef, double>{"weight-decay", weightDecay}, {"momentum", momentum},
+                          {"clip-grad-norm", clipGradNorm}, {"min-lr", minLr}})
+      if (!(v >= 0) || !std::isfinite(v))
+        return badOption(m, key, num(v), "a finite number >= 0");
     if (schedule != "constant" && schedule != "cosine")
       return badOption(m, "schedule", schedule, "constant or cosine");
     if (warmupSteps < 0)

@@ -1,14 +1,19 @@
 //===- RecipeConfig.cpp - Accelerate config files through yaml-cpp --------===//
 #include "octet/Support/RecipeConfig.h"
+#include "octet/runtime/OneLine.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace octet {
 
@@ -63,14 +68,17 @@ struct Reader {
       return fail(key, "'" + raw + "' is not a boolean (true or false)");
     return true;
   }
-  bool getInt(const YAML::Node &n, const std::string &key, int64_t &out, int64_t min) {
+  bool getInt(const YAML::Node &n, const std::string &key, int64_t &out, int64_t min,
+              int64_t max = std::numeric_limits<int64_t>::max()) {
     std::string v;
     if (!scalar(n, key, v))
       return false;
     char *end = nullptr;
+    errno = 0;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || x < min)
-      return fail(key, "'" + v + "' is not an integer >= " + std::to_string(min));
+    if (v.empty() || *end || errno == ERANGE || x < min || x > max)
+      return fail(key, "'" + v + "' is not an integer >= " + std::to_string(min) +
+                           (max < std::numeric_limits<int64_t>::max() ? " and <= " + std::to_string(max) : ""));
     out = x;
     return true;
   }
@@ -156,17 +164,24 @@ static size_t editDistance(const std::string &a, const std::string &b) {
   return prev[b.size()];
 }
 
-/// A top-level key that is none of Accelerate's own but a near miss of one Octet reads (a typo, or
-/// damage): the name it was probably meant as, else "". Accelerate refuses unknown keys too.
-static std::string nearMiss(const std::string &key, const std::set<std::string> &knobs) {
-  static const std::set<std::string> accelerateKeys = {
+/// The top-level keys of Accelerate's config files (its ClusterConfig; `dynamo_backend` the older
+/// spelling it still reads). Accelerate refuses any other key, and so does Octet, but for the FP8
+/// knobs it also reads at the top level (launch-flag style).
+static const std::set<std::string> &accelerateKeys() {
+  static const std::set<std::string> keys = {
       "compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug", "num_processes",
       "machine_rank", "num_machines", "main_process_ip", "main_process_port", "rdzv_backend", "same_network",
       "main_training_function", "enable_cpu_affinity", "fp8_config", "deepspeed_config", "fsdp_config", "tp_config",
       "megatron_lm_config", "ipex_config", "mpirun_config", "dynamo_config", "parallelism_config", "downcast_bf16",
       "gpu_ids", "tpu_name", "tpu_zone", "tpu_use_cluster", "tpu_use_sudo", "tpu_vm", "tpu_env", "command_file",
-      "commands"};
-  if (key.size() > 64 || accelerateKeys.count(key))
+      "commands", "dynamo_backend"};
+  return keys;
+}
+
+/// A top-level key that is none of Accelerate's own but a near miss of one Octet reads (a typo, or
+/// damage): the name it was probably meant as, else "".
+static std::string nearMiss(const std::string &key, const std::set<std::string> &knobs) {
+  if (key.size() > 64 || accelerateKeys().count(key))
     return "";
   std::set<std::string> targets = {"fp8_config", "mixed_precision", "distributed_type", "num_processes"};
   targets.insert(knobs.begin(), knobs.end());
@@ -182,30 +197,56 @@ bool parseAccelerateConfig(const std::string &text, const std::string &path, Rec
                            std::string &error) {
   if (parseConfig(text, path, config, error))
     return true;
-  // One line: keys and values quoted from the file may hold newlines or other control bytes.
-  std::string clean;
-  for (unsigned char c : error) {
-    if (c == '\n')
-      clean += "\\n";
-    else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      clean += buf;
-    } else
-      clean += char(c);
-  }
-  error = clean;
+  error = oneLine(error); // keys and values quoted from the file may hold newlines or control bytes
   return false;
 }
 
 static bool parseConfig(const std::string &text, const std::string &path, RecipeConfig &config, std::string &error) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      error = path + ": holds " + std::to_string(docs.size()) + " YAML documents (---); an Accelerate config is one";
+      return false;
+    }
+    if (!docs.empty())
+      root = docs[0];
   } catch (const YAML::Exception &e) {
     error = path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg;
     return false;
   }
+  // A key twice in one mapping: YAML forbids it, and readers disagree on which one counts
+  // (PyYAML, which Accelerate reads configs with, keeps the last; yaml-cpp finds the first).
+  // Aliases make a node reachable many times over (nine levels of nine aliases: 9^9 paths), so
+  // the walk has a budget far above any real config's size.
+  int64_t budget = 100000;
+  std::function<bool(const YAML::Node &)> unique = [&](const YAML::Node &n) {
+    if (--budget < 0) {
+      error = path + ": more than 100000 YAML nodes once its aliases (*name) are expanded; an Accelerate config is "
+                     "a few dozen keys";
+      return false;
+    }
+    if (n.IsMap()) {
+      std::set<std::string> seen;
+      for (const auto &kv : n) {
+        std::string key = kv.first.IsScalar() ? kv.first.Scalar() : YAML::Dump(kv.first);
+        if (!seen.insert(key).second) {
+          error = path + ":" + std::to_string(kv.first.Mark().line + 1) + ": key '" + key +
+                  "' appears twice in one mapping; keep one";
+          return false;
+        }
+        if (!unique(kv.second))
+          return false;
+      }
+    } else if (n.IsSequence()) {
+      for (const auto &e : n)
+        if (!unique(e))
+          return false;
+    }
+    return true;
+  };
+  if (!unique(root))
+    return false;
   if (!root.IsMap()) {
     error = path + ": an Accelerate config is a YAML mapping";
     return false;
@@ -246,6 +287,17 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     }
     bool flat = !(root["fp8_config"] && root["fp8_config"].IsMap());
     YAML::Node block = flat ? root : root["fp8_config"];
+    if (!flat) // the top level holds Accelerate's own keys only
+      for (const auto &kv : root) {
+        std::string key = kv.first.as<std::string>();
+        if (accelerateKeys().count(key))
+          continue;
+        r.block = "";
+        std::string meant = nearMiss(key, {});
+        return r.fail(key, meant.empty() ? "not a key of Accelerate's config files (Accelerate refuses it too); "
+                                           "remove it (FP8 settings go under fp8_config:)"
+                                         : "unknown key (did you mean '" + meant + "'?)");
+      }
     static const std::set<std::string> known = {
         "backend", "fp8_format", "amax_history_len", "amax_compute_algo", "margin", "interval",
         "override_linear_precision", "use_autocast_during_eval", "opt_level", "optimization_level", "pad_inner_dim",
@@ -262,7 +314,11 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
             r.block = "";
             return r.fail(kv.first.as<std::string>(), "unknown key (did you mean '" + meant + "'?)");
           }
-          continue; // other Accelerate settings (distributed_type, num_processes, ...)
+          if (accelerateKeys().count(kv.first.as<std::string>()))
+            continue; // other Accelerate settings (distributed_type, num_processes, ...)
+          r.block = "";
+          return r.fail(kv.first.as<std::string>(), "not a key of Accelerate's config files (Accelerate refuses it "
+                                                    "too); remove it, or move an FP8 setting under fp8_config:");
         }
         return r.fail(key, "unknown key; known: backend, fp8_format, amax_history_len, amax_compute_algo, margin, "
                            "interval, override_linear_precision, use_autocast_during_eval, opt_level, pad_inner_dim, "
@@ -279,13 +335,13 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
         if (!r.getChoice(v, key, config.te.fp8Format, {"E4M3", "HYBRID"}, true))
           return false;
       } else if (key == "amax_history_len") {
-        if (!r.getInt(v, key, config.te.amaxHistoryLen, 1))
+        if (!r.getInt(v, key, config.te.amaxHistoryLen, 1, kMaxAmaxHistoryLen))
           return false;
       } else if (key == "amax_compute_algo") {
         if (!r.getChoice(v, key, config.te.amaxComputeAlgo, {"max", "most_recent"}, false))
           return false;
       } else if (key == "margin") {
-        if (!r.getInt(v, key, config.te.margin, 0))
+        if (!r.getInt(v, key, config.te.margin, 0, kMaxMargin))
           return false;
       } else if (key == "interval") {
         if (!r.getInt(v, key, config.te.interval, 1))

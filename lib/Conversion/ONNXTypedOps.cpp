@@ -392,10 +392,14 @@ Type inferResultType(MLIRContext *ctx, llvm::StringRef opType, ArrayRef<Value> o
         d = x.hasRank() && static_cast<int64_t>(i) < x.getRank() ? x.getDimSize(i) : ShapedType::kDynamic;
         target[i] = d;
       }
+      if (d == -1 && infer >= 0)
+        return {}; // two dimensions to infer: not a valid Reshape (the import check names the node)
       if (d == -1)
         infer = i;
       else if (ShapedType::isDynamic(d))
         known = -1;
+      else if (d < -1)
+        return {}; // a negative dimension other than -1
       else if (known >= 0)
         known *= d;
     }

@@ -12,6 +12,7 @@
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanReport.h"
 #include "octet/Tools/TrainingPipeline.h"
+#include "octet/runtime/OneLine.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -478,7 +479,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       "  (--help-hidden also lists LLVM's and MLIR's options and every pass)\n");
 
   auto error = [](const llvm::Twine &msg) {
-    llvm::WithColor::error(llvm::errs(), "fp8-opt") << msg << "\n";
+    llvm::WithColor::error(llvm::errs(), "fp8-opt") << octet::oneLine(msg.str()) << "\n";
     return 1;
   };
 
@@ -524,19 +525,20 @@ int octet::fp8OptMain(int argc, char **argv) {
       !choice(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}) ||
       !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}))
     return 1;
-  auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min) {
+  auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min,
+                      int64_t max = std::numeric_limits<int64_t>::max()) {
     if (o.getNumOccurrences() == 0)
       return true;
-    if (o < min) {
+    if (o < min || o > max) {
       error("--" + o.ArgStr.str() + "=" + std::to_string(o.getValue()) + " is not valid; use an integer >= " +
-            std::to_string(min));
+            std::to_string(min) + (max < std::numeric_limits<int64_t>::max() ? " and <= " + std::to_string(max) : ""));
       return false;
     }
     dst = o;
     return true;
   };
-  if (!positive(amaxHistoryLen, rc.te.amaxHistoryLen, 1) || !positive(margin, rc.te.margin, 0) ||
-      !positive(interval, rc.te.interval, 1))
+  if (!positive(amaxHistoryLen, rc.te.amaxHistoryLen, 1, kMaxAmaxHistoryLen) ||
+      !positive(margin, rc.te.margin, 0, kMaxMargin) || !positive(interval, rc.te.interval, 1))
     return 1;
   if (overridePrecision.getNumOccurrences()) {
     for (bool &b : rc.te.overrideLinearPrecision)
@@ -924,7 +926,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       auto &os = d.getSeverity() == DiagnosticSeverity::Error
                      ? llvm::WithColor::error(llvm::errs(), "fp8-opt")
                      : llvm::WithColor::warning(llvm::errs(), "fp8-opt");
-      os << (where.empty() ? "" : where + ": ") << d.str() << "\n";
+      os << octet::oneLine((where.empty() ? "" : where + ": ") + d.str()) << "\n"; // names may hold newlines
       return success();
     });
     ImportOptions opts;

@@ -25,7 +25,12 @@ namespace ox = octet::onnx_dialect;
 
 LogicalResult octet::checkImportedModel(ModuleOp module, bool checkOps) {
   if (auto opsets = module->getAttrOfType<DictionaryAttr>(ox::kOpsetImportAttr))
-    if (auto v = opsets.getAs<IntegerAttr>("ai.onnx"); v && v.getInt() > kMaxOnnxOpset)
+    if (auto v = opsets.getAs<IntegerAttr>("ai.onnx"); v && v.getInt() < 1)
+      return emitError(module.getLoc()) << "the model imports ONNX opset " << v.getInt()
+                                        << ", which does not exist (opsets start at 1); re-export it with "
+                                           "an opset_version the exporter supports (17 to "
+                                        << kMaxOnnxOpset << ")";
+    else if (v && v.getInt() > kMaxOnnxOpset)
       return emitError(module.getLoc()) << "the model imports ONNX opset " << v.getInt() << ", newer than the "
                                         << kMaxOnnxOpset << " fp8-opt models; re-export it with opset_version="
                                         << kMaxOnnxOpset << " or lower";
@@ -73,6 +78,78 @@ LogicalResult octet::checkImportedModel(ModuleOp module, bool checkOps) {
                    << " has no backend that runs it; the ONNX ops Octet runs: " << known
                    << " (--allow-custom-ops imports it for pass pipelines that lower it)";
     return WalkResult::interrupt();
+  });
+  if (r.wasInterrupted())
+    return failure();
+  return checkShapes(module);
+}
+
+/// Whether the importer's shape inference models `op` (ONNXTypedOps.cpp) from what it has here:
+/// the shapes of its inputs, and the values of those after the first where they are constants. Such
+/// a node left untyped with an unknown result has attributes or shapes that do not fit.
+static bool inferable(ox::GenericNodeOp op) {
+  static const llvm::StringSet<> fromShapes = {"Concat", "Gather"};
+  static const llvm::StringSet<> fromConstants = {"Expand",     "Reshape",   "Slice",     "Split",   "Pad",
+                                                  "ReduceMean", "ReduceSum", "ReduceMax", "Squeeze", "Unsqueeze"};
+  llvm::StringRef type = op.getOpType();
+  if (!op.getDomain().empty())
+    return false;
+  if (fromShapes.contains(type))
+    return true;
+  if (!fromConstants.contains(type))
+    return false;
+  return llvm::all_of(op->getOperands().drop_front(), [](Value v) {
+    return v.getType().isa<NoneType>() || v.getDefiningOp<ox::ConstantOp>();
+  });
+}
+
+/// Nodes the importer could not type although it models them and their inputs' shapes are known
+/// (their attributes or shapes do not fit: an axis past the rank, shapes Expand cannot broadcast,
+/// a Slice step of 0), and tensors of more than 2^40 bytes or whose size overflows (ConstantOfShape
+/// or Tile of absurd sizes): no backend runs either, and the passes would refuse them later for
+/// reasons that do not name the node's fault.
+LogicalResult octet::checkShapes(ModuleOp module) {
+  WalkResult r = module.walk([&](Operation *op) {
+    if (!op->getDialect() || op->getDialect()->getNamespace() != ox::ONNXDialect::getDialectNamespace())
+      return WalkResult::advance();
+    std::string ins;
+    bool staticIns = true;
+    for (Type t : op->getOperandTypes()) {
+      if (t.isa<NoneType>())
+        continue;
+      auto rt = t.dyn_cast<RankedTensorType>();
+      staticIns &= rt && rt.hasStaticShape();
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << t;
+      ins += (ins.empty() ? "" : ", ") + os.str();
+    }
+    for (Type t : op->getResultTypes()) {
+      auto tt = t.dyn_cast<TensorType>();
+      if (!tt)
+        continue;
+      if (auto rt = tt.dyn_cast<RankedTensorType>(); rt && rt.hasStaticShape()) {
+        Type e = rt.getElementType();
+        if (!e.isIntOrFloat())
+          continue;
+        uint64_t bytes = (e.getIntOrFloatBitWidth() + 7) / 8;
+        bool over = false;
+        for (int64_t d : rt.getShape())
+          over |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
+        if (over || bytes > (uint64_t(1) << 40)) {
+          op->emitError() << "its output " << rt << " holds "
+                          << (over ? std::string("more than 2^64 bytes") : std::to_string(bytes >> 30) + " GiB")
+                          << ", past the 1 TiB any backend could hold; check the shapes that make it";
+          return WalkResult::interrupt();
+        }
+      } else if (staticIns && isa<ox::GenericNodeOp>(op) && inferable(cast<ox::GenericNodeOp>(op))) {
+        op->emitError() << "op '" << cast<ox::GenericNodeOp>(op).getOpType()
+                        << "': its output's shape does not follow from its inputs (" << ins
+                        << "): its attributes or input shapes do not fit the ONNX operator's definition";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
   });
   return failure(r.wasInterrupted());
 }

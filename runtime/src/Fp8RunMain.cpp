@@ -5,6 +5,7 @@
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/NumericsCheck.h"
+#include "octet/runtime/OneLine.h"
 #include "octet/runtime/Train.h"
 #include "octet/runtime/Weights.h"
 
@@ -555,7 +556,7 @@ int fp8RunMain(int argc, char **argv) {
   int64_t seed = int64_t(o.train.seed);
   bool gpuAvailable = false;
   auto fail = [](const std::string &msg) {
-    std::cerr << "fp8-run: error: " << msg << "\n";
+    std::cerr << "fp8-run: error: " << oneLine(msg) << "\n";
     return 1;
   };
   CLI::App app("Runs a plan written by `fp8-opt --emit=plan` on the GPU (CUDA backend) or the CPU reference "

@@ -3,9 +3,13 @@
 
 #include "octet/runtime/Tensor.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace octet::rt {
 
-LogWriter::LogWriter(std::ostream &out, size_t depth) : out_(out), depth_(depth ? depth : 1) {
+LogWriter::LogWriter(std::ostream &out, size_t depth, std::string name)
+    : out_(out), depth_(depth ? depth : 1), name_(std::move(name)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -22,7 +26,7 @@ void LogWriter::push(std::function<std::string()> line) {
   std::unique_lock<std::mutex> lock(m_);
   room_.wait(lock, [&] { return queue_.size() < depth_; });
   if (!error_.empty())
-    throw Error("the log: " + error_);
+    throw Error(name_ + ": " + error_);
   queue_.push_back(std::move(line));
   ready_.notify_one();
 }
@@ -31,7 +35,7 @@ void LogWriter::drain() {
   std::unique_lock<std::mutex> lock(m_);
   room_.wait(lock, [&] { return queue_.empty() && busy_ == 0; });
   if (!error_.empty())
-    throw Error("the log: " + error_);
+    throw Error(name_ + ": " + error_);
 }
 
 void LogWriter::run() {
@@ -52,9 +56,11 @@ void LogWriter::run() {
     } catch (const std::exception &e) {
       failed = e.what();
     }
-    if (failed.empty()) {
+    if (failed.empty() && out_) {
       out_ << text << '\n';
       out_.flush();
+      if (!out_) // a full disk, a quota, a closed pipe: the loop stops at its next push or drain
+        failed = std::string("cannot write (") + std::strerror(errno) + ")";
     }
     {
       std::lock_guard<std::mutex> lock(m_);

@@ -23,8 +23,9 @@ namespace octet::rt {
 
 class LogWriter {
 public:
-  /// Lines go to `out` (which must outlive the writer), each flushed as written.
-  explicit LogWriter(std::ostream &out, size_t depth = 64);
+  /// Lines go to `out` (which must outlive the writer), each flushed as written; errors name it
+  /// as `name` (the log file's path).
+  explicit LogWriter(std::ostream &out, size_t depth = 64, std::string name = "the log");
   ~LogWriter();
   LogWriter(const LogWriter &) = delete;
   LogWriter &operator=(const LogWriter &) = delete;
@@ -34,7 +35,8 @@ public:
   /// record's closure threw (its message).
   void push(std::function<std::string()> line);
 
-  /// Waits until every record pushed so far is written; throws as push() does.
+  /// Waits until every record pushed so far is written; throws as push() does, and when a line
+  /// could not be written (the stream failed: a full disk).
   void drain();
 
 private:
@@ -42,6 +44,7 @@ private:
 
   std::ostream &out_;
   size_t depth_;
+  std::string name_;
   std::mutex m_;
   std::condition_variable ready_, room_;
   std::deque<std::function<std::string()>> queue_;

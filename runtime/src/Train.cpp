@@ -542,6 +542,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       throw Error("--eval-every needs --eval-plan (the forward graph: fp8-opt model.onnx [--recipe R --eval] -o "
                   "eval.plan)");
     evalEx = makeRunner(loadPlan(o.evalPlan), ex.device()); // the training plan's device
+    if (!evalEx->plan().gradients.empty() || !evalEx->plan().training.empty())
+      throw Error("--eval-plan " + o.evalPlan + " is a training plan (evaluating would train the model); compile "
+                  "the forward graph without --train: fp8-opt model.onnx -o eval.plan");
     // The eval plan shares the parameters by name: each must have the training plan's shape, and
     // at least one must be shared (else it is another model's plan).
     const Plan &ep = evalEx->plan();
@@ -607,8 +610,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   // The log's lines are made and written on the writer's thread while the next step runs (declared
   // after what its records read by reference: fp8Scales; destroyed first, every record written).
   std::optional<LogWriter> writer;
-  if (log)
-    writer.emplace(log);
+  if (log.is_open()) // the lead rank's, when --log is given
+    writer.emplace(log, 64, o.log);
 
   auto evaluate = [&]() {
     for (const std::string &name : evalShared) { // by name; only these leave the device
@@ -740,6 +743,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       writeSafetensors(o.saveWeights, trainedWeights(ex),
                        {{"format", "pt"}, {"producer", "fp8-run"}, {"step", std::to_string(step + 1)}});
   }
+  if (writer) // the last lines on disk, or the run fails naming the log
+    writer->drain();
   if (!o.lossPng.empty() && lead)
     writeLossPng(o.lossPng, losses, evals);
   return 0;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -486,6 +488,32 @@ TEST(LogWriter, ReportsAFailedRecord) {
     EXPECT_STREQ(e.what(), "the log: cannot format");
   }
   EXPECT_EQ(out.str(), "ok\n");
+}
+
+// A stream that cannot be written (a full disk: every write fails with ENOSPC).
+struct FullDisk : std::streambuf {
+  int overflow(int) override {
+    errno = ENOSPC;
+    return traits_type::eof();
+  }
+  std::streamsize xsputn(const char *, std::streamsize) override {
+    errno = ENOSPC;
+    return 0;
+  }
+};
+
+TEST(LogWriter, ReportsAWriteThatFailedNamingTheFile) {
+  FullDisk full;
+  std::ostream out(&full);
+  LogWriter w(out, 4, "run.jsonl");
+  w.push([] { return std::string("{\"step\":1}"); });
+  try {
+    w.drain();
+    FAIL() << "drain did not report the failed write";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind("run.jsonl: cannot write (", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(w.push([] { return std::string("{}"); }), Error); // and every record after it
 }
 
 } // namespace

@@ -14,6 +14,11 @@
 
 namespace octet {
 
+/// The largest amax history (entries per FP8 tensor: 4 MiB of float32 each; TE's default is 1024)
+/// and margin (2^margin divides the scale in float32: at 128 it is infinite and every scale 0).
+constexpr int64_t kMaxAmaxHistoryLen = int64_t(1) << 20;
+constexpr int64_t kMaxMargin = 127;
+
 struct TERecipe {
   std::string fp8Format = "HYBRID";          // E4M3 | HYBRID
   int64_t amaxHistoryLen = 1024;

@@ -16,6 +16,10 @@ constexpr int64_t kMaxOnnxOpset = 23;
 /// (with `checkOps`) untyped nodes whose op type the runtime has no kernel for. Emits one error
 /// located at the node.
 mlir::LogicalResult checkImportedModel(mlir::ModuleOp module, bool checkOps);
+
+/// Part of checkImportedModel for plans: untyped nodes whose inputs are static but whose output
+/// shape the importer could not infer, and tensors past 2^40 bytes; each names the node.
+mlir::LogicalResult checkShapes(mlir::ModuleOp module);
 /// Adds `--input-shape` specs ("NAME=AxB", dimensions >= 1, each input once) to `shapes`; returns
 /// the first spec that is not valid, or "" when all are.
 std::string parseInputShapes(llvm::ArrayRef<std::string> specs, std::map<std::string, std::vector<int64_t>> &shapes);

@@ -222,3 +222,36 @@ func.func @where_cond(%c: tensor<2xi1>, %x: tensor<2xf32>, %y: tensor<2xf16>) ->
   %r = onnx.Where %c, %x, %y : (tensor<2xi1>, tensor<2xf32>, tensor<2xf16>) -> tensor<2xf32>
   return %r : tensor<2xf32>
 }
+
+// -----
+
+func.func @reshape_count(%x: tensor<4x8xf32>, %s: tensor<2xi64>) -> tensor<5x7xf32> {
+  // expected-error @+1 {{reshapes 32 values ('tensor<4x8xf32>') to 35 ('tensor<5x7xf32>'); the target shape must keep the count}}
+  %y = onnx.Reshape %x, %s : (tensor<4x8xf32>, tensor<2xi64>) -> tensor<5x7xf32>
+  return %y : tensor<5x7xf32>
+}
+
+// -----
+
+func.func @concat_other_dims(%a: tensor<4x8xf32>, %b: tensor<3x5xf32>) -> tensor<7x8xf32> {
+  // expected-error @+1 {{inputs 'tensor<4x8xf32>' and 'tensor<3x5xf32>' differ in dimension 1, not only along axis 0}}
+  %c = onnx.Concat %a, %b {axis = 0 : si64} : (tensor<4x8xf32>, tensor<3x5xf32>) -> tensor<7x8xf32>
+  return %c : tensor<7x8xf32>
+}
+
+// -----
+
+func.func @split_cover(%x: tensor<4x8xf32>, %s: tensor<2xi64>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{parts of 6 along axis 1 do not cover the input's 8}}
+  %a, %b = onnx.Split %x, %s {axis = 1 : si64} : (tensor<4x8xf32>, tensor<2xi64>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
+  return %a : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @range_delta_zero(%a: tensor<i64>, %b: tensor<i64>) -> tensor<?xi64> {
+  %d = onnx.Constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  // expected-error @+1 {{delta is 0: the range never reaches its limit}}
+  %r = onnx.Range %a, %b, %d : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  return %r : tensor<?xi64>
+}

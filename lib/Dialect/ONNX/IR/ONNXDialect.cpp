@@ -448,7 +448,16 @@ static LogicalResult verify1D(Operation *op, Value v, StringRef what) {
   return success();
 }
 
-LogicalResult ReshapeOp::verify() { return verify1D(*this, getShape(), "shape"); }
+LogicalResult ReshapeOp::verify() {
+  if (failed(verify1D(*this, getShape(), "shape")))
+    return failure();
+  auto in = getData().getType().dyn_cast<RankedTensorType>();
+  auto out = getReshaped().getType().dyn_cast<RankedTensorType>();
+  if (in && out && in.hasStaticShape() && out.hasStaticShape() && in.getNumElements() != out.getNumElements())
+    return emitOpError() << "reshapes " << in.getNumElements() << " values (" << in << ") to "
+                         << out.getNumElements() << " (" << out << "); the target shape must keep the count";
+  return success();
+}
 LogicalResult ExpandOp::verify() { return verify1D(*this, getShape(), "shape"); }
 LogicalResult UnsqueezeOp::verify() { return verify1D(*this, getAxes(), "axes"); }
 LogicalResult SqueezeOp::verify() {
@@ -483,7 +492,25 @@ LogicalResult ConcatOp::verify() {
       return emitOpError() << "inputs must have the same rank, got " << rank << " and " << r;
     rank = r;
   }
-  return verifyAxis(*this, getAxis(), rank);
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
+  // Every dimension but the axis the same in every input.
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  RankedTensorType first;
+  for (Value v : getInputs()) {
+    auto t = v.getType().dyn_cast<RankedTensorType>();
+    if (!t)
+      continue;
+    if (!first) {
+      first = t;
+      continue;
+    }
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && !t.isDynamicDim(d) && !first.isDynamicDim(d) && t.getDimSize(d) != first.getDimSize(d))
+        return emitOpError() << "inputs " << first << " and " << t << " differ in dimension " << d
+                             << ", not only along axis " << axis;
+  }
+  return success();
 }
 
 LogicalResult SplitOp::verify() {
@@ -499,6 +526,22 @@ LogicalResult SplitOp::verify() {
       return emitOpError() << "split has " << s.getDimSize(0) << " sizes but the op has "
                            << getOutputs().size() << " results";
   }
+  // The parts cover the input along the axis exactly.
+  auto in = getInput().getType().dyn_cast<RankedTensorType>();
+  if (!in)
+    return success();
+  int64_t axis = getAxis().value_or(0), sum = 0;
+  if (axis < 0)
+    axis += in.getRank();
+  for (Value o : getOutputs()) {
+    auto t = o.getType().dyn_cast<RankedTensorType>();
+    if (!t || t.getRank() != in.getRank() || t.isDynamicDim(axis))
+      return success();
+    sum += t.getDimSize(axis);
+  }
+  if (!in.isDynamicDim(axis) && sum != in.getDimSize(axis))
+    return emitOpError() << "parts of " << sum << " along axis " << axis << " do not cover the input's "
+                         << in.getDimSize(axis);
   return success();
 }
 
@@ -550,6 +593,14 @@ LogicalResult RangeOp::verify() {
   for (Value v : std::initializer_list<Value>{getStart(), getLimit(), getDelta()})
     if (int64_t r = rankOf(v); r > 0)
       return emitOpError("start, limit and delta must be scalars");
+  if (auto c = getDelta().getDefiningOp<ConstantOp>()) // a step of 0 never reaches the limit
+    if (auto v = c.getValue(); v && v->getNumElements() == 1) {
+      auto dense = v->dyn_cast<DenseElementsAttr>();
+      bool zero = dense && (dense.getElementType().isa<FloatType>() ? (*dense.value_begin<APFloat>()).isZero()
+                                                                     : (*dense.value_begin<APInt>()).isZero());
+      if (zero)
+        return emitOpError("delta is 0: the range never reaches its limit");
+    }
   return verifySameElementType(*this, {getStart(), getLimit(), getDelta(), getOutput()},
                                "start, limit, delta and the result");
 }
