@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets with clang (ASan + libFuzzer) and runs each for SECONDS.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: import plan npz tokens config (default: all)
-# The runtime's readers (plan npz tokens) link no LLVM: FUZZ_RUNTIME_ONLY=1 builds just them (and
-# config) in build-fuzz-rt/ without the compiler, as the device run does. Seeds: the committed
+# The runtime's readers (plan npz tokens) link no LLVM: FUZZ_RUNTIME_ONLY=1 builds just them in
+# build-fuzz-rt/ without the compiler, as the device run does (config needs the full build). Seeds: the committed
 # corpora (test/fuzz/corpus/NAME; the importer's are the test models); each run's new inputs stay
 # in the build directory's corpus/NAME. JOBS=N runs N workers per target.
 set -euo pipefail
