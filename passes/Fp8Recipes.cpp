@@ -122,7 +122,15 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
   /// under autocast: Cast both operands to BF16, the MatMul's result back to float32 (the layer's
   /// result type is unchanged). Autodiff then differentiates the casts and the BF16 MatMul, so
   /// the dgrad and wgrad GEMMs run on BF16 too and the backward keeps the BF16 copy of the input.
-  static void castGemmsToBf16(nn::LinearOp lin) {
+  ///
+  /// With `padN`, a GEMM whose N (the weight's output dimension) is no multiple of 8 computes N
+  /// rounded up to one: the float32 weight (and Gemm's bias) gain zero columns before their cast,
+  /// the BF16 result is sliced back to N before its cast to float32. A BF16 matrix whose rows are
+  /// no multiple of 16 bytes sends cuBLASLt to slow kernels in all three GEMMs (GPT-2's lm_head,
+  /// N = 50257); zero columns change no product, and their gradients are cut off (Slice's rule
+  /// pads dY with zeros, Concat's drops the padding's part of dW). The layer is marked
+  /// `octet.padded_from` = [K, N], as FP8 layers padded by --pad-inner-dim are.
+  static void castGemmsToBf16(nn::LinearOp lin, bool padN) {
     SmallVector<Operation *> gemms;
     lin->walk([&](Operation *op) {
       if (isa<ox::MatMulOp, ox::GemmOp>(op))
@@ -145,19 +153,62 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
                                 ob.getIntegerAttr(ob.getIntegerType(64, true), code), IntegerAttr())
             .getResult();
       };
+      // Where N sits in the weight (B) and the bias (Gemm's C), when padding applies: a 2-D B and
+      // a C that is absent or a row of N.
+      auto rt = res.getType().cast<RankedTensorType>();
+      int64_t n = rt.getShape().back(), n8 = (n + 7) / 8 * 8;
+      int64_t bAxis = -1;
+      bool padC = false;
+      if (padN && !ShapedType::isDynamic(n) && n % 8 && rt.hasStaticShape()) {
+        auto bt = op->getOperand(1).getType().cast<RankedTensorType>();
+        auto gemm = dyn_cast<ox::GemmOp>(op);
+        bAxis = bt.getRank() != 2 ? -1 : gemm && gemm.getTransB() ? 0 : 1;
+        if (gemm && op->getNumOperands() > 2 && !op->getOperand(2).getType().isa<NoneType>()) {
+          auto ct = op->getOperand(2).getType().dyn_cast<RankedTensorType>();
+          padC = ct && ct.getRank() == 1 && ct.getDimSize(0) == n;
+          if (!padC)
+            bAxis = -1;
+        }
+        if (bAxis >= 0 && bt.getDimSize(bAxis) != n)
+          bAxis = -1;
+      }
+      octet::OnnxBuilder ox(ob, op->getLoc());
+      auto padTo = [&](Value v, int64_t axis) {
+        auto t = v.getType().cast<RankedTensorType>();
+        SmallVector<int64_t> zeros(t.getShape()), whole(t.getShape());
+        zeros[size_t(axis)] = n8 - n;
+        whole[size_t(axis)] = n8;
+        auto zt = RankedTensorType::get(zeros, t.getElementType());
+        Value z = ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+        return ox.op("Concat", RankedTensorType::get(whole, t.getElementType()), {v, z}, {ox.si64("axis", axis)});
+      };
       Type bf = ob.getBF16Type();
       // Gemm's C (the bias) joins in BF16 too: ONNX's Gemm has one element type.
       for (unsigned i = 0; i < op->getNumOperands(); ++i) {
         Value v = op->getOperand(i);
         auto t = v.getType().dyn_cast<RankedTensorType>();
-        if (t && t.getElementType().isF32())
-          op->setOperand(i, cast(v, bf, 16));
+        if (!t || !t.getElementType().isF32())
+          continue;
+        if (bAxis >= 0 && i == 1)
+          v = padTo(v, bAxis);
+        else if (bAxis >= 0 && i == 2 && padC)
+          v = padTo(v, 0);
+        op->setOperand(i, cast(v, bf, 16));
       }
-      auto rt = res.getType().cast<RankedTensorType>();
-      res.setType(RankedTensorType::get(rt.getShape(), bf));
+      SmallVector<int64_t> shape(rt.getShape());
+      if (bAxis >= 0)
+        shape.back() = n8;
+      res.setType(RankedTensorType::get(shape, bf));
       ob.setInsertionPointAfter(op);
-      Value back = cast(res, ob.getF32Type(), 1);
-      res.replaceAllUsesExcept(back, back.getDefiningOp());
+      Value narrow = res;
+      if (bAxis >= 0) {
+        narrow = ox.op("Slice", RankedTensorType::get(rt.getShape(), bf),
+                       {res, ox.i64s({0}), ox.i64s({n}), ox.i64s({rt.getRank() - 1}), ox.none()});
+        auto [k, ln] = lin.getKN();
+        lin->setAttr("octet.padded_from", ob.getDenseI64ArrayAttr({k, ln}));
+      }
+      Value back = cast(narrow, ob.getF32Type(), 1);
+      res.replaceAllUsesExcept(back, bAxis >= 0 ? narrow.getDefiningOp() : back.getDefiningOp());
       any = true;
     }
     if (any)
@@ -223,7 +274,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         if (!reason.empty()) {
           lin->setAttr(octet::kFp8KeptAttr, b.getStringAttr(reason));
           if (keptGemmPrecision == "bf16" && reason != "eval")
-            castGemmsToBf16(lin);
+            castGemmsToBf16(lin, padKeptGemms);
           continue;
         }
         OpBuilder ob(lin);

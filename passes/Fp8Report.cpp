@@ -114,6 +114,8 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
         r.gemms = "fprop=" + hp + " dgrad=" + hp + " wgrad=" + hp;
         if (gp)
           r.formats = "BF16/BF16/BF16";
+        if (auto from = l->getAttrOfType<DenseI64ArrayAttr>("octet.padded_from"); from && from.size() == 2)
+          r.scaling = llvm::formatv("N {0} padded to {1} (pad-kept-gemms)", from[1], (from[1] + 7) / 8 * 8).str();
         r.trainHigh = 3 * r.fwdFlops;
         r.weightBytesAfter = r.weightBytes;
       } else {

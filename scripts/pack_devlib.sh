@@ -92,6 +92,12 @@ gzip -f "$d/plans/gpt-small-te-chunks.plan"
 "$opt" "$build/bench/gpt-small.onnx" --recipe ao --activation-precision=bf16 "${train[@]}" \
   -o "$d/plans/gpt-small-ao-bf16.plan"
 gzip -f "$d/plans/gpt-small-ao-bf16.plan"
+# A vocabulary of 250, no multiple of 8 (GPT-2's 50257 in small): the kept lm_head's BF16 GEMMs
+# over N padded to 256 (--pad-kept-gemms), the result sliced back, compared op by op with the CPU.
+"$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 250 --weights random \
+  -o "$build/bench/gpt-small-v250.onnx" >/dev/null
+"$opt" "$build/bench/gpt-small-v250.onnx" --recipe te "${train[@]}" -o "$d/plans/gpt-small-pad-te.plan"
+gzip -f "$d/plans/gpt-small-pad-te.plan"
 # Its RMSNorm variant (HF's LlamaRMSNorm ops): the casts that compute the normalized tensor.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 256 --weights random --norm rms \
   -o "$build/bench/gpt-small-rms.onnx" >/dev/null

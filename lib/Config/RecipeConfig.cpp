@@ -27,7 +27,7 @@ std::string RecipeConfig::toPassOptions() const {
      << " ao-recipe=" << ao.recipe << " keep-first-last=" << (ao.keepFirstLast ? "true" : "false")
      << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false")
      << " keep-output-layer=" << (keepOutputLayer ? "true" : "false") << " kept-gemm-precision=" << keptGemmPrecision
-     << " eval=" << (evalGraph ? "true" : "false");
+     << " pad-kept-gemms=" << (padKeptGemms ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
   if (!ao.moduleFilter.empty())
     os << " module-filter=\"" << ao.moduleFilter << "\"";
   return os.str();

@@ -154,6 +154,11 @@ int octet::fp8OptMain(int argc, char **argv) {
                "bf16 (BF16 operands, float32 accumulation, as under PyTorch's autocast; the default for plans) or "
                "f32 (the default for ONNX and MLIR output, which keep the model's types)"),
       cl::value_desc("bf16|f32"), cl::cat(recipeCat));
+  static cl::opt<bool> padKeptGemms(
+      "pad-kept-gemms",
+      cl::desc("Plans: a kept layer's BF16 GEMM whose N is no multiple of 8 (GPT-2's 50257-word lm_head) computes "
+               "N rounded up to one, zero weight columns and the result sliced back (default on)"),
+      cl::init(true), cl::Hidden, cl::cat(recipeCat));
   static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16 (zero-padded to them)"),
                                    cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
@@ -702,6 +707,7 @@ int octet::fp8OptMain(int argc, char **argv) {
   rc.keptGemmPrecision = keptGemmPrecision.getNumOccurrences() ? keptGemmPrecision.getValue()
                          : out == Emit::Plan                    ? "bf16"
                                                                 : "f32";
+  rc.padKeptGemms = padKeptGemms;
   autocast = autocast && out == Emit::Plan;
   if (report && (rc.backend.empty() || rc.backend == "none") && !autocast)
     return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");

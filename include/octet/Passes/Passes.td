@@ -120,6 +120,9 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
     Option<"keptGemmPrecision", "kept-gemm-precision", "std::string", "\"f32\"",
            "The GEMMs of the layers a recipe keeps in high precision: f32, or bf16 (BF16 operands, "
            "float32 accumulation, as under PyTorch's autocast; the result is cast back to float32)">,
+    Option<"padKeptGemms", "pad-kept-gemms", "bool", "true",
+           "With kept-gemm-precision=bf16: a kept GEMM whose N is no multiple of 8 computes N rounded up "
+           "(zero weight columns, the result sliced back)">,
     Option<"evalGraph", "eval", "bool", "false", "The graph is an eval graph">,
     Option<"shareInputScaling", "share-input-scaling", "bool", "true",
            "Linears reading one tensor share its input quantization (state, cast and codes)">,

@@ -54,6 +54,8 @@ struct RecipeConfig {
   bool keepOutputLayer = true;
   /// The GEMMs of kept layers: f32, or bf16 (as under autocast; fp8-opt's default for plans).
   std::string keptGemmPrecision = "f32";
+  /// BF16 kept GEMMs with N no multiple of 8 compute N rounded up (octet-fp8-recipe pad-kept-gemms).
+  bool padKeptGemms = true;
   /// Accelerate's distributed_type (NO, MULTI_GPU, MULTI_CPU; others are refused) and
   /// num_processes: data parallelism when either asks for more than one process.
   std::string distributedType = "NO";
