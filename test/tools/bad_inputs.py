@@ -46,6 +46,16 @@ def check(tool_cmd, label, bad, counts, may_accept):
         counts[0] += 1
 
 
+def verdict(report, bad):
+    """Prints each family's line and every case that broke the contract; the exit status."""
+    for line in report:
+        print(line)
+    for b in bad:
+        print("BROKE THE CONTRACT: " + b)
+    print("contract %s" % ("kept" if not bad else "broken in %d case(s)" % len(bad)))
+    return 1 if bad else 0
+
+
 def model_cases(model_path, rng, flips):
     """(name, bytes) of damaged models."""
     raw = open(model_path, "rb").read()
@@ -209,12 +219,7 @@ def main():
     # A YAML file cut at a line end is a shorter valid config; a byte flip may leave one too.
     family("config", cases, lambda p: [opt, a.model, "--config", p, "--train", "-o", os.path.join(a.work, "cfg.plan")],
            ".yaml", may_accept=lambda label: "flipped" in label or "truncated" in label)
-    for line in report:
-        print(line)
-    for b in bad:
-        print("BROKE THE CONTRACT: " + b)
-    print("contract %s" % ("kept" if not bad else "broken in %d case(s)" % len(bad)))
-    return 1 if bad else 0
+    return verdict(report, bad)
 
 
 if __name__ == "__main__":
