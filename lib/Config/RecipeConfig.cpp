@@ -245,8 +245,13 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     }
     return true;
   };
-  if (!unique(root))
+  try {
+    if (!unique(root))
+      return false;
+  } catch (const YAML::Exception &e) { // nothing may escape: fp8-opt is built without exceptions
+    error = path + ": " + e.msg;
     return false;
+  }
   if (!root.IsMap()) {
     error = path + ": an Accelerate config is a YAML mapping";
     return false;
