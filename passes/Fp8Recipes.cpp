@@ -118,6 +118,17 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
     return outputs;
   }
 
+  /// `v` with zeros appended along `axis` up to `size` (a Concat with a zero constant).
+  static Value padWithZeros(octet::OnnxBuilder &ox, Value v, int64_t axis, int64_t size) {
+    auto t = v.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> zeros(t.getShape()), whole(t.getShape());
+    zeros[size_t(axis)] = size - t.getDimSize(axis);
+    whole[size_t(axis)] = size;
+    auto zt = RankedTensorType::get(zeros, t.getElementType());
+    Value z = ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
+    return ox.op("Concat", RankedTensorType::get(whole, t.getElementType()), {v, z}, {ox.si64("axis", axis)});
+  }
+
   /// A kept layer's float32 MatMuls compute on BF16 operands with float32 accumulation, as
   /// under autocast: Cast both operands to BF16, the MatMul's result back to float32 (the layer's
   /// result type is unchanged). Autodiff then differentiates the casts and the BF16 MatMul, so
@@ -173,15 +184,6 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
           bAxis = -1;
       }
       octet::OnnxBuilder ox(ob, op->getLoc());
-      auto padTo = [&](Value v, int64_t axis) {
-        auto t = v.getType().cast<RankedTensorType>();
-        SmallVector<int64_t> zeros(t.getShape()), whole(t.getShape());
-        zeros[size_t(axis)] = n8 - n;
-        whole[size_t(axis)] = n8;
-        auto zt = RankedTensorType::get(zeros, t.getElementType());
-        Value z = ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
-        return ox.op("Concat", RankedTensorType::get(whole, t.getElementType()), {v, z}, {ox.si64("axis", axis)});
-      };
       Type bf = ob.getBF16Type();
       // Gemm's C (the bias) joins in BF16 too: ONNX's Gemm has one element type.
       for (unsigned i = 0; i < op->getNumOperands(); ++i) {
@@ -190,9 +192,9 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         if (!t || !t.getElementType().isF32())
           continue;
         if (bAxis >= 0 && i == 1)
-          v = padTo(v, bAxis);
+          v = padWithZeros(ox, v, bAxis, n8);
         else if (bAxis >= 0 && i == 2 && padC)
-          v = padTo(v, 0);
+          v = padWithZeros(ox, v, 0, n8);
         op->setOperand(i, cast(v, bf, 16));
       }
       SmallVector<int64_t> shape(rt.getShape());
@@ -326,15 +328,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         Type yType = lin.getOutput().getType();
         if (padK || padN) {
           octet::OnnxBuilder ox(ob, lin.getLoc());
-          auto padTo = [&](Value v, int64_t axis, int64_t size) {
-            auto t = v.getType().cast<RankedTensorType>();
-            SmallVector<int64_t> zeros(t.getShape()), whole(t.getShape());
-            zeros[size_t(axis)] = size - t.getDimSize(axis);
-            whole[size_t(axis)] = size;
-            auto zt = RankedTensorType::get(zeros, t.getElementType());
-            Value z = ox.constant(DenseElementsAttr::get(zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
-            return ox.op("Concat", RankedTensorType::get(whole, t.getElementType()), {v, z}, {ox.si64("axis", axis)});
-          };
+          auto padTo = [&](Value v, int64_t axis, int64_t size) { return padWithZeros(ox, v, axis, size); };
           int64_t k16 = (k + 15) / 16 * 16, n16 = (n + 15) / 16 * 16;
           bool tw = lin.getTransposeWeight(); // weight [N, K] rather than [K, N]
           if (padK) {

@@ -112,18 +112,10 @@ LogicalResult octet::checkShapes(ModuleOp module) {
   WalkResult r = module.walk([&](Operation *op) {
     if (!op->getDialect() || op->getDialect()->getNamespace() != ox::ONNXDialect::getDialectNamespace())
       return WalkResult::advance();
-    std::string ins;
-    bool staticIns = true;
-    for (Type t : op->getOperandTypes()) {
-      if (t.isa<NoneType>())
-        continue;
+    bool staticIns = llvm::all_of(op->getOperandTypes(), [](Type t) {
       auto rt = t.dyn_cast<RankedTensorType>();
-      staticIns &= rt && rt.hasStaticShape();
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << t;
-      ins += (ins.empty() ? "" : ", ") + os.str();
-    }
+      return t.isa<NoneType>() || (rt && rt.hasStaticShape());
+    });
     for (Type t : op->getResultTypes()) {
       auto tt = t.dyn_cast<TensorType>();
       if (!tt)
@@ -143,8 +135,12 @@ LogicalResult octet::checkShapes(ModuleOp module) {
           return WalkResult::interrupt();
         }
       } else if (staticIns && isa<ox::GenericNodeOp>(op) && inferable(cast<ox::GenericNodeOp>(op))) {
+        std::string ins;
+        llvm::raw_string_ostream os(ins);
+        llvm::interleaveComma(llvm::make_filter_range(op->getOperandTypes(), [](Type t) { return !t.isa<NoneType>(); }),
+                              os);
         op->emitError() << "op '" << cast<ox::GenericNodeOp>(op).getOpType()
-                        << "': its output's shape does not follow from its inputs (" << ins
+                        << "': its output's shape does not follow from its inputs (" << os.str()
                         << "): its attributes or input shapes do not fit the ONNX operator's definition";
         return WalkResult::interrupt();
       }
