@@ -48,8 +48,10 @@ cat "$state/corpus.txt" | tee "$out/corpus.txt"
 # Streams: GPU_RUNS="0:bf16,te-bf16 1:ao-bf16,msamp-O2-bf16" runs, for each entry and each of SEEDS,
 # one copy of this script (that GPU only, those runs in order, that seed) at the same time; a GPU may
 # appear in several entries ("0:bf16 0:te-bf16"), and an entry may name its own seeds
-# ("0:f32@3 0:bf16,te-bf16@1,2": SEEDS for the entries without). One 125M run leaves most of an
-# H200 idle: three streams on it finished 12 runs in 680 s. Each stream has the whole BUDGET_S.
+# ("0:f32@3 0:bf16,te-bf16@1,2": SEEDS for the entries without), and seeds joined by + run in one
+# stream, in order ("0:bf16@1+2+3 0:te-bf16@1+2+3": a stream a plan, every plan's seed 1 before any
+# seed 2, so a budget that ends early leaves whole seeds). One 125M run leaves most of an H200 idle:
+# three streams on it finished 12 runs in 680 s. Each stream has the whole BUDGET_S.
 if [ -n "${GPU_RUNS:-}" ]; then
   k=0
   for spec in $GPU_RUNS; do
@@ -58,7 +60,7 @@ if [ -n "${GPU_RUNS:-}" ]; then
     for seed in $seeds; do
       k=$((k + 1))
       o=$state/stream-$k && mkdir -p "$o"
-      CUDA_VISIBLE_DEVICES=${spec%%:*} GPU_RUNS= RUNS="$(echo "$runs" | tr , ' ')" SEEDS=$seed OUT=$o \
+      CUDA_VISIBLE_DEVICES=${spec%%:*} GPU_RUNS= RUNS="$(echo "$runs" | tr , ' ')" SEEDS="${seed//+/ }" OUT=$o \
         CORPUS=$state/corpus.bin \
         bash "$0" "$d" > "$state/logs/stream-$k.txt" 2>&1 &
     done
