@@ -89,7 +89,8 @@ void printInfo(const Plan &p) {
 }
 
 /// Inputs for --benchmark and --check-against-cpu without --inputs: token
-/// ids uniform in [0, 256), floats N(0, 1), from a fixed seed.
+/// ids uniform in [0, 256) or below what they index when that is less (indexBound: a vocabulary of
+/// 250), floats N(0, 1), from a fixed seed.
 std::map<std::string, TensorPtr> syntheticInputs(const Plan &p, uint64_t seed) {
   std::map<std::string, TensorPtr> r;
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -104,10 +105,16 @@ std::map<std::string, TensorPtr> syntheticInputs(const Plan &p, uint64_t seed) {
     if (!v.hasShape)
       throw Error("input '" + v.name + "' has no static shape; pass --inputs");
     auto t = std::make_shared<Tensor>(v.dtype, v.shape);
+    uint64_t ids = 256;
+    if (v.dtype == DType::I64 || v.dtype == DType::I32) {
+      int64_t bound = indexBound(p, id);
+      if (bound > 0 && bound < 256)
+        ids = uint64_t(bound);
+    }
     for (int64_t i = 0; i < t->numel(); ++i) {
       switch (v.dtype) {
-      case DType::I64: t->data<int64_t>()[i] = int64_t(next() % 256); break;
-      case DType::I32: t->data<int32_t>()[i] = int32_t(next() % 256); break;
+      case DType::I64: t->data<int64_t>()[i] = int64_t(next() % ids); break;
+      case DType::I32: t->data<int32_t>()[i] = int32_t(next() % ids); break;
       case DType::F32: {
         double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
         t->data<float>()[i] = float(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
@@ -465,7 +472,7 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
                "run every op on the device from the CPU reference's inputs and compare (FP8 and integers bit "
                "for bit; floats 1e-3 GEMMs, 1e-5 otherwise); exit 1 on a mismatch")->group(run);
   count("--benchmark", o.benchmark, 1,
-        "time N runs on synthetic inputs (token ids in [0, 256), floats N(0, 1)); prints one JSON line: median "
+        "time N runs on synthetic inputs (token ids in [0, 256) or the vocabulary, floats N(0, 1)); prints one JSON line: median "
         "ms, tokens/s, device bytes", run);
   count("--warmup", o.warmup, 0, "warm-up runs before --benchmark's (default 3)", run);
   app.add_flag("--gpu-available", gpuAvailable, "exit 0 when the CUDA backend can run here")->group(run);

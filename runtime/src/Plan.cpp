@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace octet::rt {
@@ -17,6 +18,44 @@ int Plan::findValue(const std::string &name) const {
     if (values[i].name == name)
       return int(i);
   return -1;
+}
+
+int64_t indexBound(const Plan &p, int id, std::string *what) {
+  static const std::set<std::string> moves = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Identity", "Cast"};
+  int64_t bound = -1;
+  std::vector<int> work = {id};
+  std::set<int> seen = {id};
+  auto take = [&](int64_t b, const PlanValue &from) {
+    if (b > 0 && (bound < 0 || b < bound)) {
+      bound = b;
+      if (what)
+        *what = from.name;
+    }
+  };
+  while (!work.empty()) {
+    int v = work.back();
+    work.pop_back();
+    for (const PlanOp &op : p.ops) {
+      if (op.inputs.empty())
+        continue;
+      auto axis = op.attrs.find("axis");
+      if (op.type == "Gather" && op.inputs.size() > 1 && op.inputs[1] == v &&
+          (axis == op.attrs.end() || axis->second.i == 0)) {
+        const PlanValue &table = p.values[size_t(op.inputs[0])];
+        if (table.hasShape && !table.shape.empty())
+          take(table.shape[0], table);
+      } else if (op.type == "SoftmaxCrossEntropyLoss" && op.inputs.size() > 1 && op.inputs[1] == v) {
+        const PlanValue &scores = p.values[size_t(op.inputs[0])];
+        if (scores.hasShape && scores.shape.size() >= 2)
+          take(scores.shape[1], scores);
+      } else if (moves.count(op.type) && op.inputs[0] == v) {
+        for (int r : op.outputs)
+          if (r >= 0 && seen.insert(r).second)
+            work.push_back(r);
+      }
+    }
+  }
+  return bound;
 }
 
 namespace {

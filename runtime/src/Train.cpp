@@ -94,27 +94,21 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
   return d;
 }
 
-/// The model's vocabulary: the rows of the embedding that a Gather (axis 0) takes the token input's
-/// ids from. Every token of `d` must be below it, or the step would stop at that Gather (or, in a
-/// plan where nothing checks, read past the table); the file and the first such token are named.
+/// The model's vocabulary (indexBound: the rows of the embedding the token input's ids index, or
+/// the loss's classes). Every token of `d` must be below it, or the step would stop at that Gather
+/// (or, in a plan where nothing checks, read past the table); the file and the first such token are
+/// named.
 static void checkVocabulary(const Plan &p, int tokenInput, const TokenData &d, const std::string &dtype) {
-  for (const PlanOp &op : p.ops) {
-    auto axis = op.attrs.find("axis");
-    if (op.type != "Gather" || op.inputs.size() < 2 || op.inputs[1] != tokenInput ||
-        (axis != op.attrs.end() && axis->second.i != 0))
-      continue;
-    const PlanValue &table = p.values[size_t(op.inputs[0])];
-    if (!table.hasShape || table.shape.empty())
-      continue;
-    int64_t vocab = table.shape[0];
-    for (size_t i = 0; i < d.tokens.size(); ++i)
-      if (int64_t(d.tokens[i]) >= vocab)
-        throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d.tokens[i]) +
-                    ", not below the model's vocabulary of " + std::to_string(vocab) + " (the rows of '" +
-                    table.name + "'); tokenize with the model's tokenizer" +
-                    (endsWith(d.path, ".npy") ? "" : " (and check --data-dtype, now " + dtype + ")"));
+  std::string table;
+  int64_t vocab = indexBound(p, tokenInput, &table);
+  if (vocab < 0)
     return;
-  }
+  for (size_t i = 0; i < d.tokens.size(); ++i)
+    if (int64_t(d.tokens[i]) >= vocab)
+      throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d.tokens[i]) +
+                  ", not below the model's vocabulary of " + std::to_string(vocab) + " (the rows of '" + table +
+                  "'); tokenize with the model's tokenizer" +
+                  (endsWith(d.path, ".npy") ? "" : " (and check --data-dtype, now " + dtype + ")"));
 }
 
 /// splitmix64: the batch positions are a pure function of (seed, step, row),

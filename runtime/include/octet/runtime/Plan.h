@@ -101,6 +101,13 @@ struct Plan {
   int findValue(const std::string &name) const; // -1 when absent
 };
 
+/// What bounds the ids of integer value `id` (a token or label input): the rows of an embedding
+/// table that a Gather (axis 0) takes them as indices of, or the classes of a
+/// SoftmaxCrossEntropyLoss they are the labels of, followed through the ops that only move them
+/// (Reshape, Flatten, Squeeze, Unsqueeze, Slice, Identity, Cast); the smallest such bound, and in
+/// `what` the table or scores it comes from. -1 when nothing bounds them.
+int64_t indexBound(const Plan &p, int id, std::string *what = nullptr);
+
 /// Whether a state role holds one of the model's weights: `weight`, MS-AMP O3's `master_weight`,
 /// or a rank's shard of one, `master_shard`.
 inline bool isWeightRole(const std::string &role) {
