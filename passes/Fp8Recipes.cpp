@@ -206,6 +206,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
       if (bAxis >= 0) {
         narrow = ox.op("Slice", RankedTensorType::get(rt.getShape(), bf),
                        {res, ox.i64s({0}), ox.i64s({n}), ox.i64s({rt.getRank() - 1}), ox.none()});
+        // octet-pad-loss-classes may let a loss read `res` itself, the padding as -inf.
+        narrow.getDefiningOp()->setAttr("octet.pad_slice", ob.getUnitAttr());
         auto [k, ln] = lin.getKN();
         lin->setAttr("octet.padded_from", ob.getDenseI64ArrayAttr({k, ln}));
       }

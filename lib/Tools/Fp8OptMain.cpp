@@ -742,6 +742,9 @@ int octet::fp8OptMain(int argc, char **argv) {
       before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(attentionWorkspaceBytes) +
                 " fold-head-transposes=" + (foldHeadTransposes ? "true" : "false") +
                 "},";
+    // A loss that reads a padded kept GEMM's logits reads them padded (-inf), not sliced.
+    if (!trainingPipeline.empty() && padKeptGemms)
+      before += "octet-pad-loss-classes,";
     trainingPipeline = before + trainingPipeline;
     PassManager pm(&ctx, ModuleOp::getOperationName());
     if (!trial) { // a candidate's compile prints nothing (choosePlanPasses)

@@ -640,6 +640,22 @@ def FuseCastColumnSums : Pass<"octet-fuse-cast-column-sums", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def PadLossClasses : Pass<"octet-pad-loss-classes", "mlir::ModuleOp"> {
+  let summary = "A cross-entropy loss reads a padded kept GEMM's logits, the padding as -inf";
+  let description = [{
+    A Slice that pad-kept-gemms (octet-fp8-substitute) put after a kept BF16
+    GEMM (marked `octet.pad_slice`), whose result reaches the scores of a
+    SoftmaxCrossEntropyLoss of [M, N] scores through Casts and Reshapes that
+    keep the class axis last, each value read once (no class weights, no
+    log_prob in use), goes: the padded result plus a row of N zeros and
+    -infs flows on, the Casts and Reshapes widen to N rounded up, and the loss
+    reads the padded rows. exp(-inf - max) is 0: the loss and the real
+    columns' gradient are the same numbers, the padding's gradient is 0, and
+    no slice or pad of the logits runs. fp8-opt runs it before autodiff on
+    training plans when `--pad-kept-gemms` is on.
+  }];
+}
+
 def FoldWideningCasts : Pass<"octet-fold-widening-casts", "mlir::ModuleOp"> {
   let summary = "FP8 casts and amaxes read the FP16/BF16 value an exact widening Cast to float32 reads";
   let description = [{
