@@ -137,6 +137,9 @@ for s in ${CONV_SIZES-}; do
   for r in te ao msamp:O2; do
     "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
   done
+  # te-max-bf16: TransformerEngine's own default, the largest amax of the history (Accelerate's is
+  # the most recent one, one step late: clipped whenever a tensor's amax grows)
+  "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo max --activation-precision=bf16 -o "$d/conv/$s-te-max-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done
