@@ -7,7 +7,8 @@ Weights & Biases (the wandb library), the trackers Accelerate's `log_with` names
 
 Each record becomes scalars at its step: train/loss, train/lr, train/grad_norm,
 train/tokens_per_s, eval/loss, comm/bytes (data-parallel runs), fp8/<tensor>/amax and
-fp8/<tensor>/scale (the sampled FP8 state), numerics/<layer>/<gemm>/sqnr_db and the operands'
+fp8/<tensor>/scale (the sampled FP8 state; under delayed scaling also fp8/<tensor>/range_used and
+fp8/<tensor>/clipped, what the steps since the last sample clipped), numerics/<layer>/<gemm>/sqnr_db and the operands'
 underflow and saturated shares (--numerics-every). TensorBoard's event files go to --logdir; a W&B
 run (project --project, default "octet"; its name --run-name, default the log's file name) logs
 each record's scalars at its step, online or offline as the wandb environment says (WANDB_MODE,
@@ -34,7 +35,7 @@ def scalars(rec):
     if isinstance(comm, dict) and comm:
         out.append(("comm/bytes", float(sum(v for v in comm.values() if isinstance(v, (int, float))))))
     for name, s in (rec.get("fp8") or {}).items():
-        for k in ("amax", "scale"):
+        for k in ("amax", "scale", "range_used", "clipped"):
             if isinstance(s.get(k), (int, float)):
                 out.append(("fp8/%s/%s" % (name, k), float(s[k])))
     for g in rec.get("numerics") or []:

@@ -493,8 +493,8 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   count("--eval-every", o.train.evalEvery, 1, "eval loss every N steps", train);
   path("--eval-data", o.train.evalData, "eval tokens (default: the last 10% of --data)", train);
   count("--eval-batches", o.train.evalBatches, 1, "batches per eval (default 4)", train);
-  path("--log", o.train.log, "per-step loss, lr, grad norm, tokens/s (.jsonl adds sampled FP8 amax and scales; "
-       "or .csv)", train);
+  path("--log", o.train.log, "per-step loss, lr, grad norm, tokens/s (.jsonl adds sampled FP8 amax and scales, and "
+       "what delayed scaling clipped since the last sample; or .csv)", train);
   count("--log-every", o.train.logEvery, 1, "progress and FP8 samples every N steps (default 10)", train);
   count("--numerics-every", o.train.numericsEvery, 1,
         "every N steps the JSONL log carries --numerics-check's per-layer figures of that step (CPU only)", train);

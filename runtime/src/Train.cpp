@@ -7,6 +7,7 @@
 
 #include "Json.h"
 #include "LogWriter.h"
+#include "ScalingMonitor.h"
 
 #include <zlib.h>
 
@@ -601,8 +602,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     fp8Sampled.push_back(s.substr(0, s.size() - 5) + "amax_history");
     fp8Sampled.push_back(s);
   }
+  ScalingMonitor clips(p); // what delayed scaling clipped between samples (the writer's thread alone)
   // The log's lines are made and written on the writer's thread while the next step runs (declared
-  // after what its records read by reference: fp8Scales; destroyed first, every record written).
+  // after what its records read by reference: fp8Scales, clips; destroyed first, every record written).
   std::optional<LogWriter> writer;
   if (log.is_open()) // the lead rank's, when --log is given
     writer.emplace(log, 64, o.log);
@@ -696,16 +698,24 @@ int trainMain(Runner &ex, const TrainOptions &o) {
             num.push_back({{"layer", g.layer}, {"gemm", g.gemm}, {"sqnr_db", g.sqnrDb}, {"a", cast(g.a)}, {"b", cast(g.b)}});
           }
         }
-        writer->push([j = std::move(j), sampled = std::move(sampled), &fp8Scales]() mutable {
+        writer->push([j = std::move(j), sampled = std::move(sampled), &fp8Scales, &clips, at = step + 1]() mutable {
           for (size_t i = 0; i < fp8Scales.size() && !sampled.empty(); ++i) {
             const std::string &s = fp8Scales[i];
             std::string base = s.substr(0, s.size() - 5); // "...fp8.input."
-            double amax = 0;
-            if (TensorPtr h = sampled[2 * i])
+            double amax = 0, last = NAN;
+            TensorPtr h = sampled[2 * i], scale = sampled[2 * i + 1];
+            if (h) {
               for (int64_t k = 0; k < h->numel(); ++k)
                 amax = std::max(amax, h->getDouble(k));
-            TensorPtr scale = sampled[2 * i + 1];
-            j["fp8"][base.substr(0, base.size() - 1)] = {{"amax", amax}, {"scale", scale ? scale->getDouble(0) : NAN}};
+              last = h->numel() ? h->getDouble(0) : NAN;
+            }
+            JsonOut &e = j["fp8"][base.substr(0, base.size() - 1)] = {
+                {"amax", amax}, {"amax_last", last}, {"scale", scale ? scale->getDouble(0) : NAN}};
+            if (h && scale && scale->numel() == 1)
+              if (auto r = clips.sample(s, at, *h, float(scale->getDouble(0)))) {
+                e["clipped"] = r->clipped;
+                e["range_used"] = r->rangeUsed;
+              }
           }
           return dumpJson(j);
         });
