@@ -8,7 +8,8 @@ Each LOGDIR holds bench/convergence.sh's logs, SIZE-RUN-sSEED.jsonl or .jsonl.gz
 repeat steps after its last checkpoint: the last line of a step counts); a run and seed in a later
 LOGDIR replaces an earlier one's, so the logs kept in the repository (bench/results/convergence)
 and a new device call's are read together. --save DIR writes every log read there, gzipped and
-reduced to what the report reads (step, loss, eval_loss, tokens_per_s). At every mark (each --every steps and
+reduced to what the report reads (step, loss, eval_loss, tokens_per_s, and the delayed-scaling clip
+reports summed by role: `clip`). At every mark (each --every steps and
 the last step) it compares, per run:
   train   the mean training loss of the --window steps up to the mark, per seed;
   eval    the held-out loss at the mark (fp8-run --eval-every), per seed.
@@ -22,7 +23,20 @@ quality); the exit status is 1 when a complete run is out of bounds ("no") at an
 """
 import argparse, collections, glob, gzip, json, math, os, re, sys
 
-KEPT = ("step", "loss", "eval_loss", "tokens_per_s")
+KEPT = ("step", "loss", "eval_loss", "tokens_per_s", "clip")
+
+
+def clip_summary(fp8):
+    """A sampled line's delayed-scaling clip report (fp8-run's `clipped` and `range_used`) summed by
+    role: {role: [steps clipped, over tensors, largest range_used]}, or None."""
+    out = {}
+    for name, e in (fp8 or {}).items():
+        if "clipped" in e:
+            c = out.setdefault(name.rsplit(".", 1)[-1], [0, 0, 0.0])
+            c[0] += e["clipped"]
+            c[1] += 1
+            c[2] = max(c[2], e["range_used"])
+    return out or None
 
 
 def load(path):
@@ -31,8 +45,33 @@ def load(path):
         line = line.strip()
         if line:
             d = json.loads(line)
+            if "fp8" in d and "clip" not in d:
+                d["clip"] = clip_summary(d["fp8"])
             by_step[d["step"]] = d
     return [by_step[s] for s in sorted(by_step)]
+
+
+def clip_lines(runs, order):
+    """For each run whose logs carry clip reports: by role, the share of (tensor, step) pairs that
+    delayed scaling clipped between each sample and the one before, over seeds, and the largest
+    range_used."""
+    out = []
+    for run in order:
+        acc = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0, 0.0]))  # role -> step
+        for rows in runs[run].values():
+            sampled = [r for r in rows if r.get("clip")]
+            prev = [r["step"] for r in rows if "clip" in r]
+            for r in sampled:
+                before = max([s for s in prev if s < r["step"]], default=0)
+                for role, (clipped, tensors, rng) in r["clip"].items():
+                    c = acc[role][r["step"]]
+                    c[0] += clipped
+                    c[1] += tensors * (r["step"] - before)
+                    c[2] = max(c[2], rng)
+        for role in sorted(acc):
+            cells = ", ".join(f"{step}: {100 * c[0] / c[1]:.1f}% (max {c[2]:.2f})" for step, c in sorted(acc[role].items()))
+            out.append(f"{run} {role}: steps clipped by delayed scaling, share of tensor-steps: {cells}")
+    return out
 
 
 def main():
@@ -122,6 +161,8 @@ def main():
             lines.append(f"| {run} | {n} | {mark} | {fmt(t.get('mean'))} | {gap('train')} | {fmt(e.get('mean'))} | "
                          f"{gap('eval')} | {fmt(t.get('spread'))} / {fmt(e.get('spread'))} | {verdict} |")
     print("\n".join(lines))
+    for line in clip_lines(runs, order):
+        print(line)
     for run in order:
         speeds = [r["tokens_per_s"] for rows in runs[run].values() for r in rows[-1:] if "tokens_per_s" in r]
         steps = [rows[-1]["step"] for rows in runs[run].values()]
