@@ -41,18 +41,6 @@ RankedTensorType withLast(RankedTensorType t, int64_t n) {
   return RankedTensorType::get(s, t.getElementType());
 }
 
-/// The constant shape a Reshape reads, or none.
-std::optional<SmallVector<int64_t>> constantShape(ox::ReshapeOp r) {
-  auto c = r.getShape().getDefiningOp<ox::ConstantOp>();
-  auto v = c && c.getValue() ? c.getValue()->dyn_cast<DenseIntElementsAttr>() : DenseIntElementsAttr();
-  if (!v)
-    return std::nullopt;
-  SmallVector<int64_t> s;
-  for (const APInt &a : v)
-    s.push_back(a.getSExtValue());
-  return s;
-}
-
 /// The ops from `slice`'s result to the loss that reads it (the loss last), or empty when the
 /// chain is not one this pass widens.
 SmallVector<Operation *> lossChain(ox::SliceOp slice, int64_t n) {
@@ -73,7 +61,7 @@ SmallVector<Operation *> lossChain(ox::SliceOp slice, int64_t n) {
       return chain;
     }
     if (auto r = dyn_cast<ox::ReshapeOp>(user)) {
-      auto shape = constantShape(r);
+      auto shape = ox::getConstantInts(r.getShape());
       auto out = r.getReshaped().getType().dyn_cast<RankedTensorType>();
       if (r.getData() != v || !shape || shape->empty() || (shape->back() != n && shape->back() != -1) || !out ||
           !out.hasStaticShape() || out.getShape().back() != n)
@@ -116,13 +104,13 @@ struct PadLossClasses : octet::impl::PadLossClassesBase<PadLossClasses> {
       Value masked = ox.op("Add", pt, {padded, bias});
       for (Operation *op : chain) {
         if (auto r = dyn_cast<ox::ReshapeOp>(op)) {
-          SmallVector<int64_t> shape = *constantShape(r);
+          SmallVector<int64_t> shape = *ox::getConstantInts(r.getShape());
           if (shape.back() == n) {
             shape.back() = np;
             OpBuilder rb(op);
             Operation *old = r.getShape().getDefiningOp();
             r->setOperand(1, octet::OnnxBuilder(rb, op->getLoc()).i64s(shape));
-            if (old->use_empty())
+            if (isa_and_nonnull<ox::ConstantOp>(old) && old->use_empty())
               old->erase();
           }
         }

@@ -94,29 +94,6 @@ inline int64_t normAxisOf(const PlanOp &op, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-inline int64_t attrInt(const PlanOp &op, const std::string &n, int64_t d) {
-  auto it = op.attrs.find(n);
-  if (it == op.attrs.end())
-    return d;
-  return it->second.kind == Attr::Float ? int64_t(it->second.f) : it->second.i;
-}
-inline double attrFloat(const PlanOp &op, const std::string &n, double d) {
-  auto it = op.attrs.find(n);
-  if (it == op.attrs.end())
-    return d;
-  return it->second.kind == Attr::Int ? double(it->second.i) : it->second.f;
-}
-inline std::string attrStr(const PlanOp &op, const std::string &n, const std::string &d) {
-  auto it = op.attrs.find(n);
-  return it == op.attrs.end() ? d : it->second.s;
-}
-inline std::vector<int64_t> attrInts(const PlanOp &op, const std::string &n) {
-  auto it = op.attrs.find(n);
-  if (it == op.attrs.end())
-    return {};
-  return it->second.kind == Attr::Int ? std::vector<int64_t>{it->second.i} : it->second.ints;
-}
-
 inline bool has(const PlanOp &op, size_t i) { return i < op.inputs.size() && op.inputs[i] >= 0; }
 
 inline Step copyBytes(void *dst, const void *src, size_t bytes) {

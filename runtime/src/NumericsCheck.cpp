@@ -181,11 +181,8 @@ std::vector<GemmNumerics> gemmNumerics(const Runner &ex) {
       out.push_back(g);
       continue;
     }
-    auto attr = [&](const char *k) {
-      auto it = op.attrs.find(k);
-      return it != op.attrs.end() && it->second.i != 0;
-    };
-    Matrix A = attr("transpose_a") ? a.hp.transposed() : a.hp, B = attr("transpose_b") ? b.hp.transposed() : b.hp;
+    Matrix A = attrInt(op, "transpose_a", 0) ? a.hp.transposed() : a.hp,
+           B = attrInt(op, "transpose_b", 0) ? b.hp.transposed() : b.hp;
     Tensor df = d->dtype == DType::F32 ? *d : d->castTo(DType::F32);
     TensorPtr bias = op.inputs.size() > 4 && op.inputs[4] >= 0 ? ex.value(op.inputs[4]) : nullptr;
     // accumulate (input 6): D holds C plus the product; the product alone is compared.

@@ -38,9 +38,7 @@ int64_t indexBound(const Plan &p, int id, std::string *what) {
     for (const PlanOp &op : p.ops) {
       if (op.inputs.empty())
         continue;
-      auto axis = op.attrs.find("axis");
-      if (op.type == "Gather" && op.inputs.size() > 1 && op.inputs[1] == v &&
-          (axis == op.attrs.end() || axis->second.i == 0)) {
+      if (op.type == "Gather" && op.inputs.size() > 1 && op.inputs[1] == v && attrInt(op, "axis", 0) == 0) {
         const PlanValue &table = p.values[size_t(op.inputs[0])];
         if (table.hasShape && !table.shape.empty())
           take(table.shape[0], table);

@@ -10,22 +10,14 @@ ScalingMonitor::ScalingMonitor(const Plan &p) {
   for (const PlanOp &op : p.ops) {
     if (op.type != "fp8.delayed_scale" || op.inputs.size() < 2 || op.inputs[1] < 0)
       continue;
-    auto str = [&](const char *k, const std::string &d) {
-      auto a = op.attrs.find(k);
-      return a == op.attrs.end() ? d : a->second.s;
-    };
-    auto num = [&](const char *k, int64_t d) {
-      auto a = op.attrs.find(k);
-      return a == op.attrs.end() ? d : a->second.i;
-    };
-    std::string fmt = str("format", "");
-    if (num("interval", 1) != 1 || (fmt != "float8e4m3fn" && fmt != "float8e5m2"))
+    std::string fmt = attrStr(op, "format", "");
+    if (attrInt(op, "interval", 1) != 1 || (fmt != "float8e4m3fn" && fmt != "float8e5m2"))
       continue;
     DelayedScaling r;
     r.format = fmt == "float8e5m2" ? Fp8Format::E5M2 : Fp8Format::E4M3FN;
-    r.margin = int(num("margin", 0));
-    r.mostRecent = str("algo", "max") == "most_recent";
-    r.powerOfTwo = num("power_of_two", 0) != 0;
+    r.margin = int(attrInt(op, "margin", 0));
+    r.mostRecent = attrStr(op, "algo", "max") == "most_recent";
+    r.powerOfTwo = attrInt(op, "power_of_two", 0) != 0;
     rules_[p.values[size_t(op.inputs[1])].name] = r;
   }
 }

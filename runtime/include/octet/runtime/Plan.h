@@ -101,6 +101,30 @@ struct Plan {
   int findValue(const std::string &name) const; // -1 when absent
 };
 
+/// A plan op's attribute `n`, or `d` where it has none (an Int read as a Float and back as given).
+inline int64_t attrInt(const PlanOp &op, const std::string &n, int64_t d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Float ? int64_t(it->second.f) : it->second.i;
+}
+inline double attrFloat(const PlanOp &op, const std::string &n, double d) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return d;
+  return it->second.kind == Attr::Int ? double(it->second.i) : it->second.f;
+}
+inline std::string attrStr(const PlanOp &op, const std::string &n, const std::string &d) {
+  auto it = op.attrs.find(n);
+  return it == op.attrs.end() ? d : it->second.s;
+}
+inline std::vector<int64_t> attrInts(const PlanOp &op, const std::string &n) {
+  auto it = op.attrs.find(n);
+  if (it == op.attrs.end())
+    return {};
+  return it->second.kind == Attr::Int ? std::vector<int64_t>{it->second.i} : it->second.ints;
+}
+
 /// What bounds the ids of integer value `id` (a token or label input): the rows of an embedding
 /// table that a Gather (axis 0) takes them as indices of, or the classes of a
 /// SoftmaxCrossEntropyLoss they are the labels of, followed through the ops that only move them
