@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device-side sequence for the CUDA executor (issue 5), in parts that fit one device call each:
 #   check   every kernel of the bundled GPT's training plans against the CPU reference, the
-#           200-step GPU training curves (te and te-max with three batch seeds) and the GPU's
+#           200-step GPU training curves (te and te-recent with three batch seeds) and the GPU's
 #           continuations of CPU te checkpoints (compared with the CPU's logs by
 #           scripts/compare_curves.py here)
 #   precision  the bundled GPT's te plan trained 300 steps on the GPU with float32 and with BF16
@@ -88,8 +88,8 @@ check)
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5
   done
   for seed in 1234 1 2; do
-    for r in none te te-max ao msamp-O2; do
-      [ "$seed" = 1234 ] || [ "$r" = te ] || [ "$r" = te-max ] || continue # other seeds: te only
+    for r in none te te-recent ao msamp-O2; do
+      [ "$seed" = 1234 ] || [ "$r" = te ] || [ "$r" = te-recent ] || continue # other seeds: te only
       "$d/fp8-run" "$d/plans/$r.plan" --device cuda --data "$d/plans/licenses.bin" --steps 200 --labels same \
         --seed $seed --log "$out/gpu-$r-s$seed.jsonl" --quiet
       echo "train $r seed $seed: exit $?"

@@ -4,7 +4,7 @@
 # and the non-system libraries they load, and gzipped plans:
 #   (OpenBLAS and libgfortran gzipped: the device scripts unpack every .devlib/*.gz)
 #   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
-#                    with each recipe (and te with amax_compute_algo max), the license-text corpus it
+#                    with each recipe (and te with Accelerate's amax_compute_algo most_recent), the corpus it
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each SIZE[:BATCH] in $SIZES (default: 125m 350m 1.3b 1.3b:8 d4096:4) and
@@ -51,11 +51,11 @@ for r in "${recipes[@]}"; do
   "$opt" examples/bytegpt/bytegpt.onnx $(args "$r") "${train[@]}" -o "$d/plans/$(name "$r").plan"
   gzip -f "$d/plans/$(name "$r").plan"
 done
-# te with amax_compute_algo max (the config.yaml of Accelerate's FP8 guide; Accelerate's default,
-# which the plans above use, is most_recent), and CPU checkpoints of the te plan after 10 and 31
-# steps, from which the GPU continues the CPU's own run (bench/run_gpu_e2e.sh check).
-"$opt" examples/bytegpt/bytegpt.onnx --recipe te --amax-compute-algo max "${train[@]}" -o "$d/plans/te-max.plan"
-gzip -f "$d/plans/te-max.plan"
+# te with Accelerate's default amax_compute_algo, most_recent (the plans above use fp8-opt's, max),
+# and CPU checkpoints of the te plan after 10 and 31 steps, from which the GPU continues the CPU's
+# own run (bench/run_gpu_e2e.sh check).
+"$opt" examples/bytegpt/bytegpt.onnx --recipe te --amax-compute-algo most_recent "${train[@]}" -o "$d/plans/te-recent.plan"
+gzip -f "$d/plans/te-recent.plan"
 # te for 300 steps with float32 and with BF16 activations (bench/run_gpu_e2e.sh precision).
 train300=("${train[@]/200/300}")
 "$opt" examples/bytegpt/bytegpt.onnx --recipe te --activation-precision=f32 "${train300[@]}" -o "$d/plans/te-300.plan"
@@ -137,9 +137,11 @@ for s in ${CONV_SIZES-}; do
   for r in te ao msamp:O2; do
     "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
   done
-  # te-max-bf16: TransformerEngine's own default, the largest amax of the history (Accelerate's is
-  # the most recent one, one step late: clipped whenever a tensor's amax grows)
-  "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo max --activation-precision=bf16 -o "$d/conv/$s-te-max-bf16.plan"
+  # te-recent-bf16: Accelerate's amax_compute_algo, the most recent amax (one step late: clipped
+  # whenever a tensor's amax grows; fp8-opt's default is the history's max, TransformerEngine's);
+  # msamp-O1-bf16: MS-AMP's FP16 weights with float32 moments (O2's moments in FP8 and FP16)
+  "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo most_recent --activation-precision=bf16 -o "$d/conv/$s-te-recent-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done

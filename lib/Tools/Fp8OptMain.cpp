@@ -124,7 +124,7 @@ int octet::fp8OptMain(int argc, char **argv) {
                                          cl::value_desc("file.yaml"), cl::cat(basicCat));
   static cl::opt<std::string> fp8Format("fp8-format", cl::desc("te: E4M3 or HYBRID"), cl::cat(recipeCat));
   static cl::opt<int64_t> amaxHistoryLen("amax-history-len", cl::desc("te: amax history length"), cl::cat(recipeCat));
-  static cl::opt<std::string> amaxComputeAlgo("amax-compute-algo", cl::desc("te: max or most_recent"),
+  static cl::opt<std::string> amaxComputeAlgo("amax-compute-algo", cl::desc("te: max (default) or most_recent (Accelerate's)"),
                                               cl::cat(recipeCat));
   static cl::opt<int64_t> margin("margin", cl::desc("te: scaling margin (powers of 2)"), cl::cat(recipeCat));
   static cl::opt<int64_t> interval("interval", cl::desc("te: recompute scales every N steps"), cl::cat(recipeCat));

@@ -19,7 +19,7 @@
 // JSON: "formats": "E4M3/E4M3/E5M2",
 // JSON: "layer": "fc1",
 // JSON: "precision": "fp8",
-// JSON: "scaling": "delayed per-tensor (history 1024, most_recent, margin 0)",
+// JSON: "scaling": "delayed per-tensor (history 1024, max, margin 0)",
 // JSON: "weight_bytes": 32768,
 // JSON-NEXT: "weight_bytes_fp8": 8196
 // JSON: "layer": "head",

@@ -4,7 +4,7 @@
 // RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=rowwise keep-first-last=false pad-inner-dim=true module-filter=^fc})' | FileCheck %s --check-prefix=FILTER
 // RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=msamp opt-level=O3})' | FileCheck %s --check-prefix=MSAMP
 // RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te eval=true})' | FileCheck %s --check-prefix=EVAL
-// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te eval=true use-autocast-during-eval=true interval=4 fp8-format=E4M3 margin=2 amax-compute-algo=max})' | FileCheck %s --check-prefix=AUTOCAST
+// RUN: fp8-opt %S/Inputs/mlp.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{keep-output-layer=false recipe=te eval=true use-autocast-during-eval=true interval=4 fp8-format=E4M3 margin=2 amax-compute-algo=most_recent})' | FileCheck %s --check-prefix=AUTOCAST
 // RUN: fp8-opt %s -split-input-file -verify-diagnostics -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{keep-output-layer=false recipe=tee})'
 // RUN: not fp8-opt %S/Inputs/mlp.mlir -o /dev/null --pass-pipeline='builtin.module(octet-fp8-substitute{keep-output-layer=false recipe=ao ao-recipe=blockwise})' 2>&1 | FileCheck %s --check-prefix=BADAO
 // RUN: fp8-opt %S/Inputs/mlp.mlir --octet-raise-layers --octet-fp8-substitute='keep-output-layer=false recipe=ao keep-first-last=false pad-inner-dim=true' | FileCheck %s --check-prefix=FLAG
@@ -13,7 +13,7 @@
 // TE-LABEL: func.func @main_graph
 // TE-DAG: onnx.initializer "fc1.fp8.input.amax_history" = dense<0.000000e+00> : tensor<16xf32> {octet.fp8_state}
 // TE-DAG: onnx.initializer "fc1.fp8.weight.scale_inv" = dense<1.000000e+00> : tensor<f32> {octet.fp8_state}
-// TE: fp8.linear "fc1" %{{.+}}, %{{.+}} state(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {algo = #fp8.amax_algo<most_recent>, grad_format = f8E5M2, input_format = f8E4M3FN, recipe = "te", scaling = #fp8.scaling<delayed>, weight_format = f8E4M3FN}
+// TE: fp8.linear "fc1" %{{.+}}, %{{.+}} state(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {grad_format = f8E5M2, input_format = f8E4M3FN, recipe = "te", scaling = #fp8.scaling<delayed>, weight_format = f8E4M3FN}
 // TE: nn.linear "fc2"({{.*}}) {octet.fp8_kept = "dims"}
 // TE: nn.linear "head"({{.*}}) {octet.fp8_kept = "dims", transpose_weight = true}
 
@@ -43,7 +43,7 @@
 
 // AUTOCAST-LABEL: func.func @main_graph
 // AUTOCAST: onnx.initializer "octet.fp8.step" = dense<0> : tensor<i64> {octet.fp8_state}
-// AUTOCAST: fp8.linear "fc1" {{.*}} {grad_format = f8E4M3FN, input_format = f8E4M3FN, interval = 4 : si64, margin = 2 : si64
+// AUTOCAST: fp8.linear "fc1" {{.*}} {algo = #fp8.amax_algo<most_recent>, grad_format = f8E4M3FN, input_format = f8E4M3FN, interval = 4 : si64, margin = 2 : si64
 
 // expected-error @+1 {{octet-fp8-substitute: recipe='tee' is not valid; use one of: te, ao, msamp}}
 module {

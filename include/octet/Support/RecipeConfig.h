@@ -22,7 +22,9 @@ constexpr int64_t kMaxMargin = 127;
 struct TERecipe {
   std::string fp8Format = "HYBRID";          // E4M3 | HYBRID
   int64_t amaxHistoryLen = 1024;
-  std::string amaxComputeAlgo = "most_recent"; // max | most_recent
+  /// TransformerEngine's own default, the history's largest amax; Accelerate's TERecipeKwargs default,
+  /// most_recent, drifted above BF16 in the 350M convergence benchmark (docs/BENCHMARKS.md section 10).
+  std::string amaxComputeAlgo = "max"; // max | most_recent
   int64_t margin = 0;
   int64_t interval = 1;
   bool overrideLinearPrecision[3] = {false, false, false}; // fprop, dgrad, wgrad
