@@ -478,11 +478,87 @@ void widenRuns(CopyArgs &a) {
 // Launchers
 //===----------------------------------------------------------------------===//
 
+/// A binary float op on rows: each operand is either the whole [rows, rowLen] tensor (its row
+/// stride rowLen) or one row of rowLen read by every row (stride 0), the output whole: 16 bytes
+/// (8 BF16 or 4 float32 values) a load, no index division (a grid-stride loop over rows in y and
+/// over each row's vectors in x, so any number of rows and any row length). The arithmetic is the
+/// generic kernel's (widen, ewFloat, round), so the results are its bits.
+template <typename T, int Op>
+__global__ void __launch_bounds__(256) rowBinaryKernel(const T *__restrict__ a, const T *__restrict__ b,
+                                                       T *__restrict__ out, int64_t rows, int64_t rowLen,
+                                                       int64_t aStride, int64_t bStride) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t vecs = rowLen / V;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint4 *pa = reinterpret_cast<const uint4 *>(a + r * aStride);
+    const uint4 *pb = reinterpret_cast<const uint4 *>(b + r * bStride);
+    uint4 *po = reinterpret_cast<uint4 *>(out + r * rowLen);
+    for (int64_t v = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs; v += int64_t(gridDim.x) * blockDim.x) {
+      uint4 x = pa[v], y = pb[v], z;
+      const T *xs = reinterpret_cast<const T *>(&x), *ys = reinterpret_cast<const T *>(&y);
+      T *zs = reinterpret_cast<T *>(&z);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        if constexpr (sizeof(T) == 2)
+          zs[k] = bf16Bits(ewFloat(Ew(Op), bf16Float(xs[k]), bf16Float(ys[k]), 0.0f, false, false));
+        else
+          zs[k] = ewFloat(Ew(Op), xs[k], ys[k], 0.0f, false, false);
+      }
+      po[v] = z;
+    }
+  }
+}
+
+/// rowBinaryKernel for `a` when it applies (after mergeDims): Add, Sub, Mul or Div of two BF16 or two
+/// float32 operands into the same type, each operand whole or one broadcast row, rows a multiple of
+/// 16 bytes, every pointer 16-byte aligned. False: the caller's generic kernels.
+static bool rowBinary(const EwArgs &a, cudaStream_t s) {
+  if (a.nIn != 2 || (a.op != Ew::Add && a.op != Ew::Sub && a.op != Ew::Mul && a.op != Ew::Div))
+    return false;
+  int t = a.outType;
+  if ((t != BF16 && t != F32) || a.inType[0] != t || a.inType[1] != t || a.shape.rank < 1 || a.shape.rank > 2)
+    return false;
+  const int64_t rowLen = a.shape.d[a.shape.rank - 1], rows = a.shape.rank == 2 ? a.shape.d[0] : 1;
+  const int64_t elt = t == BF16 ? 2 : 4;
+  int64_t rowStride[2];
+  for (int j = 0; j < 2; ++j) {
+    if (a.inStr[j].s[a.shape.rank - 1] != 1)
+      return false;
+    rowStride[j] = a.shape.rank == 2 ? a.inStr[j].s[0] : rowLen;
+    if (rowStride[j] != 0 && rowStride[j] != rowLen)
+      return false;
+  }
+  if ((rowLen * elt) % 16 != 0 ||
+      (reinterpret_cast<uintptr_t>(a.in[0]) | reinterpret_cast<uintptr_t>(a.in[1]) |
+       reinterpret_cast<uintptr_t>(a.out)) % 16 != 0)
+    return false;
+  const int64_t vecs = rowLen * elt / 16;
+  dim3 grid(unsigned(std::min<int64_t>((vecs + 255) / 256, 65535)), unsigned(std::min<int64_t>(rows, 65535)));
+  auto launch = [&](auto zero) {
+    using T = decltype(zero);
+    const T *x = static_cast<const T *>(a.in[0]), *y = static_cast<const T *>(a.in[1]);
+    T *o = static_cast<T *>(a.out);
+    switch (a.op) {
+    case Ew::Add: rowBinaryKernel<T, int(Ew::Add)><<<grid, 256, 0, s>>>(x, y, o, rows, rowLen, rowStride[0], rowStride[1]); break;
+    case Ew::Sub: rowBinaryKernel<T, int(Ew::Sub)><<<grid, 256, 0, s>>>(x, y, o, rows, rowLen, rowStride[0], rowStride[1]); break;
+    case Ew::Mul: rowBinaryKernel<T, int(Ew::Mul)><<<grid, 256, 0, s>>>(x, y, o, rows, rowLen, rowStride[0], rowStride[1]); break;
+    default: rowBinaryKernel<T, int(Ew::Div)><<<grid, 256, 0, s>>>(x, y, o, rows, rowLen, rowStride[0], rowStride[1]); break;
+    }
+  };
+  if (t == BF16)
+    launch(uint16_t(0));
+  else
+    launch(0.0f);
+  return true;
+}
+
 std::string elementwise(const EwArgs &args, cudaStream_t s) {
   if (args.n == 0)
     return "";
   EwArgs a = args;
   mergeDims(a.shape, a.inStr, a.nIn);
+  if (rowBinary(a, s))
+    return check("elementwise");
   int valueInput = a.op == Ew::Where ? 1 : 0;
   bool isInt = isIntType(a.inType[valueInput]);
   bool f32 = !isInt && a.outType == F32;

@@ -8,7 +8,7 @@
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
 // conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over
 // 2^21 rows, and its FP8 cast (also with the residual Add before it); the rotary embedding; the GELU and a generated
-// Pointwise kernel; MS-AMP's Adam step (fp8.adam_step); and every float32 bit pattern (2^32
+// Pointwise kernel; BF16 row-broadcast arithmetic; MS-AMP's Adam step (fp8.adam_step); and every float32 bit pattern (2^32
 // values) through the FP8 casts and the BF16 Cast. Skipped without a GPU or without the memory
 // (about 40 GiB of GPU memory for the largest).
 //
@@ -415,6 +415,30 @@ TEST(CudaLarge, ElementwisePast32BitElements) {
                                       {"row", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
                                      false, 1e-6);
   EXPECT_GE(fusionCount(*gpu, "generated Pointwise kernels"), 1);
+}
+
+/// BF16 Add of a [2^21 + 64, 1024] tensor and a broadcast row, and Mul of two such tensors (past
+/// 2^31 elements, past 65535 rows: the 16-byte row kernel's grid-stride loops), bit for bit the CPU's.
+TEST(CudaLarge, Bf16RowBroadcastPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(30) << 30);
+  const int64_t n = 1024, rows = kPast32 / n;
+  Plan plan;
+  int x = addValue(plan, "x", {rows, n}), row = addValue(plan, "row", {n});
+  int xb = addValue(plan, "xb", {rows, n}), rb = addValue(plan, "rb", {n});
+  int y = addValue(plan, "y", {rows, n}), z = addValue(plan, "z", {rows, n});
+  for (int v : {xb, rb, y, z})
+    plan.values[size_t(v)].dtype = DType::BF16;
+  addOp(plan, "Cast", "x_bf16", {x}, {xb}).attrs["to"].i = 16;
+  addOp(plan, "Cast", "row_bf16", {row}, {rb}).attrs["to"].i = 16;
+  addOp(plan, "Add", "add", {xb, rb}, {y});
+  addOp(plan, "Mul", "mul", {xb, y}, {z});
+  plan.inputs = {x, row};
+  plan.outputs = {y, z};
+  std::mt19937 rng(5);
+  expectLargeOutputsMatch(plan,
+                          {{"x", patterned({rows, n}, kPast32 - 1)},
+                           {"row", std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f))}},
+                          true, 0);
 }
 
 /// Every one of the 2^32 float32 bit patterns (NaNs included), as [65536, 65536]: cast to FP8 by

@@ -359,6 +359,78 @@ TEST(CudaKernels, BroadcastingElementwiseMatchesTheHost) {
       }
 }
 
+/// BF16 and float32 Add, Sub, Mul and Div of a whole tensor and one broadcast row (either side), or
+/// of two whole tensors: the 16-byte row kernel (rows of 24 and 40 BF16, 12 float32) and, for rows
+/// of 20 BF16 (40 bytes) or an operand one element off 16-byte alignment, the generic kernels; every
+/// result the host's float arithmetic rounded as the CPU reference rounds (floatToBf16).
+TEST(CudaKernels, RowBroadcastElementwiseMatchesTheHost) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g;
+  for (octet::rt::DType t : {octet::rt::DType::BF16, octet::rt::DType::F32})
+    for (int64_t len : {24, 40, 20, 12})
+      for (int mode = 0; mode < 4; ++mode) // 0: a whole + b row, 1: a row + b whole, 2: both whole, 3: b misaligned
+        for (dev::Ew op : {dev::Ew::Add, dev::Ew::Sub, dev::Ew::Mul, dev::Ew::Div}) {
+          const int64_t rows = 70000; // past 65535: the kernel's grid-stride loop over rows
+          const bool bf = t == octet::rt::DType::BF16;
+          const int64_t n = rows * len, na = mode == 1 ? len : n, nb = mode == 0 ? len : n;
+          auto round = [&](float f) { return bf ? octet::rt::bf16ToFloat(octet::rt::floatToBf16(f)) : f; };
+          std::vector<float> a(static_cast<size_t>(na)), b(static_cast<size_t>(nb));
+          for (float &f : a)
+            f = round(g(rng));
+          for (float &f : b)
+            f = round(g(rng));
+          const size_t elt = bf ? 2 : 4, off = mode == 3 ? 1 : 0;
+          auto bytesOf = [&](const std::vector<float> &v) {
+            std::vector<uint8_t> out(v.size() * elt);
+            for (size_t i = 0; i < v.size(); ++i) {
+              if (bf) {
+                uint16_t h = octet::rt::floatToBf16(v[i]);
+                std::memcpy(&out[i * 2], &h, 2);
+              } else {
+                std::memcpy(&out[i * 4], &v[i], 4);
+              }
+            }
+            return out;
+          };
+          DeviceBuffer<uint8_t> da(size_t(na) * elt), db(size_t(nb) * elt + 16), dout(size_t(n) * elt);
+          da.upload(bytesOf(a));
+          std::vector<uint8_t> bb = bytesOf(b);
+          ASSERT_EQ(cudaMemcpy(db.p + off * elt, bb.data(), bb.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          dev::EwArgs e;
+          e.op = op;
+          e.nIn = 2;
+          e.n = n;
+          e.shape.rank = 2;
+          e.shape.d[0] = rows;
+          e.shape.d[1] = len;
+          e.inStr[0].s[0] = mode == 1 ? 0 : len;
+          e.inStr[1].s[0] = mode == 0 ? 0 : len;
+          e.inStr[0].s[1] = e.inStr[1].s[1] = 1;
+          e.in[0] = da.p;
+          e.in[1] = db.p + off * elt;
+          e.inType[0] = e.inType[1] = e.outType = int(t);
+          e.out = dout.p;
+          ASSERT_EQ(dev::elementwise(e, nullptr), "");
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<uint8_t> y = dout.download();
+          for (int64_t i = 0; i < n; ++i) {
+            float x = a[size_t(mode == 1 ? i % len : i)], z = b[size_t(mode == 0 ? i % len : i)];
+            float want = round(op == dev::Ew::Add ? x + z : op == dev::Ew::Mul ? x * z : op == dev::Ew::Sub ? x - z : x / z);
+            float got;
+            if (bf) {
+              uint16_t h;
+              std::memcpy(&h, &y[size_t(i) * 2], 2);
+              got = octet::rt::bf16ToFloat(h);
+            } else {
+              std::memcpy(&got, &y[size_t(i) * 4], 4);
+            }
+            ASSERT_EQ(got, want) << "element " << i << " op " << int(op) << " len " << len << " mode " << mode
+                                 << (bf ? " bf16" : " f32");
+          }
+        }
+}
+
 /// Over 2^31 elements the kernels index in 64 bits: a [2^29 + 1, 4] uint8 output of a broadcast row.
 TEST(CudaKernels, IndexSpacesBeyond32BitsUse64BitOffsets) {
   REQUIRE_GPU();
