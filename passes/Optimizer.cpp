@@ -72,6 +72,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       return badOption(m, "total-steps", std::to_string(totalSteps), "an integer > warmup-steps with schedule=cosine");
     if (!msampLevel.empty() && msampLevel != "O1" && msampLevel != "O2" && msampLevel != "O3")
       return badOption(m, "msamp-level", msampLevel, "O1, O2 or O3 (or empty)");
+    if (msampGradFormat != "e4m3" && msampGradFormat != "e5m2")
+      return badOption(m, "msamp-grad-format", msampGradFormat, "e4m3 or e5m2");
     return success();
   }
 
@@ -278,14 +280,18 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     Value t = g.add(s, c(1.0)); // 1-based step for bias correction
     Value lrNow = learningRate(g, s);
 
-    // MS-AMP O1+: weight gradients are held in FP8 (E5M2, power-of-2 scale).
+    // MS-AMP O1+: weight gradients are held in FP8 with a power-of-2 scale, E4M3 as MS-AMP holds and
+    // all-reduces them (msamp-grad-format; octet-data-parallel's FP8 all-reduce has already put
+    // them in its own format).
+    Type gradFormat = msampGradFormat == "e5m2" ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType());
     for (unsigned r = 0; r < func.getNumResults(); ++r)
       for (Param &p : params)
-        if (p.fp8Weight && func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) == p.init.getNameAttr())
-          func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(b.getFloat8E5M2Type()));
+        if (p.fp8Weight && !p.gradInFp8 &&
+            func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) == p.init.getNameAttr())
+          func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(gradFormat));
     for (Param &p : params)
       if (p.fp8Weight && !p.gradInFp8)
-        p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, b.getFloat8E5M2Type()));
+        p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, gradFormat));
 
     // Global gradient norm and clipping. Every gradient's sum of squares first, then their sum
     // (in parameter order): the reductions sit side by side, so a backend runs them as one launch.

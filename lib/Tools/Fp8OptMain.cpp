@@ -401,8 +401,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::init(true), cl::cat(dpCat));
   static cl::opt<std::string> fp8AllReduceFormat(
       "fp8-all-reduce-format",
-      cl::desc("The FP8 format of the gradients --fp8-all-reduce sends: e4m3 (default: 3 mantissa bits, the "
-               "precision a sum of ranks needs) or e5m2 (range)"),
+      cl::desc("MS-AMP plans: the FP8 format FP8 Linear weight gradients are held in and --fp8-all-reduce sends: "
+               "e4m3 (default, MS-AMP's: 3 mantissa bits) or e5m2 (range)"),
       cl::init("e4m3"), cl::cat(dpCat));
   static cl::opt<bool> overlapCollectives(
       "overlap-collectives",

@@ -17,13 +17,13 @@
 // O2: %[[V2:.*]] = onnx.initializer "fc2.weight.exp_avg_sq" = {{.*}} : tensor<128x24xf16>
 // O2: %[[VS2:.*]] = onnx.initializer "fc2.weight.exp_avg_sq.scale_inv"
 // The clipping coefficient goes in as an operand, not as a Mul of the gradient.
-// The weight gradient goes in as its E5M2 codes and scale_inv (what fp8.dequantize reads for the
+// The weight gradient goes in as its E4M3 codes (MS-AMP's format) and scale_inv (what fp8.dequantize reads for the
 // gradient norm).
-// O2: %[[G2:.*]] = fp8.cast %{{.*}}, %[[GS2:.*]] : tensor<128x24xf32>, tensor<f32> -> tensor<128x24xf8E5M2>
+// O2: %[[G2:.*]] = fp8.cast %{{.*}}, %[[GS2:.*]] : tensor<128x24xf32>, tensor<f32> -> tensor<128x24xf8E4M3FN>
 // O2: fp8.dequantize %[[G2]], %[[GS2]]
 // O2: %[[COEF:.*]] = onnx.Min
 // O2-NOT: onnx.Mul %{{.*}}, %[[COEF]] : (tensor<128x24xf32>
-// O2: fp8.adam_step %[[W2]], %[[G2]], %[[GS2]], %[[M2]], %[[MS2]], %[[V2]], %[[VS2]], %[[COEF]], %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, eps = 9.99999993E-9 : f32, one_minus_beta1 = 1.000000e-01 : f32, one_minus_beta2 = 1.000000e-03 : f32} : (tensor<128x24xf16>, tensor<128x24xf8E5M2>, tensor<f32>, tensor<128x24xf8E4M3FN>, tensor<f32>, tensor<128x24xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<128x24xf16>, tensor<128x24xf8E4M3FN>, tensor<f32>, tensor<128x24xf16>, tensor<f32>)
+// O2: fp8.adam_step %[[W2]], %[[G2]], %[[GS2]], %[[M2]], %[[MS2]], %[[V2]], %[[VS2]], %[[COEF]], %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, eps = 9.99999993E-9 : f32, one_minus_beta1 = 1.000000e-01 : f32, one_minus_beta2 = 1.000000e-03 : f32} : (tensor<128x24xf16>, tensor<128x24xf8E4M3FN>, tensor<f32>, tensor<128x24xf8E4M3FN>, tensor<f32>, tensor<128x24xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<128x24xf16>, tensor<128x24xf8E4M3FN>, tensor<f32>, tensor<128x24xf16>, tensor<f32>)
 // O2-NEXT: fp8.adam_step %[[W1]], {{.*}} -> (tensor<64x128xf16>, tensor<64x128xf8E4M3FN>, tensor<f32>, tensor<64x128xf16>, tensor<f32>)
 // No float32 moment of an FP8 weight is quantized by ops of its own.
 // O2-NOT: fp8.amax %{{.*}} : tensor<128x24xf32>
@@ -33,7 +33,7 @@
 // Level O3 takes the FP16 master weight as the operand (the forward pass reads its FP8 round trip).
 // O3-LABEL: func.func @main_graph
 // O3: %[[W2:.*]] = onnx.initializer "fc2.weight" = {{.*}} : tensor<128x24xf16> {octet.fp8_state, octet.role = "master_weight"}
-// O3: fp8.adam_step %[[W2]], {{.*}}(tensor<128x24xf16>, tensor<128x24xf8E5M2>, tensor<f32>
+// O3: fp8.adam_step %[[W2]], {{.*}}(tensor<128x24xf16>, tensor<128x24xf8E4M3FN>, tensor<f32>
 
 // L2-LABEL: func.func @main_graph
 // L2-NOT: fp8.adam_step

@@ -1,8 +1,10 @@
 // RUN: fp8-opt %S/Inputs/mlp-loss.mlir --octet-autodiff --octet-optimizer | FileCheck %s
 // RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{optimizer=sgd lr=0.1 momentum=0.9 clip-grad-norm=1.0 schedule=cosine warmup-steps=10 total-steps=100 min-lr=0.001})' | FileCheck %s --check-prefix=SGD
-// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-optimizer{msamp-level=O2},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=LEVEL2
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-optimizer{msamp-level=O2},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=LEVEL2 --implicit-check-not=64x128xf8E5M2
 // RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-optimizer{msamp-level=O3},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=LEVEL3
+// RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-raise-layers,octet-fp8-substitute{recipe=msamp pad-inner-dim=true},octet-lower-layers,octet-autodiff,octet-optimizer{msamp-level=O1 msamp-grad-format=e5m2},octet-fp8-expand,cse)' | FileCheck %s --check-prefix=GRADE5M2
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{optimizer=lamb})' 2>&1 | FileCheck %s --check-prefix=BADOPT
+// RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{msamp-level=O2 msamp-grad-format=e3m4})' 2>&1 | FileCheck %s --check-prefix=BADGRADFMT
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{schedule=cosine total-steps=0})' 2>&1 | FileCheck %s --check-prefix=BADSCHED
 // RUN: not fp8-opt %S/Inputs/mlp-loss.mlir -o /dev/null --octet-optimizer 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: fp8-opt %S/Inputs/mlp-loss.mlir --pass-pipeline='builtin.module(octet-autodiff,octet-optimizer{keep-gradients=false})' | FileCheck %s --check-prefix=NOKEEP
@@ -33,10 +35,10 @@
 // SGD: onnx.Where
 // SGD: onnx.Min
 
-// MS-AMP level 2: FP8 Linear weights in FP16, their gradients in FP8 (E5M2), the
-// first moment in FP8 with a scale, the second in FP16 with a scale.
+// MS-AMP level 2: FP8 Linear weights in FP16, their gradients in FP8 (E4M3, as MS-AMP holds
+// them), the first moment in FP8 with a scale, the second in FP16 with a scale.
 // LEVEL2-LABEL: func.func @main_graph
-// LEVEL2-SAME: {octet.grad_of = "fc1.weight", octet.grad_storage = f8E5M2, onnx.name = "fc1.weight.grad"}
+// LEVEL2-SAME: {octet.grad_of = "fc1.weight", octet.grad_storage = f8E4M3FN, onnx.name = "fc1.weight.grad"}
 // LEVEL2: onnx.initializer "ln.weight" = dense<1.000000e+00> : tensor<64xf32> {octet.fp8_state, octet.role = "weight"}
 // LEVEL2: onnx.initializer "fc1.weight" = dense<2.500000e-01> : tensor<64x128xf16> {octet.fp8_state, octet.role = "weight"}
 // LEVEL2: onnx.initializer "fc1.weight.exp_avg" = dense<0.000000e+00> : tensor<64x128xf8E4M3FN> {octet.fp8_state, octet.role = "optimizer"}
@@ -50,6 +52,7 @@
 // LEVEL3: fp8.dequantize
 
 // BADOPT: error: octet-optimizer: optimizer='lamb' is not valid; use sgd, adam or adamw
+// BADGRADFMT: error: octet-optimizer: msamp-grad-format='e3m4' is not valid; use e4m3 or e5m2
 // BADSCHED: error: octet-optimizer: total-steps='0' is not valid; use an integer > warmup-steps with schedule=cosine
 // NOGRAD: error: octet-optimizer: the function has no gradients; run octet-autodiff first
 
@@ -58,3 +61,11 @@
 // NOKEEP-NOT: octet.grad_of
 // NOKEEP-SAME: {onnx.name = "octet.lr"}
 // NOKEEP-SAME: {octet.state_update = "fc1.weight", onnx.name = "fc1.weight.next"}
+
+// msamp-grad-format=e5m2: the weight gradients held in E5M2 instead (fp8-opt
+// --fp8-all-reduce-format=e5m2), here under O1 (FP16 weights, float32 moments).
+// GRADE5M2-LABEL: func.func @main_graph
+// GRADE5M2-SAME: {octet.grad_of = "fc1.weight", octet.grad_storage = f8E5M2, onnx.name = "fc1.weight.grad"}
+// GRADE5M2: onnx.initializer "fc1.weight" = dense<2.500000e-01> : tensor<64x128xf16>
+// GRADE5M2: onnx.initializer "fc1.weight.exp_avg" = dense<0.000000e+00> : tensor<64x128xf32>
+// GRADE5M2: fp8.cast {{.*}} -> tensor<64x128xf8E5M2>

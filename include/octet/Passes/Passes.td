@@ -240,6 +240,8 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
            "Keep d(loss)/d(param) as results (fp8-run --dump-gradients); false frees each after its update">,
     Option<"msampLevel", "msamp-level", "std::string", "\"\"",
            "MS-AMP storage for FP8 Linear weights: O1, O2, O3 (empty: FP32)">,
+    Option<"msampGradFormat", "msamp-grad-format", "std::string", "\"e4m3\"",
+           "O1+: the FP8 format FP8 Linear weight gradients are held in: e4m3 (MS-AMP's) or e5m2">,
     Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
            "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "
            "instead of its float32 ops">,
