@@ -482,10 +482,10 @@ void widenRuns(CopyArgs &a) {
 /// stride rowLen) or one row of rowLen read by every row (stride 0), the output whole: 16 bytes
 /// (8 BF16 or 4 float32 values) a load, no index division (a grid-stride loop over rows in y and
 /// over each row's vectors in x, so any number of rows and any row length). The arithmetic is the
-/// generic kernel's (widen, ewFloat, round), so the results are its bits.
+/// generic kernel's (widen, ewFloat, round), so the results are its bits. The output may be an
+/// operand's buffer (an in-place update): each thread reads a vector before writing it.
 template <typename T, int Op>
-__global__ void __launch_bounds__(256) rowBinaryKernel(const T *__restrict__ a, const T *__restrict__ b,
-                                                       T *__restrict__ out, int64_t rows, int64_t rowLen,
+__global__ void __launch_bounds__(256) rowBinaryKernel(const T *a, const T *b, T *out, int64_t rows, int64_t rowLen,
                                                        int64_t aStride, int64_t bStride) {
   constexpr int V = 16 / sizeof(T);
   const int64_t vecs = rowLen / V;
