@@ -211,6 +211,9 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
         y = ox.op("Add", outT, {y, g.getBias()});
       return finish({y});
     }
+    if (isa<fp8::StochasticRoundOp>(op))
+      return op->emitError("stochastic rounding (--msamp-weight-rounding=stochastic) has no ONNX form: write a plan "
+                           "(-o model.plan) or round to nearest");
     return op->emitError("op has no QDQ lowering");
   }
 

@@ -74,6 +74,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       return badOption(m, "msamp-level", msampLevel, "O1, O2 or O3 (or empty)");
     if (msampGradFormat != "e4m3" && msampGradFormat != "e5m2")
       return badOption(m, "msamp-grad-format", msampGradFormat, "e4m3 or e5m2");
+    if (msampWeightRounding != "nearest" && msampWeightRounding != "stochastic")
+      return badOption(m, "msamp-weight-rounding", msampWeightRounding, "nearest or stochastic");
     return success();
   }
 
@@ -365,6 +367,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         return octet::unpadded(b, loc, all, whole);
       };
       StringRef momentRole = p.shards ? "optimizer_shard" : "optimizer";
+      // The FP16 weight (O3: master) rounded stochastically, with the parameter's index as salt.
+      bool stochastic = p.fp8Weight && msampWeightRounding == "stochastic";
       if (p.shards && !p.masterShard) {
         w = toShard(w);
         pt = w.getType().cast<RankedTensorType>();
@@ -401,20 +405,24 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
             grad = dq.getInput();
             gradSi = dq.getScaleInv();
           }
-          auto step = b.create<fp8::AdamStepOp>(
-              loc, TypeRange{wt.getType(), t8, scalarF32, t16, scalarF32},
-              ValueRange{wt, grad, gradSi, m8, ms, v16, vs, clipCoef ? clipCoef : c(1.0), decay, g.div(lrNow, bc1),
-                         bc2sqrt},
-              ArrayRef<NamedAttribute>{f("beta1", beta1), f("one_minus_beta1", 1.0 - beta1), f("beta2", beta2),
-                                       f("one_minus_beta2", 1.0 - beta2), f("eps", eps)});
-          updates.push_back({name + ".exp_avg", step.getNewExpAvg()});
-          updates.push_back({name + ".exp_avg.scale_inv", step.getNewExpAvgScaleInv()});
-          updates.push_back({name + ".exp_avg_sq.scale_inv", step.getNewExpAvgSqScaleInv()});
-          updates.push_back({name + ".exp_avg_sq", step.getNewExpAvgSq()});
+          SmallVector<Value> operands{wt, grad, gradSi, m8, ms, v16, vs, clipCoef ? clipCoef : c(1.0), decay,
+                                      g.div(lrNow, bc1), bc2sqrt};
+          SmallVector<NamedAttribute> attrs{f("beta1", beta1), f("one_minus_beta1", 1.0 - beta1), f("beta2", beta2),
+                                            f("one_minus_beta2", 1.0 - beta2), f("eps", eps)};
+          if (stochastic) {
+            operands.push_back(step);
+            attrs.push_back(b.getNamedAttr("rounding_salt", b.getI64IntegerAttr(int64_t(i))));
+          }
+          auto adam = b.create<fp8::AdamStepOp>(loc, TypeRange{wt.getType(), t8, scalarF32, t16, scalarF32}, operands,
+                                                attrs);
+          updates.push_back({name + ".exp_avg", adam.getNewExpAvg()});
+          updates.push_back({name + ".exp_avg.scale_inv", adam.getNewExpAvgScaleInv()});
+          updates.push_back({name + ".exp_avg_sq.scale_inv", adam.getNewExpAvgSqScaleInv()});
+          updates.push_back({name + ".exp_avg_sq", adam.getNewExpAvgSq()});
           p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
           setRole(p.init.getResult(), p.masterShard ? "master_shard" : msampLevel == "O3" ? "master_weight" : "weight");
-          updates.push_back({name, p.shards && !p.masterShard ? gathered(step.getNewWeight(), p.init.getType().cast<RankedTensorType>())
-                                            : step.getNewWeight()});
+          updates.push_back({name, p.shards && !p.masterShard ? gathered(adam.getNewWeight(), p.init.getType().cast<RankedTensorType>())
+                                            : adam.getNewWeight()});
           continue;
         }
         if (optimizer == "adam" && weightDecay > 0)
@@ -466,7 +474,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           updates.push_back({name + ".exp_avg_sq", v2});
         }
       }
-      if (p.fp8Weight)
+      if (p.fp8Weight && stochastic)
+        next = b.create<fp8::StochasticRoundOp>(loc, RankedTensorType::get(pt.getShape(), b.getF16Type()), next, step,
+                                                b.getI64IntegerAttr(int64_t(i)));
+      else if (p.fp8Weight)
         next = g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {next}, {g.ox.si64("to", 10)});
       if (p.shards && !p.masterShard)
         next = gathered(next, p.init.getType().cast<RankedTensorType>());

@@ -97,8 +97,8 @@ int octet::fp8OptMain(int argc, char **argv) {
                                         cl::Hidden, cl::cat(importCat));
   static cl::opt<bool> foldShapes("fold-shapes",
                                   cl::desc("Import: shape computations over static shapes (Shape, Gather, Slice, "
-                                           "Concat, ... of constants) become constants (default on)"),
-                                  cl::init(true), cl::cat(importCat));
+                                           "Concat, ... of constants) become constants (default on; off only to debug the import)"),
+                                  cl::init(true), cl::Hidden, cl::cat(importCat));
   static cl::opt<bool> allowCustomOps(
       "allow-custom-ops",
       cl::desc("Compile ONNX nodes Octet's runtime does not run (other domains, unknown op types) for "
@@ -134,6 +134,11 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> autocastEval("use-autocast-during-eval", cl::desc("FP8 in eval graphs too"),
                                     cl::cat(recipeCat));
   static cl::opt<std::string> optLevel("opt-level", cl::desc("msamp: O1, O2 or O3"), cl::cat(recipeCat));
+  static cl::opt<std::string> msampWeightRounding(
+      "msamp-weight-rounding",
+      cl::desc("msamp: how the updated FP16 weight (O3: master) is rounded: nearest (MS-AMP's; updates below half an "
+               "FP16 step are lost) or stochastic (unbiased; fp8.stochastic_round)"),
+      cl::init("nearest"), cl::cat(recipeCat));
   static cl::opt<std::string> aoRecipe("ao-recipe", cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
                                        cl::cat(recipeCat));
   static cl::opt<std::string> moduleFilter("module-filter", cl::desc("Only layers whose name matches REGEX"),
@@ -528,7 +533,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}) ||
       !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}) ||
       !choice(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}) ||
-      !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}))
+      !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}) ||
+      !choice(msampWeightRounding, msampWeightRounding.getValue(), {"nearest", "stochastic"}))
     return 1;
   auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min,
                       int64_t max = std::numeric_limits<int64_t>::max()) {
@@ -634,6 +640,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.dataParallel = dataParallelOn;
     f.fp8AllReduce = fp8AllReduce;
     f.fp8AllReduceFormat = fp8AllReduceFormat;
+    f.msampWeightRounding = msampWeightRounding;
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;

@@ -54,7 +54,8 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
                   " warmup-steps=" + std::to_string(f.warmupSteps) + " total-steps=" + std::to_string(f.totalSteps) +
                   " min-lr=" + num(f.minLr);
   if (!f.msampLevel.empty())
-    o += " msamp-level=" + f.msampLevel + " msamp-grad-format=" + f.fp8AllReduceFormat;
+    o += " msamp-level=" + f.msampLevel + " msamp-grad-format=" + f.fp8AllReduceFormat +
+         " msamp-weight-rounding=" + f.msampWeightRounding;
   if (!f.keepGradients)
     o += " keep-gradients=false";
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))

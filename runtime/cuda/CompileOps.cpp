@@ -764,7 +764,25 @@ void CudaExecutor::compile(size_t k, std::vector<Step> &out) {
     a.newExpAvgSq = static_cast<uint16_t *>(outPtr(3));
     a.newExpAvgSqScaleInv = static_cast<float *>(outPtr(4));
     a.scratch = alloc(16, "fp8.adam_step amaxes");
+    if (op.inputs.size() > 11 && op.inputs[11] >= 0) {
+      if (wt != DType::F16 || typeOf(op.inputs[11]) != DType::I64 || numElements(shapeOf(op.inputs[11])) != 1)
+        fail(op, "a rounding step (operand 11) must be an int64 scalar, with a float16 weight");
+      a.roundingStep = static_cast<const int64_t *>(in(11));
+      a.roundingSalt = attrInt(op, "rounding_salt", 0);
+    }
     out.push_back([a](cudaStream_t s) { return cuda::adamStep(a, s); });
+    return;
+  }
+  if (t == "fp8.stochastic_round") {
+    int64_t n = numElements(shapeOf(op.inputs[0]));
+    if (typeOf(op.inputs[0]) != DType::F32 || typeOf(op.outputs[0]) != DType::F16 ||
+        typeOf(op.inputs[1]) != DType::I64 || numElements(shapeOf(op.inputs[1])) != 1)
+      fail(op, "float32 in, float16 out and an int64 scalar step expected");
+    auto *x = static_cast<const float *>(devicePtr(op.inputs[0]));
+    auto *step = static_cast<const int64_t *>(devicePtr(op.inputs[1]));
+    auto *o = static_cast<uint16_t *>(outPtr(0));
+    int64_t salt = attrInt(op, "salt", 0);
+    out.push_back([=](cudaStream_t s) { return cuda::stochasticRoundHalf(x, o, n, step, salt, s); });
     return;
   }
   if (t == "fp8.delayed_scale") {

@@ -10,10 +10,14 @@
 // contraction), so it equals the CPU reference bit for bit.
 // adamStep: fp8.adam_step (MS-AMP O2's FP8 first and FP16 second moment): a
 // pass for the new moments' amaxes, then a pass that scales, stores and
-// updates, eight elements a thread with vector accesses where aligned.
+// updates, eight elements a thread with vector accesses where aligned; with a
+// rounding step its FP16 weight is rounded stochastically.
+// stochasticRoundHalf: fp8.stochastic_round (float32 -> float16 up or down at
+// random, StochasticRound.h's rule and bits, as the CPU reference).
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "octet/runtime/StochasticRound.h"
 #include "DeviceCommon.cuh"
 
 #include <cuda_runtime.h>
@@ -181,6 +185,13 @@ template <bool Vec, int G> __global__ void __launch_bounds__(256) adamAmaxKernel
   }
 }
 
+/// x as FP16 bits, rounded stochastically with element i's bits of a stream; to nearest where x
+/// has no FP16 neighbours.
+__device__ __forceinline__ uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
+  int32_t code = sr::halfStochasticCode(x, sr::randomBits24(seed, i));
+  return code >= 0 ? uint16_t(code) : __half_as_ushort(__float2half_rn(x));
+}
+
 struct NewScales {
   float ms, vs;
 };
@@ -211,9 +222,14 @@ template <bool Vec, int G> __global__ void __launch_bounds__(256) adamUpdateKern
   auto wAt = [&](int64_t i) {
     return a.weightF16 ? __half2float(static_cast<const __half *>(a.weight)[i]) : static_cast<const float *>(a.weight)[i];
   };
+  bool stochastic = a.roundingStep != nullptr;
+  uint64_t seed = stochastic ? sr::streamSeed(a.roundingSalt, *a.roundingStep) : 0;
+  auto half = [&](float v, int64_t i) {
+    return stochastic ? halfStochastic(v, seed, uint64_t(i)) : __half_as_ushort(__float2half_rn(v));
+  };
   auto wStore = [&](int64_t i, float v) {
     if (a.weightF16)
-      static_cast<__half *>(a.newWeight)[i] = __float2half_rn(v);
+      static_cast<uint16_t *>(a.newWeight)[i] = half(v, i);
     else
       static_cast<float *>(a.newWeight)[i] = v;
   };
@@ -244,7 +260,7 @@ template <bool Vec, int G> __global__ void __launch_bounds__(256) adamUpdateKern
     if (a.weightF16) {
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        wo16[k] = __half_as_ushort(__float2half_rn(wo[k]));
+        wo16[k] = half(wo[k], i + k);
       *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(a.newWeight) + i) = *reinterpret_cast<const uint4 *>(wo16);
     } else {
 #pragma unroll
@@ -303,6 +319,8 @@ std::string adamwAll(int T, float *const *params, const float *const *grads, flo
 std::string adamStep(const AdamStepArgs &a, cudaStream_t stream) {
   if (a.n < 1)
     return "adamStep: no elements";
+  if (a.roundingStep && !a.weightF16)
+    return "adamStep: a rounding step needs a float16 weight";
   auto al = [](const void *p, size_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
   bool g32 = a.gradType == dev::F32;
   if (!g32 && a.gradType != dev::E4M3 && a.gradType != dev::E5M2)
@@ -334,6 +352,29 @@ std::string adamStep(const AdamStepArgs &a, cudaStream_t stream) {
   else
     withGrad(std::false_type());
   return check(cudaGetLastError(), "adamStep launch");
+}
+
+namespace {
+__global__ void __launch_bounds__(256)
+    stochasticRoundKernel(const float *__restrict__ x, uint16_t *__restrict__ out, int64_t n, const int64_t *step,
+                          int64_t salt) {
+  uint64_t seed = sr::streamSeed(salt, *step);
+  int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = halfStochastic(x[i], seed, uint64_t(i));
+}
+} // namespace
+
+std::string stochasticRoundHalf(const float *x, uint16_t *out, int64_t n, const int64_t *step, int64_t salt,
+                                cudaStream_t stream) {
+  if (n < 1)
+    return "";
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int blocks = int(std::min<int64_t>((n + 255) / 256, int64_t(sms) * 8));
+  stochasticRoundKernel<<<blocks, 256, 0, stream>>>(x, out, n, step, salt);
+  return check(cudaGetLastError(), "stochasticRoundHalf launch");
 }
 
 } // namespace octet::rt::cuda

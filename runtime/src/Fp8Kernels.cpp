@@ -10,9 +10,12 @@
 //   fp8.gemm          exact FP8 products, FP32 accumulation, then scales
 //   fp8.adam_step     Adam/AdamW with MS-AMP O2's FP8 / FP16 moments (x86-64
 //                     without -mfma: no multiply-add contraction, as the op says)
+//   fp8.stochastic_round  float32 -> float16, up or down at random (StochasticRound.h)
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
+
+#include "octet/runtime/StochasticRound.h"
 
 #include <cblas.h>
 
@@ -235,6 +238,33 @@ float secondMomentScaleInv(float amax) {
   return std::ldexp(1.0f, std::max(std::ilogb(amax) - 13, -126));
 }
 
+/// The step of a stochastic rounding: operand i, an int64 scalar.
+int64_t roundingStep(const KernelContext &c, size_t i) {
+  const Tensor &t = c.input(i);
+  if (t.dtype != DType::I64 || t.numel() != 1)
+    c.fail("the rounding step (operand " + std::to_string(i) + ") must be an int64 scalar");
+  return t.data<int64_t>()[0];
+}
+
+/// x rounded to FP16 with element i's bits of a stream; rounded to nearest where it has no FP16 neighbours.
+uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
+  int32_t code = sr::halfStochasticCode(x, sr::randomBits24(seed, i));
+  return code >= 0 ? uint16_t(code) : floatToHalf(x);
+}
+
+void stochasticRoundKernel(KernelContext &c) {
+  const Tensor &x = c.input(0);
+  if (x.dtype != DType::F32 || c.outputDType(0) != DType::F16)
+    c.fail("float32 in, float16 out expected");
+  uint64_t seed = sr::streamSeed(c.attrInt("salt", 0), roundingStep(c, 1));
+  Tensor out(DType::F16, x.shape);
+  const float *px = x.data<float>();
+  uint16_t *po = out.data<uint16_t>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    po[i] = halfStochastic(px[i], seed, uint64_t(i));
+  c.setOutput(0, std::move(out));
+}
+
 void adamStepKernel(KernelContext &c) {
   const Tensor &w = c.input(0), &g = c.input(1), &m = c.input(3), &v = c.input(5);
   auto scalar = [&](size_t i) {
@@ -254,6 +284,11 @@ void adamStepKernel(KernelContext &c) {
   float eps = c.attrFloat("eps", 1e-8f);
   int64_t n = w.numel();
   bool w16 = w.dtype == DType::F16;
+  // With a rounding step (operand 11): the FP16 weight rounded stochastically (fp8.stochastic_round).
+  bool stochastic = c.hasInput(11);
+  if (stochastic && !w16)
+    c.fail("a rounding step needs a float16 weight");
+  uint64_t seed = stochastic ? sr::streamSeed(c.attrInt("rounding_salt", 0), roundingStep(c, 11)) : 0;
   // The gradient as fp8.dequantize reads FP8 codes (decode * scale_inv), float32 times its 1.
   auto gradAt = [&, fmt = isFp8(g.dtype) ? fp8FormatOf(g.dtype) : Fp8Format::E4M3FN](int64_t i) {
     return isFp8(g.dtype) ? fp8Decode(g.data<uint8_t>()[i], fmt) * gsi : g.data<float>()[i] * gsi;
@@ -281,7 +316,7 @@ void adamStepKernel(KernelContext &c) {
     float w0 = (w16 ? halfToFloat(w.data<uint16_t>()[i]) : w.data<float>()[i]) * decay;
     float next = w0 - m2[i] / (std::sqrt(v2[i]) / bc2 + eps) * stepSize;
     if (w16)
-      wOut.data<uint16_t>()[i] = floatToHalf(next);
+      wOut.data<uint16_t>()[i] = stochastic ? halfStochastic(next, seed, uint64_t(i)) : floatToHalf(next);
     else
       wOut.data<float>()[i] = next;
     mOut.data<uint8_t>()[i] = fp8Encode(m2[i] / msNew, Fp8Format::E4M3FN, true);
@@ -307,6 +342,7 @@ void registerFp8Kernels(std::map<std::string, Kernel> &k) {
   k["fp8.dynamic_scale"] = dynamicScaleKernel;
   k["fp8.gemm"] = gemmKernel;
   k["fp8.adam_step"] = adamStepKernel;
+  k["fp8.stochastic_round"] = stochasticRoundKernel;
 }
 
 } // namespace octet::rt

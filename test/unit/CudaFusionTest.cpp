@@ -613,14 +613,19 @@ TEST(CudaExecutor, AdamStepMatchesTheCpu) {
   Plan plan;
   std::vector<std::pair<AdamStepValues, float>> steps; // the update's values, the gradient's scale
   std::vector<DType> gradTypes;
-  for (auto [name, wt, gscale, gt] : std::vector<std::tuple<std::string, DType, float, DType>>{
-           {"w16", DType::F16, 0.02f, DType::F32},
-           {"w32", DType::F32, 3.0f, DType::F32},
-           {"still", DType::F16, 0.0f, DType::F32},
-           {"e5m2", DType::F16, 50.0f, DType::F8E5M2},
-           {"e4m3", DType::F16, 20.0f, DType::F8E4M3FN}}) {
+  int roundingStep = addValue(plan, "rounding_step", {}); // fed each step: the stochastic roundings' bits
+  plan.values[size_t(roundingStep)].dtype = DType::I64;
+  plan.inputs.push_back(roundingStep);
+  for (auto [name, wt, gscale, gt, sr] : std::vector<std::tuple<std::string, DType, float, DType, bool>>{
+           {"w16", DType::F16, 0.02f, DType::F32, false},
+           {"w32", DType::F32, 3.0f, DType::F32, false},
+           {"still", DType::F16, 0.0f, DType::F32, false},
+           {"e5m2", DType::F16, 50.0f, DType::F8E5M2, false},
+           {"e4m3", DType::F16, 20.0f, DType::F8E4M3FN, false},
+           {"sr", DType::F16, 0.02f, DType::F32, true},
+           {"sr-e4m3", DType::F16, 20.0f, DType::F8E4M3FN, true}}) {
     auto w = std::make_shared<Tensor>(randomTensor(sh, rng, 0.05f).castTo(wt));
-    AdamStepValues a = addAdamStep(plan, name, sh, wt, w, gt);
+    AdamStepValues a = addAdamStep(plan, name, sh, wt, w, gt, sr ? roundingStep : -1);
     gradTypes.push_back(gt);
     plan.inputs.push_back(a.grad);
     for (auto [from, to] : std::vector<std::pair<int, int>>{{a.weight, a.newWeight},
@@ -638,6 +643,8 @@ TEST(CudaExecutor, AdamStepMatchesTheCpu) {
   auto gpu = cuda::makeCudaRunner(plan);
   for (int step = 0; step < 5; ++step) {
     std::map<std::string, TensorPtr> feed;
+    feed["rounding_step"] = std::make_shared<Tensor>(DType::I64, Shape{});
+    feed["rounding_step"]->data<int64_t>()[0] = 1000 + step;
     for (size_t p = 0; p < steps.size(); ++p) {
       auto &[a, gscale] = steps[p];
       Tensor g = randomTensor(sh, rng, 1.0f);
@@ -657,6 +664,39 @@ TEST(CudaExecutor, AdamStepMatchesTheCpu) {
     EXPECT_EQ(cpu.value(still.newExpAvgScaleInv)->data<float>()[0], 1.0f / std::ldexp(1.0f, 48)); // 448 / 1e-12
     float vs = cpu.value(steps[0].first.newExpAvgSqScaleInv)->data<float>()[0];
     EXPECT_EQ(vs, std::ldexp(1.0f, std::ilogb(vs))) << "a power of two";
+  }
+}
+
+/// fp8.stochastic_round on the GPU against the CPU, bit for bit, over 3 steps: 1,000,003 values
+/// (no multiple of anything) between FP16 neighbours, on them, subnormal, beyond 65504, infinite and
+/// NaN; another step draws other bits.
+TEST(CudaExecutor, StochasticRoundMatchesTheCpu) {
+  REQUIRE_GPU();
+  const int64_t n = 1000003;
+  Plan plan;
+  int y = stochasticRoundPlan(plan, n, 12);
+  std::mt19937 rng(47);
+  auto xs = std::make_shared<Tensor>(randomTensor({n}, rng, 1.0f));
+  float *px = xs->data<float>();
+  for (int64_t i = 0; i < n; i += 97)
+    px[i] = std::ldexp(px[i], -20); // subnormal in FP16
+  for (int64_t i = 1; i < n; i += 89)
+    px[i] = halfToFloat(floatToHalf(px[i])); // held exactly
+  px[5] = 65504.0f, px[6] = 65510.0f, px[7] = -1e6f, px[8] = INFINITY, px[9] = NAN, px[n - 1] = 0.3f;
+  Executor cpu(plan);
+  auto gpu = cuda::makeCudaRunner(plan);
+  std::vector<uint8_t> first;
+  for (int64_t s = 0; s < 3; ++s) {
+    auto st = std::make_shared<Tensor>(DType::I64, Shape{});
+    st->data<int64_t>()[0] = s;
+    cpu.run({{"x", xs}, {"step", st}}, true);
+    gpu->run({{"x", xs}, {"step", st}}, true);
+    ASSERT_TRUE(cpu.value(y) && gpu->value(y));
+    EXPECT_TRUE(gpu->value(y)->bytes == cpu.value(y)->bytes) << "step " << s;
+    if (s == 0)
+      first = cpu.value(y)->bytes;
+    else
+      EXPECT_FALSE(cpu.value(y)->bytes == first) << "step " << s << " drew step 0's bits";
   }
 }
 

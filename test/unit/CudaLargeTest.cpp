@@ -8,7 +8,8 @@
 // cast with its amax and transposed copy (bit for bit); current scaling's amax and cast; float
 // conversions and dequantization; the LayerNorm gradient; the loss and its gradient; LayerNorm over
 // 2^21 rows, and its FP8 cast (also with the residual Add before it); the rotary embedding; the GELU and a generated
-// Pointwise kernel; BF16 row-broadcast arithmetic; MS-AMP's Adam step (fp8.adam_step); and every float32 bit pattern (2^32
+// Pointwise kernel; BF16 row-broadcast arithmetic; MS-AMP's Adam step (fp8.adam_step) and the stochastic FP16 rounding
+// of its weights (fp8.stochastic_round); and every float32 bit pattern (2^32
 // values) through the FP8 casts and the BF16 Cast. Skipped without a GPU or without the memory
 // (about 40 GiB of GPU memory for the largest).
 //
@@ -539,4 +540,28 @@ TEST(CudaLarge, AdamStepPast32BitElements) {
   plan.inputs = {a.grad};
   plan.outputs = {a.newWeight, a.newExpAvg, a.newExpAvgScaleInv, a.newExpAvgSq, a.newExpAvgSqScaleInv};
   expectLargeOutputsMatch(plan, {{"w.grad", patterned({kPast32}, kPast32 - 1)}}, true, 0);
+}
+
+/// fp8.stochastic_round of 2^31 + 65536 float32 values (the patterned values times 1 + 2^-13 + 2^-20,
+/// so most lie between FP16 neighbours): the FP16 results bit for bit, the random bits of each
+/// element drawn from its 64-bit index.
+TEST(CudaLarge, StochasticRoundPast32BitElements) {
+  REQUIRE_GPU_MEMORY(int64_t(16) << 30);
+  Plan plan;
+  stochasticRoundPlan(plan, kPast32, 5);
+  TensorPtr xs = patterned({kPast32}, kPast32 - 1);
+  float *p = xs->data<float>();
+  const float k = 1.0f + std::ldexp(1.0f, -13) + std::ldexp(1.0f, -20);
+  unsigned w = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < w; ++t)
+    pool.emplace_back([=] {
+      for (int64_t i = kPast32 * t / w; i < kPast32 * (t + 1) / w; ++i)
+        p[i] *= k;
+    });
+  for (std::thread &th : pool)
+    th.join();
+  auto st = std::make_shared<Tensor>(DType::I64, Shape{});
+  st->data<int64_t>()[0] = 123;
+  expectLargeOutputsMatch(plan, {{"x", xs}, {"step", st}}, true, 0);
 }

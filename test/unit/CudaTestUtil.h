@@ -179,6 +179,18 @@ inline void addReduceSum(Plan &plan, int x, int out, std::vector<int64_t> axes) 
   }
 }
 
+/// A plan of one fp8.stochastic_round of "x" ([n] float32, an input) with the int64 scalar input
+/// "step" and `salt`, writing "y" ([n] float16, the output); returns y's id.
+inline int stochasticRoundPlan(Plan &plan, int64_t n, int64_t salt) {
+  int x = addValue(plan, "x", {n}), step = addValue(plan, "step", {}), y = addValue(plan, "y", {n});
+  plan.values[size_t(step)].dtype = DType::I64;
+  plan.values[size_t(y)].dtype = DType::F16;
+  plan.inputs = {x, step};
+  plan.outputs = {y};
+  addOp(plan, "fp8.stochastic_round", "y", {x, step}, {y}).attrs["salt"].i = salt;
+  return y;
+}
+
 /// The values of one fp8.adam_step (MS-AMP O2's update of an FP8 weight; FP8Ops.td).
 struct AdamStepValues {
   int weight, grad, expAvg, expAvgScaleInv, expAvgSq, expAvgSqScaleInv;
@@ -189,9 +201,10 @@ struct AdamStepValues {
 /// beta2 0.999, eps 1e-8), its state as constants of kind State (weight of `weightType`, zero
 /// moments with scale_inv 1) and `grad` a plan value of `gradType` (FP8 codes with a scale_inv of
 /// 1/16, as MS-AMP holds weight gradients, or float32 with 1); the scalar operands (clipping
-/// coefficient, decay, step size, sqrt of the second bias correction) are float32 constants.
+/// coefficient, decay, step size, sqrt of the second bias correction) are float32 constants; with
+/// `roundingStep` (an int64 scalar value), the new FP16 weight is rounded stochastically.
 inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Shape &s, DType weightType,
-                                  TensorPtr weight, DType gradType = DType::F32) {
+                                  TensorPtr weight, DType gradType = DType::F32, int roundingStep = -1) {
   auto state = [&](const std::string &n, const Shape &sh, DType dt, TensorPtr v) {
     int id = addValue(plan, n, sh);
     plan.values[size_t(id)].dtype = dt;
@@ -228,6 +241,10 @@ inline AdamStepValues addAdamStep(Plan &plan, const std::string &name, const Sha
   PlanOp &op = addOp(plan, "fp8.adam_step", name + ".step",
                      {a.weight, a.grad, gradScaleInv, a.expAvg, a.expAvgScaleInv, a.expAvgSq, a.expAvgSqScaleInv, clip, decay, step, bc2},
                      {a.newWeight, a.newExpAvg, a.newExpAvgScaleInv, a.newExpAvgSq, a.newExpAvgSqScaleInv});
+  if (roundingStep >= 0) { // the FP16 weight rounded stochastically, salted with the op's index
+    op.inputs.push_back(roundingStep);
+    op.attrs["rounding_salt"].i = int64_t(plan.ops.size());
+  }
   for (auto [k, v] : std::vector<std::pair<const char *, float>>{
            {"beta1", 0.9f}, {"one_minus_beta1", 0.1f}, {"beta2", 0.999f}, {"one_minus_beta2", 0.001f}, {"eps", 1e-8f}}) {
     op.attrs[k].kind = Attr::Float;

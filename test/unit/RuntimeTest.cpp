@@ -2,6 +2,7 @@
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Fp8.h"
 #include "octet/runtime/Npz.h"
+#include "octet/runtime/StochasticRound.h"
 
 #include "../../runtime/src/LogWriter.h"
 
@@ -194,6 +195,102 @@ TEST(Kernels, DelayedScaleFollowsTransformerEngine) {
   EXPECT_EQ(ex.value("s2")->data<float>()[0], 3.0f);
   ex.run({{"h", f32({3}, {0.0f, 0.0f, 0.0f})}, {"s", f32({}, {3.0f})}, {"a", f32({}, {INFINITY})}});
   EXPECT_EQ(ex.value("s2")->data<float>()[0], 3.0f);
+}
+
+/// Stochastic rounding to FP16 (StochasticRound.h): a value FP16 holds is kept whatever the bits;
+/// another becomes one of its two neighbours, the upper one exactly when the 24 random bits fall
+/// below (|x| - lo) / ulp * 2^24; a NaN stays the NaN the CPU's conversion gives; values without
+/// neighbours (beyond 65504, Inf) are left to rounding to nearest (-1).
+TEST(StochasticRound, NeighboursInProportion) {
+  for (uint32_t c = 0; c < 0x7C00; c += 7) // every 7th finite FP16 code, both signs
+    for (uint32_t sign : {0u, 0x8000u}) {
+      float x = halfToFloat(uint16_t(c | sign));
+      for (uint32_t r : {0u, 1u << 23, (1u << 24) - 1})
+        ASSERT_EQ(sr::halfStochasticCode(x, r), int32_t(c | sign)) << x;
+    }
+  auto up = [](float x, uint32_t r) { return sr::halfStochasticCode(x, r); };
+  float quarter = 1.0f + std::ldexp(1.0f, -12); // a quarter of FP16's step above 1 (0x3C00)
+  EXPECT_EQ(up(quarter, 0), 0x3C01);
+  EXPECT_EQ(up(quarter, (1u << 22) - 1), 0x3C01);
+  EXPECT_EQ(up(quarter, 1u << 22), 0x3C00);
+  EXPECT_EQ(up(-quarter, 0), 0xBC01);
+  EXPECT_EQ(up(-quarter, (1u << 24) - 1), 0xBC00);
+  float sub = std::ldexp(1.0f, -26); // a quarter of the smallest subnormal, 2^-24
+  EXPECT_EQ(up(sub, (1u << 22) - 1), 0x0001);
+  EXPECT_EQ(up(sub, 1u << 22), 0x0000);
+  float top = std::ldexp(1.0f, 15) * (1.0f + 1022.5f / 1024.0f); // between 0x7BFE and 0x7BFF
+  EXPECT_EQ(up(top, (1u << 23) - 1), 0x7BFF);
+  EXPECT_EQ(up(top, 1u << 23), 0x7BFE);
+  float carry = 2.0f - std::ldexp(1.0f, -12); // between 0x3FFF and 0x4000: the step into the next binade
+  EXPECT_EQ(up(carry, 0), 0x4000);
+  EXPECT_EQ(up(carry, (1u << 24) - 1), 0x3FFF);
+  EXPECT_EQ(up(65504.0f, 0), 0x7BFF);
+  for (float x : {65505.0f, 1e6f, -70000.0f, INFINITY, -INFINITY})
+    EXPECT_EQ(up(x, 0), -1) << x;
+  for (float x : {NAN, -NAN, std::nanf("0x12345")}) // as the CPU's _Float16 conversion keeps a NaN
+    EXPECT_EQ(up(x, 0), int32_t(floatToHalf(x))) << x;
+  // Random values land on one of their two neighbours (the truncation lo, found from rounding to
+  // nearest, or the code above it), on lo itself where FP16 holds them.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> e(-30, 16);
+  for (int k = 0; k < 100000; ++k) {
+    float x = std::exp2(e(rng)) * (k % 2 ? -1.0f : 1.0f), ax = std::fabs(x);
+    if (ax > 65504.0f)
+      continue;
+    uint32_t lo = floatToHalf(ax);
+    if (halfToFloat(uint16_t(lo)) > ax)
+      --lo;
+    int32_t got = sr::halfStochasticCode(x, uint32_t(rng()) >> 8);
+    ASSERT_GE(got, 0) << x;
+    EXPECT_EQ(uint32_t(got) & 0x8000u, k % 2 ? 0x8000u : 0u) << x;
+    uint32_t mag = uint32_t(got) & 0x7FFFu;
+    if (halfToFloat(uint16_t(lo)) == ax)
+      ASSERT_EQ(mag, lo) << x;
+    else
+      ASSERT_TRUE(mag == lo || mag == lo + 1) << x << " -> " << halfToFloat(uint16_t(mag));
+  }
+}
+
+/// fp8.stochastic_round on the CPU: an update below half an FP16 step, which rounding to nearest
+/// drops every time, lands on average (1000 steps of 1e-6 on 0.02, whose FP16 step is 1.5e-5);
+/// the same (salt, step) gives the same bits, another step or salt others.
+TEST(StochasticRound, SmallUpdatesLandOnAverage) {
+  const int64_t n = 4096;
+  auto run = [&](const std::vector<float> &x, int64_t step, int64_t salt) {
+    Plan p = onePlan("fp8.stochastic_round",
+                     {{"x", DType::F32, false, true, {n}}, {"step", DType::I64, false, true, {}},
+                      {"y", DType::F16, false, true, {n}}},
+                     {0, 1}, {2});
+    p.ops[0].attrs["salt"].i = salt;
+    auto st = std::make_shared<Tensor>(DType::I64, Shape{});
+    st->data<int64_t>()[0] = step;
+    Executor ex(p);
+    ex.run({{"x", f32({n}, x)}, {"step", st}});
+    return *ex.value("y");
+  };
+  std::vector<uint16_t> w(size_t(n), floatToHalf(0.02f)), nearest = w;
+  for (int64_t step = 0; step < 1000; ++step) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[size_t(i)] = halfToFloat(w[size_t(i)]) + 1e-6f;
+    Tensor y = run(x, step, 3);
+    std::memcpy(w.data(), y.bytes.data(), size_t(n) * 2);
+    for (uint16_t &h : nearest)
+      h = floatToHalf(halfToFloat(h) + 1e-6f);
+  }
+  double mean = 0;
+  for (uint16_t h : w)
+    mean += halfToFloat(h) / double(n);
+  float start = halfToFloat(floatToHalf(0.02f));
+  EXPECT_EQ(halfToFloat(nearest[0]), start) << "rounding to nearest drops every update";
+  EXPECT_NEAR(mean - start, 1e-3, 2e-5) << "the mean weight moved by 1000 x 1e-6";
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    x[size_t(i)] = 1.0f + std::ldexp(float(i % 1024), -22); // every value between 1 and FP16's next
+  Tensor a = run(x, 7, 3), b = run(x, 7, 3), c = run(x, 8, 3), d = run(x, 7, 4);
+  EXPECT_TRUE(a.bytes == b.bytes);
+  EXPECT_FALSE(a.bytes == c.bytes);
+  EXPECT_FALSE(a.bytes == d.bytes);
 }
 
 TEST(Kernels, MissingInputIsAClearError) {

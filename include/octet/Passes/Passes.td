@@ -242,6 +242,9 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
            "MS-AMP storage for FP8 Linear weights: O1, O2, O3 (empty: FP32)">,
     Option<"msampGradFormat", "msamp-grad-format", "std::string", "\"e4m3\"",
            "O1+: the FP8 format FP8 Linear weight gradients are held in: e4m3 (MS-AMP's) or e5m2">,
+    Option<"msampWeightRounding", "msamp-weight-rounding", "std::string", "\"nearest\"",
+           "O1+: the updated FP16 weight (O3: master) rounded to nearest (MS-AMP's) or stochastically (fp8.stochastic_round "
+           "with the step counter: unbiased, so updates below half an FP16 step land on average)">,
     Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
            "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "
            "instead of its float32 ops">,

@@ -25,7 +25,7 @@ struct TrainingFlags {
   std::string msampLevel;
   bool keepGradients = true, fuseMsampAdam = false;
   bool dataParallel = false, fp8AllReduce = false;
-  std::string fp8AllReduceFormat = "e4m3";
+  std::string fp8AllReduceFormat = "e4m3", msampWeightRounding = "nearest";
   int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;
 };
 

@@ -410,3 +410,35 @@ func.func @all_gather_start_reader(%x: tensor<32xf32>) -> tensor<64xf32> {
   %n = onnx.Neg %f : (tensor<64xf32>) -> tensor<64xf32>
   return %n : tensor<64xf32>
 }
+
+// -----
+
+func.func @stochastic_round_shape(%x: tensor<64x32xf32>, %step: tensor<i64>) -> tensor<32x64xf16> {
+  // expected-error @+1 {{the result must have the input's shape 'tensor<64x32xf32>'}}
+  %y = fp8.stochastic_round %x, %step {salt = 7 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<32x64xf16>
+  return %y : tensor<32x64xf16>
+}
+
+// -----
+
+func.func @stochastic_round_to_bf16(%x: tensor<64x32xf32>, %step: tensor<i64>) -> tensor<64x32xbf16> {
+  // expected-error @+1 {{result #0 must be tensor of 16-bit float values}}
+  %y = fp8.stochastic_round %x, %step {salt = 7 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<64x32xbf16>
+  return %y : tensor<64x32xbf16>
+}
+
+// -----
+
+func.func @adam_step_rounding_f32_weight(%w: tensor<64x32xf32>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>, %step: tensor<i64>) -> tensor<64x32xf32> {
+  // expected-error @+1 {{a rounding step needs a float16 weight, got 'tensor<64x32xf32>'}}
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s, %step {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32, rounding_salt = 3 : i64} : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<i64>) -> (tensor<64x32xf32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  return %w2 : tensor<64x32xf32>
+}
+
+// -----
+
+func.func @adam_step_rounding_without_salt(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>, %step: tensor<i64>) -> tensor<64x32xf16> {
+  // expected-error @+1 {{rounding_step and rounding_salt come together}}
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s, %step {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<i64>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  return %w2 : tensor<64x32xf16>
+}

@@ -126,3 +126,21 @@ func.func @sharding(%g: tensor<64xf32>, %q: tensor<64xf8E4M3FN>, %s: tensor<f32>
   %d = fp8.all_gather %c {world_size = 4 : i64} : tensor<16xf16> -> tensor<64xf16>
   return %a, %b, %d : tensor<16xf32>, tensor<16xf8E4M3FN>, tensor<64xf16>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @stochastic_round
+// CHECK: fp8.stochastic_round %{{.+}}, %{{.+}} {salt = 7 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<64x32xf16>
+func.func @stochastic_round(%x: tensor<64x32xf32>, %step: tensor<i64>) -> tensor<64x32xf16> {
+  %y = fp8.stochastic_round %x, %step {salt = 7 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<64x32xf16>
+  return %y : tensor<64x32xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @adam_step_stochastic
+// CHECK: fp8.adam_step {{.+}}, %{{.+}}, %{{.+}} {{.*}}rounding_salt = 3 : i64{{.*}} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<i64>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+func.func @adam_step_stochastic(%w: tensor<64x32xf16>, %g: tensor<64x32xf32>, %m: tensor<64x32xf8E4M3FN>, %v: tensor<64x32xf16>, %s: tensor<f32>, %step: tensor<i64>) -> tensor<64x32xf16> {
+  %w2, %m2, %ms, %v2, %vs = fp8.adam_step %w, %g, %s, %m, %s, %v, %s, %s, %s, %s, %s, %step {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32, rounding_salt = 3 : i64} : (tensor<64x32xf16>, tensor<64x32xf32>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<i64>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)
+  return %w2 : tensor<64x32xf16>
+}

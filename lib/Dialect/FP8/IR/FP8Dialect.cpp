@@ -334,6 +334,16 @@ LogicalResult AdamStepOp::verify() {
   if (getNewWeight().getType() != getWeight().getType() || getNewExpAvg().getType() != getExpAvg().getType() ||
       getNewExpAvgSq().getType() != getExpAvgSq().getType())
     return emitOpError("the new weight and moments must have the types of the old");
+  if (getRoundingStep() && !getWeight().getType().cast<ShapedType>().getElementType().isF16())
+    return emitOpError("a rounding step needs a float16 weight, got ") << getWeight().getType();
+  if (bool(getRoundingStep()) != getRoundingSalt().has_value())
+    return emitOpError("rounding_step and rounding_salt come together");
+  return success();
+}
+
+LogicalResult StochasticRoundOp::verify() {
+  if (getInput().getType().cast<ShapedType>().getShape() != getOutput().getType().cast<ShapedType>().getShape())
+    return emitOpError("the result must have the input's shape ") << getInput().getType();
   return success();
 }
 

@@ -133,8 +133,14 @@ struct AdamStepArgs {
   uint16_t *newExpAvgSq = nullptr;
   float *newExpAvgSqScaleInv = nullptr;
   void *scratch = nullptr;
+  const int64_t *roundingStep = nullptr; // set: the FP16 weight rounded stochastically (fp8.stochastic_round)
+  int64_t roundingSalt = 0;
 };
 std::string adamStep(const AdamStepArgs &a, cudaStream_t stream = nullptr);
+/// fp8.stochastic_round: out[i] = x[i] rounded to float16 with the bits of (salt, *step, i)
+/// (octet/runtime/StochasticRound.h), as the CPU reference rounds it.
+std::string stochasticRoundHalf(const float *x, uint16_t *out, int64_t n, const int64_t *step, int64_t salt,
+                                cudaStream_t stream = nullptr);
 
 /// FP8 GEMM through cuBLASLt: D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv
 /// (+ bias[N]), row-major, B as nn.Linear stores weights (the "TN" layout FP8

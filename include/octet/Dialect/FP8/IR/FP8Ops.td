@@ -419,7 +419,9 @@ def FP8_AdamStepOp : FP8_Op<"adam_step"> {
     1 for an amax of 0 or NaN, +Inf for +Inf. `grad` is float32 (with a
     grad_scale_inv of 1) or the FP8 codes an MS-AMP weight gradient is held
     in, read as fp8.dequantize reads them. The coefficients are
-    attributes holding the float32 values the update multiplies by.
+    attributes holding the float32 values the update multiplies by. With
+    `rounding_step` (an FP16 weight only), w2 is rounded to FP16 as
+    `fp8.stochastic_round` with that step and `rounding_salt` rounds it.
     Example: `%w2, %m2, %ms2, %v2, %vs2 = fp8.adam_step %w, %g, %gs, %m, %ms, %v, %vs, %c, %d, %lr, %bc2 {beta1 = 0.9 : f32, one_minus_beta1 = 0.1 : f32, beta2 = 0.999 : f32, one_minus_beta2 = 1.0e-3 : f32, eps = 1.0e-8 : f32} : (tensor<64x32xf16>, tensor<64x32xf8E5M2>, tensor<f32>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x32xf16>, tensor<64x32xf8E4M3FN>, tensor<f32>, tensor<64x32xf16>, tensor<f32>)`
   }];
   let arguments = (ins TensorOf<[F16, F32]>:$weight, TensorOf<[F32, F8E4M3FN, F8E5M2]>:$grad,
@@ -427,17 +429,35 @@ def FP8_AdamStepOp : FP8_Op<"adam_step"> {
                    0DTensorOf<[F32]>:$exp_avg_scale_inv, TensorOf<[F16]>:$exp_avg_sq,
                    0DTensorOf<[F32]>:$exp_avg_sq_scale_inv, 0DTensorOf<[F32]>:$grad_scale,
                    0DTensorOf<[F32]>:$decay, 0DTensorOf<[F32]>:$step_size,
-                   0DTensorOf<[F32]>:$bias_correction2_sqrt,
+                   0DTensorOf<[F32]>:$bias_correction2_sqrt, Optional<0DTensorOf<[I64]>>:$rounding_step,
                    F32Attr:$beta1, F32Attr:$one_minus_beta1, F32Attr:$beta2, F32Attr:$one_minus_beta2,
-                   F32Attr:$eps);
+                   F32Attr:$eps, OptionalAttr<I64Attr>:$rounding_salt);
   let results = (outs TensorOf<[F16, F32]>:$new_weight, TensorOf<[F8E4M3FN]>:$new_exp_avg,
                   0DTensorOf<[F32]>:$new_exp_avg_scale_inv, TensorOf<[F16]>:$new_exp_avg_sq,
                   0DTensorOf<[F32]>:$new_exp_avg_sq_scale_inv);
   let assemblyFormat = [{
     $weight `,` $grad `,` $grad_scale_inv `,` $exp_avg `,` $exp_avg_scale_inv `,` $exp_avg_sq `,` $exp_avg_sq_scale_inv `,`
-    $grad_scale `,` $decay `,` $step_size `,` $bias_correction2_sqrt attr-dict
+    $grad_scale `,` $decay `,` $step_size `,` $bias_correction2_sqrt (`,` $rounding_step^)? attr-dict
     `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def FP8_StochasticRoundOp : FP8_Op<"stochastic_round"> {
+  let summary = "Round float32 to float16 up or down at random, in proportion to the distance (unbiased)";
+  let description = [{
+    Each element x between two float16 neighbours lo < |x| < hi becomes hi
+    with probability (|x| - lo) / (hi - lo), else lo (sign kept), so its
+    expected value is x: an FP16 weight takes updates smaller than half its
+    step on average, where rounding to nearest drops them. NaN, infinities and
+    values beyond 65504 round to nearest. The random bits are a hash of
+    (`salt`, `step`, element index), runtime/include/octet/runtime/StochasticRound.h:
+    deterministic, the same on every backend and rank.
+    Example: `%w16 = fp8.stochastic_round %w, %step {salt = 3 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<64x32xf16>`
+  }];
+  let arguments = (ins TensorOf<[F32]>:$input, 0DTensorOf<[I64]>:$step, I64Attr:$salt);
+  let results = (outs TensorOf<[F16]>:$output);
+  let assemblyFormat = "$input `,` $step attr-dict `:` type($input) `,` type($step) `->` type($output)";
   let hasVerifier = 1;
 }
 
