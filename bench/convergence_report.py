@@ -19,6 +19,9 @@ seeds (max - min). A run is within bounds at a mark when its mean is within --to
 baseline's mean and the difference is no larger than the baseline's spread over seeds ("yes"), or
 below the baseline by more than --tolerance but inside that spread ("lower": not a loss of
 quality); the exit status is 1 when a complete run is out of bounds ("no") at any mark.
+Then, for each run of two or more seeds, what the seeds resolve at the last mark: the paired train
+gap's mean with its standard error over seeds and Student's 95% interval; a gap whose interval
+holds 0 is not resolved from it (more seeds would).
 --png draws each run's mean training curve with its band over seeds, and the paired gaps.
 """
 import argparse, collections, glob, gzip, json, math, os, re, sys
@@ -72,6 +75,23 @@ def clip_lines(runs, order):
             cells = ", ".join(f"{step}: {100 * c[0] / c[1]:.1f}% (max {c[2]:.2f})" for step, c in sorted(acc[role].items()))
             out.append(f"{run} {role}: steps clipped by delayed scaling, share of tensor-steps: {cells}")
     return out
+
+
+# Student's t, two-sided 95%, by degrees of freedom (1.96 past 30).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def resolution(run, mark, gaps):
+    """One line: the mean paired gap, its standard error over seeds and Student's 95% interval."""
+    n = len(gaps)
+    mean = sum(gaps) / n
+    se = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1) / n)
+    t = T95[max(k for k in T95 if k <= n - 1)] if n - 1 <= 30 else 1.96
+    lo, hi = mean - t * se, mean + t * se
+    verdict = "not resolved from 0" if lo <= 0 <= hi else "above 0" if lo > 0 else "below 0"
+    return (f"{run} at {mark}: train gap {100 * mean:+.2f}% ± {100 * se:.2f}% (standard error over {n} seeds), "
+            f"95% interval [{100 * lo:+.2f}, {100 * hi:+.2f}]: {verdict}")
 
 
 def main():
@@ -161,6 +181,11 @@ def main():
             lines.append(f"| {run} | {n} | {mark} | {fmt(t.get('mean'))} | {gap('train')} | {fmt(e.get('mean'))} | "
                          f"{gap('eval')} | {fmt(t.get('spread'))} / {fmt(e.get('spread'))} | {verdict} |")
     print("\n".join(lines))
+    for run in order[1:]:
+        gaps = [train_at(runs[run][s], last) / train_at(base[s], last) - 1 for s in sorted(set(runs[run]) & set(base))
+                if train_at(runs[run][s], last) is not None and train_at(base[s], last) is not None]
+        if len(gaps) >= 2:
+            print(resolution(run, last, gaps))
     for line in clip_lines(runs, order):
         print(line)
     for run in order:
