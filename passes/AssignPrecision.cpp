@@ -10,11 +10,14 @@
 //     residual Add with a float32 operand stays float32, as under PyTorch's autocast), or
 //     of a fused Pointwise program whose activation operands (rank >= 2) are all BF16
 //     (its scalars and broadcast vectors stay float32: each operand has its own type), or of
-//     a rotary embedding whose X is (its cos and sin tables stay float32);
+//     a rotary embedding whose X is (its cos and sin tables stay float32), or of a Slice,
+//     Split or Concat (copies: exact in any type) whose data operands are (a fused QKV
+//     projection's result split for attention, the three gradients concatenated back);
 //   - every op that reads it (through Reshape-like views, which share its bytes and so
 //     its type) reads BF16 at that operand: FP8 casts and amaxes, the LayerNorm gradient,
 //     attention, GELU, elementwise ops, Pointwise programs, the rotary embedding (X), the loss
-//     and its gradient (logits), ReduceSum (a bias gradient, itself float32), Cast;
+//     and its gradient (logits), ReduceSum (a bias gradient, itself float32), Cast, and Slice,
+//     Split and Concat where all their data operands and results are BF16 (one element type);
 //   - it has rank >= 2 and is not a result of the function (outputs, gradients, state).
 // Parameters, optimizer state, scales, amaxes and parameter gradients (read by the
 // gradient norm's ReduceSumSquare) stay float32. A Cast left with a BF16 input and result
@@ -51,7 +54,7 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
-enum class Kind { None, Origin, SameType, Follows, FollowsFirst };
+enum class Kind { None, Origin, SameType, Follows, FollowsFirst, Moves };
 
 // The ops below are those both backends run with BF16 operands and results natively (the CPU
 // reference widens and rounds around every kernel; the CUDA executor's kernels load and store BF16:
@@ -76,6 +79,8 @@ Kind producerKind(const std::string &t, unsigned result) {
     return Kind::Follows; // BF16 where its activation operands are (scalars and vectors aside)
   if (t == "octet::RotaryEmbedding" && result == 0)
     return Kind::FollowsFirst; // BF16 where X is (cos and sin, position tables, stay float32)
+  if (t == "Slice" || t == "Split" || t == "Concat")
+    return Kind::Moves; // copies: BF16 where every data operand and result is (starts, sizes: int64)
   return Kind::None;
 }
 
@@ -100,8 +105,10 @@ bool readsBf16(const std::string &t, unsigned i) {
     return i < 3;
   if (t == "octet::AttentionGrad")
     return i != 4; // not the log-sum-exp
-  if (t == "octet::RotaryEmbedding")
+  if (t == "octet::RotaryEmbedding" || t == "Slice" || t == "Split")
     return i == 0;
+  if (t == "Concat")
+    return true;
   return t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "octet::Pointwise"; // each operand its type
 }
 
@@ -164,7 +171,7 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
       Operation *def = c.getDefiningOp();
       const std::string &t = type[def];
       Kind k = producerKind(def, t, c.cast<OpResult>().getResultNumber());
-      if (k == Kind::SameType || k == Kind::Follows) {
+      if (k == Kind::SameType || k == Kind::Follows || k == Kind::Moves) {
         for (Value in : def->getOperands())
           if (!inSet(in) && (k == Kind::SameType || isF32Activation(in)))
             return false;
@@ -185,6 +192,14 @@ struct AssignPrecision : octet::impl::AssignPrecisionBase<AssignPrecision> {
           if (!readsBf16(ut, use.getOperandNumber()))
             return false;
           Kind uk = producerKind(ut, 0);
+          if (uk == Kind::Moves) { // a copy keeps one element type: its results and data operands follow
+            for (Value r : u->getResults())
+              if (!inSet(r))
+                return false;
+            for (Value in : u->getOperands())
+              if (isF32Activation(in) && !inSet(in))
+                return false;
+          }
           if (uk == Kind::SameType) { // the reader's result and its other operands follow
             unsigned n = u->getNumOperands();
             if (!inSet(u->getResult(0)))

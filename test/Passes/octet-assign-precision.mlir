@@ -134,3 +134,55 @@ func.func @kept_layer_casts(%x: tensor<32x64xbf16>, %w: tensor<64x128xbf16>, %la
   %dx = onnx.Gemm %gb, %w, %none {transB = 1 : si64} : (tensor<32x128xbf16>, tensor<64x128xbf16>, none) -> tensor<32x64xbf16>
   return %loss, %dx : tensor<f32>, tensor<32x64xbf16>
 }
+
+// -----
+
+// A fused QKV projection (GPT-2's c_attn): one FP8 GEMM's result sliced into q, k and v for
+// attention, and attention's three gradients concatenated back into the projection's dY for its
+// cast: Slice and Concat copy, so with BF16 operands they store BF16, and the whole path does.
+// CHECK-LABEL: func.func @split_qkv
+// CHECK: %[[QKV:.+]] = fp8.gemm {{.+}} -> tensor<32x192xbf16>
+// CHECK: onnx.Slice %[[QKV]], {{.+}} -> tensor<32x64xbf16>
+// CHECK: onnx.Slice %[[QKV]], {{.+}} -> tensor<32x64xbf16>
+// CHECK: onnx.node "AttentionGrad"({{.+}}) {{.+}} -> (tensor<2x16x64xbf16>, tensor<2x16x64xbf16>, tensor<2x16x64xbf16>)
+// CHECK: %[[DY:.+]] = onnx.Concat {{.+}} : (tensor<32x64xbf16>, tensor<32x64xbf16>, tensor<32x64xbf16>) -> tensor<32x192xbf16>
+// CHECK: fp8.cast_amax %[[DY]], %arg2 : tensor<32x192xbf16>, tensor<f32>
+func.func @split_qkv(%a: tensor<32x64xf8E4M3FN>, %w: tensor<192x64xf8E4M3FN>, %s: tensor<f32>, %shape: tensor<3xi64>, %flat: tensor<2xi64>, %st: tensor<1xi64>, %mid: tensor<1xi64>, %end: tensor<1xi64>, %ax: tensor<1xi64>, %dy: tensor<2x16x64xbf16>) -> (tensor<32x192xf8E5M2>, tensor<f32>) {
+  %none = onnx.none
+  %qkv = fp8.gemm %a, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<192x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x192xf32>
+  %q = onnx.Slice %qkv, %st, %mid, %ax, %none : (tensor<32x192xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<32x64xf32>
+  %k = onnx.Slice %qkv, %mid, %end, %ax, %none : (tensor<32x192xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<32x64xf32>
+  %q3 = onnx.Reshape %q, %shape : (tensor<32x64xf32>, tensor<3xi64>) -> tensor<2x16x64xf32>
+  %k3 = onnx.Reshape %k, %shape : (tensor<32x64xf32>, tensor<3xi64>) -> tensor<2x16x64xf32>
+  %y, %lse = onnx.node "Attention"(%q3, %k3, %k3) {attrs = {is_causal = 1 : si64, q_num_heads = 4 : si64, kv_num_heads = 4 : si64}, domain = "octet"} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>) -> (tensor<2x16x64xf32>, tensor<2x4x16xf32>)
+  %dyf = onnx.Cast %dy {to = 1 : si64} : (tensor<2x16x64xbf16>) -> tensor<2x16x64xf32>
+  %dq, %dk, %dv = onnx.node "AttentionGrad"(%q3, %k3, %k3, %y, %lse, %dyf) {attrs = {is_causal = 1 : si64, q_num_heads = 4 : si64, kv_num_heads = 4 : si64}, domain = "octet"} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x4x16xf32>, tensor<2x16x64xf32>) -> (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>)
+  %dq2 = onnx.Reshape %dq, %flat : (tensor<2x16x64xf32>, tensor<2xi64>) -> tensor<32x64xf32>
+  %dk2 = onnx.Reshape %dk, %flat : (tensor<2x16x64xf32>, tensor<2xi64>) -> tensor<32x64xf32>
+  %dv2 = onnx.Reshape %dv, %flat : (tensor<2x16x64xf32>, tensor<2xi64>) -> tensor<32x64xf32>
+  %d = onnx.Concat %dq2, %dk2, %dv2 {axis = 1 : si64} : (tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x192xf32>
+  %c, %m = fp8.cast_amax %d, %s : tensor<32x192xf32>, tensor<f32> -> tensor<32x192xf8E5M2>, tensor<f32>
+  return %c, %m : tensor<32x192xf8E5M2>, tensor<f32>
+}
+
+// -----
+
+// A copy keeps one element type: a Concat of a BF16-able gradient and a float32 stream stays
+// float32, and so does the gradient; a Slice whose result a float32-only op (Softmax) reads stays
+// float32, and so does the GEMM result it slices.
+// CHECK-LABEL: func.func @copies_follow_their_readers
+// CHECK: fp8.gemm {{.+}} -> tensor<32x64xf32>
+// CHECK: onnx.Concat {{.+}} : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x128xf32>
+// CHECK: %[[G:.+]] = fp8.gemm {{.+}} -> tensor<32x128xf32>
+// CHECK: onnx.Slice %[[G]], {{.+}} -> tensor<32x64xf32>
+// CHECK-NOT: bf16
+func.func @copies_follow_their_readers(%x: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %w2: tensor<128x64xf8E4M3FN>, %s: tensor<f32>, %stream: tensor<32x64xf32>, %st: tensor<1xi64>, %end: tensor<1xi64>, %ax: tensor<1xi64>) -> (tensor<32x128xf8E4M3FN>, tensor<f32>, tensor<32x64xf32>) {
+  %r = fp8.gemm %x, %w, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x64xf32>
+  %cat = onnx.Concat %r, %stream {axis = 1 : si64} : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x128xf32>
+  %c, %m = fp8.cast_amax %cat, %s : tensor<32x128xf32>, tensor<f32> -> tensor<32x128xf8E4M3FN>, tensor<f32>
+  %g = fp8.gemm %x, %w2, %s, %s {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<128x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<32x128xf32>
+  %none = onnx.none
+  %h = onnx.Slice %g, %st, %end, %ax, %none : (tensor<32x128xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<32x64xf32>
+  %p = onnx.Softmax %h {axis = -1 : si64} : (tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %c, %m, %p : tensor<32x128xf8E4M3FN>, tensor<f32>, tensor<32x64xf32>
+}
