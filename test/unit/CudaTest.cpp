@@ -296,6 +296,40 @@ TEST(CudaKernels, TransposesMatchTheHost) {
   }
 }
 
+/// Slice, Split and Concat of BF16 values (octet-assign-precision stores a fused QKV projection's
+/// split and its gradients' concatenation in BF16): the CPU's bytes, eagerly and as a graph. A
+/// [6, 10, 96] value split in three along the last axis, the parts concatenated in another order,
+/// and a strided slice of the whole.
+TEST(CudaKernels, Bf16CopiesMatchTheCpu) {
+  REQUIRE_GPU();
+  Plan plan;
+  auto bf16 = [&](const std::string &n, Shape sh) {
+    int id = addValue(plan, n, std::move(sh));
+    plan.values[size_t(id)].dtype = DType::BF16;
+    return id;
+  };
+  auto ints = [&](const std::string &n, std::vector<int64_t> v) {
+    int id = addValue(plan, n, {int64_t(v.size())});
+    plan.values[size_t(id)].dtype = DType::I64;
+    auto t = std::make_shared<Tensor>(DType::I64, Shape{int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t->data<int64_t>());
+    plan.constants[id] = t;
+    plan.constantKinds[id] = ConstantKind::Const;
+    return id;
+  };
+  int x = bf16("x", {6, 10, 96}), q = bf16("q", {6, 10, 32}), k = bf16("k", {6, 10, 32}), v = bf16("v", {6, 10, 32});
+  int cat = bf16("cat", {6, 10, 96}), sl = bf16("slice", {3, 10, 30});
+  plan.inputs = {x};
+  plan.outputs = {q, cat, sl};
+  addOp(plan, "Split", "split", {x, ints("sizes", {32, 32, 32})}, {q, k, v}).attrs["axis"].i = 2;
+  addOp(plan, "Concat", "concat", {v, q, k}, {cat}).attrs["axis"].i = -1;
+  addOp(plan, "Slice", "slice", {x, ints("starts", {1, 5}), ints("ends", {6, 95}), ints("axes", {0, 2}), ints("steps", {2, 3})},
+        {sl});
+  std::mt19937 rng(53);
+  auto xs = std::make_shared<Tensor>(randomTensor({6, 10, 96}, rng, 1.0f).castTo(DType::BF16));
+  expectOutputsMatchCpu(plan, {{"x", xs}}, 2, 0, {q, cat, sl});
+}
+
 /// out[4,5,6,7] = op(a, b) with broadcasting inputs, against the same float arithmetic on the host.
 TEST(CudaKernels, BroadcastingElementwiseMatchesTheHost) {
   REQUIRE_GPU();
