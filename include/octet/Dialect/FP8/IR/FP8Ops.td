@@ -452,7 +452,9 @@ def FP8_StochasticRoundOp : FP8_Op<"stochastic_round"> {
     step on average, where rounding to nearest drops them. NaN, infinities and
     values beyond 65504 round to nearest. The random bits are a hash of
     (`salt`, `step`, element index), runtime/include/octet/runtime/StochasticRound.h:
-    deterministic, the same on every backend and rank.
+    deterministic, the same on every backend and rank. Under a sharded optimizer
+    the index is the shard's own: ranks draw the same bits at the same offset of
+    their shards (for different elements).
     Example: `%w16 = fp8.stochastic_round %w, %step {salt = 3 : i64} : tensor<64x32xf32>, tensor<i64> -> tensor<64x32xf16>`
   }];
   let arguments = (ins TensorOf<[F32]>:$input, 0DTensorOf<[I64]>:$step, I64Attr:$salt);
