@@ -185,13 +185,6 @@ template <bool Vec, int G> __global__ void __launch_bounds__(256) adamAmaxKernel
   }
 }
 
-/// x as FP16 bits, rounded stochastically with element i's bits of a stream; to nearest where x
-/// has no FP16 neighbours.
-__device__ __forceinline__ uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
-  int32_t code = sr::halfStochasticCode(x, sr::randomBits24(seed, i));
-  return code >= 0 ? uint16_t(code) : __half_as_ushort(__float2half_rn(x));
-}
-
 struct NewScales {
   float ms, vs;
 };
@@ -225,7 +218,7 @@ template <bool Vec, int G> __global__ void __launch_bounds__(256) adamUpdateKern
   bool stochastic = a.roundingStep != nullptr;
   uint64_t seed = stochastic ? sr::streamSeed(a.roundingSalt, *a.roundingStep) : 0;
   auto half = [&](float v, int64_t i) {
-    return stochastic ? halfStochastic(v, seed, uint64_t(i)) : __half_as_ushort(__float2half_rn(v));
+    return stochastic ? sr::halfStochastic(v, seed, uint64_t(i)) : __half_as_ushort(__float2half_rn(v));
   };
   auto wStore = [&](int64_t i, float v) {
     if (a.weightF16)
@@ -361,7 +354,7 @@ __global__ void __launch_bounds__(256)
   uint64_t seed = sr::streamSeed(salt, *step);
   int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = halfStochastic(x[i], seed, uint64_t(i));
+    out[i] = sr::halfStochastic(x[i], seed, uint64_t(i));
 }
 } // namespace
 

@@ -246,12 +246,6 @@ int64_t roundingStep(const KernelContext &c, size_t i) {
   return t.data<int64_t>()[0];
 }
 
-/// x rounded to FP16 with element i's bits of a stream; rounded to nearest where it has no FP16 neighbours.
-uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
-  int32_t code = sr::halfStochasticCode(x, sr::randomBits24(seed, i));
-  return code >= 0 ? uint16_t(code) : floatToHalf(x);
-}
-
 void stochasticRoundKernel(KernelContext &c) {
   const Tensor &x = c.input(0);
   if (x.dtype != DType::F32 || c.outputDType(0) != DType::F16)
@@ -261,7 +255,7 @@ void stochasticRoundKernel(KernelContext &c) {
   const float *px = x.data<float>();
   uint16_t *po = out.data<uint16_t>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i)
-    po[i] = halfStochastic(px[i], seed, uint64_t(i));
+    po[i] = sr::halfStochastic(px[i], seed, uint64_t(i));
   c.setOutput(0, std::move(out));
 }
 
@@ -316,7 +310,7 @@ void adamStepKernel(KernelContext &c) {
     float w0 = (w16 ? halfToFloat(w.data<uint16_t>()[i]) : w.data<float>()[i]) * decay;
     float next = w0 - m2[i] / (std::sqrt(v2[i]) / bc2 + eps) * stepSize;
     if (w16)
-      wOut.data<uint16_t>()[i] = stochastic ? halfStochastic(next, seed, uint64_t(i)) : floatToHalf(next);
+      wOut.data<uint16_t>()[i] = stochastic ? sr::halfStochastic(next, seed, uint64_t(i)) : floatToHalf(next);
     else
       wOut.data<float>()[i] = next;
     mOut.data<uint8_t>()[i] = fp8Encode(m2[i] / msNew, Fp8Format::E4M3FN, true);

@@ -67,15 +67,15 @@ OCTET_SR_FN float halfMagnitude(uint32_t c) {
   return floatOf(((e + 112) << 23) | (m << 13));
 }
 
-/// The FP16 code of x rounded stochastically with 24 random bits r (below 2^24); a NaN keeps its
-/// sign and its payload's top bits, quiet (the CPU's conversion; the GPU's would give one NaN);
-/// -1 where x is infinite or beyond 65504: the caller rounds those to nearest (an infinity or 65504).
-OCTET_SR_FN int32_t halfStochasticCode(float x, uint32_t r) {
+/// The FP16 code of x rounded stochastically with 24 random bits r (below 2^24). Beyond 65504 it
+/// rounds to nearest (65504 below 65520, else an infinity); a NaN keeps its sign and its payload's
+/// top bits, quiet (as the CPU's conversion does; the GPU's would give one NaN).
+OCTET_SR_FN uint16_t halfStochasticCode(float x, uint32_t r) {
   uint32_t b = bitsOf(x), ab = b & 0x7FFFFFFFu, sign = (b >> 16) & 0x8000u;
   if (ab > 0x7F800000u)
-    return int32_t(sign | 0x7E00u | ((ab >> 13) & 0x3FFu));
-  if (ab > 0x477FE000u) // 65504, FP16's largest finite value
-    return -1;
+    return uint16_t(sign | 0x7E00u | ((ab >> 13) & 0x3FFu));
+  if (ab > 0x477FE000u) // beyond 65504, FP16's largest finite value
+    return uint16_t(sign | (ab < 0x477FF000u ? 0x7BFFu : 0x7C00u));
   int ue = int(ab >> 23) - 127;
   uint32_t m = ab & 0x7FFFFFu, lo;
   if (ue >= -14) // the truncation of |x| to FP16: a normal FP16 value
@@ -87,10 +87,15 @@ OCTET_SR_FN int32_t halfStochasticCode(float x, uint32_t r) {
   float lof = halfMagnitude(lo);
   float d = floatOf(ab) - lof; // exact: lo is |x| with its low bits cleared
   if (d == 0.0f)
-    return int32_t(sign | lo);
+    return uint16_t(sign | lo);
   float ulp = halfMagnitude(lo + 1) - lof;   // a power of two (lo + 1 <= 0x7BFF here)
   float t = d * (16777216.0f / ulp);         // (|x| - lo) / ulp * 2^24, in (0, 2^24), exact
-  return int32_t(sign | (float(r) < t ? lo + 1 : lo));
+  return uint16_t(sign | (float(r) < t ? lo + 1 : lo));
+}
+
+/// x rounded to FP16 with element i's bits of the stream `seed` (fp8.stochastic_round).
+OCTET_SR_FN uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
+  return halfStochasticCode(x, randomBits24(seed, i));
 }
 
 } // namespace octet::rt::sr
