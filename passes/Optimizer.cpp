@@ -76,8 +76,23 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       return badOption(m, "msamp-grad-format", msampGradFormat, "e4m3 or e5m2");
     if (msampWeightRounding != "nearest" && msampWeightRounding != "stochastic")
       return badOption(m, "msamp-weight-rounding", msampWeightRounding, "nearest or stochastic");
+    for (const std::string &part : msampFloat32) {
+      if (part != "weights" && part != "gradients")
+        return badOption(m, "msamp-float32", part, "weights and/or gradients");
+      (part == "weights" ? f32Weights : f32Grads) = true;
+    }
+    if (!msampFloat32.empty() && msampLevel.empty())
+      return m->emitError("octet-optimizer: msamp-float32 needs an msamp-level (O1, O2 or O3)");
+    if (f32Weights && msampLevel == "O3")
+      return m->emitError("octet-optimizer: msamp-float32=weights applies to O1 and O2; O3's FP16 master weights "
+                          "are its point (use O2)");
+    if (f32Weights && msampWeightRounding == "stochastic")
+      return m->emitError("octet-optimizer: msamp-weight-rounding=stochastic rounds FP16 weights; with "
+                          "msamp-float32=weights there are none");
     return success();
   }
+
+  bool f32Weights = false, f32Grads = false; // msamp-float32
 
   struct Param {
     ox::InitializerOp init;
@@ -206,7 +221,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     SmallVector<size_t> gatheredMasters; // O3 with a sharded optimizer: built below
     for (auto [i, p] : llvm::enumerate(params)) {
       master[i] = p.init.getResult();
-      if (!p.fp8Weight)
+      if (!p.fp8Weight || f32Weights)
         continue;
       auto t = p.init.getType().cast<RankedTensorType>();
       auto t16 = RankedTensorType::get(t.getShape(), b.getF16Type());
@@ -284,15 +299,19 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
 
     // MS-AMP O1+: weight gradients are held in FP8 with a power-of-2 scale, E4M3 as MS-AMP holds and
     // all-reduces them (msamp-grad-format; octet-data-parallel's FP8 all-reduce has already put
-    // them in its own format).
+    // them in its own format), unless msamp-float32 keeps them float32.
+    for (Param &p : params)
+      if (f32Grads && p.gradInFp8)
+        return p.init.emitError() << "octet-optimizer: msamp-float32=gradients, but the gradient of '"
+                                  << p.init.getName() << "' arrives as FP8 codes (octet-data-parallel fp8-gradients)";
     Type gradFormat = msampGradFormat == "e5m2" ? Type(b.getFloat8E5M2Type()) : Type(b.getFloat8E4M3FNType());
     for (unsigned r = 0; r < func.getNumResults(); ++r)
       for (Param &p : params)
-        if (p.fp8Weight && !p.gradInFp8 &&
+        if (p.fp8Weight && !p.gradInFp8 && !f32Grads &&
             func.getResultAttrOfType<StringAttr>(r, octet::kGradOfAttr) == p.init.getNameAttr())
           func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(gradFormat));
     for (Param &p : params)
-      if (p.fp8Weight && !p.gradInFp8)
+      if (p.fp8Weight && !p.gradInFp8 && !f32Grads)
         p.grad = std::get<2>(fp8RoundTrip(b, loc, p.grad, gradFormat));
 
     // Global gradient norm and clipping. Every gradient's sum of squares first, then their sum
@@ -477,7 +496,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       if (p.fp8Weight && stochastic)
         next = b.create<fp8::StochasticRoundOp>(loc, RankedTensorType::get(pt.getShape(), b.getF16Type()), next, step,
                                                 b.getI64IntegerAttr(int64_t(i)));
-      else if (p.fp8Weight)
+      else if (p.fp8Weight && !f32Weights)
         next = g.ox.op("Cast", RankedTensorType::get(pt.getShape(), b.getF16Type()), {next}, {g.ox.si64("to", 10)});
       if (p.shards && !p.masterShard)
         next = gathered(next, p.init.getType().cast<RankedTensorType>());

@@ -139,6 +139,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("msamp: how the updated FP16 weight (O3: master) is rounded: nearest (MS-AMP's; updates below half an "
                "FP16 step are lost) or stochastic (unbiased; fp8.stochastic_round)"),
       cl::init("nearest"), cl::cat(recipeCat));
+  static cl::list<std::string> msampFloat32(
+      "msamp-float32",
+      cl::desc("msamp O1/O2: parts of MS-AMP's storage kept float32: weights (FP16 otherwise), gradients (FP8 "
+               "otherwise; all-reduced in float32)"),
+      cl::CommaSeparated, cl::cat(recipeCat));
   static cl::opt<std::string> aoRecipe("ao-recipe", cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
                                        cl::cat(recipeCat));
   static cl::opt<std::string> moduleFilter("module-filter", cl::desc("Only layers whose name matches REGEX"),
@@ -231,8 +236,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> fuseGeluRecompute(
       "fuse-gelu-recompute",
       cl::desc("Plans: a GELU recomputed for its transposed FP8 codes (--rematerialize-fp8-sources=gelu) is cast in "
-               "the pass of the GELU gradient's cast, which reads the same input (default on)"),
-      cl::init(true), cl::cat(optCat));
+               "the pass of the GELU gradient's cast, which reads the same input (default on; listed by --help-hidden)"),
+      cl::init(true), cl::cat(optCat), cl::Hidden);
   static cl::opt<bool> fuseCastSources(
       "fuse-cast-sources",
       cl::desc("Plans: FP8 casts of one tensor, and the LayerNorm, GELU or Pointwise program that computes it, "
@@ -561,6 +566,12 @@ int octet::fp8OptMain(int argc, char **argv) {
       rc.te.overrideLinearPrecision[i] = true;
     }
   }
+  bool f32Weights = false, f32Grads = false;
+  for (const std::string &part : msampFloat32) {
+    if (part != "weights" && part != "gradients")
+      return error("--msamp-float32: '" + part + "' is not valid; use any of: weights, gradients");
+    (part == "weights" ? f32Weights : f32Grads) = true;
+  }
   for (const std::string &k : rematerializeSources)
     if (!llvm::is_contained(rematerializeFp8Sources(), llvm::StringRef(k)))
       return error("--rematerialize-fp8-sources: '" + k + "' is not valid; use any of: " +
@@ -641,6 +652,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.fp8AllReduce = fp8AllReduce;
     f.fp8AllReduceFormat = fp8AllReduceFormat;
     f.msampWeightRounding = msampWeightRounding;
+    f.msampF32Weights = f32Weights;
+    f.msampF32Grads = f32Grads;
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;
@@ -652,6 +665,12 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (lossChunkBytes < 1)
     return error("--loss-chunk-bytes=" + std::to_string(lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
                  "keeps the loss whole)");
+  if (msampFloat32.getNumOccurrences() && (storageLevel.empty() || !train))
+    return error("--msamp-float32 applies to training plans with MS-AMP storage (--recipe msamp or te+msamp, --train)");
+  if (f32Weights && storageLevel == "O3")
+    return error("--msamp-float32=weights applies to O1 and O2: O3 keeps FP16 master weights (use --opt-level O2)");
+  if (f32Weights && msampWeightRounding == "stochastic")
+    return error("--msamp-weight-rounding=stochastic rounds FP16 weights; --msamp-float32=weights keeps none");
   if (!train && !storageLevel.empty() && rc.backend != "msamp")
     return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
   std::string reportOptions;

@@ -56,13 +56,16 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
   if (!f.msampLevel.empty())
     o += " msamp-level=" + f.msampLevel + " msamp-grad-format=" + f.fp8AllReduceFormat +
          " msamp-weight-rounding=" + f.msampWeightRounding;
+  if (f.msampF32Weights || f.msampF32Grads)
+    o += std::string(" msamp-float32=") + (f.msampF32Weights ? "weights" : "") +
+         (f.msampF32Weights && f.msampF32Grads ? "," : "") + (f.msampF32Grads ? "gradients" : "");
   if (!f.keepGradients)
     o += " keep-gradients=false";
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))
     o += " fuse-msamp-adam=true";
   if (f.dataParallel)
     p += std::string(",octet-data-parallel{fp8-gradients=") +
-         (!f.msampLevel.empty() && f.fp8AllReduce ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +
+         (!f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +
          " bucket-bytes=" + std::to_string(f.bucketBytes) + " shard-world-size=" + std::to_string(f.shardWorldSize) +
          (f.numProcesses > 1 ? " num-processes=" + std::to_string(f.numProcesses) : "") + "}";
   return p + ",octet-optimizer{" + o + "}";

@@ -353,7 +353,12 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     // O3 (master_weight): the FP16 master and the FP8 copy the forward pass reads; sharded
     // (master_shard): this rank's part of the master and the whole FP8 copy it gathers.
     bool master = roleOf[param] == "master_weight" || roleOf[param] == "master_shard";
-    bool low = master || w->dtype == DType::F16 || w->dtype == DType::BF16;
+    // MS-AMP storage: a low-precision weight, or (--msamp-float32 keeping the weight float32) an
+    // FP8-held gradient or moments stored below float32.
+    bool low = master || w->dtype == DType::F16 || w->dtype == DType::BF16 || p.gradStorage.count(param);
+    for (auto &[name, role] : roleOf)
+      if (!low && role == "optimizer" && name.compare(0, param.size() + 1, param + ".") == 0)
+        low = byName[name]->dtype != DType::F32;
     Group &g = low ? fp8Lin : other;
     int64_t n = wholeOf.count(param) ? wholeOf[param] : w->numel();
     g.params += n;

@@ -24,6 +24,7 @@ struct TrainingFlags {
   int64_t warmupSteps = 0, totalSteps = 0;
   std::string msampLevel;
   bool keepGradients = true, fuseMsampAdam = false;
+  bool msampF32Weights = false, msampF32Grads = false; // --msamp-float32
   bool dataParallel = false, fp8AllReduce = false;
   std::string fp8AllReduceFormat = "e4m3", msampWeightRounding = "nearest";
   int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;

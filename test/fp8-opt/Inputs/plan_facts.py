@@ -27,11 +27,14 @@
       (sorted, distinct)
   plan_facts.py ops PLAN...   the plan's ops in order, one per line: type, result names, fusion kind
       and cast pass (cast_pass=N)
+  plan_facts.py storage PLAN...   the plan's state tensors by element type, its fp8.adam_step ops by
+      (weight, gradient) element type, and the element types its all-reduces send
   plan_facts.py training PLAN...  the plan's training settings (optimizer, data_parallel, ...) as JSON
   plan_facts.py producer-amax PLAN...  how many producer_amax groups a plan holds, and in how many the
       amax's result shares arena bytes with an operand of its producer (which the producer's pass
       would then overwrite while it reads)
 """
+import collections
 import json
 import os
 import struct
@@ -156,6 +159,17 @@ def producer_amax(path, plan):
     print(f"{os.path.basename(path)}: producer_amax {len(groups)} sharing {shared}")
 
 
+def storage(path, plan):
+    values = plan["values"]
+    count = lambda items: " ".join(f"{k} {n}" for k, n in sorted(collections.Counter(items).items()))
+    states = count(values[u["state"]]["dtype"] for u in plan.get("state_updates", []))
+    adam = count(f"{values[op['in'][0]]['dtype']}/{values[op['in'][1]]['dtype']}"
+                 for op in plan["ops"] if op["type"] == "fp8.adam_step")
+    sent = sorted({values[op["in"][0]]["dtype"] for op in plan["ops"]
+                   if op["type"] in ("fp8.all_reduce", "fp8.all_reduce_start")})
+    print(f"{os.path.basename(path)}: states {states} | adam_step {adam or '-'} | all-reduced {' '.join(sent) or '-'}")
+
+
 def main():
     what, paths = sys.argv[1], sys.argv[2:]
     if what == "op-attrs":
@@ -184,6 +198,8 @@ def main():
             precision(path, header(path))
         elif what == "producer-amax":
             producer_amax(path, header(path))
+        elif what == "storage":
+            storage(path, header(path))
         elif what == "training":
             print(f"{os.path.basename(path)}: " + json.dumps(header(path)["training"], sort_keys=True))
         elif what == "chunks":
