@@ -142,13 +142,16 @@ for s in ${CONV_SIZES-}; do
   # msamp-O1-bf16: MS-AMP's FP16 weights with float32 moments (O2's moments in FP8 and FP16);
   # msamp-O2-sr-bf16: O2 with its updated FP16 weights rounded stochastically (MS-AMP's: to nearest);
   # msamp-O2-w32-bf16 and msamp-O2-g32-bf16: O2 with float32 weights, or float32 weight gradients
-  # (--msamp-float32), which part of MS-AMP's storage costs loss
+  # (--msamp-float32), which part of MS-AMP's storage costs loss; msamp-O1-wg32-bf16: O1 with both,
+  # float32 storage throughout: MS-AMP's GEMM scaling (dynamic, powers of 2) alone
   "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo most_recent --activation-precision=bf16 -o "$d/conv/$s-te-recent-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-weight-rounding stochastic --activation-precision=bf16 \
     -o "$d/conv/$s-msamp-O2-sr-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 weights --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-w32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 gradients --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-g32-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32 weights,gradients --activation-precision=bf16 \
+    -o "$d/conv/$s-msamp-O1-wg32-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done
