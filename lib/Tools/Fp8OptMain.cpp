@@ -10,6 +10,7 @@
 #include "octet/Support/RecipeConfig.h"
 #include "octet/Tools/ImportChecks.h"
 #include "octet/Tools/OutputFiles.h"
+#include "octet/Tools/PlanPipeline.h"
 #include "octet/Tools/PlanReport.h"
 #include "octet/Tools/TrainingPipeline.h"
 #include "octet/runtime/OneLine.h"
@@ -796,71 +797,41 @@ int octet::fp8OptMain(int argc, char **argv) {
     // Plans and ONNX models hold no nn layers; ONNX holds no fp8 ops (QDQ instead).
     if (out == Emit::Plan || out == Emit::ONNX) {
       pm.addPass(createLowerLayers());
-      if (out == Emit::Plan)
-        pm.addPass(createRematerializeCasts());
-      if (out == Emit::Plan && fuseRotary && !trainPlan)
-        pm.addPass(createFuseRotary());
-      if (out == Emit::Plan && fuseAttention && !attentionFirst) {
-        FuseAttentionOptions fa;
-        fa.foldHeadTransposes = foldHeadTransposes;
-        fa.maxWorkspaceBytes = attentionWorkspaceBytes;
-        pm.addPass(createFuseAttention(fa));
-      }
-      if (out == Emit::Plan && fusePointwise)
-        pm.addPass(createFusePointwise());
-      if (out == Emit::Plan && fuseCastAmax)
-        pm.addPass(createFuseCastAmax());
-      if (out == Emit::Plan && fuseCastAmax && castTranspose)
-        pm.addPass(createCastTranspose());
-      if (out == Emit::Plan && fuseCastAmax && groupCasts)
-        pm.addPass(createGroupCasts());
-      if (out == Emit::Plan && rematerializeFp8Casts)
-        pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{16, rematSources}));
-      if (out == Emit::Plan && sinkScaleUpdates)
-        pm.addPass(createSinkScaleUpdates());
-      if (out == Emit::Plan && dataParallelOn)
-        pm.addPass(createReduceAmaxes());
-      if (out == Emit::Plan && dataParallelOn && overlapCollectives)
-        pm.addPass(createOverlapCollectives());
-      if (out == Emit::Plan && dataParallelOn && overlapCollectives && delayWeightGradients)
-        pm.addPass(createDelayWeightGradients());
-      if (out == Emit::Plan && activationPrecision == "bf16") {
-        AssignPrecisionOptions ap;
-        ap.activations = activationPrecision;
-        pm.addPass(createAssignPrecision(ap));
-      }
-      if (out == Emit::Plan && chunkLoss) {
-        ChunkLossOptions cl;
-        cl.maxChunkBytes = lossChunkBytes;
-        pm.addPass(createChunkLoss(cl));
-      }
-      if (out == Emit::Plan && foldResidualAdds)
-        pm.addPass(createFoldResidualAdds());
-      if (out == Emit::Plan && foldWideningCasts)
-        pm.addPass(createFoldWideningCasts());
-      if (out == Emit::Plan && fusePointwiseChains)
-        pm.addPass(createFusePointwiseChains());
-      if (out == Emit::Plan && fuseRuns)
-        pm.addPass(createFuseRuns());
-      if (out == Emit::Plan && fuseCastColumnSums)
-        pm.addPass(createFuseCastColumnSums());
-      if (out == Emit::Plan && fuseGeluRecompute)
-        pm.addPass(createFuseGeluRecompute());
-      if (out == Emit::Plan && fuseCastSources)
-        pm.addPass(createFuseCastSources());
-      if (out == Emit::Plan && fuseProducerAmax)
-        pm.addPass(createFuseProducerAmax());
-      if (out == Emit::Plan && fuseAmaxScale)
-        pm.addPass(createFuseAmaxScale());
-      if (out == Emit::Plan && fuseResidualNorms)
-        pm.addPass(createFuseResidualNorms());
       if (out == Emit::Plan) {
-        AttentionPrecisionOptions ap;
-        ap.precision = attentionPrecision;
-        pm.addPass(createAttentionPrecision(ap));
+        PlanPassFlags pf;
+        pf.trainPlan = trainPlan;
+        pf.attentionFirst = attentionFirst;
+        pf.fuseRotary = fuseRotary;
+        pf.fuseAttention = fuseAttention;
+        pf.foldHeadTransposes = foldHeadTransposes;
+        pf.fusePointwise = fusePointwise;
+        pf.fuseCastAmax = fuseCastAmax;
+        pf.castTranspose = castTranspose;
+        pf.groupCasts = groupCasts;
+        pf.rematerializeFp8Casts = rematerializeFp8Casts;
+        pf.sinkScaleUpdates = sinkScaleUpdates;
+        pf.dataParallel = dataParallelOn;
+        pf.overlapCollectives = overlapCollectives;
+        pf.delayWeightGradients = delayWeightGradients;
+        pf.chunkLoss = chunkLoss;
+        pf.foldResidualAdds = foldResidualAdds;
+        pf.foldWideningCasts = foldWideningCasts;
+        pf.fusePointwiseChains = fusePointwiseChains;
+        pf.fuseRuns = fuseRuns;
+        pf.fuseCastColumnSums = fuseCastColumnSums;
+        pf.fuseGeluRecompute = fuseGeluRecompute;
+        pf.fuseCastSources = fuseCastSources;
+        pf.fuseProducerAmax = fuseProducerAmax;
+        pf.fuseAmaxScale = fuseAmaxScale;
+        pf.fuseResidualNorms = fuseResidualNorms;
+        pf.foldGemmBias = foldGemmBias;
+        pf.attentionWorkspaceBytes = attentionWorkspaceBytes;
+        pf.lossChunkBytes = lossChunkBytes;
+        pf.activationPrecision = activationPrecision;
+        pf.attentionPrecision = attentionPrecision;
+        pf.rematSources = rematSources;
+        addPlanPasses(pm, pf);
       }
-      if (out == Emit::Plan && foldGemmBias)
-        pm.addPass(createFoldGemmBias());
       if (out == Emit::ONNX) {
         Fp8ToQdqOptions qo;
         qo.gemm = qdqGemm;
