@@ -113,8 +113,9 @@ gzip -f "$d/plans/gpt-small-rms-te.plan"
 # the float32 baseline (no recipe), te (the output layer kept with BF16 GEMMs, the default),
 # te-f32head (kept with float32 GEMMs: --kept-gemm-precision=f32), te-all (every Linear in
 # FP8: --keep-output-layer=false, Accelerate's rules), ao (tensorwise, first and last kept),
-# msamp:O2, and the float32 forward plan that computes the held-out loss; and te-bf16, ao-bf16 and
-# msamp-O2-bf16, the same recipes with BF16 activations (--activation-precision=bf16, what the
+# msamp:O2 (with MS-AMP's storage, --msamp-float32=none: the logs' msamp-O2 plans predate the
+# float32-weight default, which msamp-O2-w32-bf16 is), and the float32 forward plan that computes
+# the held-out loss; and te-bf16, ao-bf16 and msamp-O2-bf16, the same recipes with BF16 activations (--activation-precision=bf16, what the
 # speed benchmarks run), against their float32-activation twins and bf16, the BF16 baseline (no
 # recipe with BF16 activations: PyTorch's BF16 autocast, every Linear's GEMMs on BF16 operands).
 for s in ${CONV_SIZES-}; do
@@ -132,10 +133,11 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --kept-gemm-precision=f32 -o "$d/conv/$s-te-f32head.plan"
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
-  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe msamp:O2 -o "$d/conv/$s-msamp-O2.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe msamp:O2 --msamp-float32=none -o "$d/conv/$s-msamp-O2.plan"
   "$opt" "$g" "${conv[@]}" --activation-precision=bf16 -o "$d/conv/$s-bf16.plan"
   for r in te ao msamp:O2; do
-    "$opt" "$g" "${conv[@]}" --recipe "$r" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
+    ms=(); [ "$r" = msamp:O2 ] && ms=(--msamp-float32=none) # MS-AMP's storage, as the logs' msamp-O2 ran
+    "$opt" "$g" "${conv[@]}" --recipe "$r" "${ms[@]}" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
   done
   # te-recent-bf16: Accelerate's amax_compute_algo, the most recent amax (one step late: clipped
   # whenever a tensor's amax grows; fp8-opt's default is the history's max, TransformerEngine's);
@@ -145,8 +147,8 @@ for s in ${CONV_SIZES-}; do
   # (--msamp-float32), which part of MS-AMP's storage costs loss; msamp-O1-wg32-bf16: O1 with both,
   # float32 storage throughout: MS-AMP's GEMM scaling (dynamic, powers of 2) alone
   "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo most_recent --activation-precision=bf16 -o "$d/conv/$s-te-recent-bf16.plan"
-  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-bf16.plan"
-  "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-weight-rounding stochastic --activation-precision=bf16 \
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32=none --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32=none --msamp-weight-rounding stochastic --activation-precision=bf16 \
     -o "$d/conv/$s-msamp-O2-sr-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 weights --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-w32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 gradients --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-g32-bf16.plan"

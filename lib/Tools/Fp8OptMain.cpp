@@ -142,8 +142,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::init("nearest"), cl::cat(recipeCat));
   static cl::list<std::string> msampFloat32(
       "msamp-float32",
-      cl::desc("msamp O1/O2: parts of MS-AMP's storage kept float32: weights (FP16 otherwise), gradients (FP8 "
-               "otherwise; all-reduced in float32)"),
+      cl::desc("msamp O1/O2: parts of MS-AMP's storage kept float32: weights (the default: FP16 weights cost loss, "
+               "docs/BENCHMARKS.md), gradients (FP8 otherwise; all-reduced in float32), or none (MS-AMP's own)"),
       cl::CommaSeparated, cl::cat(recipeCat));
   static cl::opt<std::string> aoRecipe("ao-recipe", cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
                                        cl::cat(recipeCat));
@@ -567,12 +567,6 @@ int octet::fp8OptMain(int argc, char **argv) {
       rc.te.overrideLinearPrecision[i] = true;
     }
   }
-  bool f32Weights = false, f32Grads = false;
-  for (const std::string &part : msampFloat32) {
-    if (part != "weights" && part != "gradients")
-      return error("--msamp-float32: '" + part + "' is not valid; use any of: weights, gradients");
-    (part == "weights" ? f32Weights : f32Grads) = true;
-  }
   for (const std::string &k : rematerializeSources)
     if (!llvm::is_contained(rematerializeFp8Sources(), llvm::StringRef(k)))
       return error("--rematerialize-fp8-sources: '" + k + "' is not valid; use any of: " +
@@ -604,6 +598,13 @@ int octet::fp8OptMain(int argc, char **argv) {
   bool autocast = activationPrecision == "bf16" && (rc.backend.empty() || rc.backend == "none");
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
+  TrainingFlags msampStorage; // MS-AMP's storage: the level, the rounding, --msamp-float32
+  msampStorage.msampLevel = storageLevel;
+  msampStorage.msampWeightRounding = msampWeightRounding;
+  msampStorage.fp8AllReduceFormat = fp8AllReduceFormat;
+  if (std::string err = resolveMsampFloat32(msampFloat32, msampFloat32.getNumOccurrences(), train, msampStorage);
+      !err.empty())
+    return error(err);
   // Data parallelism: the flag, or an Accelerate config's distributed_type (refused there when it is
   // not data parallelism).
   bool dataParallelOn = dataParallel || rc.dataParallel;
@@ -653,8 +654,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.fp8AllReduce = fp8AllReduce;
     f.fp8AllReduceFormat = fp8AllReduceFormat;
     f.msampWeightRounding = msampWeightRounding;
-    f.msampF32Weights = f32Weights;
-    f.msampF32Grads = f32Grads;
+    f.msampF32Weights = msampStorage.msampF32Weights;
+    f.msampF32Grads = msampStorage.msampF32Grads;
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;
@@ -666,12 +667,6 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (lossChunkBytes < 1)
     return error("--loss-chunk-bytes=" + std::to_string(lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
                  "keeps the loss whole)");
-  if (msampFloat32.getNumOccurrences() && (storageLevel.empty() || !train))
-    return error("--msamp-float32 applies to training plans with MS-AMP storage (--recipe msamp or te+msamp, --train)");
-  if (f32Weights && storageLevel == "O3")
-    return error("--msamp-float32=weights applies to O1 and O2: O3 keeps FP16 master weights (use --opt-level O2)");
-  if (f32Weights && msampWeightRounding == "stochastic")
-    return error("--msamp-weight-rounding=stochastic rounds FP16 weights; --msamp-float32=weights keeps none");
   if (!train && !storageLevel.empty() && rc.backend != "msamp")
     return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
   std::string reportOptions;
@@ -910,6 +905,8 @@ int octet::fp8OptMain(int argc, char **argv) {
                                          "peak by 1% or more)"
                                        : " (the default under dynamic scaling, where recomputing more costs time)")
               << "\n";
+        if (train && !storageLevel.empty())
+          ros << msampStorageLine(msampStorage, msampFloat32.getNumOccurrences()) << "\n";
         reportPlanFusions(module, ros);
       }
     } else if (failed(exportToOnnxBytes(module, bytes))) {

@@ -357,7 +357,8 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     // FP8-held gradient or moments stored below float32.
     bool low = master || w->dtype == DType::F16 || w->dtype == DType::BF16 || p.gradStorage.count(param);
     for (auto &[name, role] : roleOf)
-      if (!low && role == "optimizer" && name.compare(0, param.size() + 1, param + ".") == 0)
+      if (!low && (role == "optimizer" || role == "optimizer_shard") &&
+          name.compare(0, param.size() + 1, param + ".") == 0)
         low = byName[name]->dtype != DType::F32;
     Group &g = low ? fp8Lin : other;
     int64_t n = wholeOf.count(param) ? wholeOf[param] : w->numel();

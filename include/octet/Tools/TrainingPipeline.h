@@ -6,6 +6,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace octet {
 
@@ -34,6 +35,16 @@ struct TrainingFlags {
 /// unless gradients only) as pipeline text, with the optimizer of `module`'s TrainingInfoProto
 /// (ONNX Adam or Momentum) where the flags leave it.
 std::string trainingPipeline(mlir::ModuleOp module, const TrainingFlags &f);
+
+/// --msamp-float32's parts (weights, gradients, none) into `f.msampF32Weights/Grads` for MS-AMP
+/// storage level `f.msampLevel`. Not given, O1 and O2 keep their weights float32: FP16 weights cost
+/// loss (docs/BENCHMARKS.md, convergence); none is MS-AMP's own storage. Returns an error message
+/// naming the flag, or "" when the flags agree.
+std::string resolveMsampFloat32(const std::vector<std::string> &parts, bool given, bool train, TrainingFlags &f);
+
+/// One line for fp8-opt --report: where an MS-AMP level stores FP8 Linear weights and weight
+/// gradients, and which flag chose it.
+std::string msampStorageLine(const TrainingFlags &f, bool given);
 
 } // namespace octet
 
