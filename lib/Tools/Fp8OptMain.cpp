@@ -599,9 +599,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
   TrainingFlags msampStorage; // MS-AMP's storage: the level, the rounding, --msamp-float32
-  msampStorage.msampLevel = storageLevel;
-  msampStorage.msampWeightRounding = msampWeightRounding;
-  msampStorage.fp8AllReduceFormat = fp8AllReduceFormat;
+  std::tie(msampStorage.msampLevel, msampStorage.msampWeightRounding, msampStorage.fp8AllReduceFormat) =
+      std::tie(storageLevel, msampWeightRounding.getValue(), fp8AllReduceFormat.getValue());
   if (std::string err = resolveMsampFloat32(msampFloat32, msampFloat32.getNumOccurrences(), train, msampStorage);
       !err.empty())
     return error(err);
@@ -737,6 +736,12 @@ int octet::fp8OptMain(int argc, char **argv) {
     rc.backend = "none";
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
+  JsonPlanReport jsonReport; // --report-format=json with a plan: one document, layers and plan
+  if (report && reportFormat == "json" && out == Emit::Plan) {
+    if (std::string err = jsonReport.create(); !err.empty())
+      return error(err);
+    reportOptions = "format=json output=" + jsonReport.path();
+  }
 
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes (choosePlanPasses)
   bool trial = false;                     // a candidate's compile: no reports
@@ -892,7 +897,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, inPlaceUpdates)))
         return failure();
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
-        llvm::raw_ostream &ros = outputFilename == "-" ? llvm::errs() : llvm::outs();
+        std::string facts;
+        llvm::raw_string_ostream ros(facts);
         ros << "peak activation memory (plan arena): " << arena << " bytes, activations stored in "
             << (activationPrecision == "bf16" ? "BF16" : "float32")
             << (activationPrecision.getNumOccurrences() ? " (--activation-precision)"
@@ -908,6 +914,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         if (train && !storageLevel.empty())
           ros << msampStorageLine(msampStorage, msampFloat32.getNumOccurrences()) << "\n";
         reportPlanFusions(module, ros);
+        llvm::raw_ostream &rep = outputFilename == "-" ? llvm::errs() : llvm::outs();
+        if (jsonReport.path().empty())
+          rep << facts;
+        else if (std::string err = jsonReport.print(facts, rep); !err.empty())
+          return emitError(module.getLoc(), err);
       }
     } else if (failed(exportToOnnxBytes(module, bytes))) {
       return failure();

@@ -3,6 +3,11 @@
 
 #include "octet/Conversion/PlanExport.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
 #include <map>
 #include <set>
 
@@ -105,4 +110,37 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   if (!chunks.empty())
     os << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps
        << " ops)\n";
+}
+
+std::string octet::JsonPlanReport::create() {
+  llvm::SmallString<128> p;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("fp8-opt-report", "json", p))
+    return "--report: cannot create a temporary file: " + ec.message();
+  path_ = p.str().str();
+  return "";
+}
+
+octet::JsonPlanReport::~JsonPlanReport() {
+  if (!path_.empty())
+    llvm::sys::fs::remove(path_);
+}
+
+std::string octet::JsonPlanReport::print(llvm::StringRef facts, llvm::raw_ostream &os) const {
+  auto buf = llvm::MemoryBuffer::getFile(path_);
+  if (!buf)
+    return "--report: cannot read the layer report back from " + path_ + ": " + buf.getError().message();
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse((*buf)->getBuffer());
+  if (!v)
+    return "--report: the layer report is no JSON: " + llvm::toString(v.takeError());
+  llvm::json::Object *root = v->getAsObject();
+  if (!root)
+    return "--report: the layer report is no JSON object";
+  llvm::json::Array lines;
+  llvm::SmallVector<llvm::StringRef> parts;
+  facts.split(parts, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef l : parts)
+    lines.push_back(l.str());
+  (*root)["plan"] = std::move(lines);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(*root))) << "\n";
+  return "";
 }
