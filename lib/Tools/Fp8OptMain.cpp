@@ -599,8 +599,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
   TrainingFlags msampStorage; // MS-AMP's storage: the level, the rounding, --msamp-float32
-  std::tie(msampStorage.msampLevel, msampStorage.msampWeightRounding, msampStorage.fp8AllReduceFormat) =
-      std::tie(storageLevel, msampWeightRounding.getValue(), fp8AllReduceFormat.getValue());
+  msampStorage.msampLevel = storageLevel;
+  msampStorage.msampWeightRounding = msampWeightRounding;
+  msampStorage.fp8AllReduceFormat = fp8AllReduceFormat;
   if (std::string err = resolveMsampFloat32(msampFloat32, msampFloat32.getNumOccurrences(), train, msampStorage);
       !err.empty())
     return error(err);
@@ -628,7 +629,7 @@ int octet::fp8OptMain(int argc, char **argv) {
   auto trainingPipelineFor = [&](ModuleOp module, bool plan) {
     if (!train)
       return std::string();
-    TrainingFlags f;
+    TrainingFlags f = msampStorage; // MS-AMP's level, rounding, format and float32 parts
     f.loss = lossName;
     f.freeze = freeze;
     f.fusedGrads = plan && fuseGrads;
@@ -646,15 +647,10 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.warmupSteps = warmupSteps;
     f.totalSteps = totalSteps;
     f.minLr = minLr;
-    f.msampLevel = storageLevel;
     f.keepGradients = keepGradients;
     f.fuseMsampAdam = plan && fuseMsampAdam;
     f.dataParallel = dataParallelOn;
     f.fp8AllReduce = fp8AllReduce;
-    f.fp8AllReduceFormat = fp8AllReduceFormat;
-    f.msampWeightRounding = msampWeightRounding;
-    f.msampF32Weights = msampStorage.msampF32Weights;
-    f.msampF32Grads = msampStorage.msampF32Grads;
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;
