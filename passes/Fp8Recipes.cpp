@@ -361,7 +361,8 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         st.addAttribute("transpose_weight", b.getBoolAttr(lin.getTransposeWeight()));
         st.addAttribute("scaling", fp8::ScalingAttr::get(ctx, delayed ? fp8::Scaling::delayed : fp8::Scaling::dynamic));
         st.addAttribute("rowwise", b.getBoolAttr(rowwise));
-        st.addAttribute("power_of_two", b.getBoolAttr(rowwise || recipe == "msamp"));
+        st.addAttribute("power_of_two", b.getBoolAttr(rowwise || recipe == "msamp" ||
+                                                         (recipe == "ao" && roundScalesToPowerOf2)));
         st.addAttribute("input_format", TypeAttr::get(e4m3));
         st.addAttribute("weight_format", TypeAttr::get(e4m3));
         st.addAttribute("grad_format", TypeAttr::get(gradFormat));

@@ -44,6 +44,17 @@ std::string reasonText(const std::string &reason) {
   return "no FP8 recipe ran";
 }
 
+/// ao tensorwise: whether its scales are rounded to powers of 2 and why ("" for other recipes).
+std::string aoScalesText(StringAttr recipe, bool pow2) {
+  if (!recipe || recipe.getValue() != "ao:tensorwise")
+    return "";
+  if (pow2)
+    return "scales rounded down to powers of 2 (the default: a tensor's FP8 grid moves only when its amax crosses "
+           "one, and the loss stays closer to BF16's, docs/BENCHMARKS.md convergence); "
+           "--round-scales-to-power-of-2=false computes them as torchao's tensorwise recipe does";
+  return "scales not rounded (torchao's tensorwise recipe, --round-scales-to-power-of-2=false)";
+}
+
 struct Row {
   std::string layer, precision, reason, formats, scaling, gemms;
   int64_t m = 0, k = 0, n = 0;
@@ -132,6 +143,8 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
     }
     double fwdFp8 = 0, fwdHigh = 0, trainFp8 = 0, trainHigh = 0;
     int64_t before = 0, after = 0, nFp8 = 0;
+    bool pow2 = false;
+    getOperation().walk([&](fp8::LinearOp l) { pow2 |= l.getPowerOfTwo(); });
     for (const Row &r : rows) {
       (r.precision == "fp8" ? fwdFp8 : fwdHigh) += r.fwdFlops;
       trainFp8 += r.trainFp8;
@@ -141,6 +154,7 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
       nFp8 += r.precision == "fp8";
     }
     auto recipe = getOperation()->getAttrOfType<StringAttr>(octet::kRecipeAttr);
+    std::string scales = nFp8 ? aoScalesText(recipe, pow2) : "";
     llvm::raw_ostream &os = out->os();
     if (format == "json") {
       llvm::json::Array layers;
@@ -172,6 +186,8 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
                                                             {"training_flops_high", trainHigh},
                                                             {"weight_bytes_before", before},
                                                             {"weight_bytes_after", after}}}};
+      if (!scales.empty()) // ao tensorwise only
+        root["scales"] = scales;
       os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
     } else {
       os << "FP8 report (recipe " << (recipe ? recipe.getValue() : "none") << "): " << nFp8 << " of " << rows.size()
@@ -197,6 +213,8 @@ struct Fp8ReportPass : octet::impl::Fp8ReportBase<Fp8ReportPass> {
       }
       for (const auto &[text, reasons] : why)
         os << "kept " << reasons << ": " << text << "\n";
+      if (!scales.empty())
+        os << "ao " << scales << "\n";
       double fwd = fwdFp8 + fwdHigh, train = trainFp8 + trainHigh;
       os << llvm::formatv("forward GEMM FLOPs: {0:e3} in FP8, {1:e3} in high precision ({2:f1}% FP8)\n", fwdFp8,
                           fwdHigh, fwd > 0 ? 100.0 * fwdFp8 / fwd : 0.0);

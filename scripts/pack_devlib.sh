@@ -132,11 +132,12 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te -o "$d/conv/$s-te.plan"
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --kept-gemm-precision=f32 -o "$d/conv/$s-te-f32head.plan"
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe te --keep-output-layer=false -o "$d/conv/$s-te-all.plan"
-  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe ao -o "$d/conv/$s-ao.plan"
+  "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe ao --round-scales-to-power-of-2=false -o "$d/conv/$s-ao.plan"
   "$opt" "$g" "${conv[@]}" "${f32[@]}" --recipe msamp:O2 --msamp-float32=none -o "$d/conv/$s-msamp-O2.plan"
   "$opt" "$g" "${conv[@]}" --activation-precision=bf16 -o "$d/conv/$s-bf16.plan"
   for r in te ao msamp:O2; do
-    ms=(); [ "$r" = msamp:O2 ] && ms=(--msamp-float32=none) # MS-AMP's storage, as the logs' msamp-O2 ran
+    # MS-AMP's storage and torchao's unrounded scales, as the logs' msamp-O2 and ao ran
+    ms=(); [ "$r" = msamp:O2 ] && ms=(--msamp-float32=none); [ "$r" = ao ] && ms=(--round-scales-to-power-of-2=false)
     "$opt" "$g" "${conv[@]}" --recipe "$r" "${ms[@]}" --activation-precision=bf16 -o "$d/conv/$s-${r/:/-}-bf16.plan"
   done
   # te-recent-bf16: Accelerate's amax_compute_algo, the most recent amax (one step late: clipped
@@ -154,6 +155,10 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 gradients --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-g32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32 weights,gradients --activation-precision=bf16 \
     -o "$d/conv/$s-msamp-O1-wg32-bf16.plan"
+  # ao-p2-bf16: ao tensorwise with its scales rounded down to powers of 2 (torchao's
+  # round_scales_to_power_of_2; Octet's default): a tensor's FP8 grid moves only when its amax
+  # crosses a power of 2
+  "$opt" "$g" "${conv[@]}" --recipe ao --round-scales-to-power-of-2 --activation-precision=bf16 -o "$d/conv/$s-ao-p2-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done

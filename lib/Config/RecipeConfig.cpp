@@ -25,6 +25,7 @@ std::string RecipeConfig::toPassOptions() const {
      << (te.overrideLinearPrecision[1] ? "true" : "false") << "," << (te.overrideLinearPrecision[2] ? "true" : "false")
      << " use-autocast-during-eval=" << (te.useAutocastDuringEval ? "true" : "false") << " opt-level=" << msamp.optLevel
      << " ao-recipe=" << ao.recipe << " keep-first-last=" << (ao.keepFirstLast ? "true" : "false")
+     << " round-scales-to-power-of-2=" << (ao.roundScalesToPowerOf2 ? "true" : "false")
      << " pad-inner-dim=" << (ao.padInnerDim ? "true" : "false")
      << " keep-output-layer=" << (keepOutputLayer ? "true" : "false") << " kept-gemm-precision=" << keptGemmPrecision
      << " pad-kept-gemms=" << (padKeptGemms ? "true" : "false") << " eval=" << (evalGraph ? "true" : "false");
@@ -306,7 +307,8 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     static const std::set<std::string> known = {
         "backend", "fp8_format", "amax_history_len", "amax_compute_algo", "margin", "interval",
         "override_linear_precision", "use_autocast_during_eval", "opt_level", "optimization_level", "pad_inner_dim",
-        "enable_fsdp_float8_all_gather", "recipe_name", "ao_recipe", "module_filter", "keep_first_last"};
+        "enable_fsdp_float8_all_gather", "recipe_name", "ao_recipe", "module_filter", "keep_first_last",
+        "round_scales_to_power_of_2"};
     for (const auto &kv : block) {
       std::string key = kv.first.as<std::string>();
       if (key.rfind("fp8_", 0) == 0 && key != "fp8_format" && key != "fp8_config")
@@ -396,6 +398,10 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
       } else if (key == "keep_first_last") {
         if (!r.getBool(v, key, config.ao.keepFirstLast))
           return false;
+      } else if (key == "round_scales_to_power_of_2") {
+        if (!r.getBool(v, key, config.ao.roundScalesToPowerOf2))
+          return false;
+        config.ao.roundScalesGiven = true;
       }
     }
     if (config.backend.empty() && root["mixed_precision"])

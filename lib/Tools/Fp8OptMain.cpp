@@ -149,10 +149,12 @@ int octet::fp8OptMain(int argc, char **argv) {
                                        cl::cat(recipeCat));
   static cl::opt<std::string> moduleFilter("module-filter", cl::desc("Only layers whose name matches REGEX"),
                                            cl::value_desc("REGEX"), cl::cat(recipeCat));
-  static cl::opt<bool> keepFirstLast("keep-first-last", cl::desc("ao: keep the first and last Linear (default)"),
-                                     cl::cat(recipeCat));
-  static cl::opt<bool> noKeepFirstLast("no-keep-first-last", cl::desc("ao: convert the first and last Linear too"),
-                                       cl::cat(recipeCat));
+  static cl::opt<bool> keepFirstLast(
+      "keep-first-last", cl::desc("ao: keep the first and last Linear (default; --no-keep-first-last converts them)"),
+      cl::cat(recipeCat));
+  static cl::opt<bool> noKeepFirstLast("no-keep-first-last", cl::Hidden, cl::cat(recipeCat));
+  static cl::opt<bool> roundScalesPow2("round-scales-to-power-of-2", cl::cat(recipeCat),
+      cl::desc("ao tensorwise: round each scale down to a power of 2 (default; =false: torchao's tensorwise)"));
   static cl::opt<bool> keepOutputLayer(
       "keep-output-layer",
       cl::desc("Every recipe: the output layer (a Linear whose result reaches no other Linear: a GPT's lm_head) "
@@ -577,12 +579,16 @@ int octet::fp8OptMain(int argc, char **argv) {
     rc.ao.moduleFilter = moduleFilter;
   if (keepFirstLast && noKeepFirstLast)
     return error("--keep-first-last and --no-keep-first-last contradict each other; pass one");
-  if (keepFirstLast.getNumOccurrences())
-    rc.ao.keepFirstLast = true;
-  if (noKeepFirstLast.getNumOccurrences())
-    rc.ao.keepFirstLast = false;
+  if (keepFirstLast.getNumOccurrences() || noKeepFirstLast)
+    rc.ao.keepFirstLast = keepFirstLast && !noKeepFirstLast;
   if (padInnerDim.getNumOccurrences())
     rc.ao.padInnerDim = padInnerDim;
+  if (roundScalesPow2.getNumOccurrences())
+    rc.ao.roundScalesToPowerOf2 = roundScalesPow2;
+  if (rc.ao.roundScalesToPowerOf2 && rc.backend != "ao" && (roundScalesPow2.getNumOccurrences() || rc.ao.roundScalesGiven))
+    return error((roundScalesPow2 ? "--round-scales-to-power-of-2" : configFile + ": round_scales_to_power_of_2") +
+                 " is an ao option (torchao's tensorwise scaling); the " + (rc.backend.empty() ? "none" : rc.backend) +
+                 " recipe's scales come from its own rules: remove the flag or use --recipe ao");
   rc.keepOutputLayer = keepOutputLayer;
   if (keptGemmPrecision.getNumOccurrences() && keptGemmPrecision != "bf16" && keptGemmPrecision != "f32")
     return error("--kept-gemm-precision: '" + keptGemmPrecision + "' is not valid; use bf16 or f32");

@@ -76,7 +76,9 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
       multiples of 16 becomes FP8; each FP8 tensor gets its state as
       initializers (`<layer>.fp8.{input,weight}.{amax_history,scale,scale_inv}`).
     - ao (torchao, dynamic scaling): tensorwise, rowwise (power-of-2 scales)
-      or rowwise_with_gw_hp; the first and last Linear stay in high
+      or rowwise_with_gw_hp; tensorwise scales are rounded down to powers of 2
+      unless round-scales-to-power-of-2=false (torchao's tensorwise: the
+      convergence benchmark measured the rounded scales closer to BF16's loss); the first and last Linear stay in high
       precision unless keep-first-last=false; module-filter (a regex on the
       layer name) selects layers; dims not multiples of 16 stay unless
       pad-inner-dim.
@@ -112,6 +114,10 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
            "Only layers whose name matches this regex become FP8">,
     Option<"keepFirstLast", "keep-first-last", "bool", "true",
            "ao: keep the first and last Linear in high precision">,
+    Option<"roundScalesToPowerOf2", "round-scales-to-power-of-2", "bool", "true",
+           "ao tensorwise: round each scale down to a power of 2 (torchao's "
+           "round_scales_to_power_of_2, off in its tensorwise recipe; the rowwise recipes "
+           "always round)">,
     Option<"padInnerDim", "pad-inner-dim", "bool", "false",
            "Convert layers whose dims are not multiples of 16 (padded by the backend)">,
     Option<"keepOutputLayer", "keep-output-layer", "bool", "true",

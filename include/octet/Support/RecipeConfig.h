@@ -39,6 +39,10 @@ struct AORecipe {
   std::string recipe = "tensorwise"; // tensorwise | rowwise | rowwise_with_gw_hp
   std::string moduleFilter;          // regex on layer names ("" = all)
   bool keepFirstLast = true;
+  // Tensorwise: each scale rounded down to a power of 2 (torchao: off; Octet: on, from the
+  // convergence benchmark, docs/BENCHMARKS.md).
+  bool roundScalesToPowerOf2 = true;
+  bool roundScalesGiven = false; // the config file says round_scales_to_power_of_2
   bool padInnerDim = false;
   bool enableFsdpFloat8AllGather = false;
 };
