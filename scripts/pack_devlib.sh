@@ -159,6 +159,12 @@ for s in ${CONV_SIZES-}; do
   # round_scales_to_power_of_2; Octet's default): a tensor's FP8 grid moves only when its amax
   # crosses a power of 2
   "$opt" "$g" "${conv[@]}" --recipe ao --round-scales-to-power-of-2 --activation-precision=bf16 -o "$d/conv/$s-ao-p2-bf16.plan"
+  # The benchmark's other recipes, each at its default: ao rowwise, msamp O1 (float32 weights) and
+  # O3 (FP16 masters), te's scaling with MS-AMP's O2 storage (te+msamp:O2)
+  "$opt" "$g" "${conv[@]}" --recipe ao --ao-recipe rowwise --activation-precision=bf16 -o "$d/conv/$s-ao-rowwise-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-w32-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe te+msamp:O2 --activation-precision=bf16 -o "$d/conv/$s-te-msamp-O2-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan
 done
