@@ -12,6 +12,7 @@
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanPipeline.h"
 #include "octet/Tools/PlanReport.h"
+#include "octet/Tools/RecipeFlags.h"
 #include "octet/Tools/TrainingPipeline.h"
 #include "octet/runtime/OneLine.h"
 
@@ -123,18 +124,7 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::OptionCategory recipeCat("FP8 recipe options (Accelerate's fp8_config keys)");
   static cl::opt<std::string> configFile("config", cl::desc("Accelerate config YAML (mixed_precision: fp8, fp8_config:)"),
                                          cl::value_desc("file.yaml"), cl::cat(basicCat));
-  static cl::opt<std::string> fp8Format("fp8-format", cl::desc("te: E4M3 or HYBRID"), cl::cat(recipeCat));
-  static cl::opt<int64_t> amaxHistoryLen("amax-history-len", cl::desc("te: amax history length"), cl::cat(recipeCat));
-  static cl::opt<std::string> amaxComputeAlgo("amax-compute-algo", cl::desc("te: max (default) or most_recent (Accelerate's)"),
-                                              cl::cat(recipeCat));
-  static cl::opt<int64_t> margin("margin", cl::desc("te: scaling margin (powers of 2)"), cl::cat(recipeCat));
-  static cl::opt<int64_t> interval("interval", cl::desc("te: recompute scales every N steps"), cl::cat(recipeCat));
-  static cl::list<std::string> overridePrecision(
-      "override-linear-precision", cl::desc("GEMMs kept in high precision: fprop,dgrad,wgrad"), cl::CommaSeparated,
-      cl::cat(recipeCat));
-  static cl::opt<bool> autocastEval("use-autocast-during-eval", cl::desc("FP8 in eval graphs too"),
-                                    cl::cat(recipeCat));
-  static cl::opt<std::string> optLevel("opt-level", cl::desc("msamp: O1, O2 or O3"), cl::cat(recipeCat));
+  static RecipeFlags recipeFlags(recipeCat); // te, msamp and ao knobs, the output layer
   static cl::opt<std::string> msampWeightRounding(
       "msamp-weight-rounding",
       cl::desc("msamp: how the updated FP16 weight (O3: master) is rounded: nearest (MS-AMP's; updates below half an "
@@ -145,22 +135,6 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("msamp O1/O2: parts of MS-AMP's storage kept float32: weights (the default: FP16 weights cost loss, "
                "docs/BENCHMARKS.md), gradients (FP8 otherwise; all-reduced in float32), or none (MS-AMP's own)"),
       cl::CommaSeparated, cl::cat(recipeCat));
-  static cl::opt<std::string> aoRecipe("ao-recipe", cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
-                                       cl::cat(recipeCat));
-  static cl::opt<std::string> moduleFilter("module-filter", cl::desc("Only layers whose name matches REGEX"),
-                                           cl::value_desc("REGEX"), cl::cat(recipeCat));
-  static cl::opt<bool> keepFirstLast(
-      "keep-first-last", cl::desc("ao: keep the first and last Linear (default; --no-keep-first-last converts them)"),
-      cl::cat(recipeCat));
-  static cl::opt<bool> noKeepFirstLast("no-keep-first-last", cl::Hidden, cl::cat(recipeCat));
-  static cl::opt<bool> roundScalesPow2("round-scales-to-power-of-2", cl::cat(recipeCat),
-      cl::desc("ao tensorwise: round each scale down to a power of 2 (default; =false: torchao's tensorwise)"));
-  static cl::opt<bool> keepOutputLayer(
-      "keep-output-layer",
-      cl::desc("Every recipe: the output layer (a Linear whose result reaches no other Linear: a GPT's lm_head) "
-               "stays in high precision, as FP8 there costs loss (docs/BENCHMARKS.md; default on; "
-               "--keep-output-layer=false converts it, as Accelerate's own rules do)"),
-      cl::init(true), cl::cat(recipeCat));
   static cl::opt<std::string> keptGemmPrecision(
       "kept-gemm-precision",
       cl::desc("The GEMMs of the Linears a recipe keeps in high precision (the output layer, ao's first and last): "
@@ -172,8 +146,6 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Plans: a kept layer's BF16 GEMM whose N is no multiple of 8 (GPT-2's 50257-word lm_head) computes "
                "N rounded up to one, zero weight columns and the result sliced back (default on)"),
       cl::init(true), cl::Hidden, cl::cat(recipeCat));
-  static cl::opt<bool> padInnerDim("pad-inner-dim", cl::desc("Convert layers whose dims are not multiples of 16 (zero-padded to them)"),
-                                   cl::cat(recipeCat));
   static cl::opt<bool> evalGraph("eval", cl::desc("The graph is an eval graph (no FP8 without autocast)"),
                                  cl::cat(basicCat));
   static cl::opt<bool> report("report", cl::desc("Print the per-layer FP8 report (stderr with -o -, else stdout)"),
@@ -519,77 +491,20 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (!applyRecipeName(recipe, rc, storageLevel, err))
       return error(err);
   }
-  auto choice = [&](cl::opt<std::string> &o, std::string &dst, std::initializer_list<const char *> allowed) {
-    if (o.getNumOccurrences() == 0)
-      return true;
-    for (const char *a : allowed)
-      if (o == a) {
-        dst = o;
-        return true;
-      }
-    std::string list;
-    for (const char *a : allowed)
-      list += std::string(list.empty() ? "" : ", ") + a;
-    error("--" + o.ArgStr.str() + "='" + o.getValue() + "' is not valid; use one of: " + list);
-    return false;
-  };
-  if (!choice(fp8Format, rc.te.fp8Format, {"E4M3", "HYBRID"}) ||
-      !choice(amaxComputeAlgo, rc.te.amaxComputeAlgo, {"max", "most_recent"}) ||
-      !choice(optLevel, rc.msamp.optLevel, {"O1", "O2", "O3"}) ||
-      !choice(aoRecipe, rc.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}) ||
-      !choice(reportFormat, reportFormat.getValue(), {"text", "json"}) ||
-      !choice(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}) ||
-      !choice(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}) ||
-      !choice(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}) ||
-      !choice(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}) ||
-      !choice(msampWeightRounding, msampWeightRounding.getValue(), {"nearest", "stochastic"}))
-    return 1;
-  auto positive = [&](cl::opt<int64_t> &o, int64_t &dst, int64_t min,
-                      int64_t max = std::numeric_limits<int64_t>::max()) {
-    if (o.getNumOccurrences() == 0)
-      return true;
-    if (o < min || o > max) {
-      error("--" + o.ArgStr.str() + "=" + std::to_string(o.getValue()) + " is not valid; use an integer >= " +
-            std::to_string(min) + (max < std::numeric_limits<int64_t>::max() ? " and <= " + std::to_string(max) : ""));
-      return false;
-    }
-    dst = o;
-    return true;
-  };
-  if (!positive(amaxHistoryLen, rc.te.amaxHistoryLen, 1, kMaxAmaxHistoryLen) ||
-      !positive(margin, rc.te.margin, 0, kMaxMargin) || !positive(interval, rc.te.interval, 1))
-    return 1;
-  if (overridePrecision.getNumOccurrences()) {
-    for (bool &b : rc.te.overrideLinearPrecision)
-      b = false;
-    for (const std::string &g : overridePrecision) {
-      int i = g == "fprop" ? 0 : g == "dgrad" ? 1 : g == "wgrad" ? 2 : -1;
-      if (i < 0)
-        return error("--override-linear-precision: '" + g + "' is not valid; use any of: fprop, dgrad, wgrad");
-      rc.te.overrideLinearPrecision[i] = true;
-    }
-  }
+  if (std::string err = recipeFlags.apply(rc, configFile); !err.empty())
+    return error(err);
+  for (std::string err : {chooseFlag(reportFormat, reportFormat.getValue(), {"text", "json"}),
+                          chooseFlag(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}),
+                          chooseFlag(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}),
+                          chooseFlag(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}),
+                          chooseFlag(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}),
+                          chooseFlag(msampWeightRounding, msampWeightRounding.getValue(), {"nearest", "stochastic"})})
+    if (!err.empty())
+      return error(err);
   for (const std::string &k : rematerializeSources)
     if (!llvm::is_contained(rematerializeFp8Sources(), llvm::StringRef(k)))
       return error("--rematerialize-fp8-sources: '" + k + "' is not valid; use any of: " +
                    llvm::join(rematerializeFp8Sources(), ", "));
-  if (autocastEval.getNumOccurrences())
-    rc.te.useAutocastDuringEval = autocastEval;
-  if (moduleFilter.getNumOccurrences())
-    rc.ao.moduleFilter = moduleFilter;
-  if (keepFirstLast && noKeepFirstLast)
-    return error("--keep-first-last and --no-keep-first-last contradict each other; pass one");
-  if (keepFirstLast.getNumOccurrences() || noKeepFirstLast)
-    rc.ao.keepFirstLast = keepFirstLast && !noKeepFirstLast;
-  if (padInnerDim.getNumOccurrences())
-    rc.ao.padInnerDim = padInnerDim;
-  if (roundScalesPow2.getNumOccurrences())
-    rc.ao.roundScalesToPowerOf2 = roundScalesPow2;
-  if (rc.ao.roundScalesToPowerOf2 && rc.backend != "ao" && (roundScalesPow2.getNumOccurrences() || rc.ao.roundScalesGiven))
-    return error((roundScalesPow2 ? "--round-scales-to-power-of-2" : configFile + ": round_scales_to_power_of_2") +
-                 " is an ao option (torchao's tensorwise scaling); the " + (rc.backend.empty() ? "none" : rc.backend) +
-                 " recipe's scales come from its own rules: remove the flag or use --recipe ao");
-  rc.keepOutputLayer = keepOutputLayer;
   if (keptGemmPrecision.getNumOccurrences() && keptGemmPrecision != "bf16" && keptGemmPrecision != "f32")
     return error("--kept-gemm-precision: '" + keptGemmPrecision + "' is not valid; use bf16 or f32");
   if (evalGraph.getNumOccurrences())
