@@ -77,9 +77,9 @@ def Fp8Substitute : Pass<"octet-fp8-substitute", "mlir::ModuleOp"> {
       initializers (`<layer>.fp8.{input,weight}.{amax_history,scale,scale_inv}`).
     - ao (torchao, dynamic scaling): tensorwise, rowwise (power-of-2 scales)
       or rowwise_with_gw_hp; tensorwise scales are rounded down to powers of 2
-      unless round-scales-to-power-of-2=false (torchao's tensorwise: the
-      convergence benchmark measured the rounded scales closer to BF16's loss); the first and last Linear stay in high
-      precision unless keep-first-last=false; module-filter (a regex on the
+      unless round-scales-to-power-of-2=false (torchao's tensorwise; why the
+      default rounds: docs/BENCHMARKS.md, convergence); the first and last
+      Linear stay in high precision unless keep-first-last=false; module-filter (a regex on the
       layer name) selects layers; dims not multiples of 16 stay unless
       pad-inner-dim.
     - msamp (MS-AMP): forward as O1, dynamic power-of-2 scales; opt-level is
