@@ -35,41 +35,53 @@ struct RecipeFlags {
   std::string apply(RecipeConfig &rc, const std::string &configFile) const;
 
   llvm::cl::OptionCategory &cat;
-  llvm::cl::opt<std::string> fp8Format{"fp8-format", llvm::cl::desc("te: E4M3 or HYBRID"), llvm::cl::cat(cat)};
-  llvm::cl::opt<int64_t> amaxHistoryLen{"amax-history-len", llvm::cl::desc("te: amax history length"),
-                                        llvm::cl::cat(cat)};
+  llvm::cl::opt<std::string> fp8Format{"fp8-format", llvm::cl::desc("te: E4M3 or HYBRID"),
+                                       llvm::cl::cat(cat)};
+  llvm::cl::opt<int64_t> amaxHistoryLen{
+      "amax-history-len", llvm::cl::desc("te: amax history length"), llvm::cl::cat(cat)};
   llvm::cl::opt<std::string> amaxComputeAlgo{
-      "amax-compute-algo", llvm::cl::desc("te: max (default) or most_recent (Accelerate's)"), llvm::cl::cat(cat)};
-  llvm::cl::opt<int64_t> margin{"margin", llvm::cl::desc("te: scaling margin (powers of 2)"), llvm::cl::cat(cat)};
+      "amax-compute-algo", llvm::cl::desc("te: max (default) or most_recent (Accelerate's)"),
+      llvm::cl::cat(cat)};
+  llvm::cl::opt<int64_t> margin{"margin", llvm::cl::desc("te: scaling margin (powers of 2)"),
+                                llvm::cl::cat(cat)};
   llvm::cl::opt<int64_t> interval{"interval", llvm::cl::desc("te: recompute scales every N steps"),
                                   llvm::cl::cat(cat)};
   llvm::cl::list<std::string> overridePrecision{
-      "override-linear-precision", llvm::cl::desc("GEMMs kept in high precision: fprop,dgrad,wgrad"),
-      llvm::cl::CommaSeparated, llvm::cl::cat(cat)};
-  llvm::cl::opt<bool> autocastEval{"use-autocast-during-eval", llvm::cl::desc("FP8 in eval graphs too"),
-                                   llvm::cl::cat(cat)};
-  llvm::cl::opt<std::string> optLevel{"opt-level", llvm::cl::desc("msamp: O1, O2 or O3"), llvm::cl::cat(cat)};
-  llvm::cl::opt<std::string> aoRecipe{"ao-recipe", llvm::cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
+      "override-linear-precision",
+      llvm::cl::desc("GEMMs kept in high precision: fprop,dgrad,wgrad"), llvm::cl::CommaSeparated,
+      llvm::cl::cat(cat)};
+  llvm::cl::opt<bool> autocastEval{"use-autocast-during-eval",
+                                   llvm::cl::desc("FP8 in eval graphs too"), llvm::cl::cat(cat)};
+  llvm::cl::opt<std::string> optLevel{"opt-level", llvm::cl::desc("msamp: O1, O2 or O3"),
                                       llvm::cl::cat(cat)};
-  llvm::cl::opt<std::string> moduleFilter{"module-filter", llvm::cl::desc("Only layers whose name matches REGEX"),
+  llvm::cl::opt<std::string> aoRecipe{
+      "ao-recipe", llvm::cl::desc("ao: tensorwise, rowwise or rowwise_with_gw_hp"),
+      llvm::cl::cat(cat)};
+  llvm::cl::opt<std::string> moduleFilter{"module-filter",
+                                          llvm::cl::desc("Only layers whose name matches REGEX"),
                                           llvm::cl::value_desc("REGEX"), llvm::cl::cat(cat)};
   llvm::cl::opt<bool> keepFirstLast{
       "keep-first-last",
-      llvm::cl::desc("ao: keep the first and last Linear (default; --no-keep-first-last converts them)"),
+      llvm::cl::desc(
+          "ao: keep the first and last Linear (default; --no-keep-first-last converts them)"),
       llvm::cl::cat(cat)};
   llvm::cl::opt<bool> noKeepFirstLast{"no-keep-first-last", llvm::cl::Hidden, llvm::cl::cat(cat)};
   llvm::cl::opt<bool> roundScalesPow2{
       "round-scales-to-power-of-2",
-      llvm::cl::desc("ao tensorwise: round each scale down to a power of 2 (default; =false: torchao's tensorwise)"),
+      llvm::cl::desc("ao tensorwise: round each scale down to a power of 2 (default; =false: "
+                     "torchao's tensorwise)"),
       llvm::cl::cat(cat)};
   llvm::cl::opt<bool> keepOutputLayer{
       "keep-output-layer",
-      llvm::cl::desc("Every recipe: the output layer (a Linear whose result reaches no other Linear: a GPT's "
-                     "lm_head) stays in high precision, as FP8 there costs loss (docs/BENCHMARKS.md; default on; "
-                     "--keep-output-layer=false converts it, as Accelerate's own rules do)"),
+      llvm::cl::desc(
+          "Every recipe: the output layer (a Linear whose result reaches no other Linear: a GPT's "
+          "lm_head) stays in high precision, as FP8 there costs loss (docs/BENCHMARKS.md; default "
+          "on; "
+          "--keep-output-layer=false converts it, as Accelerate's own rules do)"),
       llvm::cl::init(true), llvm::cl::cat(cat)};
   llvm::cl::opt<bool> padInnerDim{
-      "pad-inner-dim", llvm::cl::desc("Convert layers whose dims are not multiples of 16 (zero-padded to them)"),
+      "pad-inner-dim",
+      llvm::cl::desc("Convert layers whose dims are not multiples of 16 (zero-padded to them)"),
       llvm::cl::cat(cat)};
 };
 
