@@ -83,9 +83,6 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     }
     if (!msampFloat32.empty() && msampLevel.empty())
       return m->emitError("octet-optimizer: msamp-float32 needs an msamp-level (O1, O2 or O3)");
-    if (f32Weights && msampLevel == "O3")
-      return m->emitError("octet-optimizer: msamp-float32=weights applies to O1 and O2; O3's FP16 master weights "
-                          "are its point (use O2)");
     if (f32Weights && msampWeightRounding == "stochastic")
       return m->emitError("octet-optimizer: msamp-weight-rounding=stochastic rounds FP16 weights; with "
                           "msamp-float32=weights there are none");
@@ -210,8 +207,9 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       return v;
     };
 
-    // MS-AMP storage of FP8 Linear weights: FP16 (O1, O2) or an FP16 master
-    // with an FP8 copy the forward pass uses (O3).
+    // MS-AMP storage of FP8 Linear weights: FP16 (O1, O2) or an FP16 master with an FP8 copy the
+    // forward pass uses (O3); with msamp-float32=weights, float32 weights (O1, O2: nothing to do)
+    // or float32 masters (O3: the same FP8 copy, cast from a float32 master).
     for (Operation &op : body)
       if (!isa<ox::InitializerOp>(op)) {
         b.setInsertionPoint(&op);
@@ -221,28 +219,41 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     SmallVector<size_t> gatheredMasters; // O3 with a sharded optimizer: built below
     for (auto [i, p] : llvm::enumerate(params)) {
       master[i] = p.init.getResult();
-      if (!p.fp8Weight || f32Weights)
+      if (!p.fp8Weight || (f32Weights && msampLevel != "O3"))
         continue;
       auto t = p.init.getType().cast<RankedTensorType>();
+      // The stored master's element type: FP16 (MS-AMP's) or float32 (msamp-float32=weights).
+      FloatType storedType = f32Weights ? b.getF32Type() : b.getF16Type();
       auto t16 = RankedTensorType::get(t.getShape(), b.getF16Type());
       OpBuilder ib(p.init);
-      FailureOr<DenseElementsAttr> v16 = convert(p.init, b.getF16Type());
-      if (failed(v16))
+      if (f32Weights && p.shards <= 1) {
+        // O3 with a float32 master: the forward pass reads its FP8 copy.
+        SmallVector<OpOperand *> uses;
+        for (OpOperand &u : p.init.getResult().getUses())
+          uses.push_back(&u);
+        Value forwardWeight = std::get<2>(fp8RoundTrip(b, loc, p.init.getResult(), b.getFloat8E4M3FNType()));
+        for (OpOperand *u : uses)
+          u->set(forwardWeight);
+        continue;
+      }
+      FailureOr<DenseElementsAttr> stored = convert(p.init, storedType);
+      if (failed(stored))
         return failure();
       if (msampLevel == "O3" && p.shards > 1) {
-        // The rank's shard of the flattened, zero-padded FP16 master is its state; the plan carries
-        // the whole weight, which each rank slices at load.
+        // The rank's shard of the flattened, zero-padded master is its state; the plan carries the
+        // whole weight, which each rank slices at load.
         int64_t shard = (t.getNumElements() + p.shards - 1) / p.shards;
-        auto st = RankedTensorType::get({shard}, b.getF16Type());
-        auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), st, p.init.getNameAttr(), zerosOf(st));
-        w16->setAttr(octet::kShardInitAttr, *v16);
-        w16->setAttr(octet::kShardCountAttr, b.getI64IntegerAttr(p.shards));
-        master[i] = g.ox.op("Cast", RankedTensorType::get({shard}, f32), {w16}, {g.ox.si64("to", 1)});
+        auto st = RankedTensorType::get({shard}, storedType);
+        auto ws = ib.create<ox::InitializerOp>(p.init.getLoc(), st, p.init.getNameAttr(), zerosOf(st));
+        ws->setAttr(octet::kShardInitAttr, *stored);
+        ws->setAttr(octet::kShardCountAttr, b.getI64IntegerAttr(p.shards));
+        master[i] = f32Weights ? ws.getResult()
+                               : g.ox.op("Cast", RankedTensorType::get({shard}, f32), {ws}, {g.ox.si64("to", 1)});
         p.masterShard = true;
         gatheredMasters.push_back(i);
         continue;
       }
-      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(), *v16);
+      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(), *stored);
       Value up = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
       master[i] = up;
       Value forwardWeight = up;
@@ -279,7 +290,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         auto wt = p.init.getType().cast<RankedTensorType>();
         whole = octet::unpadded(b, loc, whole, RankedTensorType::get(wt.getShape(), e4m3));
         Value forwardWeight = b.create<fp8::DequantizeOp>(loc, wt, whole, scaleInv);
-        ox::InitializerOp shard = master[i].getDefiningOp()->getOperand(0).getDefiningOp<ox::InitializerOp>();
+        ox::InitializerOp shard = f32Weights ? master[i].getDefiningOp<ox::InitializerOp>()
+                                             : master[i].getDefiningOp()->getOperand(0).getDefiningOp<ox::InitializerOp>();
         p.init.getResult().replaceAllUsesWith(forwardWeight);
         p.init->erase();
         p.init = shard;

@@ -160,10 +160,12 @@ for s in ${CONV_SIZES-}; do
   # crosses a power of 2
   "$opt" "$g" "${conv[@]}" --recipe ao --round-scales-to-power-of-2 --activation-precision=bf16 -o "$d/conv/$s-ao-p2-bf16.plan"
   # The benchmark's other recipes, each at its default: ao rowwise, msamp O1 (float32 weights) and
-  # O3 (FP16 masters), te's scaling with MS-AMP's O2 storage (te+msamp:O2)
+  # O3 (float32 masters: msamp-O3-w32-bf16; msamp-O3-bf16 MS-AMP's FP16 masters, as the logs'
+  # msamp-O3 ran), te's scaling with MS-AMP's O2 storage (te+msamp:O2)
   "$opt" "$g" "${conv[@]}" --recipe ao --ao-recipe rowwise --activation-precision=bf16 -o "$d/conv/$s-ao-rowwise-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-w32-bf16.plan"
-  "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-w32-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --msamp-float32=none --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe te+msamp:O2 --activation-precision=bf16 -o "$d/conv/$s-te-msamp-O2-bf16.plan"
   "$opt" "$g" --absent-weights zeros -o "$d/conv/$s-eval.plan"
   gzip -f "$d"/conv/"$s"-*.plan

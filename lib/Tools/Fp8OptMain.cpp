@@ -132,7 +132,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::init("nearest"), cl::cat(recipeCat));
   static cl::list<std::string> msampFloat32(
       "msamp-float32",
-      cl::desc("msamp O1/O2: parts of MS-AMP's storage kept float32: weights (the default: FP16 weights cost loss, "
+      cl::desc("msamp: parts of MS-AMP's storage kept float32: weights (O3: masters; the default: FP16 ones cost loss, "
                "docs/BENCHMARKS.md), gradients (FP8 otherwise; all-reduced in float32), or none (MS-AMP's own)"),
       cl::CommaSeparated, cl::cat(recipeCat));
   static cl::opt<std::string> keptGemmPrecision(
@@ -406,7 +406,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       "shard-optimizer",
       cl::desc("Data-parallel plans: shard the optimizer over N ranks (ZeRO-2): each large gradient is "
                "reduce-scattered (MS-AMP: as FP8 codes), each rank keeps the moments of and updates 1/N "
-               "of the weight, and the updated shards are all-gathered (MS-AMP O3: the FP16 masters stay "
+               "of the weight, and the updated shards are all-gathered (MS-AMP O3: the masters stay "
                "sharded, the weights gathered as FP8 at the step's start); the plan then runs on exactly N ranks "
                "(default 0: gradients all-reduced, state replicated)"),
       cl::value_desc("N"), cl::init(0), cl::cat(dpCat));

@@ -84,13 +84,11 @@ std::string octet::resolveMsampFloat32(const std::vector<std::string> &parts, bo
     return "--msamp-float32=none keeps MS-AMP's own storage (FP16 weights, FP8 gradients); give it alone";
   if (given && (f.msampLevel.empty() || !train))
     return "--msamp-float32 applies to training plans with MS-AMP storage (--recipe msamp or te+msamp, --train)";
-  if (f.msampF32Weights && f.msampLevel == "O3")
-    return "--msamp-float32=weights applies to O1 and O2: O3 keeps FP16 master weights (use --opt-level O2)";
   if (f.msampF32Weights && f.msampWeightRounding == "stochastic")
     return "--msamp-weight-rounding=stochastic rounds FP16 weights; --msamp-float32=weights keeps none";
-  if (!given && train && (f.msampLevel == "O1" || f.msampLevel == "O2")) {
+  if (!given && train && !f.msampLevel.empty()) {
     if (f.msampWeightRounding == "stochastic")
-      return "--msamp-weight-rounding=stochastic rounds FP16 weights, which O1 and O2 keep only with "
+      return "--msamp-weight-rounding=stochastic rounds FP16 weights (O3: masters), which MS-AMP keeps only with "
              "--msamp-float32=none (MS-AMP's storage; float32 weights are the default); add it";
     f.msampF32Weights = true;
   }
@@ -100,15 +98,15 @@ std::string octet::resolveMsampFloat32(const std::vector<std::string> &parts, bo
 std::string octet::msampStorageLine(const TrainingFlags &f, bool given) {
   if (f.msampLevel.empty())
     return "";
-  std::string w = f.msampLevel == "O3"  ? "FP8, FP16 master weights"
+  std::string w = f.msampLevel == "O3" ? std::string("FP8, ") + (f.msampF32Weights ? "float32" : "FP16") + " master weights"
                   : f.msampF32Weights ? "float32"
                                       : "FP16";
   std::string line = "MS-AMP " + f.msampLevel + " storage: FP8 Linear weights " + w + ", weight gradients " +
                      (f.msampF32Grads ? std::string("float32") : "FP8 " + f.fp8AllReduceFormat);
-  if (!given && f.msampLevel != "O3")
+  if (!given)
     line += " (float32 weights are the default: FP16 weights cost loss, docs/BENCHMARKS.md convergence; "
             "--msamp-float32=none keeps MS-AMP's FP16)";
-  else if (given)
+  else
     line += " (--msamp-float32)";
   return line;
 }

@@ -5,7 +5,7 @@
 PLAN is the training plan that wrote CHECKPOINT (fp8-run --checkpoint, or --save-state); its header
 says which state tensors are the model's weights (roles "weight", "master_weight" and, sharded
 across ranks, "master_shard"), by their initializer names: for a torch.onnx.export of a module, the
-module's state-dict names. Weights stored narrower than float32 (MS-AMP's FP16 masters) are widened
+module's state-dict names. Weights stored narrower than float32 (MS-AMP's FP16 weights or masters) are widened
 exactly; a sharded run's weights are joined from every rank's file. --strip-prefix drops a prefix the export
 added (a wrapper module's attribute: "model."). Then
 

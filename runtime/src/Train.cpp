@@ -350,8 +350,9 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     if (it == byName.end())
       continue;
     const Tensor *w = it->second;
-    // O3 (master_weight): the FP16 master and the FP8 copy the forward pass reads; sharded
-    // (master_shard): this rank's part of the master and the whole FP8 copy it gathers.
+    // O3 (master_weight): the master (float32, or MS-AMP's FP16) and the FP8 copy the forward
+    // pass reads; sharded (master_shard): this rank's part of the master and the whole FP8 copy
+    // it gathers.
     bool master = roleOf[param] == "master_weight" || roleOf[param] == "master_shard";
     // MS-AMP storage: a low-precision weight, or (--msamp-float32 keeping the weight float32) an
     // FP8-held gradient or moments stored below float32.

@@ -13,7 +13,7 @@ std::string weightsUnavailable(const Plan &p) {
     return "the plan trains no weights; compile it with fp8-opt --train";
   for (auto &[id, role] : p.roles)
     if (role == "master_shard")
-      return "the plan shards its FP16 master weights across ranks (MS-AMP O3 with --shard-optimizer), so no "
+      return "the plan shards its master weights across ranks (MS-AMP O3 with --shard-optimizer), so no "
              "rank holds them whole; write a checkpoint (--checkpoint) and join its ranks' files with "
              "python -m octet.weights PLAN CHECKPOINT OUT.safetensors";
   return "";

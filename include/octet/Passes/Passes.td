@@ -252,7 +252,7 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
            "O1+: the updated FP16 weight (O3: master) rounded to nearest (MS-AMP's) or stochastically (fp8.stochastic_round "
            "with the step counter: unbiased, so updates below half an FP16 step land on average)">,
     ListOption<"msampFloat32", "msamp-float32", "std::string",
-               "O1/O2: parts of MS-AMP's storage kept in float32 instead: weights (FP16 otherwise) and gradients "
+               "O1+: parts of MS-AMP's storage kept in float32 instead: weights (O3: masters; FP16 otherwise) and gradients "
                "(FP8 Linear weight gradients, FP8 otherwise); the moments follow the level">,
     Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
            "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "

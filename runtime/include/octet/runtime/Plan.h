@@ -72,7 +72,7 @@ struct Plan {
   std::vector<std::pair<std::string, int>> gradients;
   /// Where a gradient is held in a lower precision than its value (MS-AMP: FP8).
   std::map<std::string, DType> gradStorage;
-  /// One rank's shard of a whole tensor (MS-AMP O3's sharded FP16 masters, role master_shard): the
+  /// One rank's shard of a whole tensor (MS-AMP O3's sharded masters, role master_shard): the
   /// constant is rank r's 1/shards of the flattened, zero-padded `whole` tensor. `data` holds the
   /// whole tensor from the file until selectShards; the constant starts as rank 0's shard.
   struct ShardedConstant {

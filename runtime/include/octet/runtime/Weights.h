@@ -1,8 +1,8 @@
 //===- Weights.h - Trained weights back to PyTorch ------------*- C++ -*-===//
 //
 // fp8-run --save-weights: the parameters a training plan trains, under their initializer names
-// (for a torch.onnx.export of a module, its state-dict names), in float32 (MS-AMP's FP16 masters
-// widened exactly), as a .safetensors file that `model.load_state_dict(
+// (for a torch.onnx.export of a module, its state-dict names), in float32 (MS-AMP's FP16 weights
+// or masters widened exactly), as a .safetensors file that `model.load_state_dict(
 // safetensors.torch.load_file(path))` reads.
 //
 //===----------------------------------------------------------------------===//
@@ -18,7 +18,7 @@
 namespace octet::rt {
 
 /// Why the plan's weights cannot be written whole by one process ("" when they can): a plan whose
-/// FP16 masters are sharded across ranks (MS-AMP O3 with fp8-opt --shard-optimizer).
+/// masters are sharded across ranks (MS-AMP O3 with fp8-opt --shard-optimizer).
 std::string weightsUnavailable(const Plan &p);
 
 /// The trained parameters (roles weight and master_weight) in float32, sorted by name.
