@@ -38,7 +38,8 @@ for f in "$d"/conv/"$size"-*.plan.gz; do
   [ -f "$p" ] || gunzip -c "$f" > "$p"
 done
 if [ -n "${CORPUS:-}" ] && [ "$CORPUS" != "$state/corpus.bin" ]; then
-  cp "$CORPUS" "$state/corpus.bin" && echo "$CORPUS" > "$state/corpus.txt"
+  [ -f "$CORPUS" ] || { echo "CORPUS=$CORPUS: no such file; give a token file, or leave CORPUS unset to build one" >&2; exit 1; }
+  cp "$CORPUS" "$state/corpus.bin" && echo "$CORPUS" > "$state/corpus.txt" || exit 1
 elif [ ! -f "$state/corpus.bin" ]; then
   python3 scripts/make_corpus.py "$state/corpus.bin" --source "${SOURCE:-python-all}" \
     --max-bytes "${MAX_BYTES:-100000000}" > "$state/corpus.txt" || exit 1

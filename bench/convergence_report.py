@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--png")
+    ap.add_argument("--plot", metavar="RUN,...", help="the plans --png draws (default: every one; the baseline always)")
     ap.add_argument("--save", metavar="DIR")
     a = ap.parse_args()
 
@@ -144,6 +145,13 @@ def main():
         return sum(vals) / len(vals), min(vals), max(vals)
 
     order = [a.baseline] + sorted(r for r in runs if r != a.baseline)
+    drawn = order
+    if a.plot:
+        want = a.plot.split(",")
+        unknown = [r for r in want if r not in runs]
+        if unknown:
+            sys.exit(f"--plot: no {a.size} logs of {', '.join(unknown)}; runs here: {', '.join(order)}")
+        drawn = [a.baseline] + [r for r in order if r in want and r != a.baseline]
     failed = False
     lines = ["| run | seeds | step | train loss | train gap, mean [min, max] | eval loss | eval gap, mean [min, max] "
              "| baseline spread, train / eval | within bounds |",
@@ -200,7 +208,8 @@ def main():
         import matplotlib.pyplot as plt
         fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
         w = 50
-        for run in order:
+        colors = plt.get_cmap("tab10" if len(drawn) <= 10 else "tab20").colors
+        for k, run in enumerate(drawn):
             curves = []
             for s, rows in sorted(runs[run].items()):
                 loss = [r["loss"] for r in rows]
@@ -211,7 +220,7 @@ def main():
             mean = [sum(c[1][i] for c in curves) / len(curves) for i in range(n)]
             lo = [min(c[1][i] for c in curves) for i in range(n)]
             hi = [max(c[1][i] for c in curves) for i in range(n)]
-            line, = ax1.plot(xs, mean, label=f"{run} ({len(curves)} seeds)", lw=1)
+            line, = ax1.plot(xs, mean, label=f"{run} ({len(curves)} seeds)", lw=1, color=colors[k % len(colors)])
             ax1.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
             if run != a.baseline:
                 gaps = []
@@ -241,6 +250,7 @@ def main():
         tmp = a.png + ".tmp.png"
         fig.savefig(tmp, dpi=90)
         os.replace(tmp, a.png)
+        print(f"{a.png}: {len(drawn)} plans drawn: {', '.join(drawn)}", file=sys.stderr)
     return 1 if failed else 0
 
 
