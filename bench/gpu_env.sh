@@ -6,13 +6,19 @@
 # PyTorch uses. NVLink multicast stays off (the device rules): NCCL_NVLS_ENABLE=0.
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH="$PWD/$d:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-# Gzipped libraries (scripts/pack_devlib.sh), unpacked where missing or older, through a rename: a
-# job already running maps the old file, which overwriting in place would tear (SIGBUS when several
-# jobs start at once).
-for f in "$d"/*.gz; do
-  t=${f%.gz}
+# Compressed libraries and binaries (scripts/pack_devlib.sh: xz, a third of gzip's bytes for
+# OpenBLAS; gzip), unpacked where missing or older, through a rename: a job already running maps
+# the old file, which overwriting in place would tear (SIGBUS when several jobs start at once).
+# Without an xz command Python's lzma module unpacks.
+unxz_c() {
+  if command -v xz > /dev/null; then xz -dc "$1"
+  else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi
+}
+for f in "$d"/*.gz "$d"/*.xz; do
+  t=${f%.*}
   if [ -e "$f" ] && { [ ! -e "$t" ] || [ "$f" -nt "$t" ]; }; then
-    gunzip -c "$f" > "$t.tmp.$$" && chmod --reference="$f" "$t.tmp.$$" && mv -f "$t.tmp.$$" "$t"
+    case $f in *.xz) unxz_c "$f" ;; *) gunzip -c "$f" ;; esac > "$t.tmp.$$" &&
+      chmod --reference="$f" "$t.tmp.$$" && mv -f "$t.tmp.$$" "$t" || { echo "$f: cannot unpack" >&2; rm -f "$t.tmp.$$"; }
   fi
 done
 for lib in libnvrtc.so.1 libcudnn.so.9 libnccl.so.2; do

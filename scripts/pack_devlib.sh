@@ -2,7 +2,7 @@
 # Packs what a GPU run through the `device` tool needs into .devlib/ (ignored by git, carried
 # with `carry: [".devlib"]`): fp8-run, the CUDA tests and micro-benchmark, liboctet_{cuda,runtime}
 # and the non-system libraries they load, and gzipped plans:
-#   (OpenBLAS and libgfortran gzipped: the device scripts unpack every .devlib/*.gz)
+#   (the largest xz-compressed: bench/gpu_env.sh unpacks every .devlib/*.xz and *.gz)
 #   .devlib/plans/   the bundled byte-level GPT (examples/bytegpt) compiled for 200 training steps
 #                    with each recipe (and te with Accelerate's amax_compute_algo most_recent), the corpus it
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
@@ -23,8 +23,10 @@ mkdir -p "$d/plans" "$d/bench" "$build/bench"
 ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet_collective octet-cuda-tests octet-cuda-bench >/dev/null
 cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
 cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build/lib/liboctet_collective.so.0.1" "$d/"
-# The largest, gzipped in place (modes kept): bench/gpu_env.sh unpacks every .devlib/*.gz.
-gzip -f "$d/liboctet_cuda.so" "$d/octet-cuda-tests" "$d/liboctet_runtime.so.0.1"
+# The largest, xz-compressed in place (modes kept; a third of gzip's bytes for OpenBLAS, and the
+# carry is limited to 64 MiB with the working tree): bench/gpu_env.sh unpacks every .devlib/*.xz.
+rm -f "$d"/*.so*.gz "$d/octet-cuda-tests.gz"
+xz -f -9 -T2 "$d/liboctet_cuda.so" "$d/octet-cuda-tests" "$d/liboctet_runtime.so.0.1"
 # Gloo (the CPU ranks' collectives) and what Debian's build of it links.
 for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
   cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"
@@ -32,10 +34,10 @@ done
 for l in libquadmath.so.0 libzip.so.4; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
 done
-# OpenBLAS is most of the carried bytes (the carry limit is 64 MiB): gzipped, unpacked on the device.
+# OpenBLAS is most of the carried bytes: xz-compressed, unpacked on the device.
 for l in libopenblas.so.0 libgfortran.so.5; do
   rm -f "$d/$l"
-  gzip -c "/lib/x86_64-linux-gnu/$l" > "$d/$l.gz"
+  xz -9 -T2 -c "/lib/x86_64-linux-gnu/$l" > "$d/$l.xz"
 done
 
 opt="$build/bin/fp8-opt"
