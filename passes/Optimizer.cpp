@@ -222,23 +222,16 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       if (!p.fp8Weight || (f32Weights && msampLevel != "O3"))
         continue;
       auto t = p.init.getType().cast<RankedTensorType>();
-      // The stored master's element type: FP16 (MS-AMP's) or float32 (msamp-float32=weights).
+      // The stored weight's (O3: master's) element type: FP16 (MS-AMP's) or float32
+      // (msamp-float32=weights, which needs no new state unless sharded).
       FloatType storedType = f32Weights ? b.getF32Type() : b.getF16Type();
-      auto t16 = RankedTensorType::get(t.getShape(), b.getF16Type());
       OpBuilder ib(p.init);
-      if (f32Weights && p.shards <= 1) {
-        // O3 with a float32 master: the forward pass reads its FP8 copy.
-        SmallVector<OpOperand *> uses;
-        for (OpOperand &u : p.init.getResult().getUses())
-          uses.push_back(&u);
-        Value forwardWeight = std::get<2>(fp8RoundTrip(b, loc, p.init.getResult(), b.getFloat8E4M3FNType()));
-        for (OpOperand *u : uses)
-          u->set(forwardWeight);
-        continue;
+      FailureOr<DenseElementsAttr> stored;
+      if (!f32Weights || p.shards > 1) {
+        stored = convert(p.init, storedType);
+        if (failed(stored))
+          return failure();
       }
-      FailureOr<DenseElementsAttr> stored = convert(p.init, storedType);
-      if (failed(stored))
-        return failure();
       if (msampLevel == "O3" && p.shards > 1) {
         // The rank's shard of the flattened, zero-padded master is its state; the plan carries the
         // whole weight, which each rank slices at load.
@@ -253,15 +246,26 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         gatheredMasters.push_back(i);
         continue;
       }
-      auto w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), t16, p.init.getNameAttr(), *stored);
-      Value up = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
-      master[i] = up;
-      Value forwardWeight = up;
+      // The weight's readers (the forward pass) read the FP16 weight widened, or (O3) the FP8 copy
+      // of the master; the optimizer, built below, reads master[i].
+      SmallVector<OpOperand *> readers;
+      for (OpOperand &u : p.init.getResult().getUses())
+        readers.push_back(&u);
+      ox::InitializerOp w16;
+      if (!f32Weights) {
+        w16 = ib.create<ox::InitializerOp>(p.init.getLoc(), RankedTensorType::get(t.getShape(), b.getF16Type()),
+                                           p.init.getNameAttr(), *stored);
+        master[i] = g.ox.op("Cast", t, {w16}, {g.ox.si64("to", 1)});
+      }
+      Value forwardWeight = master[i];
       if (msampLevel == "O3")
-        forwardWeight = std::get<2>(fp8RoundTrip(b, loc, up, b.getFloat8E4M3FNType()));
-      p.init.getResult().replaceAllUsesWith(forwardWeight);
-      p.init->erase();
-      p.init = w16;
+        forwardWeight = std::get<2>(fp8RoundTrip(b, loc, master[i], b.getFloat8E4M3FNType()));
+      for (OpOperand *u : readers)
+        u->set(forwardWeight);
+      if (w16) {
+        p.init->erase();
+        p.init = w16;
+      }
     }
     // O3 sharded: the step starts by gathering each weight as FP8 codes. The shards' amaxes travel
     // in one all-reduce (max): each weight's power-of-2 scale is the one its whole master gives, so
