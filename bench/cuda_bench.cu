@@ -2,6 +2,10 @@
 //
 // octet-cuda-bench gemm M N K...   FP8 GEMM (E4M3, fast accumulation, BF16 out; OCTET_BENCH_F32=1:
 //                                  FP32 out, OCTET_BENCH_SPLIT=1: split accumulation)
+// octet-cuda-bench gemm-rowwise M N K  the same with a scale per row of A and of B (torchao's
+//                                  rowwise recipe), each way the executor runs it: cuBLASLt's
+//                                  outer-vector mode writing BF16 ("outer_vector"), and the float32
+//                                  product scaled and rounded by the epilogue pass ("epilogue_pass")
 // octet-cuda-bench cast ROWS COLS  fused cast+amax of a BF16 and an FP32 tensor, and the same
 //                                  writing the transposed copy too (cast-transpose)
 // octet-cuda-bench castsrc ROWS COLS  cast-transpose from each source the executor fuses into it
@@ -23,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
+#include "octet/runtime/Tensor.h"
 #include "../runtime/cuda/CudnnAttention.h"
 #include "../runtime/cuda/DeviceKernels.h"
 
@@ -92,7 +97,7 @@ template <typename T> __global__ void fillValues(T *p, size_t n, uint32_t seed, 
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
+    std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | gemm-rowwise M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
     return 2;
   }
   std::string why;
@@ -101,8 +106,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::string what = argv[1];
-  if (what == "gemm" && argc == 5) {
+  if ((what == "gemm" || what == "gemm-rowwise") && argc == 5) {
     int64_t M = std::atoll(argv[2]), N = std::atoll(argv[3]), K = std::atoll(argv[4]);
+    bool rowwise = what == "gemm-rowwise";
     std::vector<uint8_t *> A(4), B(4);
     for (int i = 0; i < 4; ++i) {
       CHECK(cudaMalloc(&A[i], size_t(M * K)));
@@ -110,31 +116,74 @@ int main(int argc, char **argv) {
       fill<<<1024, 256>>>(A[i], size_t(M * K), 17u + i);
       fill<<<1024, 256>>>(B[i], size_t(N * K), 91u + i);
     }
-    float *s; // two scales, 16-byte aligned each (cuBLASLt's requirement)
-    void *D;
-    CHECK(cudaMalloc(&s, 32));
-    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    CHECK(cudaMemcpy(s, ones, 32, cudaMemcpyHostToDevice));
+    // Scales, 16-byte aligned each (cuBLASLt's requirement): ones, or one per row of A then of B.
+    int64_t nsa = rowwise ? (M + 3) / 4 * 4 : 4, nsb = rowwise ? N : 4;
+    float *s, *one;
+    void *D, *acc = nullptr;
+    CHECK(cudaMalloc(&s, size_t(nsa + nsb) * 4));
+    CHECK(cudaMalloc(&one, 16));
+    std::vector<float> ones(size_t(nsa + nsb), 1.0f);
+    CHECK(cudaMemcpy(s, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(one, ones.data(), 16, cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&D, size_t(M * N) * 4));
-    cuda::Gemm gemm;
-    std::string err;
+    if (rowwise)
+      CHECK(cudaMalloc(&acc, size_t(M * N) * 4));
     bool f32 = std::getenv("OCTET_BENCH_F32") != nullptr, split = std::getenv("OCTET_BENCH_SPLIT") != nullptr;
-    int calls = 0;
-    double ms = medianMs([&](int i) {
-      std::string e = gemm.run(M, N, K, A[i % 4], cuda::Format::E4M3, B[i % 4], cuda::Format::E4M3, s, s + 4, D, !f32, !split);
-      if (!e.empty() && err.empty())
-        err = e + " (call " + std::to_string(calls) + ")";
-      ++calls;
-    });
-    if (!err.empty()) {
-      std::fprintf(stderr, "octet-cuda-bench: %s\n", err.c_str());
-      return 1;
+    cuda::GemmDesc g;
+    g.M = M, g.N = N, g.K = K, g.dBf16 = !f32, g.fastAccum = !split;
+    cuda::Gemm gemm;
+    auto measure = [&](const char *kernel, auto call) {
+      std::string err;
+      int calls = 0;
+      double ms = medianMs([&](int i) {
+        std::string e = call(i);
+        if (!e.empty() && err.empty())
+          err = e + " (call " + std::to_string(calls) + ")";
+        ++calls;
+      });
+      if (!err.empty()) {
+        std::fprintf(stderr, "octet-cuda-bench: %s: %s\n", kernel, err.c_str());
+        return false;
+      }
+      std::printf("{\"kernel\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"%s\", "
+                  "\"accumulation\": \"%s\", \"ms\": %.5f, \"tflops\": %.1f}\n",
+                  kernel, (long long)M, (long long)N, (long long)K, f32 ? "f32" : "bf16", split ? "split" : "fast", ms,
+                  2.0 * M * N * K / ms / 1e9);
+      return true;
+    };
+    auto operands = [&](int i, void *d, const float *sa, const float *sb) {
+      cuda::GemmOperands o;
+      o.A = A[i % 4], o.B = B[i % 4], o.aScaleInv = sa, o.bScaleInv = sb, o.D = d;
+      return o;
+    };
+    if (!rowwise)
+      return measure("fp8_gemm", [&](int i) { return gemm.run(g, operands(i, D, s, s + 4)); }) ? 0 : 1;
+    cuda::GemmDesc vec = g, product = g;
+    vec.rowScalesA = vec.colScalesB = true;
+    product.dBf16 = false;
+    bool ok = true;
+    if (std::string why = gemm.supports(vec); !why.empty()) {
+      std::fprintf(stderr, "octet-cuda-bench: outer-vector scales: %s\n", why.c_str());
+      ok = false;
+    } else {
+      ok = measure("fp8_gemm_rowwise_outer_vector", [&](int i) { return gemm.run(vec, operands(i, D, s, s + nsa)); });
     }
-    std::printf("{\"kernel\": \"fp8_gemm\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"out\": \"%s\", "
-                "\"accumulation\": \"%s\", \"ms\": %.5f, \"tflops\": %.1f}\n",
-                (long long)M, (long long)N, (long long)K, f32 ? "f32" : "bf16", split ? "split" : "fast", ms,
-                2.0 * M * N * K / ms / 1e9);
-    return 0;
+    namespace dev = cuda::dev;
+    ok = measure("fp8_gemm_rowwise_epilogue_pass", [&](int i) {
+           if (std::string e = gemm.run(product, operands(i, acc, one, one)); !e.empty())
+             return e;
+           dev::EpilogueArgs ep;
+           ep.acc = static_cast<float *>(acc);
+           ep.out = D;
+           ep.outType = int(f32 ? DType::F32 : DType::BF16);
+           ep.M = M;
+           ep.N = N;
+           ep.aScale = s;
+           ep.bScale = s + nsa;
+           ep.aRows = ep.bCols = ep.applyScales = true;
+           return dev::gemmEpilogue(ep, nullptr);
+         }) && ok;
+    return ok ? 0 : 1;
   }
   if (what == "cast" && argc == 4) {
     size_t n = size_t(std::atoll(argv[2])) * size_t(std::atoll(argv[3]));
@@ -386,6 +435,6 @@ int main(int argc, char **argv) {
                 2.0 * double(bytes) / ms / 1e6);
     return 0;
   }
-  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
+  std::fprintf(stderr, "usage: octet-cuda-bench gemm M N K | gemm-rowwise M N K | cast ROWS COLS | castsrc ROWS COLS | copy BYTES | transpose ROWS COLS | attention HEADS T D CAUSAL\n");
   return 2;
 }

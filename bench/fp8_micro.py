@@ -3,6 +3,10 @@
 
 - FP8 GEMM: octet-cuda-bench (cuBLASLt, E4M3, fast accumulation, BF16 out) against
   torch._scaled_mm on the same shapes (row-major A [M,K], B as [N,K]: the same TN problem).
+- rowwise FP8 GEMM (torchao's rowwise recipe: a scale per row of A and of B) on the 350M and 1.3B
+  GPTs' Linear shapes: octet-cuda-bench's two ways (cuBLASLt's outer-vector mode; the float32
+  product and the executor's epilogue pass) against torch._scaled_mm with scale_a [M, 1] and
+  scale_b [1, N], what torchao's Float8Linear calls.
 - cast+amax: octet-cuda-bench against eager PyTorch (x.abs().max() and (x / s).to(float8)) on a
   16384 x 4096 tensor, and against the device-to-device copy roofline; "+T" rows also write the
   transposed copy (cast-transpose; eager PyTorch: .t().contiguous() of the codes).
@@ -13,11 +17,14 @@ Medians of 50 CUDA-event-timed runs after warm-up, inputs rotated over 4 buffers
 runs and Octet's time 20 back-to-back calls per event pair (so per-call dispatch does not
 count).
 
-  python3 bench/fp8_micro.py --bench BIN/octet-cuda-bench [--json out.json]
+  python3 bench/fp8_micro.py --bench BIN/octet-cuda-bench [--json out.json] [--only gemm,rowwise,cast,attention]
 """
 import argparse, json, subprocess
 import torch
 
+# The 350M GPT at 8 x 1024 tokens (q/k/v/out, fc1, fc2) and the 1.3B at 8 x 2048.
+ROWWISE_SHAPES = [(8192, 1024, 1024), (8192, 4096, 1024), (8192, 1024, 4096),
+                  (16384, 2048, 2048), (16384, 8192, 2048), (16384, 2048, 8192)]
 SHAPES = [(2048, 2048, 2048), (2048, 8192, 2048), (2048, 768, 3072), (8192, 8192, 8192), (16384, 2048, 8192), (16384, 8192, 2048), (4096, 4096, 4096)]
 
 
@@ -48,9 +55,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", required=True)
     ap.add_argument("--json")
+    ap.add_argument("--only", default="gemm,rowwise,cast,attention", help="comma-separated parts to run")
     a = ap.parse_args()
-    rows = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "gemm": [], "cast": []}
-    for M, N, K in SHAPES:
+    parts = set(a.only.split(","))
+    unknown = parts - {"gemm", "rowwise", "cast", "attention"}
+    if unknown:
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from gemm, rowwise, cast, attention")
+    rows = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "gemm": [], "gemm_rowwise": [],
+            "cast": [], "attention": []}
+    for M, N, K in SHAPES if "gemm" in parts else []:
         A = [torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
         B = [torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
         one = torch.ones((), device="cuda")
@@ -60,9 +73,25 @@ def main():
         rows["gemm"].append({"M": M, "N": N, "K": K, "octet_ms": o["ms"], "torch_ms": t,
                              "octet_tflops": o["tflops"], "torch_tflops": 2 * M * N * K / t / 1e9,
                              "ratio": t / o["ms"]})
+    for M, N, K in ROWWISE_SHAPES if "rowwise" in parts else []:
+        A = [torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
+        B = [torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn) for _ in range(4)]
+        sa = torch.rand(M, 1, device="cuda") + 0.5
+        sb = torch.rand(1, N, device="cuda") + 0.5
+        t = median_ms(lambda i: torch._scaled_mm(A[i % 4], B[i % 4].t(), scale_a=sa, scale_b=sb,
+                                                 out_dtype=torch.bfloat16, use_fast_accum=True))
+        del A, B
+        runs = {o["kernel"]: o for o in ours(a.bench, "gemm-rowwise", M, N, K)}
+        row = {"M": M, "N": N, "K": K, "torch_ms": t}
+        for key, kernel in (("outer_vector", "fp8_gemm_rowwise_outer_vector"),
+                            ("epilogue_pass", "fp8_gemm_rowwise_epilogue_pass")):
+            if kernel in runs:
+                row[key + "_ms"] = runs[kernel]["ms"]
+                row[key + "_vs_torch"] = t / runs[kernel]["ms"]
+        rows["gemm_rowwise"].append(row)
     R, C = 16384, 4096
     copy = ours(a.bench, "copy", 1 << 30)[0]
-    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")) if "cast" in parts else ():
         X = [torch.randn(R, C, device="cuda", dtype=dtype) for _ in range(4)]
         s = torch.tensor(0.5, device="cuda")
         def eager(i):
@@ -83,8 +112,7 @@ def main():
                                  "fraction_of_copy": o["GBps"] / copy["GBps"], "speedup_vs_eager": t / o["ms"],
                                  "roofline_ms": nbytes / copy["GBps"] / 1e6})
     T, D = 2048, 128
-    rows["attention"] = []
-    for B in (1, 8):
+    for B in (1, 8) if "attention" in parts else ():
         H = 16 * B  # batch x 16 heads of the 1.3B GPT
         q, k, v = (torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
         dy = torch.randn(1, H, T, D, device="cuda", dtype=torch.bfloat16)
@@ -103,6 +131,13 @@ def main():
     for g in rows["gemm"]:
         print(f"  {g['M']:>5} x {g['N']:>5} x {g['K']:>5}            {g['octet_ms']:9.4f}  {g['torch_ms']:19.4f}  "
               f"{g['octet_tflops']:13.0f}  {g['ratio']:.3f}")
+    if rows["gemm_rowwise"]:
+        print("rowwise FP8 GEMM (E4M3, fast accum, BF16 out)  torch ms  outer-vector ms (vs torch)"
+              "  epilogue pass ms (vs torch)")
+    for g in rows["gemm_rowwise"]:
+        cell = lambda k: (f"{g[k + '_ms']:9.4f} ({g[k + '_vs_torch']:.3f})" if k + "_ms" in g else "      n/a        ")
+        print(f"  {g['M']:>5} x {g['N']:>5} x {g['K']:>5}               {g['torch_ms']:8.4f}  "
+              f"{cell('outer_vector'):>26}  {cell('epilogue_pass'):>27}")
     print("cast+amax 16384x4096 -> E4M3       octet ms  eager ms  octet GB/s  of copy  vs eager  roofline ms")
     for c in rows["cast"]:
         print(f"  {c['input']:5}                            {c['octet_ms']:8.4f}  {c['torch_eager_ms']:8.4f}  "

@@ -203,24 +203,41 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   auto align = [](size_t v) { return (v + 255) / 256 * 256; };
   size_t offA = 0, offB = align(transA ? size_t(M * K) : 0);
   size_t offAcc = offB + align(transB ? 0 : size_t(N * K));
+  cuda::GemmDesc desc;
+  desc.M = M, desc.N = N, desc.K = K;
+  desc.fa = fp8FormatOfType(ta), desc.fb = fp8FormatOfType(tb);
+  desc.fastAccum = fast;
+  auto withBias = [&](cuda::GemmDesc d, bool bf16, cuda::GemmDesc::Bias b) {
+    d.dBf16 = bf16;
+    d.bias = b;
+    return d;
+  };
+  // Rowwise scales (torchao's rowwise recipes): cuBLASLt's outer-vector mode scales the product
+  // in its epilogue where it has an algorithm for the GEMM, else the epilogue kernel below does.
+  bool vector = rowA || colB;
+  cuda::GemmDesc vec = desc;
+  vec.rowScalesA = rowA, vec.colScalesB = colB;
+  bool resultType = ot == DType::F32 || ot == DType::BF16;
+  bool vectorScaled =
+      vector && resultType && fp8_->supports(withBias(vec, ot == DType::BF16, cuda::GemmDesc::Bias::None)).empty();
+  // Bias in cuBLASLt's epilogue: of the result's type, N values, nothing else in the epilogue kernel.
+  bool biasN = hasBias && numElements(shapeOf(op.inputs[4])) == N && !withAmax && typeOf(op.inputs[4]) == ot;
   // A BF16 result with a BF16 bias (fp8-opt --activation-precision=bf16): cuBLASLt's epilogue adds it.
-  bool epilogueBias = hasBias && ot == DType::BF16 && typeOf(op.inputs[4]) == DType::BF16 && !rowA && !colB &&
-                      !withAmax && numElements(shapeOf(op.inputs[4])) == N &&
-                      fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), true, fast, true).empty();
+  bool epilogueBias = biasN && ot == DType::BF16 && (!vector || vectorScaled) &&
+                      fp8_->supports(withBias(vector ? vec : desc, true, cuda::GemmDesc::Bias::BF16)).empty();
   // accumulate (input 6): D = C + A x B in cuBLASLt's epilogue (beta = 1), C read where it lies
   // (the plan may give D C's buffer); with a float32 bias (a residual Add folded into the GEMM,
   // octet-fold-residual-adds), cuBLASLt's epilogue adds it where it has an algorithm for that,
   // else a pass over D after the GEMM.
   bool accumulate = has(op, 6);
-  bool accBiasF32 = accumulate && hasBias && ot == DType::F32 && typeOf(op.inputs[4]) == DType::F32 && !rowA &&
-                    !colB && !withAmax && numElements(shapeOf(op.inputs[4])) == N;
-  bool epilogueBiasF32 =
-      accBiasF32 && fp8_->supports(M, N, K, fp8FormatOfType(ta), fp8FormatOfType(tb), false, fast, true, true).empty();
-  bool direct = !rowA && !colB && (!hasBias || epilogueBias || accBiasF32) && !withAmax &&
-                (ot == DType::F32 || ot == DType::BF16);
-  if (accumulate && (!direct || ot != DType::F32 || typeOf(op.inputs[6]) != DType::F32 ||
+  bool accBiasF32 = accumulate && biasN && ot == DType::F32 && !vector;
+  bool epilogueBiasF32 = accBiasF32 && fp8_->supports(withBias(desc, false, cuda::GemmDesc::Bias::F32)).empty();
+  bool direct = (!vector || vectorScaled) && (!hasBias || epilogueBias || accBiasF32) && !withAmax && resultType;
+  if (accumulate && (!direct || vector || ot != DType::F32 || typeOf(op.inputs[6]) != DType::F32 ||
                      numElements(shapeOf(op.inputs[6])) != M * N))
     fail(op, "accumulate needs per-tensor scales, a float32 result and a float32 C of its shape");
+  if (vector)
+    ++fusions_[direct ? "rowwise GEMMs scaled by cuBLASLt" : "rowwise GEMMs scaled in an epilogue pass"];
   const void *C = accumulate ? devicePtr(op.inputs[6]) : nullptr;
   bool accInOut = ot == DType::F32;
   size_t need = offAcc + (direct || accInOut ? 0 : align(size_t(M * N) * 4));
@@ -231,26 +248,41 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
   const void *bias = hasBias ? devicePtr(op.inputs[4]) : nullptr;
   int biasType = hasBias ? int(typeOf(op.inputs[4])) : 0;
   float *amax = withAmax ? static_cast<float *>(devicePtr(op.outputs[1])) : nullptr;
-  Format fa = fp8FormatOfType(ta), fb = fp8FormatOfType(tb);
-  if (hasBias && !accumulate && !rowA && !colB && !withAmax && ot == DType::F32 && biasType == int(DType::F32) &&
-      !transA && transB && numElements(shapeOf(op.inputs[4])) == N)
+  // The GEMM without its bias, for a reader that adds it (octet-fold-gemm-bias): rowwise scales
+  // need cuBLASLt's outer-vector mode for that (else foldGemmBias() counts the fold not applied).
+  if (hasBias && !accumulate && (!vector || vectorScaled) && !withAmax && ot == DType::F32 &&
+      biasType == int(DType::F32) && !transA && transB && numElements(shapeOf(op.inputs[4])) == N)
     gemmBias_[size_t(&op - plan_.ops.data())] = {
-        [=](cudaStream_t s) { return fp8_->run(M, N, K, A, fa, B, fb, SA, SB, D, false, fast, s); },
-        static_cast<const float *>(bias), N, D, o};
+        [=](cudaStream_t s) {
+          cuda::GemmOperands g;
+          g.A = A, g.B = B, g.aScaleInv = SA, g.bScaleInv = SB, g.D = D;
+          return fp8_->run(vector ? vec : desc, g, s);
+        },
+        static_cast<const float *>(bias), N, D, o, vector};
+  // The call cuBLASLt makes: direct, D in the result's type (with the bias where its epilogue adds
+  // it); else a float32 product (scaled unless the scales are vectors) for the epilogue kernel.
+  cuda::GemmDesc call = direct ? withBias(vector ? vec : desc, ot == DType::BF16,
+                                          epilogueBias      ? cuda::GemmDesc::Bias::BF16
+                                          : epilogueBiasF32 ? cuda::GemmDesc::Bias::F32
+                                                            : cuda::GemmDesc::Bias::None)
+                               : desc;
   out.push_back([=](cudaStream_t s) -> std::string {
     // cuBLASLt's FP8 kernels need both operands K-contiguous ("TN"): transpose the others.
     auto transposed = [&](const uint8_t *src, size_t off, int64_t rows, int64_t cols, std::string &err) {
       err = dev::stridedCopy(byteTranspose(src, *sp + off, cols, rows), s); // src [cols, rows] -> [rows, cols]
       return reinterpret_cast<const uint8_t *>(*sp + off);
     };
-    const uint8_t *a = A, *b = B;
+    cuda::GemmOperands g;
+    g.A = A, g.B = B, g.aScaleInv = SA, g.bScaleInv = SB, g.D = D;
     std::string err;
-    if (transA && (a = transposed(A, offA, M, K, err), !err.empty()))
+    if (transA && (g.A = transposed(A, offA, M, K, err), !err.empty()))
       return err;
-    if (!transB && (b = transposed(B, offB, N, K, err), !err.empty()))
+    if (!transB && (g.B = transposed(B, offB, N, K, err), !err.empty()))
       return err;
+    g.bias = call.bias != cuda::GemmDesc::Bias::None ? bias : nullptr;
+    g.accumulate = C != nullptr, g.C = C;
     if (direct && accBiasF32 && !epilogueBiasF32) { // D = C + A x B, then the bias over D
-      if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, false, fast, s, nullptr, true, C); !e.empty())
+      if (std::string e = fp8_->run(call, g, s); !e.empty())
         return e;
       dev::EpilogueArgs ep;
       ep.acc = static_cast<float *>(D);
@@ -264,13 +296,12 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
       return dev::gemmEpilogue(ep, s);
     }
     if (direct)
-      return fp8_->run(M, N, K, a, fa, b, fb, SA, SB, D, ot == DType::BF16, fast, s,
-                       epilogueBias || epilogueBiasF32 ? bias : nullptr, C != nullptr, C, epilogueBiasF32);
-    bool perTensor = !rowA && !colB;
+      return fp8_->run(call, g, s);
     float *acc = accInOut ? static_cast<float *>(D) : reinterpret_cast<float *>(*sp + offAcc);
-    if (std::string e = fp8_->run(M, N, K, a, fa, b, fb, perTensor ? SA : one_, perTensor ? SB : one_, acc, false,
-                                  fast, s);
-        !e.empty())
+    g.D = acc;
+    if (vector)
+      g.aScaleInv = g.bScaleInv = one_;
+    if (std::string e = fp8_->run(call, g, s); !e.empty())
       return e;
     dev::EpilogueArgs ep;
     ep.acc = acc;
@@ -282,7 +313,7 @@ void CudaExecutor::compileFp8Gemm(const PlanOp &op, std::vector<Step> &out) {
     ep.bScale = SB;
     ep.aRows = rowA;
     ep.bCols = colB;
-    ep.applyScales = !perTensor;
+    ep.applyScales = vector;
     ep.bias = bias;
     ep.biasType = biasType;
     ep.amax = amax;

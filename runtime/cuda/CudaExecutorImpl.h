@@ -277,6 +277,7 @@ private:
     int64_t N;
     const void *D;
     int out;
+    bool rowwise = false; ///< rowwise scales, which withoutBias applies through cuBLASLt
   };
   std::map<size_t, GemmBiasOp> gemmBias_;
   /// Float32 Adds as they run (AddBias where foldGemmBias() gave one a GEMM's bias; read again by

@@ -445,6 +445,14 @@ void CudaExecutor::foldGemmBias() {
     if (fold.empty())
       continue;
     auto notApplied = [&] { ++fusions_["bias folds not applied"]; };
+    auto applied = [&](const GemmBiasOp &f) {
+      ++fusions_["GEMM biases added by their reader"];
+      if (f.rowwise) { // no epilogue pass left: cuBLASLt writes the scaled product
+        if (--fusions_["rowwise GEMMs scaled in an epilogue pass"] == 0)
+          fusions_.erase("rowwise GEMMs scaled in an epilogue pass");
+        ++fusions_["rowwise GEMMs scaled by cuBLASLt"];
+      }
+    };
     // Q, K and V projections (their head views) read only by BF16 attention: the operands' BF16
     // conversion adds the bias, forward and backward.
     if (fold == "attention") {
@@ -456,7 +464,7 @@ void CudaExecutor::foldGemmBias() {
       for (auto [r, i] : uses)
         attentionBias[r][size_t(i)] = g.bias;
       replaceProgram(programOf[gop], g.withoutBias);
-      ++fusions_["GEMM biases added by their reader"];
+      applied(g);
       continue;
     }
     // The MLP's GELU reads the result first (the backward reads it again later): it adds the bias
@@ -476,7 +484,7 @@ void CudaExecutor::foldGemmBias() {
         replaceProgram(programOf[size_t(r)], gelu);
         geluSources_[size_t(r)].bias = bias;
         geluSources_[size_t(r)].N = N;
-        ++fusions_["GEMM biases added by their reader"];
+        applied(g);
       } else {
         notApplied();
       }
@@ -527,7 +535,7 @@ void CudaExecutor::foldGemmBias() {
     }
     replaceProgram(pg->second, g.withoutBias);
     replaceProgram(pr->second, add);
-    ++fusions_["GEMM biases added by their reader"];
+    applied(g);
   }
   for (auto &[r, bias] : attentionBias)
     replaceProgram(programOf[r], attentions_.at(r).withBias(bias));

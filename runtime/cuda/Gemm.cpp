@@ -3,7 +3,9 @@
 // Row-major D[M,N] = A[M,K] x B[N,K]^T is column-major D^T[N,M] = B x A^T,
 // i.e. cuBLASLt's TN case (transa = T on B, transb = N on A) that FP8 tensor
 // cores require. Scales are device pointers (A_SCALE on cuBLASLt's A = our
-// B, B_SCALE = our A), so delayed-scaling state never visits the host.
+// B, B_SCALE = our A), so delayed-scaling state never visits the host. Vector
+// scales use cuBLASLt's outer-vector mode (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+// Hopper): cuBLASLt's A scale then holds its M = our N values, its B scale our M.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/runtime/Cuda.h"
@@ -35,25 +37,32 @@ struct Gemm::Impl {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool, int>; // ..., bias: 0, BF16 1, float32 2
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, bool, int, bool, bool>;
+  static Key keyOf(const GemmDesc &d) {
+    return {d.M, d.N, d.K, int(d.fa), int(d.fb), d.dBf16, d.fastAccum, int(d.bias), d.rowScalesA, d.colScalesB};
+  }
   std::map<Key, Plan> plans;
   std::string error;
 
-  ~Impl() {
-    for (auto &[k, p] : plans) {
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.d);
+  static void destroy(Plan &p) {
+    for (cublasLtMatrixLayout_t l : {p.a, p.b, p.d})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+    if (p.desc)
       cublasLtMatmulDescDestroy(p.desc);
-    }
+  }
+
+  ~Impl() {
+    for (auto &[k, p] : plans)
+      destroy(p);
     if (workspace)
       cudaFree(workspace);
     if (handle)
       cublasLtDestroy(handle);
   }
 
-  std::string plan(const Key &key, Plan &out) {
-    auto [M, N, K, fa, fb, dBf16, fast, bias] = key;
+  std::string plan(const GemmDesc &g, Plan &out) {
+    auto [M, N, K, fa, fb, dBf16, fast, bias, rowA, colB] = keyOf(g);
     Plan p;
     cublasOperation_t T = CUBLAS_OP_T, Nop = CUBLAS_OP_N;
     std::string e = status(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
@@ -65,9 +74,21 @@ struct Gemm::Impl {
     cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fastAccum, sizeof fastAccum);
     if (bias) { // a BF16 or float32 bias, added in float32 before D is rounded
       cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-      cudaDataType_t bt = bias == 2 ? CUDA_R_32F : CUDA_R_16BF;
+      cudaDataType_t bt = g.bias == GemmDesc::Bias::F32 ? CUDA_R_32F : CUDA_R_16BF;
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
       cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+    }
+    // Scale modes: cuBLASLt's A is our B (a scale per column of D), its B our A (per row of D).
+    for (auto [vector, attr] : {std::pair{colB, CUBLASLT_MATMUL_DESC_A_SCALE_MODE},
+                                std::pair{rowA, CUBLASLT_MATMUL_DESC_B_SCALE_MODE}}) {
+      if (!vector)
+        continue;
+      int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      e = status(cublasLtMatmulDescSetAttribute(p.desc, attr, &mode, sizeof mode), "outer-vector scale mode");
+      if (!e.empty()) {
+        cublasLtMatmulDescDestroy(p.desc);
+        return e;
+      }
     }
     cudaDataType_t dt = dBf16 ? CUDA_R_16BF : CUDA_R_32F;
     // cuBLASLt's A is our B ([N,K] row-major = K x N column-major, used transposed).
@@ -76,8 +97,10 @@ struct Gemm::Impl {
       e = status(cublasLtMatrixLayoutCreate(&p.b, fp8Type(Format(fa)), K, M, K), "layout B");
     if (e.empty())
       e = status(cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N), "layout D");
-    if (!e.empty())
+    if (!e.empty()) {
+      destroy(p);
       return e;
+    }
     cublasLtMatmulPreference_t pref;
     cublasLtMatmulPreferenceCreate(&pref);
     size_t ws = kWorkspaceBytes;
@@ -86,9 +109,12 @@ struct Gemm::Impl {
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &h, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0)
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+      destroy(p);
       return "no cuBLASLt FP8 algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-             std::to_string(K) + " (FP8 needs K and N multiples of 16; E5M2 x E5M2 is not supported)";
+             std::to_string(K) + (rowA || colB ? " with vector scales" : "") +
+             " (FP8 needs K and N multiples of 16; E5M2 x E5M2 is not supported)";
+    }
     p.algo = h.algo;
     out = p;
     return "";
@@ -106,56 +132,54 @@ Gemm::~Gemm() = default;
 
 size_t Gemm::workspaceBytes() { return kWorkspaceBytes; }
 
-std::string Gemm::supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
-                           bool bias, bool biasF32) {
+std::string Gemm::supports(const GemmDesc &d) {
   if (!impl->error.empty())
     return impl->error;
-  if (bias && !biasF32 && !dBf16)
+  if (d.bias == GemmDesc::Bias::BF16 && !d.dBf16)
     return "a BF16 bias needs a BF16 result";
-  if (bias && biasF32 && dBf16)
+  if (d.bias == GemmDesc::Bias::F32 && d.dBf16)
     return "a float32 bias needs a float32 result";
-  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, bias ? (biasF32 ? 2 : 1) : 0};
+  Impl::Key key = Impl::keyOf(d);
   if (impl->plans.count(key))
     return "";
   Impl::Plan p;
-  std::string e = impl->plan(key, p);
+  std::string e = impl->plan(d, p);
   if (e.empty())
     impl->plans.emplace(key, p);
   return e;
 }
 
-std::string Gemm::run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
-                      const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                      cudaStream_t stream, const void *bias, bool accumulate, const void *C, bool biasF32) {
+std::string Gemm::run(const GemmDesc &d, const GemmOperands &o, cudaStream_t stream) {
   if (!impl->error.empty())
     return impl->error;
   auto misaligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-  if (misaligned(A) || misaligned(B) || misaligned(D) || misaligned(aScaleInv) || misaligned(bScaleInv))
+  if (misaligned(o.A) || misaligned(o.B) || misaligned(o.D) || misaligned(o.aScaleInv) || misaligned(o.bScaleInv))
     return "FP8 GEMM operands and scale pointers must be 16-byte aligned (cuBLASLt)";
-  if (fa == Format::E5M2 && fb == Format::E5M2)
+  if (d.fa == Format::E5M2 && d.fb == Format::E5M2)
     return "E5M2 x E5M2 is not supported by FP8 tensor cores; one operand must be E4M3";
-  if (bias && (dBf16 == biasF32 || misaligned(bias)))
+  bool bias = d.bias != GemmDesc::Bias::None;
+  if (bias != (o.bias != nullptr) || (bias && (d.dBf16 != (d.bias == GemmDesc::Bias::BF16) || misaligned(o.bias))))
     return "a bias needs a result of its type (BF16 or float32) and a 16-byte aligned pointer";
-  if (C && (!accumulate || misaligned(C)))
+  if (o.C && (!o.accumulate || misaligned(o.C)))
     return "C is read with accumulate only, from a 16-byte aligned pointer";
-  Impl::Key key{M, N, K, int(fa), int(fb), dBf16, fastAccum, bias ? (biasF32 ? 2 : 1) : 0};
+  Impl::Key key = Impl::keyOf(d);
   auto it = impl->plans.find(key);
   if (it == impl->plans.end()) {
     Impl::Plan p;
-    std::string e = impl->plan(key, p);
+    std::string e = impl->plan(d, p);
     if (!e.empty())
       return e;
     it = impl->plans.emplace(key, p).first;
   }
   Impl::Plan &p = it->second;
   // Scale pointers are per call (they live in the FP8 state).
-  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &bScaleInv, sizeof bScaleInv);
-  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &aScaleInv, sizeof aScaleInv);
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.bScaleInv, sizeof o.bScaleInv);
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.aScaleInv, sizeof o.aScaleInv);
   if (bias)
-    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f; // accumulate: D = C + A x B (C is D unless given)
-  return status(cublasLtMatmul(impl->handle, p.desc, &alpha, B, p.a, A, p.b, &beta, C ? C : D, p.d, D, p.d, &p.algo,
-                               impl->workspace, kWorkspaceBytes, stream),
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias, sizeof o.bias);
+  float alpha = 1.0f, beta = o.accumulate ? 1.0f : 0.0f;
+  return status(cublasLtMatmul(impl->handle, p.desc, &alpha, o.B, p.a, o.A, p.b, &beta, o.C ? o.C : o.D, p.d, o.D,
+                               p.d, &p.algo, impl->workspace, kWorkspaceBytes, stream),
                 "cublasLtMatmul");
 }
 

@@ -142,26 +142,40 @@ std::string adamStep(const AdamStepArgs &a, cudaStream_t stream = nullptr);
 std::string stochasticRoundHalf(const float *x, uint16_t *out, int64_t n, const int64_t *step, int64_t salt,
                                 cudaStream_t stream = nullptr);
 
-/// FP8 GEMM through cuBLASLt: D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv
-/// (+ bias[N]), row-major, B as nn.Linear stores weights (the "TN" layout FP8
-/// tensor cores need). D is float32 or bfloat16. fastAccum: TE's fprop mode;
-/// off: split accumulation (dgrad, wgrad). The algorithm comes from cuBLASLt's
-/// heuristics, cached per shape; one workspace per handle. Every pointer,
-/// the scale pointers included, must be 16-byte aligned.
+/// What an FP8 GEMM is: the key of cuBLASLt's algorithm choice (one cached plan per distinct
+/// description). D[M,N] = (A[M,K] x B[N,K]^T) * aScaleInv * bScaleInv (+ bias[N]), row-major, B
+/// as nn.Linear stores weights (the "TN" layout FP8 tensor cores need).
+struct GemmDesc {
+  int64_t M = 0, N = 0, K = 0;
+  Format fa = Format::E4M3, fb = Format::E4M3;
+  bool dBf16 = false;    ///< D in bfloat16, else float32
+  bool fastAccum = true; ///< TE's fprop mode; off: split accumulation (dgrad, wgrad)
+  enum class Bias { None, BF16, F32 } bias = Bias::None; ///< of D's type, added before D is rounded
+  /// Vector scales (torchao's rowwise recipes), cuBLASLt's outer-vector mode: A's scale_inv holds
+  /// M values (D's row i is multiplied by the i-th), B's holds N (D's column j by the j-th).
+  bool rowScalesA = false, colScalesB = false;
+};
+
+/// The device pointers of one GEMM call (16-byte aligned, the scale pointers included).
+struct GemmOperands {
+  const uint8_t *A = nullptr, *B = nullptr;
+  const float *aScaleInv = nullptr, *bScaleInv = nullptr;
+  void *D = nullptr;
+  const void *bias = nullptr; ///< N values, with a GemmDesc bias
+  /// D = C + the product (beta = 1), C float32 of D's shape, D itself where C is null.
+  bool accumulate = false;
+  const void *C = nullptr;
+};
+
+/// FP8 GEMM through cuBLASLt (GemmDesc says what it computes). The algorithm comes from
+/// cuBLASLt's heuristics, cached per description; one workspace per handle.
 class Gemm {
 public:
   Gemm();
   ~Gemm();
-  /// `bias`: N values of D's type (bfloat16 with dBf16, float32 with biasF32 and a float32 D)
-  /// added to every row of D in cuBLASLt's epilogue, in float32 before D is rounded. accumulate:
-  /// D = C + the product (beta = 1), C float32 of D's shape, D itself where C is null.
-  std::string run(int64_t M, int64_t N, int64_t K, const uint8_t *A, Format fa, const uint8_t *B, Format fb,
-                  const float *aScaleInv, const float *bScaleInv, void *D, bool dBf16, bool fastAccum,
-                  cudaStream_t stream = nullptr, const void *bias = nullptr, bool accumulate = false,
-                  const void *C = nullptr, bool biasF32 = false);
+  std::string run(const GemmDesc &d, const GemmOperands &o, cudaStream_t stream = nullptr);
   /// Whether cuBLASLt has an algorithm for this GEMM (what run() would use; "" or why not).
-  std::string supports(int64_t M, int64_t N, int64_t K, Format fa, Format fb, bool dBf16, bool fastAccum,
-                       bool bias, bool biasF32 = false);
+  std::string supports(const GemmDesc &d);
   /// The device bytes of cuBLASLt's workspace this object holds.
   static size_t workspaceBytes();
 

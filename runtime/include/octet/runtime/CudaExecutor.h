@@ -70,8 +70,10 @@ int checkAgainstCpu(Plan plan, const std::map<std::string, TensorPtr> &inputs, s
 /// What the runner's load-time fusions made, by kind: FP8 casts ("casts share a read", "cast
 /// computes LayerNorm", "cast computes GELU", "cast computes Pointwise", and "casts in fused
 /// passes" in all but the last), Pointwise chains ("chain results kept in registers": results
-/// not written) and the cuDNN attention graphs built ("attention through cuDNN", one per shape
-/// and direction); empty for other runners.
+/// not written), the cuDNN attention graphs built ("attention through cuDNN", one per shape
+/// and direction) and the FP8 GEMMs with rowwise scales ("rowwise GEMMs scaled by cuBLASLt":
+/// its outer-vector mode, the result written by the GEMM; "rowwise GEMMs scaled in an epilogue
+/// pass": a float32 product scaled by a pass over it); empty for other runners.
 std::map<std::string, int> fusions(const Runner &r);
 
 /// Bytes this process holds on the GPU through the runner (arena, parameters,
