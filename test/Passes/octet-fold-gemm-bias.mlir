@@ -43,6 +43,17 @@ func.func @add_and_copy(%a: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, 
 
 // -----
 
+// Rowwise scales (ao's rowwise recipes: a scale_inv per row of A and of B) fold as per-tensor ones.
+// CHECK-LABEL: func.func @rowwise_add
+// CHECK: fp8.gemm {{.*}}octet.bias_fold = "add"
+func.func @rowwise_add(%a: tensor<32x64xf8E4M3FN>, %w: tensor<64x64xf8E4M3FN>, %sa: tensor<32x1xf32>, %sw: tensor<64x1xf32>, %bias: tensor<64xf32>, %x: tensor<32x64xf32>) -> tensor<32x64xf32> {
+  %y = fp8.gemm %a, %w, %sa, %sw bias %bias {transpose_b = true} : (tensor<32x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<32x1xf32>, tensor<64x1xf32>, tensor<64xf32>) -> tensor<32x64xf32>
+  %r = onnx.Add %x, %y : (tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<32x64xf32>
+  return %r : tensor<32x64xf32>
+}
+
+// -----
+
 // Left alone: a BF16 result (cuBLASLt's epilogue adds a BF16 bias); an Add whose operand has a
 // second reader; a GEMM read by TF32 attention; B not transposed; an Add of a broadcast row.
 // CHECK-LABEL: func.func @left_alone

@@ -756,8 +756,8 @@ def FuseResidualNorms : Pass<"octet-fuse-residual-norms", "mlir::ModuleOp"> {
 def FoldGemmBias : Pass<"octet-fold-gemm-bias", "mlir::ModuleOp"> {
   let summary = "A float32 FP8 GEMM's bias added by the op that reads its result";
   let description = [{
-    An fp8.gemm with a float32 bias and result (per-tensor scales, B
-    transposed, no accumulate) costs a pass over its result to add the bias.
+    An fp8.gemm with a float32 bias and result (per-tensor or rowwise scales,
+    B transposed, no accumulate) costs a pass over its result to add the bias.
     Where its reader can add it as it reads, the GEMM gets `octet.bias_fold`
     (the plan's `bias_fold`, docs/PLAN.md) naming that reader: "attention"
     (BF16-precision attention alone reads the result through views, forward
