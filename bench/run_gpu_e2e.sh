@@ -82,7 +82,8 @@ precision)
   done
   ;;
 check)
-  for r in none te ao msamp-O2 gpt-small-te gpt-small-te-bf16 gpt-small-ao-bf16 gpt-small-autocast gpt-small-rms-te \
+  for r in none te ao msamp-O2 gpt-small-te gpt-small-te-bf16 gpt-small-ao-bf16 gpt-small-ao-rowwise-bf16 \
+    gpt-small-autocast gpt-small-rms-te \
     gpt-small-pad-te; do
     "$d/fp8-run" "$d/plans/$r.plan" --check-against-cpu > "$out/check-$r.txt" 2>&1
     echo "check $r: exit $?"; grep -v ' ok$' "$out/check-$r.txt" | tail -5

@@ -94,6 +94,11 @@ gzip -f "$d/plans/gpt-small-te-chunks.plan"
 "$opt" "$build/bench/gpt-small.onnx" --recipe ao --activation-precision=bf16 "${train[@]}" \
   -o "$d/plans/gpt-small-ao-bf16.plan"
 gzip -f "$d/plans/gpt-small-ao-bf16.plan"
+# ao rowwise with BF16 activations: rowwise amaxes, scales and casts and the rowwise GEMMs
+# (cuBLASLt's outer-vector scales), compared op by op with the CPU.
+"$opt" "$build/bench/gpt-small.onnx" --recipe ao --ao-recipe rowwise --activation-precision=bf16 "${train[@]}" \
+  -o "$d/plans/gpt-small-ao-rowwise-bf16.plan"
+gzip -f "$d/plans/gpt-small-ao-rowwise-bf16.plan"
 # A vocabulary of 250, no multiple of 8 (GPT-2's 50257 in small): the kept lm_head's BF16 GEMMs
 # over N padded to 256 (--pad-kept-gemms), the result sliced back, compared op by op with the CPU.
 "$py" bench/make_gpt_onnx.py --config small --batch 2 --seq 256 --vocab 250 --weights random \
