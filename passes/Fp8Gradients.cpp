@@ -37,10 +37,12 @@ struct Linear {
 
   /// Results are named as fp8-expand names them ("<layer>.<role>_fp8", ...), so
   /// the backward's casts of X and W are the forward's casts once CSE runs.
-  /// The input's codes are named after the layer whose quantization this one shares, if any.
+  /// The input's codes (and rowwise, X^T's) are named after the layer whose quantization this
+  /// one shares, if any: Linears reading one tensor then cast it once.
   std::string roleName(StringRef role) {
     auto shared = op->getAttrOfType<StringAttr>(octet::kFp8InputSharedAttr);
-    return ((role == "input" && shared ? shared.getValue() : op.getLayer()) + "." + role).str();
+    bool input = role == "input" || role == "input_t";
+    return ((input && shared ? shared.getValue() : op.getLayer()) + "." + role).str();
   }
 
   /// Per-tensor quantization with an existing scale_inv.

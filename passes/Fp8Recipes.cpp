@@ -287,7 +287,7 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
         std::pair<StringAttr, SmallVector<Value, 3>> *group = nullptr; // this input's entry
         auto [k, n] = lin.getKN();
         bool padK = padInnerDim && k % 16, padN = padInnerDim && n % 16;
-        if (shareInputScaling && !rowwise && !padK) {
+        if (shareInputScaling && !padK) {
           auto [it, inserted] = inputScaling.try_emplace(lin.getX());
           if (inserted)
             it->second.first = lin.getLayerAttr();
@@ -579,7 +579,10 @@ private:
         octet::setResultNames(cast, {base + "_fp8"});
         return std::make_pair(cast.getResult(), ds.getScaleInv());
       };
-      auto [qx, six] = rowQuant(x2, M, fx, layer + ".input");
+      // A Linear sharing its input's quantization names it after the first Linear that read the
+      // tensor: the same ops on the same tensor, which CSE merges (rowwise scales are x's own rows').
+      auto sharedWith = lin->getAttrOfType<StringAttr>(octet::kFp8InputSharedAttr);
+      auto [qx, six] = rowQuant(x2, M, fx, (sharedWith ? sharedWith.str() : layer) + ".input");
       auto [qw, siw] = rowQuant(wnk, N, fw, layer + ".weight");
       auto g = ob.create<fp8::GemmOp>(loc, RankedTensorType::get({M, N}, xt.getElementType()), TypeRange{}, qx, qw,
                                       six, siw, lin.getBias(), Value(), Value(), false, true, fp8::Accumulation::fast, false);
