@@ -8,7 +8,8 @@
 #                    trains on, and CPU checkpoints of the te run after 10 and 31 steps
 #   .devlib/bench/   the end-to-end GPT benchmark plans (bench/make_gpt_onnx.py graphs without weight
 #                    files) for each SIZE[:BATCH] in $SIZES (default: 125m 350m 1.3b 1.3b:8 d4096:4) and
-#                    recipe (and each of $BF16_RECIPES, default te, with --activation-precision=bf16:
+#                    recipe of $BENCH_RECIPES (default none te ao msamp:O2; ao:rowwise gives
+#                    gpt-SIZE-ao-rowwise.plan) (and each of $BF16_RECIPES, default te, with --activation-precision=bf16:
 #                    `te-bf16`), compiled with
 #                    $OPT_FLAGS (default --keep-gradients=false: each gradient is freed after its update),
 #                    and te plans of the RMSNorm variants for each size in $RMS_SIZES (default: 1.3b)
@@ -189,7 +190,7 @@ for spec in ${SIZES-125m 350m 1.3b 1.3b:8 d4096:4}; do
   if [ "$spec" != "$s" ] && [ "${spec#*:}" != "$b" ]; then b=${spec#*:}; stem=gpt-$s-b$b; fi
   g="$build/bench/$stem.onnx"
   [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config "$s" --batch "$b" --seq "$t" -o "$g"
-  for r in "${recipes[@]}"; do
+  for r in ${BENCH_RECIPES-${recipes[*]}}; do
     # shellcheck disable=SC2046
     "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 "${peer[@]}" $(args "$r") \
       ${OPT_FLAGS---keep-gradients=false} -o "$d/bench/$stem-$(name "$r").plan"
