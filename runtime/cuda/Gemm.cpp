@@ -86,7 +86,7 @@ struct Gemm::Impl {
       int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
       e = status(cublasLtMatmulDescSetAttribute(p.desc, attr, &mode, sizeof mode), "outer-vector scale mode");
       if (!e.empty()) {
-        cublasLtMatmulDescDestroy(p.desc);
+        destroy(p);
         return e;
       }
     }
@@ -119,6 +119,26 @@ struct Gemm::Impl {
     out = p;
     return "";
   }
+
+  /// The cached plan for `d`, made on first use: "" and `out` set, or why there is none.
+  std::string planFor(const GemmDesc &d, Plan *&out) {
+    if (!error.empty())
+      return error;
+    if (d.bias == GemmDesc::Bias::BF16 && !d.dBf16)
+      return "a BF16 bias needs a BF16 result";
+    if (d.bias == GemmDesc::Bias::F32 && d.dBf16)
+      return "a float32 bias needs a float32 result";
+    Key key = keyOf(d);
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      Plan p;
+      if (std::string e = plan(d, p); !e.empty())
+        return e;
+      it = plans.emplace(key, p).first;
+    }
+    out = &it->second;
+    return "";
+  }
 };
 
 Gemm::Gemm() : impl(std::make_unique<Impl>()) {
@@ -133,45 +153,25 @@ Gemm::~Gemm() = default;
 size_t Gemm::workspaceBytes() { return kWorkspaceBytes; }
 
 std::string Gemm::supports(const GemmDesc &d) {
-  if (!impl->error.empty())
-    return impl->error;
-  if (d.bias == GemmDesc::Bias::BF16 && !d.dBf16)
-    return "a BF16 bias needs a BF16 result";
-  if (d.bias == GemmDesc::Bias::F32 && d.dBf16)
-    return "a float32 bias needs a float32 result";
-  Impl::Key key = Impl::keyOf(d);
-  if (impl->plans.count(key))
-    return "";
-  Impl::Plan p;
-  std::string e = impl->plan(d, p);
-  if (e.empty())
-    impl->plans.emplace(key, p);
-  return e;
+  Impl::Plan *p;
+  return impl->planFor(d, p);
 }
 
 std::string Gemm::run(const GemmDesc &d, const GemmOperands &o, cudaStream_t stream) {
-  if (!impl->error.empty())
-    return impl->error;
   auto misaligned = [](const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   if (misaligned(o.A) || misaligned(o.B) || misaligned(o.D) || misaligned(o.aScaleInv) || misaligned(o.bScaleInv))
     return "FP8 GEMM operands and scale pointers must be 16-byte aligned (cuBLASLt)";
   if (d.fa == Format::E5M2 && d.fb == Format::E5M2)
     return "E5M2 x E5M2 is not supported by FP8 tensor cores; one operand must be E4M3";
   bool bias = d.bias != GemmDesc::Bias::None;
-  if (bias != (o.bias != nullptr) || (bias && (d.dBf16 != (d.bias == GemmDesc::Bias::BF16) || misaligned(o.bias))))
-    return "a bias needs a result of its type (BF16 or float32) and a 16-byte aligned pointer";
+  if (bias != (o.bias != nullptr) || (bias && misaligned(o.bias)))
+    return "a bias pointer goes with a GemmDesc bias, 16-byte aligned";
   if (o.C && (!o.accumulate || misaligned(o.C)))
     return "C is read with accumulate only, from a 16-byte aligned pointer";
-  Impl::Key key = Impl::keyOf(d);
-  auto it = impl->plans.find(key);
-  if (it == impl->plans.end()) {
-    Impl::Plan p;
-    std::string e = impl->plan(d, p);
-    if (!e.empty())
-      return e;
-    it = impl->plans.emplace(key, p).first;
-  }
-  Impl::Plan &p = it->second;
+  Impl::Plan *pp;
+  if (std::string e = impl->planFor(d, pp); !e.empty())
+    return e;
+  Impl::Plan &p = *pp;
   // Scale pointers are per call (they live in the FP8 state).
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.bScaleInv, sizeof o.bScaleInv);
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.aScaleInv, sizeof o.aScaleInv);

@@ -50,6 +50,16 @@ double worstLineError(const std::vector<double> &got, const std::vector<double> 
   return worst;
 }
 
+/// n rowwise scale_invs as torchao's rowwise recipes make them: every third a power of 2, the
+/// others not, over 2^-12 .. 2^3.
+std::vector<float> rowwiseScales(int64_t n, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> expo(-12.0f, 3.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i % 3 ? std::exp2(expo(rng)) : std::exp2(std::round(expo(rng)));
+  return v;
+}
+
 /// D = A[M,K] x B[N,K]^T (+ bias) on FP8 codes: cuBLASLt against a float64 CPU reference, as
 /// the worst row's or column's ||D - ref|| / ||ref|| (worstLineError). Per-tensor scales 0.5 and
 /// 0.125; with `g.rowScalesA` / `g.colScalesB` a scale per row of A and per row of B (powers of 2
@@ -59,7 +69,6 @@ double gemmError(cuda::GemmDesc g) {
   const int64_t M = g.M, N = g.N, K = g.K;
   std::mt19937 rng(uint32_t(M * 31 + N * 7 + K));
   std::normal_distribution<float> gauss(0.0f, 2.0f);
-  std::uniform_real_distribution<float> expo(-12.0f, 3.0f);
   Fp8Format ffa = g.fa == cuda::Format::E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
   Fp8Format ffb = g.fb == cuda::Format::E4M3 ? Fp8Format::E4M3FN : Fp8Format::E5M2;
   std::vector<uint8_t> a(size_t(M * K)), b(size_t(N * K));
@@ -68,10 +77,7 @@ double gemmError(cuda::GemmDesc g) {
   for (auto &c : b)
     c = fp8Encode(gauss(rng), ffb);
   auto scales = [&](bool vector, int64_t n, float one) {
-    std::vector<float> v(vector ? size_t(n) : 1, one);
-    for (size_t i = 0; vector && i < v.size(); ++i)
-      v[i] = i % 3 ? std::exp2(expo(rng)) : std::exp2(std::round(expo(rng)));
-    return v;
+    return vector ? rowwiseScales(n, rng) : std::vector<float>{one};
   };
   std::vector<float> sa = scales(g.rowScalesA, M, 0.5f), sb = scales(g.colScalesB, N, 0.125f);
   bool hasBias = g.bias != cuda::GemmDesc::Bias::None;
@@ -210,9 +216,8 @@ TEST(CudaGemm, E5M2TimesE5M2IsRefused) {
 
 /// y = fp8.gemm(a [M, K], b [N, K] E4M3, rowwise scale_invs sa [M, 1] and sb [N, 1], a bias [N]
 /// of `biasType` unless Invalid) of type `out`, with its amax as a second output if asked, as the
-/// ao rowwise recipe writes it; the op is the plan's last, its inputs fed (random finite codes,
-/// scales mixing powers of 2 and not over 2^-12 .. 2^3, a bias of standard deviation 1) and made
-/// the plan's inputs.
+/// ao rowwise recipe writes it; the op is the plan's last, its inputs fed (feedE4M3Codes,
+/// rowwiseScales, a bias of standard deviation 1) and made the plan's inputs.
 struct RowwiseGemm {
   int y = -1, amax = -1;
   size_t op = 0;
@@ -241,18 +246,12 @@ RowwiseGemm addRowwiseGemm(Plan &plan, std::map<std::string, TensorPtr> &feed, s
   g.attrs["accumulation"].kind = Attr::String;
   g.attrs["accumulation"].s = fast ? "fast" : "split";
   plan.inputs.insert(plan.inputs.end(), in.begin(), in.end());
-  std::uniform_int_distribution<int> code(0, 0x77);
-  for (auto [id, name] : {std::pair{a, "a"}, std::pair{b, "b"}}) {
-    auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
-    for (int64_t i = 0; i < t->numel(); ++i)
-      t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
-    feed[name] = t;
-  }
-  std::uniform_real_distribution<float> expo(-12.0f, 3.0f);
+  for (int id : {a, b})
+    feedE4M3Codes(plan, id, feed, rng);
   for (auto [n, name] : {std::pair{M, "sa"}, std::pair{N, "sb"}}) {
+    std::vector<float> v = rowwiseScales(n, rng);
     auto t = std::make_shared<Tensor>(DType::F32, Shape{n, 1});
-    for (int64_t i = 0; i < n; ++i)
-      t->data<float>()[i] = i % 3 ? std::exp2(expo(rng)) : std::exp2(std::round(expo(rng)));
+    std::copy(v.begin(), v.end(), t->data<float>());
     feed[name] = t;
   }
   return r;

@@ -389,16 +389,21 @@ inline int addRandomInput(Plan &plan, std::map<std::string, TensorPtr> &feed, co
   return id;
 }
 
-/// Feeds a BiasedGemm's operands (random finite E4M3 codes of either sign) and its bias (float32
-/// with standard deviation biasSd), and makes all three inputs of the plan.
+/// Feeds plan value `id` random finite E4M3 codes of either sign (magnitudes up to 240).
+inline void feedE4M3Codes(const Plan &plan, int id, std::map<std::string, TensorPtr> &feed, std::mt19937 &rng) {
+  std::uniform_int_distribution<int> code(0, 0x77);
+  auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
+  for (int64_t i = 0; i < t->numel(); ++i)
+    t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
+  feed[plan.values[size_t(id)].name] = t;
+}
+
+/// Feeds a BiasedGemm's operands (feedE4M3Codes) and its bias (float32 with standard deviation
+/// biasSd), and makes all three inputs of the plan.
 inline void feedBiasedGemm(Plan &plan, const BiasedGemm &g, std::map<std::string, TensorPtr> &feed, std::mt19937 &rng,
                            float biasSd) {
-  std::uniform_int_distribution<int> code(0, 0x77);
   for (int id : {g.a, g.b}) {
-    auto t = std::make_shared<Tensor>(DType::F8E4M3FN, plan.values[size_t(id)].shape);
-    for (int64_t i = 0; i < t->numel(); ++i)
-      t->data<uint8_t>()[i] = uint8_t(code(rng) | (rng() & 0x80u));
-    feed[plan.values[size_t(id)].name] = t;
+    feedE4M3Codes(plan, id, feed, rng);
     plan.inputs.push_back(id);
   }
   feed[plan.values[size_t(g.bias)].name] =
