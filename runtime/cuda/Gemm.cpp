@@ -105,6 +105,11 @@ struct Gemm::Impl {
     cublasLtMatmulPreferenceCreate(&pref);
     size_t ws = kWorkspaceBytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    // The heuristic refuses a vector scale mode whose scale pointer is unset (status 7, "requires a
+    // custom pointer"); any aligned device address stands in until run() sets the real ones.
+    if (rowA || colB)
+      for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER})
+        cublasLtMatmulDescSetAttribute(p.desc, attr, &workspace, sizeof workspace);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &h, &found);
@@ -112,8 +117,9 @@ struct Gemm::Impl {
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
       destroy(p);
       return "no cuBLASLt FP8 algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-             std::to_string(K) + (rowA || colB ? " with vector scales" : "") +
-             " (FP8 needs K and N multiples of 16; E5M2 x E5M2 is not supported)";
+             std::to_string(K) + (rowA || colB ? " with vector scales" : "") + " (heuristic status " +
+             std::to_string(int(s)) + ", " + std::to_string(found) +
+             " found; FP8 needs K and N multiples of 16; E5M2 x E5M2 is not supported)";
     }
     p.algo = h.algo;
     out = p;
