@@ -866,6 +866,15 @@ void registerBackend() {
   registerDeviceBackend(std::move(b));
 }
 
+} // namespace octet::rt::cuda
+
+/// The plugin's entry point: liboctet_runtime dlopens this library and calls it (Executor.cpp).
+extern "C" __attribute__((visibility("default"))) void octet_cuda_register_backend() {
+  octet::rt::cuda::registerBackend();
+}
+
+namespace octet::rt::cuda {
+
 dev::AttnPrecision CudaExecutor::attentionPrecision(const PlanOp &op) const {
   std::string p = attrStr(op, "precision", "");
   if (p == "bf16")

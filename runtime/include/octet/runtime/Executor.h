@@ -99,8 +99,9 @@ public:
   virtual std::string device() const = 0;
 };
 
-/// A backend other than the CPU: registered by the program that links it
-/// (fp8-run registers liboctet_cuda's), found by name.
+/// A backend other than the CPU: registered by the program that links it, or by its plugin
+/// (liboctet_cuda beside liboctet_runtime, loaded by the first findDeviceBackend or makeRunner
+/// other than "cpu"), found by name.
 struct DeviceBackend {
   std::string name;
   /// Whether it can run here; `why` says what is missing otherwise.
