@@ -136,14 +136,6 @@ uint16_t floatToHalf(float f) {
   return h;
 }
 
-float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
-uint16_t floatToBf16(float f) {
-  uint32_t b = bitsOf(f);
-  if ((b & 0x7F800000) == 0x7F800000 && (b & 0x7FFFFF))
-    return uint16_t((b >> 16) | 0x40); // quiet NaN
-  return uint16_t(roundShift(b, 16));
-}
 
 float amaxOf(const float *p, int64_t n) {
   float m = 0.0f;

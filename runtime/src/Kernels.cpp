@@ -172,6 +172,25 @@ float applyPointwise(PwOp op, float a, float b, float c) {
   return a;
 }
 
+void applyPointwiseBlock(PwOp op, const float *a, const float *b, const float *c, float *out, int64_t n) {
+  // One loop per op, each element by applyPointwise's rule: the same bits, a loop the compiler
+  // can keep tight (the switch is outside it).
+  auto each = [&](auto f) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = f(a[i], b[i], c[i]);
+  };
+  switch (op) {
+  case PwOp::Add: return each([](float x, float y, float) { return x + y; });
+  case PwOp::Sub: return each([](float x, float y, float) { return x - y; });
+  case PwOp::Mul: return each([](float x, float y, float) { return x * y; });
+  case PwOp::Div: return each([](float x, float y, float) { return x / y; });
+  case PwOp::Where: return each([](float x, float y, float z) { return x != 0.0f ? y : z; });
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = applyPointwise(op, a[i], b[i], c[i]);
+  }
+}
+
 PwProgram parsePointwise(const PlanOp &op) {
   auto bad = [&](const std::string &why) -> Error {
     return Error("node '" + op.name + "' (" + op.type + "): " + why + "; recompile the plan with fp8-opt");
@@ -228,24 +247,50 @@ void pointwiseKernel(KernelContext &c) {
     strides.push_back(broadcastStrides(s, out));
   Tensor r(DType::F32, out);
   float *o = r.data<float>();
-  // Registers: the inputs, then one per instruction; slot 0 of `reg` stays 0 for absent operands.
+  // The program runs over blocks of kBlock elements, one instruction at a time (each element's
+  // arithmetic is the per-element rule's, so the bits are too). Registers: a block of zeros for
+  // absent operands, then one block per input and per instruction.
+  constexpr int64_t kBlock = 256;
   int n = p.numInputs, nCode = int(p.code.size());
-  std::vector<float> reg(size_t(1 + n + nCode), 0.0f);
+  std::vector<float> reg(size_t(1 + n + nCode) * size_t(kBlock), 0.0f);
+  auto block = [&](int slot) { return reg.data() + size_t(1 + slot) * size_t(kBlock); }; // slot -1: zeros
   std::vector<const float *> f32(size_t(n), nullptr);
   std::vector<const uint8_t *> b8(size_t(n), nullptr);
   for (int j = 0; j < n; ++j)
     (c.input(size_t(j)).dtype == DType::Bool ? (void)(b8[size_t(j)] = c.input(size_t(j)).data<uint8_t>())
                                              : (void)(f32[size_t(j)] = c.input(size_t(j)).data<float>()));
-  forEachBroadcast(out, strides, [&](int64_t i, const int64_t *off) {
-    float *r = reg.data() + 1;
-    for (int j = 0; j < n; ++j)
-      r[j] = b8[size_t(j)] ? (b8[size_t(j)][off[j]] ? 1.0f : 0.0f) : f32[size_t(j)][off[j]];
+  int64_t start = 0, fill = 0;
+  auto runBlock = [&]() {
     for (int k = 0; k < nCode; ++k) {
       const PwInstr &in = p.code[size_t(k)];
-      r[n + k] = applyPointwise(in.op, r[in.arg[0]], r[in.arg[1]], r[in.arg[2]]);
+      applyPointwiseBlock(in.op, block(in.arg[0]), block(in.arg[1]), block(in.arg[2]), block(n + k), fill);
     }
-    o[i] = r[n + nCode - 1];
-  });
+    std::copy(block(n + nCode - 1), block(n + nCode - 1) + fill, o + start);
+    start += fill;
+    fill = 0;
+  };
+  if (std::all_of(shapes.begin(), shapes.end(), [&](const Shape &s) { return s == out; })) {
+    int64_t total = r.numel(); // no broadcasting: each input's block is a slice of it
+    while (start < total) {
+      fill = std::min(kBlock, total - start);
+      for (int j = 0; j < n; ++j)
+        if (b8[size_t(j)])
+          for (int64_t e = 0; e < fill; ++e)
+            block(j)[e] = b8[size_t(j)][start + e] ? 1.0f : 0.0f;
+        else
+          std::copy(f32[size_t(j)] + start, f32[size_t(j)] + start + fill, block(j));
+      runBlock();
+    }
+  } else {
+    forEachBroadcast(out, strides, [&](int64_t, const int64_t *off) {
+      for (int j = 0; j < n; ++j)
+        block(j)[fill] = b8[size_t(j)] ? (b8[size_t(j)][off[j]] ? 1.0f : 0.0f) : f32[size_t(j)][off[j]];
+      if (++fill == kBlock)
+        runBlock();
+    });
+    if (fill)
+      runBlock();
+  }
   c.setOutput(0, std::move(r));
 }
 

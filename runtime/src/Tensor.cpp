@@ -128,8 +128,33 @@ Tensor Tensor::castTo(DType t, bool saturate) const {
     return r;
   }
   if (dtype == DType::F32 && t == DType::BF16) {
+    const float *in = data<float>();
+    uint16_t *out = r.data<uint16_t>();
     for (int64_t i = 0; i < n; ++i)
-      r.data<uint16_t>()[i] = floatToBf16(data<float>()[i]);
+      out[i] = floatToBf16(in[i]);
+    return r;
+  }
+  // FP8 codes widen exactly through their decode table (the GEMMs' operands, every step).
+  if (isFp8(dtype) && (t == DType::F32 || t == DType::BF16)) {
+    const float *table = fp8DecodeTable(fp8FormatOf(dtype));
+    const uint8_t *in = data<uint8_t>();
+    if (t == DType::F32) {
+      float *out = r.data<float>();
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = table[in[i]];
+    } else { // every FP8 value is a BF16 value: the rounding is exact
+      uint16_t *out = r.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = floatToBf16(table[in[i]]);
+    }
+    return r;
+  }
+  if (dtype == DType::F32 && isFp8(t)) {
+    const float *in = data<float>();
+    uint8_t *out = r.data<uint8_t>();
+    Fp8Format f = fp8FormatOf(t);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = fp8Encode(in[i], f, saturate);
     return r;
   }
   bool intSrc = dtype == DType::I64 || dtype == DType::I32 || dtype == DType::I16 || dtype == DType::I8 ||

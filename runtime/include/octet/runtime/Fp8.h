@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace octet::rt {
 
@@ -45,8 +46,24 @@ float amaxOf(const float *x, int64_t n);
 
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
-float bf16ToFloat(uint16_t h);
-uint16_t floatToBf16(float f);
+/// BF16 <-> float32, inline: the CPU reference converts every BF16 activation through these.
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t b = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+/// Rounds to nearest, ties to even; a NaN stays a (quiet) NaN with its sign.
+inline uint16_t floatToBf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  if ((b & 0x7F800000) == 0x7F800000 && (b & 0x7FFFFF))
+    return uint16_t((b >> 16) | 0x40);
+  uint32_t q = b >> 16, rem = b & 0xFFFF;
+  if (rem > 0x8000 || (rem == 0x8000 && (q & 1)))
+    ++q;
+  return uint16_t(q);
+}
 
 } // namespace octet::rt
 

@@ -67,6 +67,8 @@ PwProgram parsePointwise(const PlanOp &op);
 
 /// One instruction's float32 arithmetic on the CPU (the single-op kernels use it too).
 float applyPointwise(PwOp op, float a, float b, float c);
+/// out[i] = applyPointwise(op, a[i], b[i], c[i]) for i < n, in one loop per op.
+void applyPointwiseBlock(PwOp op, const float *a, const float *b, const float *c, float *out, int64_t n);
 
 } // namespace octet::rt
 
