@@ -3,7 +3,7 @@
 #   make test   install what is missing, build, run every test (lit + GoogleTest via ctest)
 #   make sanitize  the same suite on an ASan + UBSan build of Octet's code (build-asan/)
 BUILD ?= build
-JOBS ?= 2
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PY := .venv/bin/python
 
 .PHONY: all deps configure build demo test sanitize fuzz clean

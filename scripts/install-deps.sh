@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 venv=${OCTET_VENV:-$here/.venv}
 
 pkgs=(
-  cmake ninja-build g++ clang-16 libclang-rt-16-dev pkg-config
+  cmake ninja-build g++ ccache clang-16 libclang-rt-16-dev pkg-config
   llvm-16-dev libmlir-16-dev mlir-16-tools llvm-16-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libgloo-dev libgtest-dev libzip-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev

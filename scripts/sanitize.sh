@@ -10,10 +10,10 @@ b="$here/build-asan"
 bash "$here/scripts/install-deps.sh"
 [ -f "$b/build.ninja" ] || cmake -S "$here" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DOCTET_SANITIZE=address,undefined -DOCTET_ENABLE_CUDA=OFF >/dev/null
-cmake --build "$b" -j "${JOBS:-2}"
+cmake --build "$b" -j "${JOBS:-$(nproc)}"
 # Python tests load liboctet_runtime through ctypes: the ASan runtime comes in with it, after
 # Python's own libraries (verify_asan_link_order=0 lets it). Leaks are not checked: LeakSanitizer
 # would report Python's and MLIR's allocations of their process's lifetime.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:verify_asan_link_order=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-cd "$b" && ctest --output-on-failure -j "${JOBS:-2}"
+cd "$b" && ctest --output-on-failure -j "${JOBS:-$(nproc)}"

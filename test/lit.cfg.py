@@ -14,8 +14,16 @@ config.environment["PATH"] = os.pathsep.join(
 for var in ("HOME", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
+# lit runs a test on every core at once, so each test's OpenBLAS runs on one thread: its own pool
+# would oversubscribe the cores and spin (on 2 cores, twice the CPU time for the same wall time).
+config.environment["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS", "1")
 if config.python_preload:  # a sanitizer build (scripts/sanitize.sh): Python loads our libraries
     config.python = "env LD_PRELOAD=" + config.python_preload + " " + config.python
+    config.available_features.add("sanitized")
+# Training curves compared at length (FP8 against float32, ranks against one process): %curve-steps
+# steps in the Release pass, a third of them under the sanitizers (make sanitize), where what
+# matters is that every code path runs, which the first steps do, and each step costs ~3x.
+config.substitutions.append(("%curve-steps", "30" if config.python_preload else "100"))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%models", config.models_dir))
 config.substitutions.append(("%exported", os.path.join(config.test_source_root, "models", "exported")))
