@@ -8,8 +8,9 @@ gpt_size() {
   350m) b=4 t=1024 ;;
   1.3b) b=1 t=2048 ;;
   d4096) b=4 t=2048 ;;
+  6.7b) b=4 t=2048 ;;
   hf-gpt2) b=16 t=1024 ;;       # Hugging Face models (bench/export_hf_bench.py)
   hf-llama-300m) b=8 t=2048 ;;
-  *) echo "unknown size $1 (125m, 350m, 1.3b, d4096, hf-gpt2, hf-llama-300m)" >&2; return 2 ;;
+  *) echo "unknown size $1 (125m, 350m, 1.3b, d4096, 6.7b, hf-gpt2, hf-llama-300m)" >&2; return 2 ;;
   esac
 }

@@ -28,6 +28,7 @@ CONFIGS = {  # d, layers, heads
     "350m": (1024, 24, 16),
     "1.3b": (2048, 24, 16),
     "d4096": (4096, 8, 32),  # the wide model of the peers' table (docs/BENCHMARKS.md)
+    "6.7b": (4096, 32, 32),  # GPT-3 6.7B: the one-GPU memory benchmark (bench/host_memory.sh)
 }
 VOCAB = 50304  # GPT-2's 50257 padded to a multiple of 64 (FP8 GEMMs need multiples of 16)
 

@@ -292,6 +292,22 @@ void CudaExecutor::place() {
     ptr_[size_t(id)] = alloc(t->bytes.size(), "parameters and state");
     cudaCheck(cudaMemcpy(ptr_[size_t(id)], t->bytes.data(), t->bytes.size(), cudaMemcpyHostToDevice), "upload");
   }
+  // The weights and state left in the plan file (Plan::deferred): streamed in, 64 MiB at a time;
+  // a zero splat (fp8-opt --absent-weights zeros, fresh moments) is a memset.
+  for (auto &[id, d] : plan_.deferred) {
+    size_t bytes = size_t(constantBytes(plan_, id));
+    char *p = static_cast<char *>(alloc(bytes, "parameters and state"));
+    ptr_[size_t(id)] = p;
+    if (!d.splat.empty() && std::all_of(d.splat.begin(), d.splat.end(), [](uint8_t b) { return b == 0; })) {
+      cudaCheck(cudaMemsetAsync(p, 0, bytes, stream_), "zero a parameter");
+      continue;
+    }
+    forEachChunk(plan_, int(id), [&](uint64_t at, const uint8_t *src, size_t n) {
+      cudaCheck(cudaMemcpyAsync(p + at, src, n, cudaMemcpyHostToDevice, stream_), "upload");
+      cudaCheck(cudaStreamSynchronize(stream_), "upload"); // before the buffer is refilled
+    });
+  }
+  cudaCheck(cudaStreamSynchronize(stream_), "upload");
   // In-place state updates (docs/PLAN.md): the op computing the new value writes the state.
   for (auto &[st, v] : plan_.stateUpdates)
     if (plan_.inPlace.count(v) && ptr_[size_t(st)])
@@ -590,7 +606,7 @@ TensorPtr CudaExecutor::value(int id) const {
     return host_[size_t(id)];
   if (plan_.inPlace.count(id) && !lastRunUpdated_)
     return nullptr; // written over its state, which a run without state update put back
-  bool held = plan_.constants.count(id) || liveAtEnd_.count(id) ||
+  bool held = plan_.constants.count(id) || plan_.deferred.count(id) || liveAtEnd_.count(id) ||
               std::find(plan_.inputs.begin(), plan_.inputs.end(), id) != plan_.inputs.end();
   if (!held || !ptr_[size_t(id)] || !plan_.values[size_t(id)].hasShape)
     return nullptr; // an activation whose arena bytes later ops reuse
@@ -664,6 +680,30 @@ std::vector<TensorPtr> CudaExecutor::stateTensors(const std::vector<std::string>
 
 void CudaExecutor::setState(const std::string &name, TensorPtr t) {
   upload(Executor::checkState(plan_, name, *t), *t);
+}
+
+void CudaExecutor::drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel,
+                              int64_t first) {
+  int id = plan_.findValue(name);
+  if (id < 0 || !plan_.constantKinds.count(id) || plan_.constantKinds.at(id) == ConstantKind::Const)
+    throw Error("'" + name + "' is not a state tensor or parameter of the plan");
+  const PlanValue &v = plan_.values[size_t(id)];
+  dev::NormalDraw a;
+  a.dtype = v.dtype == DType::F32 ? dev::NormalDraw::F32 : v.dtype == DType::F16 ? dev::NormalDraw::F16
+                                                                                  : dev::NormalDraw::BF16;
+  if (v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16)
+    throw Error("--init-params: '" + name + "' is " + dtypeName(v.dtype) + ", not a floating-point weight");
+  a.dst = devicePtr(id);
+  a.key = key;
+  a.stdev = stdev;
+  a.numel = wholeNumel;
+  a.first = first;
+  a.n = numElements(v.shape);
+  std::string e = dev::drawNormal(a, stream_);
+  if (e.empty() && cudaStreamSynchronize(stream_) != cudaSuccess)
+    e = cudaGetErrorString(cudaGetLastError());
+  if (!e.empty())
+    throw Error("CUDA: --init-params '" + name + "': " + e);
 }
 
 /// max |a - b| / max |b| for floats; mismatching elements for exact types.

@@ -132,6 +132,7 @@ public:
   using Runner::value;
   std::map<std::string, TensorPtr> state() const override;
   void setState(const std::string &name, TensorPtr t) override;
+  void drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel, int64_t first) override;
   std::string device() const override { return "cuda"; }
   size_t bytes() const { return allocated_; }
   /// Device bytes by what holds them (arena, parameters and state, constants, scratch, ...).

@@ -473,6 +473,19 @@ struct Bf16Unpack {
 };
 std::string fromBf16(Bf16Unpack job, cudaStream_t s);
 
+// --- fp8-run --init-params on the device (Init.cu) ---
+/// Elements [first, first + n) of the N(0, stdev) stream `key` (NormalInit.h) of a tensor of
+/// `numel` elements (zeros past it), into `dst` of `dtype`.
+struct NormalDraw {
+  enum Type { F32, F16, BF16 } dtype = F32;
+  void *dst = nullptr;
+  uint64_t key = 0;
+  double stdev = 0;
+  int64_t numel = 0, first = 0, n = 0;
+  const uint64_t (*cols)[64] = nullptr; // set by drawNormal: the jump table on the device
+};
+std::string drawNormal(NormalDraw a, cudaStream_t s);
+
 } // namespace octet::rt::cuda::dev
 
 #endif

@@ -1,7 +1,11 @@
 //===- Executor.cpp - Plan interpreter -------------------------------------===//
 #include "octet/runtime/Executor.h"
+#include "octet/runtime/NormalInit.h"
 
 #include <algorithm>
+#include <fstream>
+#include <atomic>
+#include <thread>
 #include <mutex>
 
 #include <dlfcn.h>
@@ -79,7 +83,31 @@ void KernelContext::fail(const std::string &msg) const {
   throw Error("node '" + op_.name + "' (" + op_.type + "): " + msg);
 }
 
+namespace {
+/// The host memory the kernel would give this process now (MemAvailable), or 0 if unknown.
+uint64_t hostMemoryAvailable() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:")
+      return kb * 1024;
+  return 0;
+}
+} // namespace
+
 Executor::Executor(Plan plan) : plan_(std::move(plan)), values_(plan_.values.size()) {
+  // The weights and state still in the plan file, and the activations of a step: refused before
+  // any is read where the host does not have them (the OOM killer would end the process unheard).
+  uint64_t need = uint64_t(std::max<int64_t>(plan_.arenaBytes, 0));
+  for (auto &[id, d] : plan_.deferred)
+    need += constantBytes(plan_, id);
+  if (uint64_t avail = hostMemoryAvailable(); need > (uint64_t(1) << 30) && avail && need > avail)
+    throw Error(plan_.name + ": the CPU backend needs " + std::to_string(need) + " bytes of host memory for this "
+                "plan's weights, state and activations, and " + std::to_string(avail) + " bytes are available; "
+                "run it on a GPU (--device cuda) or compile a smaller model or batch");
+  materializeDeferred(plan_);
   for (const PlanOp &op : plan_.ops) {
     const Kernel *k = lookupKernel(op.type);
     if (!k)
@@ -184,6 +212,34 @@ int Executor::checkState(const Plan &plan, const std::string &name, const Tensor
 
 void Executor::setState(const std::string &name, TensorPtr t) {
   values_[size_t(checkState(plan_, name, *t))].tensor = std::move(t);
+}
+
+void Runner::drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel, int64_t first) {
+  static const init::XorshiftJump jump;
+  const Plan &p = plan();
+  int id = p.findValue(name);
+  if (id < 0 || !p.constantKinds.count(id))
+    throw Error("'" + name + "' is not a state tensor or parameter of the plan");
+  const PlanValue &pv = p.values[size_t(id)];
+  Tensor f(DType::F32, pv.shape);
+  float *d = f.data<float>();
+  // Stretches of 2^20 elements on the machine's cores (each jumps to its own start).
+  constexpr int64_t kStretch = int64_t(1) << 20;
+  int64_t n = f.numel(), parts = (n + kStretch - 1) / kStretch;
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t k; (k = next++) < parts;) {
+      int64_t lo = k * kStretch, m = std::min(kStretch, n - lo);
+      init::drawRange(jump.cols, key, stdev, wholeNumel, first + lo, m, [d, lo](int64_t i, float v) { d[lo + i] = v; });
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t t = 1; t < std::min<int64_t>(parts, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+  setState(name, std::make_shared<Tensor>(pv.dtype == DType::F32 ? std::move(f) : f.castTo(pv.dtype)));
 }
 
 namespace {

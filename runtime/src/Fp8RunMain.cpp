@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,7 +24,6 @@
 #include <iostream>
 #include <map>
 #include <regex>
-#include <thread>
 #include <unistd.h>
 
 #ifndef OCTET_VERSION
@@ -61,7 +61,7 @@ std::string describe(const Tensor &t) {
 void printInfo(const Plan &p) {
   size_t params = 0, paramBytes = 0, state = 0, stateBytes = 0;
   for (auto &[id, kind] : p.constantKinds) {
-    size_t b = p.constants.at(id)->bytes.size();
+    size_t b = size_t(constantBytes(p, id));
     if (kind == ConstantKind::Param) {
       ++params;
       paramBytes += b;
@@ -139,7 +139,8 @@ std::map<std::string, TensorPtr> readInputs(const Plan &p, const std::string &pa
   return inputs;
 }
 
-/// --init-params normal:STD[:SEED]: N(0, STD) weight matrices, one thread per tensor.
+/// --init-params normal:STD[:SEED]: N(0, STD) weight matrices, drawn where they live (NormalInit.h:
+/// the stream of a tensor is keyed by the seed and its name; a rank's shard draws its part).
 void initParams(Runner &ex, const std::string &spec) {
   double stdev = 0;
   uint64_t seed = 0;
@@ -154,52 +155,20 @@ void initParams(Runner &ex, const std::string &spec) {
       seed = std::strtoull(end + 1, nullptr, 10);
   }
   const Plan &p = ex.plan();
-  std::vector<std::pair<std::string, TensorPtr>> todo;
-  std::map<std::string, int> shardOf; // a rank's shard (MS-AMP O3): drawn whole, then cut
+  int64_t rank = communicator() ? communicator()->rank() : 0;
   for (auto &[id, kind] : p.constantKinds) {
     const PlanValue &v = p.values[size_t(id)];
     auto role = p.roles.find(id);
     bool weight = kind == ConstantKind::Param ||
-                  (kind == ConstantKind::State && role != p.roles.end() &&
-                   isWeightRole(role->second));
+                  (kind == ConstantKind::State && role != p.roles.end() && isWeightRole(role->second));
     auto sh = p.sharded.find(id);
     const Shape &shape = sh != p.sharded.end() ? sh->second.whole : v.shape;
-    if (weight && shape.size() >= 2 && (v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16)) {
-      todo.emplace_back(v.name, std::make_shared<Tensor>(v.dtype, shape));
-      if (sh != p.sharded.end())
-        shardOf[v.name] = id;
-    }
-  }
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < todo.size(); ++k)
-    threads.emplace_back([&, k] {
-      Tensor &t = *todo[k].second;
-      uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>()(todo[k].first);
-      auto next = [&s] {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        return s;
-      };
-      Tensor f(DType::F32, t.shape);
-      for (int64_t i = 0; i < f.numel(); i += 2) {
-        double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
-        double r = std::sqrt(-2 * std::log(u1)) * stdev;
-        f.data<float>()[i] = float(r * std::cos(6.283185307179586 * u2));
-        if (i + 1 < f.numel())
-          f.data<float>()[i + 1] = float(r * std::sin(6.283185307179586 * u2));
-      }
-      t = t.dtype == DType::F32 ? std::move(f) : f.castTo(t.dtype);
-    });
-  for (std::thread &th : threads)
-    th.join();
-  for (auto &[name, t] : todo) {
-    if (auto it = shardOf.find(name); it != shardOf.end()) {
-      auto shard = std::make_shared<Tensor>(t->dtype, p.values[size_t(it->second)].shape);
-      copyShard(*t, communicator() ? communicator()->rank() : 0, *shard);
-      t = shard;
-    }
-    ex.setState(name, t);
+    if (!weight || shape.size() < 2 || (v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16))
+      continue;
+    // The key fp8-run has always used (std::hash of the name is libstdc++'s, fixed across builds).
+    uint64_t key = (seed + 1) * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>()(v.name);
+    int64_t first = sh != p.sharded.end() ? rank * numElements(v.shape) : 0;
+    ex.drawNormal(v.name, key, stdev, numElements(shape), first);
   }
 }
 
@@ -224,7 +193,21 @@ void writeGradients(const Runner &ex, const std::string &path) {
   writeNpz(path, grads);
 }
 
+/// When fp8RunMain started: --benchmark reports the seconds to its first step (loading the plan,
+/// placing and drawing the weights, compiling the launches).
+std::chrono::steady_clock::time_point g_started;
+
+/// The process's peak resident host memory (VmHWM), in bytes; 0 where /proc does not say.
+uint64_t peakHostBytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0)
+      return uint64_t(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
+  return 0;
+}
+
 int benchmark(Runner &ex, const Options &o) {
+  double toFirstStep = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count();
   auto inputs = o.inputs.empty() ? syntheticInputs(ex.plan(), o.train.seed) : readInputs(ex.plan(), o.inputs);
   int64_t tokens = 0;
   for (int id : ex.plan().inputs) {
@@ -257,6 +240,8 @@ int benchmark(Runner &ex, const Options &o) {
                {"tokens_per_run", tokens},
                {"tokens_per_s", tokens ? double(tokens) / med * 1e3 : 0.0},
                {"device_bytes", b && b->bytes ? b->bytes(ex) : 0},
+               {"seconds_to_first_step", toFirstStep},
+               {"host_peak_bytes", peakHostBytes()},
                {"rank", communicator() ? communicator()->rank() : 0},
                {"world_size", worldSize()}};
   if (b && b->memory) {
@@ -284,7 +269,7 @@ int run(const Options &o) {
                       : "every op matches the CPU reference\n");
     return bad ? 1 : 0;
   }
-  Plan plan = loadPlan(o.plan);
+  Plan plan = loadPlan(o.plan, {kDeferBytes}); // weights and state: streamed to the device that runs them
   auto dp = plan.training.find("data_parallel");
   bool dataParallel = dp != plan.training.end() && dp->second == "true";
   bool isRank = launchedAsRank();
@@ -364,15 +349,15 @@ int run(const Options &o) {
   std::map<std::string, TensorPtr> inputs;
   if (!o.inputs.empty())
     inputs = readInputs(ex.plan(), o.inputs);
-  if (!o.loadState.empty())
-    for (auto &[name, t] : readNpz(o.loadState)) {
+  if (!o.loadState.empty()) // one tensor at a time
+    forEachNpzEntry(o.loadState, [&](const std::string &name, TensorPtr t) {
       if (name == "octet.meta") // a training checkpoint's step and data position: the state is the rest
-        continue;
+        return;
       int id = ex.plan().findValue(name);
       if (id >= 0)
         adoptFp8Codes(*t, ex.plan().values[size_t(id)].dtype);
       ex.setState(name, t);
-    }
+    });
   if (o.numericsCheck) {
     if (inputs.empty())
       inputs = syntheticInputs(ex.plan(), o.train.seed);
@@ -416,11 +401,16 @@ int run(const Options &o) {
     writeNpz(o.outputs, outs);
   if (!o.dumpGradients.empty())
     writeGradients(ex, o.dumpGradients);
-  if (!o.saveState.empty()) {
-    NamedTensors st;
-    for (auto &[name, t] : ex.state())
-      st.emplace_back(name, t);
-    writeNpz(o.saveState, st);
+  if (!o.saveState.empty()) { // each tensor taken off the runner as the writer reaches it
+    std::vector<TensorSource> st;
+    const Plan &p = ex.plan();
+    for (auto &[id, kind] : p.constantKinds)
+      if (kind == ConstantKind::State) {
+        const PlanValue &v = p.values[size_t(id)];
+        st.push_back({v.name, v.dtype, v.shape, [&ex, name = v.name] { return ex.stateTensor(name); }});
+      }
+    std::sort(st.begin(), st.end(), [](auto &a, auto &b) { return a.name < b.name; });
+    writeNpzStreamed(o.saveState, st);
   }
   return 0;
 }
@@ -559,6 +549,7 @@ std::string checkPaths(const Options &o) {
 } // namespace
 
 int fp8RunMain(int argc, char **argv) {
+  g_started = std::chrono::steady_clock::now();
   Options o;
   int64_t seed = int64_t(o.train.seed);
   bool gpuAvailable = false;

@@ -57,11 +57,17 @@ void adoptFp8Codes(Tensor &t, DType want) {
 }
 
 std::string encodeNpy(const Tensor &t) {
+  std::string out = npyHeader(t.dtype, t.shape);
+  out.append(reinterpret_cast<const char *>(t.bytes.data()), t.bytes.size());
+  return out;
+}
+
+std::string npyHeader(DType dtype, const Shape &s) {
   std::string shape = "(";
-  for (size_t i = 0; i < t.shape.size(); ++i)
-    shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 ? "," : i + 1 < t.shape.size() ? ", " : "");
+  for (size_t i = 0; i < s.size(); ++i)
+    shape += std::to_string(s[i]) + (s.size() == 1 ? "," : i + 1 < s.size() ? ", " : "");
   shape += ")";
-  std::string dict = std::string("{'descr': '") + descrOf(t.dtype) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict = std::string("{'descr': '") + descrOf(dtype) + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + dict.size() + 1;
   dict.append((64 - total % 64) % 64, ' ');
   dict += '\n';
@@ -69,7 +75,6 @@ std::string encodeNpy(const Tensor &t) {
   uint16_t len = uint16_t(dict.size());
   out.append(reinterpret_cast<const char *>(&len), 2);
   out += dict;
-  out.append(reinterpret_cast<const char *>(t.bytes.data()), t.bytes.size());
   return out;
 }
 
@@ -144,10 +149,10 @@ TensorPtr decodeNpy(const std::string &b, const std::string &what) {
   return tensor;
 }
 
-/// Every entry of an open archive (closed on return), each decoded as .npy.
-static NamedTensors readEntries(zip_t *z, const std::string &path, uint64_t archiveBytes) {
+/// Every entry of an open archive (closed on return), each decoded as .npy and given to `visit`
+/// in the archive's order, one at a time.
+static void readEntries(zip_t *z, const std::string &path, uint64_t archiveBytes, const NpzVisitor &visit) {
   std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
-  NamedTensors out;
   zip_int64_t n = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
     zip_stat_t st;
@@ -162,16 +167,45 @@ static NamedTensors readEntries(zip_t *z, const std::string &path, uint64_t arch
     zip_file_t *f = zip_fopen_index(z, zip_uint64_t(i), 0);
     if (!f)
       throw Error(path + ": cannot open entry '" + name + "'");
-    std::string bytes(size_t(st.size), '\0');
-    zip_int64_t got = zip_fread(f, bytes.data(), st.size);
-    zip_fclose(f);
-    if (got != zip_int64_t(st.size))
-      throw Error(path + ": truncated entry '" + name + "'");
+    std::unique_ptr<zip_file_t, int (*)(zip_file_t *)> fguard(f, zip_fclose);
+    auto read = [&](void *to, uint64_t n) {
+      if (n && zip_fread(f, to, n) != zip_int64_t(n))
+        throw Error(path + ": truncated entry '" + name + "'");
+    };
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
-    out.emplace_back(name, decodeNpy(bytes, path + ": '" + name + "'"));
+    std::string what = path + ": '" + name + "'";
+    // The .npy header first (its length is in bytes 8-11), then the data straight into the tensor.
+    std::string head(size_t(std::min<uint64_t>(st.size, 12)), '\0');
+    read(head.data(), head.size());
+    uint64_t headerEnd = head.size();
+    if (head.size() >= 10 && head.compare(0, 6, "\x93NUMPY") == 0) {
+      uint32_t hl = uint8_t(head[8]) | uint32_t(uint8_t(head[9])) << 8;
+      if (head[6] != 1 && head.size() >= 12)
+        hl |= uint32_t(uint8_t(head[10])) << 16 | uint32_t(uint8_t(head[11])) << 24;
+      headerEnd = std::min<uint64_t>(st.size, (head[6] == 1 ? 10 : 12) + uint64_t(hl));
+    }
+    if (headerEnd > head.size()) {
+      size_t had = head.size();
+      head.resize(size_t(headerEnd));
+      read(head.data() + had, headerEnd - had);
+    }
+    NpyHeader h = decodeNpyHeader(head, what);
+    DType t = dtypeOfDescr(h.descr);
+    if (t == DType::Invalid)
+      throw Error(what + ": not a valid .npy array (element type '" + h.descr + "' is not supported)");
+    int64_t want = checkedBytes(h.shape, dtypeSize(t)); // checked before anything is allocated
+    if (want < 0 || st.size - h.dataOffset != uint64_t(want))
+      throw Error(what + ": not a valid .npy array (data size does not match the shape)");
+    auto tensor = std::make_shared<Tensor>(t, h.shape);
+    read(tensor->bytes.data(), uint64_t(want));
+    fguard.reset();
+    visit(name, std::move(tensor));
   }
-  return out;
+}
+
+static NpzVisitor collectInto(NamedTensors &out) {
+  return [&out](const std::string &name, TensorPtr t) { out.emplace_back(name, std::move(t)); };
 }
 
 static std::string zipMessage(zip_error_t *ze) {
@@ -181,6 +215,12 @@ static std::string zipMessage(zip_error_t *ze) {
 }
 
 NamedTensors readNpz(const std::string &path) {
+  NamedTensors out;
+  forEachNpzEntry(path, collectInto(out));
+  return out;
+}
+
+void forEachNpzEntry(const std::string &path, const NpzVisitor &visit) {
   int err = 0;
   zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
   if (!z) {
@@ -190,7 +230,7 @@ NamedTensors readNpz(const std::string &path) {
   }
   std::error_code ec;
   uint64_t bytes = std::filesystem::file_size(path, ec);
-  return readEntries(z, path, ec ? 0 : bytes);
+  readEntries(z, path, ec ? 0 : bytes, visit);
 }
 
 NamedTensors readNpzBytes(const std::string &bytes, const std::string &what) {
@@ -204,7 +244,9 @@ NamedTensors readNpzBytes(const std::string &bytes, const std::string &what) {
     throw Error(what + ": cannot read as .npz (" + zipMessage(&ze) + ")");
   }
   zip_error_fini(&ze);
-  return readEntries(z, what, bytes.size());
+  NamedTensors out;
+  readEntries(z, what, bytes.size(), collectInto(out));
+  return out;
 }
 
 static void fsyncAndRename(const std::string &tmp, const std::string &path) {
@@ -252,43 +294,152 @@ static std::string temporaryFor(const std::string &path) {
   return path + ".tmp." + std::to_string(::getpid());
 }
 
+namespace {
+/// One entry's source for libzip, which reads it while zip_close writes the archive: the tensor is
+/// fetched when libzip opens the entry and dropped when it closes it.
+struct EntrySource {
+  const TensorSource *entry;
+  std::string header, failure;
+  TensorPtr tensor;
+  uint64_t at = 0, size = 0;
+  zip_error_t error;
+};
+
+zip_int64_t entryCallback(void *state, void *data, zip_uint64_t len, zip_source_cmd_t cmd) {
+  auto *s = static_cast<EntrySource *>(state);
+  switch (cmd) {
+  case ZIP_SOURCE_OPEN:
+    try {
+      s->tensor = s->entry->fetch();
+    } catch (const std::exception &e) {
+      s->failure = e.what();
+    }
+    if (!s->tensor || s->tensor->dtype != s->entry->dtype || s->tensor->shape != s->entry->shape) {
+      if (s->failure.empty())
+        s->failure = "'" + s->entry->name + "' is not the " + dtypeName(s->entry->dtype) + " " +
+                     shapeString(s->entry->shape) + " it was announced as";
+      zip_error_set(&s->error, ZIP_ER_READ, 0);
+      return -1;
+    }
+    s->at = 0;
+    return 0;
+  case ZIP_SOURCE_READ: {
+    uint64_t n = 0, h = s->header.size();
+    auto *out = static_cast<uint8_t *>(data);
+    while (n < len && s->at < s->size) {
+      uint64_t k;
+      if (s->at < h) {
+        k = std::min<uint64_t>(len - n, h - s->at);
+        std::memcpy(out + n, s->header.data() + s->at, size_t(k));
+      } else {
+        k = std::min<uint64_t>(len - n, s->size - s->at);
+        std::memcpy(out + n, s->tensor->bytes.data() + (s->at - h), size_t(k));
+      }
+      n += k;
+      s->at += k;
+    }
+    return zip_int64_t(n);
+  }
+  case ZIP_SOURCE_CLOSE:
+    s->tensor.reset();
+    return 0;
+  case ZIP_SOURCE_STAT: {
+    auto *st = static_cast<zip_stat_t *>(data);
+    zip_stat_init(st);
+    st->size = s->size;
+    st->valid |= ZIP_STAT_SIZE;
+    return sizeof(zip_stat_t);
+  }
+  case ZIP_SOURCE_ERROR:
+    return zip_error_to_data(&s->error, data, len);
+  case ZIP_SOURCE_FREE:
+    return 0; // owned by writeNpzStreamed
+  case ZIP_SOURCE_SUPPORTS:
+    return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                          ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+  default:
+    zip_error_set(&s->error, ZIP_ER_INVAL, 0);
+    return -1;
+  }
+}
+} // namespace
+
 void writeNpz(const std::string &path, const NamedTensors &tensors) {
+  std::vector<TensorSource> entries;
+  entries.reserve(tensors.size());
+  for (auto &[name, t] : tensors)
+    entries.push_back({name, t->dtype, t->shape, [t = t] { return t; }});
+  writeNpzStreamed(path, entries);
+}
+
+void writeNpzStreamed(const std::string &path, const std::vector<TensorSource> &entries) {
   std::string tmp = temporaryFor(path);
   int err = 0;
   zip_t *z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
   if (!z)
     throw Error(path + ": cannot create the .npz file");
-  std::vector<std::string> blobs;
-  blobs.reserve(tensors.size());
-  for (auto &[name, t] : tensors) {
-    blobs.push_back(encodeNpy(*t));
-    zip_source_t *src = zip_source_buffer(z, blobs.back().data(), blobs.back().size(), 0);
-    zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8) : -1;
+  std::vector<std::unique_ptr<EntrySource>> sources;
+  sources.reserve(entries.size());
+  auto fail = [&](const std::string &why) {
+    zip_discard(z);
+    std::remove(tmp.c_str());
+    for (auto &s : sources)
+      zip_error_fini(&s->error);
+    throw Error(path + ": " + why);
+  };
+  for (const TensorSource &e : entries) {
+    auto s = std::make_unique<EntrySource>();
+    s->entry = &e;
+    s->header = npyHeader(e.dtype, e.shape);
+    s->size = s->header.size() + uint64_t(numElements(e.shape)) * dtypeSize(e.dtype);
+    zip_error_init(&s->error);
+    zip_source_t *src = zip_source_function(z, entryCallback, s.get());
+    sources.push_back(std::move(s));
+    zip_int64_t idx = src ? zip_file_add(z, (e.name + ".npy").c_str(), src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8) : -1;
     if (idx < 0) {
       if (src)
         zip_source_free(src);
-      zip_discard(z);
-      throw Error(path + ": cannot add '" + name + "'");
+      fail("cannot add '" + e.name + "'");
     }
     zip_set_file_compression(z, zip_uint64_t(idx), ZIP_CM_STORE, 0);
   }
   if (zip_close(z) != 0) {
-    zip_discard(z);
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot write the .npz file");
+    for (auto &s : sources)
+      if (!s->failure.empty())
+        fail("cannot write '" + s->entry->name + "': " + s->failure);
+    fail("cannot write the .npz file");
   }
+  for (auto &s : sources)
+    zip_error_fini(&s->error);
   fsyncAndRename(tmp, path);
 }
 
 void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  writeFileAtomically(path, [&](const std::function<void(const void *, size_t)> &put) { put(bytes.data(), bytes.size()); });
+}
+
+void writeFileAtomically(const std::string &path,
+                         const std::function<void(const std::function<void(const void *, size_t)> &put)> &write) {
   std::string tmp = temporaryFor(path);
   FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fflush(f) != 0) {
+  auto fail = [&](const std::string &why) {
     if (f)
       std::fclose(f);
     std::remove(tmp.c_str());
-    throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+    throw Error(path + ": cannot write (" + why + ")");
+  };
+  if (!f)
+    fail(std::strerror(errno));
+  try {
+    write([&](const void *data, size_t n) {
+      if (std::fwrite(data, 1, n, f) != n)
+        throw Error(std::strerror(errno));
+    });
+  } catch (const std::exception &e) {
+    fail(e.what());
   }
+  if (std::fflush(f) != 0)
+    fail(std::strerror(errno));
   ::fsync(fileno(f));
   std::fclose(f);
   fsyncAndRename(tmp, path);

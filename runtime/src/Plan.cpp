@@ -343,7 +343,7 @@ struct Fill {
 
 /// The JSON header into `plan`; constants are allocated, and `fills` says where their bytes are.
 void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_t dataSize,
-                 std::vector<Fill> &fills) {
+                 std::vector<Fill> &fills, const LoadOptions &o, std::map<int, TensorPtr> &splats) {
   Json root;
   try {
     root = Json::parse(header);
@@ -419,6 +419,21 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
       int64_t want = splat ? int64_t(es) : checkedBytes(stored, es);
       if (off < 0 || size != want || uint64_t(size) > dataSize || uint64_t(off) > dataSize - uint64_t(size))
         r.fail("constant '" + pv.name + "' lies outside the data blob or has the wrong size");
+      std::string kind = c.value("kind", "const");
+      plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
+                               : kind == "state" ? ConstantKind::State
+                                                 : ConstantKind::Const;
+      if (c.contains("role"))
+        plan.roles[id] = c["role"].get<std::string>();
+      if (o.deferBytes && kind != "const" && !sh.shards && uint64_t(checkedBytes(pv.shape, es)) >= o.deferBytes) {
+        plan.deferred[id] = {uint64_t(off), uint64_t(size), {}};
+        if (splat) { // its one element, read with the blob
+          auto one = std::make_shared<Tensor>(pv.dtype, Shape{});
+          fills.push_back({uint64_t(off), uint64_t(size), one, false});
+          splats[id] = one;
+        }
+        continue;
+      }
       TensorPtr t, data;
       try {
         t = std::make_shared<Tensor>(pv.dtype, pv.shape);
@@ -434,12 +449,6 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
         plan.sharded[id] = std::move(sh);
       }
       plan.constants[id] = t;
-      std::string kind = c.value("kind", "const");
-      plan.constantKinds[id] = kind == "param" ? ConstantKind::Param
-                               : kind == "state" ? ConstantKind::State
-                                                 : ConstantKind::Const;
-      if (c.contains("role"))
-        plan.roles[id] = c["role"].get<std::string>();
     }
     for (const Json &g : list(root, "gradients")) {
       plan.gradients.emplace_back(g.at("param").get<std::string>(), checkId(g.at("value"), "gradients"));
@@ -505,14 +514,17 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
 /// are checksummed and copied into the constants they hold (no second copy of the file in memory).
 /// Nothing the header says counts until the checksum over header and data matches: for a corrupt
 /// file the checksum is the error reported, whatever else is wrong with it.
-Plan loadPlan(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+Plan loadPlan(const std::string &path, const LoadOptions &o) {
+  auto in = std::make_shared<std::ifstream>(path, std::ios::binary);
+  if (!*in)
     throw Error(path + ": cannot open the plan file (does it exist?)");
-  return readPlan(in, path);
+  Plan plan = readPlan(*in, path, o);
+  if (!plan.deferred.empty())
+    plan.source = in; // the same open file: a plan replaced on disk meanwhile is not read
+  return plan;
 }
 
-Plan readPlan(std::istream &in, const std::string &path) {
+Plan readPlan(std::istream &in, const std::string &path, const LoadOptions &o) {
   Reader r{path};
   in.seekg(0, std::ios::end);
   uint64_t fileSize = uint64_t(in.tellg());
@@ -539,12 +551,14 @@ Plan readPlan(std::istream &in, const std::string &path) {
 
   std::string headerError;
   std::vector<Fill> fills;
+  std::map<int, TensorPtr> splats;
   try {
-    parseHeader(header, plan, r, dataSize, fills);
+    parseHeader(header, plan, r, dataSize, fills, o, splats);
   } catch (const Error &e) {
     headerError = e.what();
     fills.clear();
   }
+  plan.dataOffset = dataOffset;
   std::sort(fills.begin(), fills.end(), [](const Fill &a, const Fill &b) { return a.offset < b.offset; });
   in.seekg(std::streamoff(dataOffset));
   std::vector<uint8_t> chunk(size_t(std::min<uint64_t>(dataSize, 64 << 20)));
@@ -574,7 +588,62 @@ Plan readPlan(std::istream &in, const std::string &path) {
       std::memcpy(f.tensor->bytes.data() + i, f.tensor->bytes.data(), size_t(f.bytes));
   for (auto &[id, sh] : plan.sharded)
     copyShard(*sh.data, 0, *plan.constants[id]);
+  for (auto &[id, one] : splats)
+    plan.deferred[id].splat = std::move(one->bytes);
+  if (!plan.deferred.empty() && !plan.source)
+    plan.source = std::shared_ptr<std::istream>(&in, [](std::istream *) {}); // the caller's: outlives the plan
+  plan.name = path;
   return plan;
+}
+
+void forEachChunk(const Plan &plan, int id,
+                  const std::function<void(uint64_t offset, const uint8_t *data, size_t n)> &put) {
+  const Plan::Deferred &d = plan.deferred.at(id);
+  const PlanValue &pv = plan.values[size_t(id)];
+  uint64_t total = uint64_t(numElements(pv.shape)) * dtypeSize(pv.dtype);
+  constexpr uint64_t kChunk = uint64_t(64) << 20;
+  std::vector<uint8_t> buf(size_t(std::min(total, kChunk)));
+  if (!d.splat.empty()) {
+    size_t es = d.splat.size(); // kChunk is a multiple of every element size
+    for (size_t i = 0; i < buf.size(); i += es)
+      std::memcpy(buf.data() + i, d.splat.data(), es);
+    for (uint64_t at = 0; at < total; at += buf.size())
+      put(at, buf.data(), size_t(std::min<uint64_t>(buf.size(), total - at)));
+    return;
+  }
+  if (!plan.source)
+    throw Error(plan.name + ": constant '" + pv.name + "' is not loaded and the plan has no file to read it from");
+  std::istream &in = *plan.source;
+  in.clear();
+  in.seekg(std::streamoff(plan.dataOffset + d.offset));
+  for (uint64_t at = 0; at < total; at += buf.size()) {
+    size_t k = size_t(std::min<uint64_t>(buf.size(), total - at));
+    if (!in.read(reinterpret_cast<char *>(buf.data()), std::streamsize(k)))
+      throw Error(plan.name + ": cannot read constant '" + pv.name + "' from the plan file (was it truncated?)");
+    put(at, buf.data(), k);
+  }
+}
+
+void materializeDeferred(Plan &plan) {
+  for (auto &[id, d] : plan.deferred) {
+    const PlanValue &pv = plan.values[size_t(id)];
+    TensorPtr t;
+    try {
+      t = std::make_shared<Tensor>(pv.dtype, pv.shape);
+    } catch (const std::bad_alloc &) {
+      throw Error(plan.name + ": constant '" + pv.name + "' (" + std::to_string(constantBytes(plan, id)) +
+                  " bytes) does not fit in this machine's memory");
+    }
+    forEachChunk(plan, id, [&](uint64_t at, const uint8_t *p, size_t n) { std::memcpy(t->bytes.data() + at, p, n); });
+    plan.constants[id] = t;
+  }
+  plan.deferred.clear();
+  plan.source.reset();
+}
+
+uint64_t constantBytes(const Plan &plan, int id) {
+  const PlanValue &pv = plan.values[size_t(id)];
+  return uint64_t(numElements(pv.shape)) * dtypeSize(pv.dtype);
 }
 
 void copyShard(const Tensor &whole, int64_t rank, Tensor &shard) {

@@ -181,15 +181,6 @@ std::string hms(double s) {
 // Checkpoints
 //===----------------------------------------------------------------------===//
 
-static uint32_t checksum(const NamedTensors &ts) {
-  uint32_t crc = 0;
-  for (auto &[name, t] : ts) {
-    crc = crc32Of(crc, name.data(), name.size());
-    crc = crc32Of(crc, t->bytes.data(), t->bytes.size());
-  }
-  return crc;
-}
-
 static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count, int rank, size_t shards) {
   JsonOut j = {{"format", "octet-checkpoint"}, {"version", 1},          {"step", m.step},
                       {"seed", m.seed},               {"data", m.data},        {"recipe", m.recipe},
@@ -214,30 +205,74 @@ std::string shardCheckpointPath(const std::string &path, int rank) {
   return stem + ".rank" + std::to_string(rank) + ".npz";
 }
 
-void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank) {
-  std::set<std::string> sharded = shardedStates(ex.plan());
-  NamedTensors ts;
-  for (auto &[name, t] : ex.state()) // std::map: sorted, so the checksum order is fixed
-    if (sharded.count(name) == size_t(rank >= 0))
-      ts.emplace_back(name, t);
-  std::string json = metaJson(meta, checksum(ts), ts.size(), rank, sharded.size());
-  auto m = std::make_shared<Tensor>(DType::U8, Shape{int64_t(json.size())});
-  std::memcpy(m->bytes.data(), json.data(), json.size());
-  ts.emplace_back("octet.meta", m);
-  writeNpz(path, ts);
+/// The state a checkpoint file holds, sorted by name (the checksum's order): all of it, or with
+/// `rank` >= 0 a rank's sharded part, or with -1 the rest.
+static std::vector<int> checkpointStates(const Plan &p, int rank) {
+  std::set<std::string> sharded = shardedStates(p);
+  std::vector<int> ids;
+  for (auto &[id, kind] : p.constantKinds)
+    if (kind == ConstantKind::State && sharded.count(p.values[size_t(id)].name) == size_t(rank >= 0))
+      ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return p.values[size_t(a)].name < p.values[size_t(b)].name; });
+  return ids;
 }
 
-CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
-  NamedTensors ts = readNpz(path);
-  auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
-  TensorPtr meta;
-  NamedTensors tensors;
-  for (auto &[name, t] : ts) {
-    if (name == "octet.meta")
-      meta = t;
-    else
-      tensors.emplace_back(name, t);
+/// Each tensor is taken off the runner when the archive writer reaches it, and its bytes enter the
+/// checksum then; octet.meta, written last, carries the checksum (its JSON padded with spaces to
+/// the length of the longest checksum's, the size announced before the tensors are read).
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank) {
+  const Plan &p = ex.plan();
+  std::vector<int> ids = checkpointStates(p, rank);
+  size_t shards = shardedStates(p).size();
+  uint32_t crc = 0;
+  size_t next = 0; // entries must be fetched in order for the checksum
+  std::vector<TensorSource> entries;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const PlanValue &v = p.values[size_t(ids[k])];
+    entries.push_back({v.name, v.dtype, v.shape, [&, k, name = v.name]() -> TensorPtr {
+                         if (next++ != k)
+                           throw Error("the archive writer took '" + name + "' out of order");
+                         TensorPtr t = ex.stateTensor(name);
+                         if (t) {
+                           crc = crc32Of(crc, name.data(), name.size());
+                           crc = crc32Of(crc, t->bytes.data(), t->bytes.size());
+                         }
+                         return t;
+                       }});
   }
+  size_t width = metaJson(meta, UINT32_MAX, ids.size(), rank, shards).size();
+  entries.push_back({"octet.meta", DType::U8, Shape{int64_t(width)}, [&]() -> TensorPtr {
+                       if (next != ids.size())
+                         throw Error("octet.meta was reached before every tensor was written");
+                       std::string json = metaJson(meta, crc, ids.size(), rank, shards);
+                       json.resize(width, ' ');
+                       auto m = std::make_shared<Tensor>(DType::U8, Shape{int64_t(width)});
+                       std::memcpy(m->bytes.data(), json.data(), width);
+                       return m;
+                     }});
+  writeNpzStreamed(path, entries);
+}
+
+/// Two passes over the file, one tensor in memory at a time: the first checks octet.meta, the
+/// names, types and shapes against the plan and the checksum; only then does the second hand the
+/// tensors to the runner (a corrupt file changes nothing).
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
+  auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
+  const Plan &p = ex.plan();
+  TensorPtr meta;
+  std::vector<std::pair<std::string, std::pair<DType, Shape>>> tensors;
+  uint32_t sum = 0;
+  forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
+    if (name == "octet.meta") {
+      meta = t;
+      return;
+    }
+    if (!tensors.empty() && !(tensors.back().first < name))
+      throw bad("its tensors are not in the order Octet writes them");
+    sum = crc32Of(sum, name.data(), name.size());
+    sum = crc32Of(sum, t->bytes.data(), t->bytes.size());
+    tensors.push_back({name, {t->dtype, t->shape}});
+  });
   if (!meta)
     throw bad("not an Octet checkpoint (no octet.meta entry)");
   nlohmann::json json = nlohmann::json::parse(meta->bytes.begin(), meta->bytes.end(), nullptr, false);
@@ -274,13 +309,11 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
     throw Error(path + (sharded.empty() ? ": a sharded run's checkpoint; this plan's optimizer is not sharded"
                                         : ": not a sharded run's checkpoint; this plan shards its optimizer") +
                 " (compile the plan as the run that wrote it was)");
-  std::sort(tensors.begin(), tensors.end(), [](auto &a, auto &b) { return a.first < b.first; });
-  if (checksum(tensors) != uint32_t(crc))
+  if (sum != uint32_t(crc))
     throw bad("checksum mismatch (the file is corrupt)");
-  std::map<std::string, TensorPtr> state;
-  for (auto &[name, t] : ex.state())
-    if (sharded.count(name) == size_t(rank >= 0))
-      state.emplace(name, t);
+  std::map<std::string, const PlanValue *> state;
+  for (int id : checkpointStates(p, rank))
+    state.emplace(p.values[size_t(id)].name, &p.values[size_t(id)]);
   std::set<std::string> seen;
   // FP8 input scaling that Linears reading one tensor share (fp8-opt --share-input-scaling, on by
   // default) is one state, named after the first Linear: plans compiled with and without it differ.
@@ -290,21 +323,25 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
                  "setting to resume it)"
                : " (a checkpoint of another model or recipe?)";
   };
-  for (auto &[name, t] : tensors) {
+  for (auto &[name, ts] : tensors) {
     auto it = state.find(name);
     if (it == state.end())
       throw Error(path + ": tensor '" + name + "' is not state of this plan" + hint(name));
-    adoptFp8Codes(*t, it->second->dtype); // MS-AMP O2's FP8 first moments
-    if (it->second->dtype != t->dtype || it->second->shape != t->shape)
-      throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + " " + shapeString(t->shape) +
+    DType dt = ts.first == DType::U8 && isFp8(it->second->dtype) ? it->second->dtype : ts.first; // FP8 codes
+    if (it->second->dtype != dt || it->second->shape != ts.second)
+      throw Error(path + ": tensor '" + name + "' is " + dtypeName(dt) + " " + shapeString(ts.second) +
                   ", the plan expects " + dtypeName(it->second->dtype) + " " + shapeString(it->second->shape));
     seen.insert(name);
   }
-  for (auto &[name, t] : state)
+  for (auto &[name, v] : state)
     if (!seen.count(name))
       throw Error(path + ": no tensor '" + name + "'" + hint(name));
-  for (auto &[name, t] : tensors)
-    ex.setState(name, t);
+  forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
+    if (name == "octet.meta")
+      return;
+    adoptFp8Codes(*t, state.at(name)->dtype); // MS-AMP O2's FP8 first moments
+    ex.setState(name, std::move(t));
+  });
   return m;
 }
 
@@ -324,13 +361,20 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
       params.insert(p.values[size_t(id)].name);
   if (params.empty())
     throw Error("--report-memory needs a training plan (fp8-opt --train)");
-  std::map<std::string, const Tensor *> byName;
+  struct Held { // what a constant holds: its type, elements and bytes
+    DType dtype;
+    int64_t n;
+    double bytes;
+    int64_t numel() const { return n; }
+  };
+  std::map<std::string, Held> byName;
   std::map<std::string, std::string> roleOf;
   std::map<std::string, int64_t> wholeOf; // a rank's shard: the whole tensor's elements
   for (auto &[id, sh] : p.sharded)
     wholeOf[p.values[size_t(id)].name] = checkedBytes(sh.whole, 1);
-  for (auto &[id, t] : p.constants) {
-    byName[p.values[size_t(id)].name] = t.get();
+  for (auto &[id, kind] : p.constantKinds) {
+    const PlanValue &pv = p.values[size_t(id)];
+    byName[pv.name] = {pv.dtype, numElements(pv.shape), double(constantBytes(p, id))};
     auto r = p.roles.find(id);
     auto k = p.constantKinds.find(id);
     roleOf[p.values[size_t(id)].name] =
@@ -344,12 +388,12 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   int64_t total = 0;
   for (auto &[name, role] : roleOf)
     if (role == "fp8")
-      fp8State += double(byName[name]->bytes.size());
+      fp8State += byName[name].bytes;
   for (const std::string &param : params) {
     auto it = byName.find(param);
     if (it == byName.end())
       continue;
-    const Tensor *w = it->second;
+    const Held *w = &it->second;
     // O3 (master_weight): the master (float32, or MS-AMP's FP16) and the FP8 copy the forward
     // pass reads; sharded (master_shard): this rank's part of the master and the whole FP8 copy
     // it gathers.
@@ -360,12 +404,12 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     for (auto &[name, role] : roleOf)
       if (!low && (role == "optimizer" || role == "optimizer_shard") &&
           name.compare(0, param.size() + 1, param + ".") == 0)
-        low = byName[name]->dtype != DType::F32;
+        low = byName[name].dtype != DType::F32;
     Group &g = low ? fp8Lin : other;
     int64_t n = wholeOf.count(param) ? wholeOf[param] : w->numel();
     g.params += n;
     total += n;
-    g.weights += double(w->bytes.size()) + (master ? double(n) : 0.0); // O3: + the FP8 copy
+    g.weights += w->bytes + (master ? double(n) : 0.0); // O3: + the FP8 copy
     auto gs = p.gradStorage.find(param);
     auto gi = std::find_if(p.gradients.begin(), p.gradients.end(), [&](auto &g) { return g.first == param; });
     DType gd = gs != p.gradStorage.end() ? gs->second
@@ -375,7 +419,7 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
     g.grads += double(n) * double(dtypeSize(gd));
     for (auto &[name, role] : roleOf)
       if ((role == "optimizer" || role == "optimizer_shard") && name.compare(0, param.size() + 1, param + ".") == 0)
-        g.optim += double(byName[name]->bytes.size());
+        g.optim += byName[name].bytes;
   }
   auto row = [&](const char *label, const Group &g) {
     if (!g.params)
@@ -553,7 +597,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     for (auto &[tid, kind] : p.constantKinds) {
       const PlanValue &tv = p.values[size_t(tid)];
       int id = ep.findValue(tv.name);
-      if (kind != ConstantKind::State || id < 0 || !ep.constants.count(id))
+      if (kind != ConstantKind::State || id < 0 || !ep.constantKinds.count(id))
         continue;
       if (ep.values[size_t(id)].shape != tv.shape)
         throw Error("--eval-plan " + o.evalPlan + ": '" + tv.name + "' is " + shapeString(ep.values[size_t(id)].shape) +
@@ -600,10 +644,12 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss,comm_bytes\n";
   }
   std::vector<std::string> fp8Scales;
-  for (auto &[name, t] : ex.state())
-    if (endsWith(name, ".fp8.input.scale") || endsWith(name, ".fp8.weight.scale") ||
-        endsWith(name, ".fp8.grad_output.scale"))
+  for (auto &[id, kind] : p.constantKinds) { // the names alone (state() would copy every tensor off the device)
+    const std::string &name = p.values[size_t(id)].name;
+    if (kind == ConstantKind::State && (endsWith(name, ".fp8.input.scale") || endsWith(name, ".fp8.weight.scale") ||
+                                        endsWith(name, ".fp8.grad_output.scale")))
       fp8Scales.push_back(name);
+  }
   std::vector<std::string> fp8Sampled; // each scale's amax history, then the scale
   for (const std::string &s : fp8Scales) {
     fp8Sampled.push_back(s.substr(0, s.size() - 5) + "amax_history");

@@ -19,21 +19,21 @@ std::string weightsUnavailable(const Plan &p) {
   return "";
 }
 
-NamedTensors trainedWeights(const Runner &ex) {
+std::vector<TensorSource> trainedWeights(const Runner &ex) {
   const Plan &p = ex.plan();
-  std::map<std::string, TensorPtr> state = ex.state();
-  NamedTensors out;
+  std::vector<TensorSource> out;
   for (auto &[id, role] : p.roles) {
     if (role != "weight" && role != "master_weight")
       continue;
-    const std::string &name = p.values[size_t(id)].name;
-    auto it = state.find(name);
-    if (it == state.end())
-      throw Error("--save-weights: the plan's weight '" + name + "' is not in the runner's state");
-    const Tensor &t = *it->second;
-    out.emplace_back(name, t.dtype == DType::F32 ? it->second : std::make_shared<Tensor>(t.castTo(DType::F32)));
+    const PlanValue &v = p.values[size_t(id)];
+    out.push_back({v.name, DType::F32, v.shape, [&ex, name = v.name] {
+                     TensorPtr t = ex.stateTensor(name);
+                     if (!t)
+                       throw Error("--save-weights: the plan's weight '" + name + "' is not in the runner's state");
+                     return t->dtype == DType::F32 ? t : std::make_shared<Tensor>(t->castTo(DType::F32));
+                   }});
   }
-  std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.first < b.first; });
+  std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.name < b.name; });
   return out;
 }
 
@@ -53,30 +53,37 @@ static const char *safetensorsDtype(DType t) {
   }
 }
 
-void writeSafetensors(const std::string &path, const NamedTensors &tensors,
+void writeSafetensors(const std::string &path, const std::vector<TensorSource> &tensors,
                       const std::map<std::string, std::string> &metadata) {
   JsonOut header = JsonOut::object();
   if (!metadata.empty())
     header["__metadata__"] = metadata;
   size_t offset = 0;
-  for (auto &[name, t] : tensors) {
-    const char *dtype = safetensorsDtype(t->dtype);
+  for (const TensorSource &t : tensors) {
+    const char *dtype = safetensorsDtype(t.dtype);
     if (!dtype)
-      throw Error(path + ": tensor '" + name + "' is " + dtypeName(t->dtype) + ", which safetensors does not hold");
-    header[name] = {{"dtype", dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
-    offset += t->bytes.size();
+      throw Error(path + ": tensor '" + t.name + "' is " + dtypeName(t.dtype) + ", which safetensors does not hold");
+    size_t bytes = size_t(numElements(t.shape)) * dtypeSize(t.dtype);
+    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string json = dumpJson(header);
   json.append((8 - json.size() % 8) % 8, ' '); // the data starts 8-byte aligned (the format's own writers pad so)
-  std::string bytes(8, '\0');
+  std::string head(8, '\0');
   uint64_t n = json.size();
   for (int i = 0; i < 8; ++i)
-    bytes[size_t(i)] = char((n >> (8 * i)) & 0xFF); // little-endian
-  bytes += json;
-  bytes.reserve(bytes.size() + offset);
-  for (auto &[name, t] : tensors)
-    bytes.append(reinterpret_cast<const char *>(t->bytes.data()), t->bytes.size());
-  writeFileAtomically(path, bytes);
+    head[size_t(i)] = char((n >> (8 * i)) & 0xFF); // little-endian
+  head += json;
+  writeFileAtomically(path, [&](const std::function<void(const void *, size_t)> &put) {
+    put(head.data(), head.size());
+    for (const TensorSource &t : tensors) {
+      TensorPtr v = t.fetch();
+      if (!v || v->dtype != t.dtype || v->shape != t.shape)
+        throw Error("tensor '" + t.name + "' is not the " + std::string(dtypeName(t.dtype)) + " " +
+                    shapeString(t.shape) + " its header says");
+      put(v->bytes.data(), v->bytes.size());
+    }
+  });
 }
 
 } // namespace octet::rt

@@ -45,6 +45,7 @@ class OneState : public Runner {
 public:
   explicit OneState(TensorPtr t) : t_(std::move(t)) {
     plan_.values.push_back({"big", DType::U8, false, true, t_->shape});
+    plan_.constantKinds[0] = ConstantKind::State; // the checkpoint holds the plan's state
   }
   const Plan &plan() const override { return plan_; }
   void run(const std::map<std::string, TensorPtr> &, bool) override {}

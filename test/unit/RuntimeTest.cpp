@@ -1,10 +1,12 @@
 //===- RuntimeTest.cpp - CPU reference runtime: conversions and kernels ---===//
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Fp8.h"
+#include "octet/runtime/NormalInit.h"
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/StochasticRound.h"
 
 #include "../../runtime/src/LogWriter.h"
+#include "TestPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -22,6 +25,93 @@
 using namespace octet::rt;
 
 namespace {
+
+// --init-params' draws (NormalInit.h): any range, drawn by jumping ahead, equals the same elements
+// of the sequential stream fp8-run has always drawn (xorshift64, two states per Box-Muller pair);
+// past the tensor's end (a shard's padding) the draws are zeros.
+TEST(NormalInit, JumpAheadEqualsTheSequentialStream) {
+  const int64_t n = 1001;
+  const double stdev = 0.02;
+  const uint64_t key = 8 * 0x9E3779B97F4A7C15ull ^ 12345;
+  std::vector<float> seq(n);
+  uint64_t s = key;
+  auto next = [&s] { return s = init::xorshiftStep(s); };
+  for (int64_t i = 0; i < n; i += 2) {
+    double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
+    double r = std::sqrt(-2 * std::log(u1)) * stdev;
+    seq[size_t(i)] = float(r * std::cos(6.283185307179586 * u2));
+    if (i + 1 < n)
+      seq[size_t(i + 1)] = float(r * std::sin(6.283185307179586 * u2));
+  }
+  static const init::XorshiftJump jump;
+  // 2^40 single steps by squaring equal 2^40 applications of T^(2^39) twice.
+  EXPECT_EQ(init::jumpAhead(jump.cols, key, uint64_t(1) << 40),
+            jump.apply(39, jump.apply(39, key)));
+  for (int64_t first : {0, 1, 2, 333, 998, 1000, 1001, 1500})
+    for (int64_t len : {1, 2, 7, 64, 700}) {
+      std::vector<float> got(size_t(len), -1.0f);
+      init::drawRange(jump.cols, key, stdev, n, first, len, [&](int64_t i, float v) { got[size_t(i)] = v; });
+      for (int64_t i = 0; i < len; ++i)
+        ASSERT_EQ(got[size_t(i)], first + i < n ? seq[size_t(first + i)] : 0.0f) << first << "+" << i;
+    }
+  // A long jump matches stepping: 10^6 states ahead.
+  uint64_t t = key;
+  for (int i = 0; i < 1000000; ++i)
+    t = init::xorshiftStep(t);
+  EXPECT_EQ(init::jumpAhead(jump.cols, key, 1000000), t);
+}
+
+// loadPlan with LoadOptions::deferBytes leaves the parameters and state of that size in the file:
+// `constants` lacks them, forEachChunk streams their bytes (a splat's element repeated), and the
+// CPU reference, which materializes them, computes what a plan loaded whole computes. The
+// checksum still covers the deferred bytes: a flipped byte in them is refused at load.
+TEST(Plan, DeferredConstantsStreamFromTheFile) {
+  std::string path = ::testing::TempDir() + "/deferred.plan";
+  std::vector<float> w;
+  std::string file = writeTestPlan(path, w);
+  Plan whole = loadPlan(path);
+  EXPECT_TRUE(whole.deferred.empty());
+  Plan lazy = loadPlan(path, {kDeferBytes});
+  ASSERT_EQ(lazy.deferred.size(), 2u); // w (3 MiB) and m (2 MiB); b is loaded
+  EXPECT_EQ(lazy.constants.size(), 1u);
+  EXPECT_EQ(constantBytes(lazy, 0), 768u * 1024 * 4);
+  std::vector<uint8_t> got(size_t(constantBytes(lazy, 0)));
+  size_t pieces = 0;
+  forEachChunk(lazy, 0, [&](uint64_t at, const uint8_t *p, size_t n) {
+    ++pieces;
+    std::memcpy(got.data() + at, p, n);
+  });
+  EXPECT_EQ(std::memcmp(got.data(), w.data(), got.size()), 0);
+  EXPECT_EQ(pieces, 1u);
+  uint64_t mBytes = 0;
+  bool zeros = true;
+  forEachChunk(lazy, 2, [&](uint64_t, const uint8_t *p, size_t n) {
+    mBytes += n;
+    for (size_t i = 0; i < n; ++i)
+      zeros = zeros && p[i] == 0;
+  });
+  EXPECT_EQ(mBytes, 512u * 1024 * 4);
+  EXPECT_TRUE(zeros);
+  // The file replaced on disk after the load (an atomic rewrite): the plan reads the file it checked.
+  std::remove(path.c_str());
+  std::ofstream(path, std::ios::binary) << "replaced";
+  Executor lazyEx(lazy), wholeEx(whole);
+  EXPECT_TRUE(lazyEx.plan().deferred.empty());
+  lazyEx.run({}, false);
+  wholeEx.run({}, false);
+  for (const char *v : {"w_out", "b_out"})
+    EXPECT_EQ(lazyEx.value(v)->bytes, wholeEx.value(v)->bytes) << v;
+  EXPECT_EQ(lazyEx.state().at("m")->bytes, wholeEx.state().at("m")->bytes);
+  // A byte of w flipped: the checksum refuses the file, deferred or not.
+  file[file.size() - 100] ^= 1;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
+  try {
+    loadPlan(path, {kDeferBytes});
+    FAIL() << "a corrupt plan loaded";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+}
 
 // Every code decodes to sign * 2^e * (1 + m/2^M) (or the subnormal / special value).
 TEST(Fp8, DecodeAllCodes) {
@@ -521,6 +611,46 @@ TEST(Npz, RoundTrip) {
   EXPECT_EQ(back[0].second->shape, (Shape{2, 3}));
   EXPECT_EQ(back[0].second->bytes, t->bytes);
   std::remove(path.c_str());
+}
+
+// writeNpzStreamed fetches each entry when it writes it and drops it before the next (one tensor
+// in memory at a time: checkpoints of models larger than the host), in order; forEachNpzEntry
+// reads them back one at a time. A fetched tensor that is not what was announced fails the write
+// with its name, and leaves no file.
+TEST(Npz, StreamedWriteHoldsOneTensorAtATime) {
+  std::string path = ::testing::TempDir() + "/octet-streamed.npz";
+  std::vector<std::weak_ptr<Tensor>> fetched;
+  std::vector<TensorSource> entries;
+  for (int k = 0; k < 5; ++k)
+    entries.push_back({"t" + std::to_string(k), DType::F32, Shape{3, 1000 + k}, [&, k] {
+                         for (auto &w : fetched)
+                           EXPECT_TRUE(w.expired()) << "a tensor before t" << k << " is still held";
+                         auto t = std::make_shared<Tensor>(DType::F32, Shape{3, 1000 + k});
+                         for (int64_t i = 0; i < t->numel(); ++i)
+                           t->data<float>()[i] = float(k * 10000 + i);
+                         fetched.push_back(t);
+                         return t;
+                       }});
+  writeNpzStreamed(path, entries);
+  ASSERT_EQ(fetched.size(), 5u);
+  int k = 0;
+  forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
+    EXPECT_EQ(name, "t" + std::to_string(k));
+    ASSERT_EQ(t->shape, (Shape{3, 1000 + k}));
+    EXPECT_EQ(t->data<float>()[2999 + k], float(k * 10000 + 2999 + k));
+    ++k;
+  });
+  EXPECT_EQ(k, 5);
+  std::remove(path.c_str());
+  entries[3].fetch = [] { return std::make_shared<Tensor>(DType::F32, Shape{2, 2}); };
+  try {
+    writeNpzStreamed(path, entries);
+    FAIL() << "a tensor of another shape was written";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("'t3'"), std::string::npos) << e.what();
+  }
+  std::ifstream gone(path);
+  EXPECT_FALSE(gone.good());
 }
 
 //===----------------------------------------------------------------------===//

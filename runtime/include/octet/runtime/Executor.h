@@ -95,6 +95,11 @@ public:
   }
   /// Replaces a state tensor or a parameter (same dtype and shape).
   virtual void setState(const std::string &name, TensorPtr t) = 0;
+  /// Fills state tensor or parameter `name` (F32, F16 or BF16) with --init-params' N(0, stdev)
+  /// draws of the stream `key` (NormalInit.h): elements [first, first + its size) of a tensor of
+  /// `wholeNumel` elements (a rank's shard of a sharded one: its part, zeros past the end). This
+  /// default draws on the host and calls setState; a device backend draws where the tensor lives.
+  virtual void drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel, int64_t first);
   /// "cpu", "cuda".
   virtual std::string device() const = 0;
 };

@@ -11,7 +11,9 @@
 
 #include "octet/runtime/Tensor.h"
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <istream>
 #include <string>
@@ -55,6 +57,7 @@ enum class ConstantKind { Const, Param, State };
 
 struct Plan {
   uint32_t version = kPlanVersion;
+  std::string name; // the file it was read from, for messages
   std::string producer, recipe;
   std::vector<PlanValue> values;
   std::vector<int> inputs, outputs;
@@ -83,6 +86,19 @@ struct Plan {
   std::map<int, ShardedConstant> sharded;
   /// Training plans: optimizer settings (optimizer, msamp_level).
   std::map<std::string, std::string> training;
+
+  /// Parameters and state whose bytes stay in the plan file (loadPlan with LoadOptions::defer):
+  /// `constants` has no entry for them (constantKinds, roles do). A device backend streams each one
+  /// to the device (forEachChunk), the CPU reference reads them all (materializeDeferred), so a
+  /// model's weights and optimizer state never sit whole in host memory on the way to a GPU.
+  struct Deferred {
+    uint64_t offset = 0, bytes = 0; // in the data blob: the tensor's bytes, or a splat's one element
+    std::vector<uint8_t> splat;     // a splat constant's element (read at load), repeated
+  };
+  std::map<int, Deferred> deferred;
+  /// The open plan file (the checksum was verified on these bytes) and where its data blob starts.
+  std::shared_ptr<std::istream> source;
+  uint64_t dataOffset = 0;
 
   /// The compiler's activation arena: one offset per non-constant tensor
   /// (docs/PLAN.md); loadPlan checks that buffers alive at once never overlap.
@@ -153,10 +169,27 @@ void copyShard(const Tensor &whole, int64_t rank, Tensor &shard);
 /// Each sharded constant becomes rank `rank`'s shard; the whole tensors are dropped.
 void selectShards(Plan &plan, int64_t rank);
 
+struct LoadOptions {
+  /// Leave parameters and state of at least `deferBytes` bytes in the file (Plan::deferred); 0: none.
+  uint64_t deferBytes = 0;
+};
+/// What fp8-run defers: every parameter or state tensor of 1 MiB or more.
+constexpr uint64_t kDeferBytes = uint64_t(1) << 20;
+
 /// Reads and validates a plan file; throws Error with a one-line message.
-Plan loadPlan(const std::string &path);
-/// The same from any seekable stream (`name` in errors): the fuzz target's entry.
-Plan readPlan(std::istream &in, const std::string &name);
+Plan loadPlan(const std::string &path, const LoadOptions &o = {});
+/// The same from any seekable stream (`name` in errors): the fuzz target's entry. With
+/// `o.deferBytes`, `in` stays the plan's source and must outlive it.
+Plan readPlan(std::istream &in, const std::string &name, const LoadOptions &o = {});
+
+/// The bytes of deferred constant `id`, in order, in pieces of at most 64 MiB: `put(offset, data,
+/// n)`. Throws Error naming the plan if the file cannot be read.
+void forEachChunk(const Plan &plan, int id,
+                  const std::function<void(uint64_t offset, const uint8_t *data, size_t n)> &put);
+/// Every deferred constant read into `constants` (the CPU reference's way in).
+void materializeDeferred(Plan &plan);
+/// The bytes a constant (deferred or not) holds.
+uint64_t constantBytes(const Plan &plan, int id);
 
 } // namespace octet::rt
 

@@ -21,12 +21,14 @@ namespace octet::rt {
 /// masters are sharded across ranks (MS-AMP O3 with fp8-opt --shard-optimizer).
 std::string weightsUnavailable(const Plan &p);
 
-/// The trained parameters (roles weight and master_weight) in float32, sorted by name.
-NamedTensors trainedWeights(const Runner &ex);
+/// The trained parameters (roles weight and master_weight) in float32, sorted by name: each taken
+/// from the runner (off the device) and widened when a writer reaches it.
+std::vector<TensorSource> trainedWeights(const Runner &ex);
 
 /// Writes `tensors` as a .safetensors file (an 8-byte header length, the JSON header with each
-/// tensor's dtype, shape and byte range and the `metadata`, then the bytes), atomically.
-void writeSafetensors(const std::string &path, const NamedTensors &tensors,
+/// tensor's dtype, shape and byte range and the `metadata`, then the bytes), atomically, fetching
+/// one tensor at a time.
+void writeSafetensors(const std::string &path, const std::vector<TensorSource> &tensors,
                       const std::map<std::string, std::string> &metadata);
 
 } // namespace octet::rt
