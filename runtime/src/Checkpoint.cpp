@@ -1,0 +1,183 @@
+//===- Checkpoint.cpp - fp8-run's checkpoints, one tensor at a time ---------===//
+#include "TrainData.h"
+
+#include "octet/runtime/Npz.h"
+
+#include "Json.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace octet::rt {
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count, int rank, size_t shards) {
+  JsonOut j = {{"format", "octet-checkpoint"}, {"version", 1},          {"step", m.step},
+                      {"seed", m.seed},               {"data", m.data},        {"recipe", m.recipe},
+                      {"world_size", m.worldSize},    {"tensors", count},      {"crc32", crc}};
+  if (rank >= 0)
+    j["rank"] = rank;
+  else if (shards)
+    j["shard_files"] = m.worldSize;
+  return dumpJson(j);
+}
+
+std::set<std::string> shardedStates(const Plan &p) {
+  std::set<std::string> names;
+  for (auto &[id, role] : p.roles)
+    if (role == "optimizer_shard" || role == "master_shard")
+      names.insert(p.values[size_t(id)].name);
+  return names;
+}
+
+std::string shardCheckpointPath(const std::string &path, int rank) {
+  std::string stem = endsWith(path, ".npz") ? path.substr(0, path.size() - 4) : path;
+  return stem + ".rank" + std::to_string(rank) + ".npz";
+}
+
+/// The state a checkpoint file holds, sorted by name (the checksum's order): all of it, or with
+/// `rank` >= 0 a rank's sharded part, or with -1 the rest.
+static std::vector<int> checkpointStates(const Plan &p, int rank) {
+  std::set<std::string> sharded = shardedStates(p);
+  std::vector<int> ids;
+  for (auto &[id, kind] : p.constantKinds)
+    if (kind == ConstantKind::State && sharded.count(p.values[size_t(id)].name) == size_t(rank >= 0))
+      ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [&](int a, int b) { return p.values[size_t(a)].name < p.values[size_t(b)].name; });
+  return ids;
+}
+
+/// Each tensor is taken off the runner when the archive writer reaches it, and its bytes enter the
+/// checksum then; octet.meta, written last, carries the checksum (its JSON padded with spaces to
+/// the length of the longest checksum's, the size announced before the tensors are read).
+void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank) {
+  const Plan &p = ex.plan();
+  std::vector<int> ids = checkpointStates(p, rank);
+  size_t shards = shardedStates(p).size();
+  uint32_t crc = 0;
+  size_t next = 0; // entries must be fetched in order for the checksum
+  std::vector<TensorSource> entries;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const PlanValue &v = p.values[size_t(ids[k])];
+    entries.push_back({v.name, v.dtype, v.shape, [&, k, name = v.name]() -> TensorPtr {
+                         if (next++ != k)
+                           throw Error("the archive writer took '" + name + "' out of order");
+                         TensorPtr t = ex.stateTensor(name);
+                         if (t) {
+                           crc = crc32Of(crc, name.data(), name.size());
+                           crc = crc32Of(crc, t->bytes.data(), t->bytes.size());
+                         }
+                         return t;
+                       }});
+  }
+  size_t width = metaJson(meta, UINT32_MAX, ids.size(), rank, shards).size();
+  entries.push_back({"octet.meta", DType::U8, Shape{int64_t(width)}, [&]() -> TensorPtr {
+                       if (next != ids.size())
+                         throw Error("octet.meta was reached before every tensor was written");
+                       std::string json = metaJson(meta, crc, ids.size(), rank, shards);
+                       json.resize(width, ' ');
+                       auto m = std::make_shared<Tensor>(DType::U8, Shape{int64_t(width)});
+                       std::memcpy(m->bytes.data(), json.data(), width);
+                       return m;
+                     }});
+  writeNpzStreamed(path, entries);
+}
+
+/// Two passes over the file, one tensor in memory at a time: the first checks octet.meta, the
+/// names, types and shapes against the plan and the checksum; only then does the second hand the
+/// tensors to the runner (a corrupt file changes nothing).
+CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
+  auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
+  const Plan &p = ex.plan();
+  TensorPtr meta;
+  std::vector<std::pair<std::string, std::pair<DType, Shape>>> tensors;
+  uint32_t sum = 0;
+  forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
+    if (name == "octet.meta") {
+      meta = t;
+      return;
+    }
+    if (!tensors.empty() && !(tensors.back().first < name))
+      throw bad("its tensors are not in the order Octet writes them");
+    sum = crc32Of(sum, name.data(), name.size());
+    sum = crc32Of(sum, t->bytes.data(), t->bytes.size());
+    tensors.push_back({name, {t->dtype, t->shape}});
+  });
+  if (!meta)
+    throw bad("not an Octet checkpoint (no octet.meta entry)");
+  nlohmann::json json = nlohmann::json::parse(meta->bytes.begin(), meta->bytes.end(), nullptr, false);
+  if (json.is_discarded())
+    throw bad("octet.meta is not valid JSON");
+  // Every field is checked as any input is: a wrong type or an impossible value is a corrupt file.
+  auto field = [&](const char *key, auto fallback) {
+    using T = decltype(fallback);
+    auto it = json.find(key);
+    if (it == json.end())
+      return fallback;
+    bool ok = std::is_same_v<T, std::string> ? it->is_string() : it->is_number_integer();
+    if (!ok)
+      throw bad(std::string("octet.meta field '") + key + "' has the wrong type");
+    return it->template get<T>();
+  };
+  if (!json.is_object() || field("format", std::string()) != "octet-checkpoint" || field("version", int64_t(0)) != 1)
+    throw bad("unknown checkpoint format");
+  CheckpointMeta m;
+  m.step = field("step", int64_t(0));
+  m.seed = field("seed", uint64_t(0));
+  m.data = field("data", std::string());
+  m.recipe = field("recipe", std::string());
+  m.worldSize = field("world_size", int64_t(1));
+  int64_t crc = field("crc32", int64_t(-1));
+  if (m.step < 0 || m.worldSize < 1 || crc < 0 || crc > int64_t(UINT32_MAX) ||
+      field("tensors", int64_t(-1)) != int64_t(tensors.size()))
+    throw bad("octet.meta has an impossible step, world size, tensor count or checksum");
+  std::set<std::string> sharded = shardedStates(ex.plan());
+  if (field("rank", int64_t(-1)) != rank)
+    throw bad(rank >= 0 ? "not rank " + std::to_string(rank) + "'s file of a sharded checkpoint"
+                        : "a rank's file of a sharded checkpoint; resume from the file the run was given");
+  if (rank < 0 && field("shard_files", int64_t(0)) != (sharded.empty() ? 0 : m.worldSize))
+    throw Error(path + (sharded.empty() ? ": a sharded run's checkpoint; this plan's optimizer is not sharded"
+                                        : ": not a sharded run's checkpoint; this plan shards its optimizer") +
+                " (compile the plan as the run that wrote it was)");
+  if (sum != uint32_t(crc))
+    throw bad("checksum mismatch (the file is corrupt)");
+  std::map<std::string, const PlanValue *> state;
+  for (int id : checkpointStates(p, rank))
+    state.emplace(p.values[size_t(id)].name, &p.values[size_t(id)]);
+  std::set<std::string> seen;
+  // FP8 input scaling that Linears reading one tensor share (fp8-opt --share-input-scaling, on by
+  // default) is one state, named after the first Linear: plans compiled with and without it differ.
+  auto hint = [](const std::string &name) {
+    return name.find(".fp8.input.") != std::string::npos
+               ? " (a checkpoint of a plan compiled with another --share-input-scaling? compile with the other "
+                 "setting to resume it)"
+               : " (a checkpoint of another model or recipe?)";
+  };
+  for (auto &[name, ts] : tensors) {
+    auto it = state.find(name);
+    if (it == state.end())
+      throw Error(path + ": tensor '" + name + "' is not state of this plan" + hint(name));
+    DType dt = ts.first == DType::U8 && isFp8(it->second->dtype) ? it->second->dtype : ts.first; // FP8 codes
+    if (it->second->dtype != dt || it->second->shape != ts.second)
+      throw Error(path + ": tensor '" + name + "' is " + dtypeName(dt) + " " + shapeString(ts.second) +
+                  ", the plan expects " + dtypeName(it->second->dtype) + " " + shapeString(it->second->shape));
+    seen.insert(name);
+  }
+  for (auto &[name, v] : state)
+    if (!seen.count(name))
+      throw Error(path + ": no tensor '" + name + "'" + hint(name));
+  forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
+    if (name == "octet.meta")
+      return;
+    adoptFp8Codes(*t, state.at(name)->dtype); // MS-AMP O2's FP8 first moments
+    ex.setState(name, std::move(t));
+  });
+  return m;
+}
+
+} // namespace octet::rt

@@ -1,0 +1,103 @@
+//===- TrainData.cpp - fp8-run's token files: reading, checking, batching ---===//
+#include "TrainData.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace octet::rt {
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+static std::string readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw Error(path + ": cannot read (" + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+
+TokenData readTokens(const std::string &path, const std::string &dtype) { return parseTokens(readFile(path), path, dtype); }
+
+TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype) {
+  TokenData d;
+  d.path = path;
+  if (endsWith(path, ".npy")) {
+    // Token ids as tokenizers and nanoGPT's scripts save them: any little-endian integer type
+    // (numpy's uint16 is read as an integer here, not as the BF16 bits Octet's own arrays mean).
+    NpyHeader h = decodeNpyHeader(bytes, path);
+    const std::string &dt = h.descr;
+    bool little = dt.size() == 3 && (dt[0] == '<' || dt[0] == '|' || dt[0] == '=');
+    char kind = dt.size() == 3 ? dt[1] : '?';
+    int w = dt.size() == 3 ? dt[2] - '0' : 0;
+    bool integer = little && (kind == 'u' || kind == 'i') && (w == 1 || w == 2 || w == 4 || w == 8);
+    if (h.shape.size() != 1 || !integer) {
+      std::string name = !little ? dt + " (big-endian)"
+                         : kind == 'f' ? "float" + std::to_string(8 * w)
+                         : kind == 'b' ? std::string("bool")
+                                       : dt;
+      throw Error(path + ": expected a 1-D integer array of token ids, got " + name + " " + shapeString(h.shape));
+    }
+    int64_t n = h.shape[0];
+    if (n < 0 || uint64_t(bytes.size() - h.dataOffset) != uint64_t(n) * uint64_t(w))
+      throw Error(path + ": not a valid .npy array (data size does not match the shape)");
+    d.tokens.resize(size_t(n));
+    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + h.dataOffset);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t u = 0;
+      for (int k = 0; k < w; ++k)
+        u |= uint64_t(p[i * w + k]) << (8 * k);
+      int64_t v = kind == 'u' ? int64_t(u) : w == 8 ? int64_t(u) : int64_t(u << (64 - 8 * w)) >> (64 - 8 * w);
+      if (v < 0 || (kind == 'u' && w == 8 && u > uint64_t(INT64_MAX)) || v > int64_t(UINT32_MAX))
+        throw Error(path + ": token " + std::to_string(i) + " is " +
+                    (kind == 'u' ? std::to_string(u) : std::to_string(v)) + ", not a token id");
+      d.tokens[size_t(i)] = uint32_t(v);
+    }
+    return d;
+  }
+  size_t w = dtype == "uint16" ? 2 : dtype == "uint32" ? 4 : 0;
+  if (!w)
+    throw Error("--data-dtype: '" + dtype + "' is not valid; use uint16 or uint32");
+  if (bytes.size() % w)
+    throw Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of " + dtype +
+                " tokens (is --data-dtype right?)");
+  d.tokens.resize(bytes.size() / w);
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + i * w);
+    d.tokens[i] = w == 2 ? uint32_t(p[0] | p[1] << 8) : uint32_t(p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24);
+  }
+  return d;
+}
+
+/// The model's vocabulary (indexBound: the rows of the embedding the token input's ids index, or
+/// the loss's classes). Every token of `d` must be below it, or the step would stop at that Gather
+/// (or, in a plan where nothing checks, read past the table); the file and the first such token are
+/// named.
+void checkVocabulary(const Plan &p, int tokenInput, const TokenData &d, const std::string &dtype) {
+  std::string table;
+  int64_t vocab = indexBound(p, tokenInput, &table);
+  if (vocab < 0)
+    return;
+  for (size_t i = 0; i < d.tokens.size(); ++i)
+    if (int64_t(d.tokens[i]) >= vocab)
+      throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d.tokens[i]) +
+                  ", not below the model's vocabulary of " + std::to_string(vocab) + " (the rows of '" + table +
+                  "'); tokenize with the model's tokenizer" +
+                  (endsWith(d.path, ".npy") ? "" : " (and check --data-dtype, now " + dtype + ")"));
+}
+
+/// splitmix64: the batch positions are a pure function of (seed, step, row),
+/// so a resumed run reads exactly the batches the uninterrupted run would.
+uint64_t batchMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+} // namespace octet::rt
