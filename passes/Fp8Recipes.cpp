@@ -313,6 +313,9 @@ struct SubstitutePass : octet::impl::Fp8SubstituteBase<SubstitutePass> {
             addState(base + "amax_history", DenseElementsAttr::get(hist, 0.0f));
             addState(base + "scale", DenseElementsAttr::get(scalar, 1.0f));
             addState(base + "scale_inv", DenseElementsAttr::get(scalar, 1.0f));
+            if (role == StringRef("weight"))
+              for (Value v : ArrayRef<Value>(state).take_back(3))
+                v.getDefiningOp()->setAttr(octet::kFp8WeightScalingAttr, b.getUnitAttr());
             if (group && role == StringRef("input"))
               group->second.assign(state.end() - 3, state.end());
           }

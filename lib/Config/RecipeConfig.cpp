@@ -194,6 +194,57 @@ static std::string nearMiss(const std::string &key, const std::set<std::string> 
 
 static bool parseConfig(const std::string &text, const std::string &path, RecipeConfig &config, std::string &error);
 
+/// `deepspeed_config:` of a `distributed_type: DEEPSPEED` config: ZeRO stage 0 (data parallelism)
+/// and its gradient_accumulation_steps; every other setting Octet does not train as DeepSpeed
+/// would is refused by name.
+static bool readDeepSpeed(const YAML::Node &ds, const std::string &path, RecipeConfig &config, std::string &error) {
+  Reader r{path, error, "deepspeed_config."};
+  if (!ds || ds.IsNull() || !ds.IsMap()) {
+    r.block = "";
+    return r.fail("deepspeed_config", "distributed_type DEEPSPEED needs a deepspeed_config: map (zero_stage: 0)");
+  }
+  int64_t stage = -1;
+  for (const auto &kv : ds) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node &v = kv.second;
+    if (key == "gradient_accumulation_steps") {
+      if (!r.getInt(v, key, config.gradAccumSteps, 1, int64_t(1) << 20))
+        return false;
+    } else if (key == "zero_stage") {
+      if (!r.getInt(v, key, stage, 0, 3))
+        return false;
+    } else if (key == "offload_optimizer_device" || key == "offload_param_device") {
+      std::string d;
+      if (!r.getChoice(v, key, d, {"none", "cpu", "nvme"}, false))
+        return false;
+      if (d != "none")
+        return r.fail(key, "'" + d + "': Octet keeps every tensor on the device; use none");
+    } else if (key == "zero3_init_flag" || key == "zero3_save_16bit_model") {
+      bool b = false;
+      if (!r.getBool(v, key, b))
+        return false;
+    } else if (key == "deepspeed_multinode_launcher") {
+      std::string l;
+      if (!r.scalar(v, key, l))
+        return false;
+    } else if (key == "gradient_clipping") {
+      return r.fail(key, "not read from the config; clip with fp8-opt --clip-grad-norm");
+    } else if (key == "deepspeed_config_file") {
+      return r.fail(key, "a DeepSpeed JSON file is not read; put zero_stage and gradient_accumulation_steps in "
+                         "deepspeed_config:");
+    } else {
+      return r.fail(key, "unknown key; Octet reads gradient_accumulation_steps, zero_stage, offload_optimizer_device, "
+                         "offload_param_device, zero3_init_flag, zero3_save_16bit_model, deepspeed_multinode_launcher");
+    }
+  }
+  if (stage != 0)
+    return r.fail("zero_stage", stage < 0 ? std::string("missing; Octet trains DeepSpeed's stage 0 (data parallelism)")
+                                          : "ZeRO stage " + std::to_string(stage) +
+                                                " is not supported from a config; stage 0 is data parallelism "
+                                                "(fp8-opt --shard-optimizer N is ZeRO-2)");
+  return true;
+}
+
 bool parseAccelerateConfig(const std::string &text, const std::string &path, RecipeConfig &config,
                            std::string &error) {
   if (parseConfig(text, path, config, error))
@@ -265,12 +316,15 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     Reader top{path, error, ""};
     if (root["distributed_type"] && !root["distributed_type"].IsNull() &&
         !top.getChoice(root["distributed_type"], "distributed_type", config.distributedType,
-                       {"NO", "MULTI_GPU", "MULTI_CPU"}, true)) {
-      error += " (Octet trains data-parallel only; FSDP, DeepSpeed, Megatron-LM and XLA are not supported)";
+                       {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED"}, true)) {
+      error += " (Octet trains data-parallel only, DeepSpeed at ZeRO stage 0; FSDP, Megatron-LM and XLA are not "
+               "supported)";
       return false;
     }
     if (root["num_processes"] && !root["num_processes"].IsNull() &&
         !top.getInt(root["num_processes"], "num_processes", config.numProcesses, 1))
+      return false;
+    if (config.distributedType == "DEEPSPEED" && !readDeepSpeed(root["deepspeed_config"], path, config, error))
       return false;
     config.dataParallel = config.distributedType != "NO" || config.numProcesses > 1;
     if (root["mixed_precision"]) {

@@ -509,6 +509,8 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
     if (Attribute a = op.getAttr(("octet." + n).str()))
       if (failed(convertAttr(n, a, attrs, op.getLoc())))
         return failure();
+  if (op.hasAttr("octet.last_micro_batch")) // gradient accumulation (octet-micro-batch-phases)
+    attrs["last_micro_batch"] = llvm::json::Object{{"i", int64_t(1)}};
   o["type"] = type;
   o["name"] = ox::getNodeName(&op);
   o["in"] = std::move(ins);

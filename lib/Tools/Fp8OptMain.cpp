@@ -415,9 +415,15 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
                "to this many bytes (default 4 MiB; 0: each gradient its own all-reduce)"),
       cl::init(4 << 20), cl::cat(dpCat));
+  static cl::opt<int64_t> gradAccumSteps(
+      "grad-accum-steps",
+      cl::desc("Training: N micro-batches per optimizer step (Accelerate's gradient_accumulation_steps), the "
+               "gradients their mean, reduced and applied after the last (default 1)"),
+      cl::value_desc("N"), cl::init(1), cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
-                                cl::desc("With --train: gradients as outputs, no optimizer (for checking)"),
-                                cl::cat(trainCat));
+                                cl::desc("With --train: gradients as outputs, no optimizer (for checking; listed by "
+                                         "--help-hidden)"),
+                                cl::Hidden, cl::cat(trainCat));
   static cl::opt<std::string> lossName("loss", cl::desc("The loss output (default: the only scalar output)"),
                                        cl::value_desc("NAME"), cl::cat(trainCat));
   static cl::opt<std::string> freeze("freeze", cl::desc("Do not train parameters matching REGEX"),
@@ -542,6 +548,14 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (!train || gradOnly)
       return error(why + " trains across ranks; add --train (without --gradients-only)");
   }
+  int64_t accumSteps = gradAccumSteps.getNumOccurrences() ? gradAccumSteps.getValue() : rc.gradAccumSteps;
+  std::string accumWhy = gradAccumSteps.getNumOccurrences() ? std::string("--grad-accum-steps")
+                                                            : configFile + ": gradient_accumulation_steps";
+  if (accumSteps < 1 || accumSteps > (int64_t(1) << 20))
+    return error(accumWhy + "=" + std::to_string(accumSteps) + " is not valid; use 1 to 1048576 micro-batches");
+  if (accumSteps > 1 && (!train || gradOnly))
+    return error(accumWhy + " accumulates gradients over micro-batches of a training step; add --train (without "
+                 "--gradients-only)");
   if (!train && (gradOnly || lossName.getNumOccurrences() || freeze.getNumOccurrences() ||
                  optimizerName.getNumOccurrences() || lr.getNumOccurrences()))
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
@@ -575,6 +589,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;
+    f.gradAccumSteps = accumSteps;
     return trainingPipeline(module, f);
   };
   if (attentionWorkspaceBytes < 0)
@@ -651,6 +666,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--report needs a recipe (--recipe te|ao|msamp or --config with mixed_precision: fp8)");
   if (autocast)
     rc.backend = "none";
+  if (accumSteps > 1 && out == Emit::ONNX)
+    return error(accumWhy + ": an ONNX training step has no micro-batch phases; write a plan (-o model.plan)");
   if (format == InputFormat::ONNX && (splitInputFile || verifyDiagnostics))
     return error("--split-input-file and --verify-diagnostics apply to MLIR input only");
   JsonPlanReport jsonReport; // --report-format=json with a plan: one document, layers and plan
@@ -755,6 +772,8 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFp8ToQdq(qo));
       }
     }
+    if (accumSteps > 1) // what runs in the last micro-batch only: on the final ops
+      pm.addPass(createMicroBatchPhases());
     if (failed(pm.run(module)))
       return failure();
     if (report && dataParallelOn && !trial)

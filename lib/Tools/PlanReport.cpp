@@ -110,6 +110,33 @@ void octet::reportPlanFusions(ModuleOp module, llvm::raw_ostream &os) {
   if (!chunks.empty())
     os << "output layer and loss over token chunks: " << chunks.size() << " (" << chunkOps
        << " ops)\n";
+  reportGradientAccumulation(module, os);
+}
+
+/// octet-accumulate-gradients and octet-micro-batch-phases: the micro-batches, what the last one
+/// alone runs, and the accumulators' bytes.
+void octet::reportGradientAccumulation(ModuleOp module, llvm::raw_ostream &os) {
+  auto training = module->getAttrOfType<DictionaryAttr>(kTrainingAttr);
+  auto steps = training ? training.getAs<StringAttr>("grad_accum_steps") : StringAttr();
+  if (!steps)
+    return;
+  int64_t last = 0, every = 0, accumulators = 0, bytes = 0;
+  module.walk([&](Operation *op) {
+    if (auto role = op->getAttrOfType<StringAttr>(kRoleAttr); role && role.getValue() == "grad_accum") {
+      ++accumulators;
+      if (auto t = op->getResult(0).getType().dyn_cast<RankedTensorType>(); t && t.hasStaticShape())
+        bytes += t.getNumElements() * 4;
+      return;
+    }
+    StringRef name = op->getName().getStringRef();
+    if (name == "builtin.module" || name == "func.func" || name == "func.return" || name == "onnx.initializer" ||
+        name == "onnx.Constant" || name == "onnx.none")
+      return;
+    (op->hasAttr("octet.last_micro_batch") ? last : every) += 1;
+  });
+  os << "gradient accumulation: " << steps.getValue() << " micro-batches per optimizer step; " << every
+     << " ops run in each, " << last << " in the last only (gradient reductions, optimizer, weight scale updates); "
+     << accumulators << " float32 accumulators, " << bytes << " bytes\n";
 }
 
 std::string octet::JsonPlanReport::create() {

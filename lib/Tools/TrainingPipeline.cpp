@@ -63,6 +63,8 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
     o += " keep-gradients=false";
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))
     o += " fuse-msamp-adam=true";
+  if (f.gradAccumSteps > 1)
+    p += ",octet-accumulate-gradients{steps=" + std::to_string(f.gradAccumSteps) + "}";
   if (f.dataParallel)
     p += std::string(",octet-data-parallel{fp8-gradients=") +
          (!f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +

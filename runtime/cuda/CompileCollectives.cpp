@@ -54,6 +54,7 @@ bool CudaExecutor::compileCollective(const PlanOp &op, std::vector<Step> &out) {
     if (comm && comm->size() > 1) {
       ev = newCollective();
       allReduces_.push_back({dt, n});
+      allReducesLast_.push_back(op.lastMicroBatch);
     }
     if (!wait)
       collectiveOf_[op.outputs[0]] = ev;
@@ -142,6 +143,7 @@ bool CudaExecutor::compileCollective(const PlanOp &op, std::vector<Step> &out) {
     ReduceOp r = red == "max" ? ReduceOp::Max : red == "avg" ? ReduceOp::Avg : ReduceOp::Sum;
     int ev = newCollective();
     allReduces_.push_back({dt, inElems}); // the payload handed over, as the CPU reference counts it
+    allReducesLast_.push_back(op.lastMicroBatch);
     // A start reduces in place in the whole buffer (NCCL's in-place reduce-scatter: this rank's
     // slice of it receives), the done waits.
     // An all-gather's start copies the shard into its slot and gathers in place (NCCL's rule).

@@ -152,6 +152,7 @@ CudaExecutor::CudaExecutor(Plan plan, CudaOptions o) : plan_(std::move(plan)), o
     fusePointwiseChains();
   if (jit_ && opt_.castSources)
     fuseCastPointwise();
+  markProgramPhases();
   if (jit_) {
     std::string why = jit_->build();
     if (!why.empty()) {
@@ -428,7 +429,21 @@ void CudaExecutor::printSlowestOps() const {
   }
 }
 
-void CudaExecutor::body(bool updateState) {
+void CudaExecutor::markProgramPhases() {
+  programLast_.assign(program_.size(), 0);
+  for (size_t k = 0; k < program_.size(); ++k) {
+    const OpProgram &p = program_[k];
+    bool last = plan_.ops[p.op].lastMicroBatch;
+    for (const OpProgram &q : p.parts)
+      if (plan_.ops[q.op].lastMicroBatch != last)
+        throw Error("node '" + plan_.ops[q.op].name + "': fused on the GPU with '" + plan_.ops[p.op].name +
+                    "', which runs in another micro-batch phase (a bug in the executor's fusions; "
+                    "OCTET_CUDA_GRAPHS and the fusion switches help narrow it down)");
+    programLast_[k] = last;
+  }
+}
+
+void CudaExecutor::body(bool updateState, bool lastMicroBatch) {
   if (!updateState)
     saveInPlaceStates();
   if (!flagWhat_.empty())
@@ -442,6 +457,11 @@ void CudaExecutor::body(bool updateState) {
   }
   for (size_t k = 0; k < program_.size(); ++k) {
     const OpProgram &p = program_[k];
+    if (programLast_[k] && !lastMicroBatch) {
+      if (profile_)
+        cudaEventRecord(events[k + 1], stream_);
+      continue;
+    }
     for (const Step &s : p.steps)
       if (std::string e = s(stream_); !e.empty()) {
         const PlanOp &op = plan_.ops[p.op];
@@ -470,7 +490,7 @@ void CudaExecutor::body(bool updateState) {
     ++profiledRuns_;
   }
   if (updateState)
-    updateStates();
+    updateStates(lastMicroBatch);
   else
     restoreInPlaceStates();
 }
@@ -478,27 +498,34 @@ void CudaExecutor::body(bool updateState) {
 /// The new values of the states not updated in place move over the old: those up to 64 KiB (the
 /// FP8 scaling state: a history, scale and scale_inv per tensor) in one smallCopies launch, larger
 /// ones (parameters and moments of plans without in-place updates) as copies of their own.
-void CudaExecutor::updateStates() {
+void CudaExecutor::updateStates(bool lastMicroBatch) {
   constexpr size_t kSmall = 64 << 10;
-  if (!stateCopiesBuilt_) {
+  int w = lastMicroBatch ? 1 : 0;
+  auto applies = [&](size_t i) { return lastMicroBatch || !plan_.updateInLastOnly(i); };
+  if (!stateCopiesBuilt_[w]) {
     std::vector<dev::SmallCopy> small;
-    for (auto &[st, v] : plan_.stateUpdates)
-      if (ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) <= kSmall)
+    for (size_t i = 0; i < plan_.stateUpdates.size(); ++i) {
+      auto [st, v] = plan_.stateUpdates[i];
+      if (applies(i) && ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) <= kSmall)
         small.push_back({devicePtr(v), ptr_[size_t(st)], stateBytes(st)});
+    }
     if (!small.empty()) {
-      stateCopies_ = static_cast<dev::SmallCopy *>(alloc(small.size() * sizeof(dev::SmallCopy), "launch arguments"));
-      cudaCheck(cudaMemcpy(stateCopies_, small.data(), small.size() * sizeof(dev::SmallCopy), cudaMemcpyHostToDevice),
+      stateCopies_[w] =
+          static_cast<dev::SmallCopy *>(alloc(small.size() * sizeof(dev::SmallCopy), "launch arguments"));
+      cudaCheck(cudaMemcpy(stateCopies_[w], small.data(), small.size() * sizeof(dev::SmallCopy), cudaMemcpyHostToDevice),
                 "upload");
     }
-    nStateCopies_ = int(small.size());
-    stateCopiesBuilt_ = true;
+    nStateCopies_[w] = int(small.size());
+    stateCopiesBuilt_[w] = true;
   }
-  if (std::string e = dev::smallCopies(stateCopies_, nStateCopies_, stream_); !e.empty())
+  if (std::string e = dev::smallCopies(stateCopies_[w], nStateCopies_[w], stream_); !e.empty())
     throw Error("state update on the GPU: " + e);
-  for (auto &[st, v] : plan_.stateUpdates)
-    if (ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) > kSmall)
+  for (size_t i = 0; i < plan_.stateUpdates.size(); ++i) {
+    auto [st, v] = plan_.stateUpdates[i];
+    if (applies(i) && ptr_[size_t(v)] != ptr_[size_t(st)] && stateBytes(st) > kSmall)
       cudaCheck(cudaMemcpyAsync(ptr_[size_t(st)], devicePtr(v), stateBytes(st), cudaMemcpyDeviceToDevice, stream_),
                 "state update");
+  }
 }
 
 size_t CudaExecutor::stateBytes(int st) const {
@@ -536,14 +563,14 @@ void CudaExecutor::restoreInPlaceStates() {
     }
 }
 
-void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState) {
+void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState, bool lastMicroBatch) {
   Executor::checkInputs(plan_, inputs);
   for (int id : plan_.inputs) {
     const Tensor &t = *inputs.at(plan_.values[size_t(id)].name);
     cudaCheck(cudaMemcpyAsync(ptr_[size_t(id)], t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream_),
               "input upload");
   }
-  int g = updateState ? 1 : 0;
+  int g = graphIndex(updateState, lastMicroBatch);
   lastRunUpdated_ = updateState;
   if (graphs_[g]) {
     cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
@@ -551,7 +578,7 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
     cudaGraph_t graph = nullptr;
     try {
-      body(updateState);
+      body(updateState, lastMicroBatch);
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph)
@@ -564,7 +591,7 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(e, "graph instantiate");
     cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
   } else {
-    body(updateState);
+    body(updateState, lastMicroBatch);
     ++eagerRuns_[g];
   }
   std::vector<int> flags(flagWhat_.size());
@@ -572,8 +599,9 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(cudaMemcpyAsync(flags.data(), flags_, sizeof(int) * flags.size(), cudaMemcpyDeviceToHost, stream_),
               "flags");
   if (Communicator *comm = communicator(); comm && comm->deviceMemory() && comm->size() > 1) {
-    for (auto &[dt, n] : allReduces_)
-      comm->record(dt, n);
+    for (size_t i = 0; i < allReduces_.size(); ++i)
+      if (lastMicroBatch || !allReducesLast_[i])
+        comm->record(allReduces_[i].first, allReduces_[i].second);
     comm->waitFor(stream_); // fails, rather than hangs, when a peer is gone
   }
   cudaCheck(cudaStreamSynchronize(stream_), "step");

@@ -125,7 +125,7 @@ public:
   CudaExecutor(Plan plan, CudaOptions o);
   ~CudaExecutor() override;
   const Plan &plan() const override { return plan_; }
-  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState) override;
+  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState, bool lastMicroBatch) override;
   TensorPtr value(int id) const override;
   TensorPtr stateTensor(const std::string &name) const override;
   std::vector<TensorPtr> stateTensors(const std::vector<std::string> &names) const override;
@@ -376,19 +376,25 @@ private:
   size_t allocated_ = 0;
   std::map<std::string, size_t> allocatedBy_;
   std::vector<OpProgram> program_;
-  dev::SmallCopy *stateCopies_ = nullptr; // updateStates(): the small state copies, built on first use
-  int nStateCopies_ = 0;
-  bool stateCopiesBuilt_ = false;
+  // updateStates(): the small state copies, built on first use; [1] every state update (a last
+  // micro-batch), [0] those of every micro-batch (gradient accumulation's earlier ones).
+  dev::SmallCopy *stateCopies_[2] = {nullptr, nullptr};
+  int nStateCopies_[2] = {0, 0};
+  bool stateCopiesBuilt_[2] = {false, false};
   int *flags_ = nullptr;
   std::vector<std::string> flagWhat_;
   size_t scratchBytes_ = 0;
   char *scratch_ = nullptr;
   char *arena_ = nullptr; // the memory plan's arena (null: a plan without one)
   float *one_ = nullptr;
-  cudaGraphExec_t graphs_[2] = {nullptr, nullptr};
+  /// The step's CUDA graphs: with and without the state update, each for a last micro-batch (every
+  /// op) and for an earlier one (gradient accumulation: without the last micro-batch's ops).
+  cudaGraphExec_t graphs_[4] = {nullptr, nullptr, nullptr, nullptr};
+  static int graphIndex(bool updateState, bool lastMicroBatch) { return (updateState ? 1 : 0) + (lastMicroBatch ? 0 : 2); }
   /// fp8.all_reduce payloads of a step (type, elements): counted with the communicator per run,
   /// since a CUDA graph replays the collectives without calling it.
   std::vector<std::pair<DType, size_t>> allReduces_;
+  std::vector<char> allReducesLast_; // each one's plan op runs in the last micro-batch only
   /// Collectives run on their own stream, in plan order (NCCL's order on every rank): a start
   /// waits for `ready` of its operands on the step's stream and records `done`, which its done op
   /// (or a plain all-reduce right away) makes the step's stream wait for.
@@ -398,7 +404,7 @@ private:
   int newCollective();
   /// A collective op's launches (CompileCollectives.cpp); false for any other op.
   bool compileCollective(const PlanOp &op, std::vector<Step> &out);
-  int eagerRuns_[2] = {0, 0};
+  int eagerRuns_[4] = {0, 0, 0, 0}; // by graphIndex()
   std::set<int> liveAtEnd_;
   // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the
   // slowest (op type, output shape) groups with their effective bandwidth. The first run is not counted.
@@ -412,7 +418,7 @@ private:
   size_t stateBytes(int st) const;
   void saveInPlaceStates();
   void restoreInPlaceStates();
-  void updateStates();
+  void updateStates(bool lastMicroBatch);
   void printSlowestOps() const;
   /// cudaMalloc, counted in bytes() and under `what` in memory().
   void *alloc(size_t bytes, const char *what);
@@ -471,7 +477,11 @@ private:
   /// Plan op k if it is a row op (CompileRowOps.cpp: softmax, the norms and their gradients, the
   /// loss and its gradient); false if not.
   bool compileRowOp(size_t k, std::vector<Step> &out);
-  void body(bool updateState);
+  void body(bool updateState, bool lastMicroBatch);
+  /// Gradient accumulation: whether program k runs in an optimizer step's last micro-batch only
+  /// (its plan op's lastMicroBatch; a fused program's parts all agree, checked at load).
+  std::vector<char> programLast_;
+  void markProgramPhases();
   TensorPtr download(int id) const;
   void upload(int id, const Tensor &t);
 };

@@ -41,12 +41,15 @@ std::string shardCheckpointPath(const std::string &path, int rank) {
 }
 
 /// The state a checkpoint file holds, sorted by name (the checksum's order): all of it, or with
-/// `rank` >= 0 a rank's sharded part, or with -1 the rest.
+/// `rank` >= 0 a rank's sharded part, or with -1 the rest. Gradient accumulators (role
+/// grad_accum) are left out: between optimizer steps they hold nothing a run reads (the next
+/// step's first micro-batch overwrites them), and they are as large as the parameters.
 static std::vector<int> checkpointStates(const Plan &p, int rank) {
   std::set<std::string> sharded = shardedStates(p);
   std::vector<int> ids;
   for (auto &[id, kind] : p.constantKinds)
-    if (kind == ConstantKind::State && sharded.count(p.values[size_t(id)].name) == size_t(rank >= 0))
+    if (kind == ConstantKind::State && sharded.count(p.values[size_t(id)].name) == size_t(rank >= 0) &&
+        !(p.roles.count(id) && p.roles.at(id) == "grad_accum"))
       ids.push_back(id);
   std::sort(ids.begin(), ids.end(), [&](int a, int b) { return p.values[size_t(a)].name < p.values[size_t(b)].name; });
   return ids;

@@ -138,12 +138,14 @@ void Executor::checkInputs(const Plan &plan, const std::map<std::string, TensorP
   }
 }
 
-void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState) {
+void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateState, bool lastMicroBatch) {
   checkInputs(plan_, inputs);
   for (int id : plan_.inputs)
     values_[size_t(id)].tensor = inputs.at(plan_.values[size_t(id)].name);
   for (size_t k = 0; k < plan_.ops.size(); ++k) {
     const PlanOp &op = plan_.ops[k];
+    if (op.lastMicroBatch && !lastMicroBatch)
+      continue;
     // BF16 storage (fp8-opt --activation-precision=bf16): every kernel computes in float32 from the
     // widened operands (exact), and a float32 result the plan stores in BF16 is rounded to nearest
     // even below, which is what a GPU kernel loading and storing BF16 computes.
@@ -180,8 +182,9 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
     }
   }
   if (updateState)
-    for (auto &[stateId, valueId] : plan_.stateUpdates)
-      values_[size_t(stateId)].tensor = values_[size_t(valueId)].tensor;
+    for (size_t i = 0; i < plan_.stateUpdates.size(); ++i)
+      if (lastMicroBatch || !plan_.updateInLastOnly(i))
+        values_[size_t(plan_.stateUpdates[i].first)].tensor = values_[size_t(plan_.stateUpdates[i].second)].tensor;
 }
 
 TensorPtr Executor::value(int id) const {

@@ -115,6 +115,7 @@ std::map<std::string, TensorPtr> syntheticInputs(const Plan &p, uint64_t seed) {
       switch (v.dtype) {
       case DType::I64: t->data<int64_t>()[i] = int64_t(next() % ids); break;
       case DType::I32: t->data<int32_t>()[i] = int32_t(next() % ids); break;
+      case DType::Bool: t->data<uint8_t>()[i] = uint8_t(next() & 1); break;
       case DType::F32: {
         double u1 = (double(next() >> 11) + 0.5) / 9007199254740992.0, u2 = double(next() >> 11) / 9007199254740992.0;
         t->data<float>()[i] = float(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
@@ -125,6 +126,7 @@ std::map<std::string, TensorPtr> syntheticInputs(const Plan &p, uint64_t seed) {
     }
     r[v.name] = t;
   }
+  setFirstMicroBatch(p, r, true);
   return r;
 }
 
@@ -136,6 +138,8 @@ std::map<std::string, TensorPtr> readInputs(const Plan &p, const std::string &pa
       adoptFp8Codes(*t, p.values[size_t(id)].dtype);
     inputs[name] = t;
   }
+  if (!inputs.count(kFirstMicroBatchInput))
+    setFirstMicroBatch(p, inputs, true);
   return inputs;
 }
 
@@ -217,12 +221,13 @@ int benchmark(Runner &ex, const Options &o) {
       break;
     }
   }
+  tokens *= ex.plan().gradAccumSteps; // a run is an optimizer step: every micro-batch of it
   for (int64_t i = 0; i < o.warmup; ++i)
-    ex.run(inputs);
+    runOptimizerStep(ex, inputs);
   std::vector<double> ms;
   for (int64_t i = 0; i < o.benchmark; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    ex.run(inputs); // returns when the step has finished on the device
+    runOptimizerStep(ex, inputs); // returns when the step has finished on the device
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::vector<double> sorted = ms;
@@ -238,6 +243,7 @@ int benchmark(Runner &ex, const Options &o) {
                {"median_ms", med},
                {"min_ms", sorted.front()},
                {"tokens_per_run", tokens},
+               {"grad_accum_steps", ex.plan().gradAccumSteps},
                {"tokens_per_s", tokens ? double(tokens) / med * 1e3 : 0.0},
                {"device_bytes", b && b->bytes ? b->bytes(ex) : 0},
                {"seconds_to_first_step", toFirstStep},
@@ -374,7 +380,7 @@ int run(const Options &o) {
     throw Error("--dump: '" + o.dump + "' is not a valid regular expression");
   }
   for (int64_t i = 0; i < o.iterations; ++i)
-    ex.run(inputs);
+    runOptimizerStep(ex, inputs);
   if (communicator() && communicator()->rank() != 0)
     return 0; // the ranks computed the same results: rank 0 writes them
   NamedTensors outs;

@@ -193,6 +193,41 @@ static std::pair<std::vector<int>, std::vector<int>> lifetimes(const Plan &plan)
 }
 
 namespace {
+/// Gradient accumulation (docs/PLAN.md): the number of micro-batches, the flag input, and no op of
+/// every micro-batch reading what only the last one computes.
+void checkMicroBatchPhases(Plan &plan, const Reader &r) {
+  auto it = plan.training.find("grad_accum_steps");
+  if (it != plan.training.end()) {
+    char *end = nullptr;
+    long long n = std::strtoll(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || n < 1 || n > (1ll << 20))
+      r.fail("training grad_accum_steps '" + it->second + "' is not 1 to 1048576");
+    plan.gradAccumSteps = n;
+  }
+  std::vector<int> definedBy(plan.values.size(), -1);
+  for (size_t k = 0; k < plan.ops.size(); ++k)
+    for (int id : plan.ops[k].outputs)
+      if (id >= 0)
+        definedBy[size_t(id)] = int(k);
+  auto lastOnly = [&](int id) { return definedBy[size_t(id)] >= 0 && plan.ops[size_t(definedBy[size_t(id)])].lastMicroBatch; };
+  bool any = false;
+  for (const PlanOp &op : plan.ops) {
+    any |= op.lastMicroBatch;
+    if (!op.lastMicroBatch)
+      for (int id : op.inputs)
+        if (id >= 0 && lastOnly(id))
+          r.fail("op '" + op.name + "' runs in every micro-batch but reads '" + plan.values[size_t(id)].name +
+                 "', which only the last micro-batch computes");
+  }
+  if (any && plan.gradAccumSteps < 2)
+    r.fail("ops are marked last_micro_batch in a plan without gradient accumulation");
+  if (plan.gradAccumSteps > 1 && plan.findValue("octet.first_micro_batch") < 0)
+    r.fail("a plan with grad_accum_steps has no input 'octet.first_micro_batch'");
+  plan.stateUpdateLast.clear();
+  for (auto &[state, value] : plan.stateUpdates)
+    plan.stateUpdateLast.push_back(lastOnly(value));
+}
+
 /// The arena's buffers joined as the memory plan means them: a view and its operand are one buffer,
 /// and so are an in-place result and the operand whose buffer it takes; each group is alive from
 /// the first definition to the last read of any member (Plan::Buffer values, by root).
@@ -499,6 +534,7 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
         for (auto &[an, av] : o["attrs"].items())
           op.attrs[an] = parseAttr(av, r, "'" + an + "' of op '" + op.name + "'");
       }
+      op.lastMicroBatch = attrInt(op, "last_micro_batch", 0) != 0;
       plan.ops.push_back(std::move(op));
     }
   } catch (const Json::exception &e) {
@@ -506,6 +542,7 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
   }
   checkMemoryPlan(plan, r);
   checkInPlace(plan, r);
+  checkMicroBatchPhases(plan, r);
 }
 
 } // namespace

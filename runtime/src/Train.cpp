@@ -59,6 +59,22 @@ std::string hms(double s) {
 
 } // namespace
 
+void setFirstMicroBatch(const Plan &p, std::map<std::string, TensorPtr> &inputs, bool first) {
+  if (p.findValue(kFirstMicroBatchInput) < 0)
+    return;
+  auto t = std::make_shared<Tensor>(DType::Bool, Shape{});
+  t->bytes[0] = first ? 1 : 0;
+  inputs[kFirstMicroBatchInput] = t;
+}
+
+void runOptimizerStep(Runner &ex, std::map<std::string, TensorPtr> &inputs) {
+  int64_t n = ex.plan().gradAccumSteps;
+  for (int64_t m = 0; m < n; ++m) {
+    setFirstMicroBatch(ex.plan(), inputs, m == 0);
+    ex.run(inputs, true, m + 1 == n);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The loop
 //===----------------------------------------------------------------------===//
@@ -72,6 +88,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   std::vector<int> tokenInputs;
   for (int id : p.inputs) {
     const PlanValue &v = p.values[size_t(id)];
+    if (v.name == kFirstMicroBatchInput)
+      continue; // set per micro-batch below
     if (v.dtype == DType::I64 || v.dtype == DType::I32)
       tokenInputs.push_back(id);
     else
@@ -221,14 +239,25 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   bool tty = !quiet && ::isatty(2);
   auto t0 = std::chrono::steady_clock::now();
   int64_t first = meta.step;
+  const int64_t micro = p.gradAccumSteps; // micro-batches per optimizer step
   for (int64_t step = meta.step; step < o.steps; ++step) {
-    auto [x, y] = train.get(o.seed, step);
-    std::map<std::string, TensorPtr> in{{in0.name, x}};
-    if (tokenInputs.size() > 1)
-      in[p.values[size_t(tokenInputs[1])].name] = y;
     if (comm)
       comm->resetCounters();
-    ex.run(in, true);
+    // Gradient accumulation: the step's micro-batches in turn, the optimizer after the last; the
+    // step's loss is their mean (what the mean over all their rows is, for equal-sized batches).
+    double loss = 0;
+    for (int64_t m = 0; m < micro; ++m) {
+      auto [x, y] = train.get(o.seed, step, m * ranks * B);
+      std::map<std::string, TensorPtr> in{{in0.name, x}};
+      if (tokenInputs.size() > 1)
+        in[p.values[size_t(tokenInputs[1])].name] = y;
+      setFirstMicroBatch(p, in, m == 0);
+      ex.run(in, true, m + 1 == micro);
+      double l = scalarOf(ex, "loss");
+      if (std::isnan(l))
+        l = ex.value(p.outputs[0])->getDouble(0);
+      loss += l / double(micro);
+    }
     uint64_t commBytes = 0; // payload this rank all-reduced in the step, counted by the communicator
     JsonOut commByType = JsonOut::object();
     if (comm)
@@ -236,16 +265,13 @@ int trainMain(Runner &ex, const TrainOptions &o) {
         commBytes += n;
         commByType[type] = n;
       }
-    double loss = scalarOf(ex, "loss");
-    if (std::isnan(loss))
-      loss = ex.value(p.outputs[0])->getDouble(0);
     double lr = scalarOf(ex, "octet.lr"), gnorm = scalarOf(ex, "octet.grad_norm");
     if (!std::isfinite(loss))
       throw Error("step " + std::to_string(step + 1) + ": the loss is " + jsonNumber(loss) +
                   "; lower --lr or clip gradients (fp8-opt --clip-grad-norm)");
     losses.push_back(loss);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double tps = double((step + 1 - first) * B * T * ranks) / std::max(elapsed, 1e-9);
+    double tps = double((step + 1 - first) * micro * B * T * ranks) / std::max(elapsed, 1e-9);
     double eta = elapsed / double(step + 1 - first) * double(o.steps - step - 1);
     double evalLoss = NAN;
     if (evalEx && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {

@@ -34,15 +34,17 @@ struct Batcher {
   std::string labels;
   /// Data-parallel ranks read rows [firstRow, firstRow + B) of the combined batch of step `step`
   /// (firstRow = rank * B): together they read what one process over the combined batch would.
+  /// Under gradient accumulation micro-batch m of a step reads from row m * ranks * B on
+  /// (`rowOffset`), so N micro-batches of B rows read the rows one batch of N * B would.
   int64_t firstRow = 0;
 
-  /// Inputs (x) and labels (y) for one step.
-  std::pair<TensorPtr, TensorPtr> get(uint64_t seed, int64_t step) const {
+  /// Inputs (x) and labels (y) for one step (one micro-batch of it).
+  std::pair<TensorPtr, TensorPtr> get(uint64_t seed, int64_t step, int64_t rowOffset = 0) const {
     auto x = std::make_shared<Tensor>(DType::I64, Shape{B, T});
     auto y = std::make_shared<Tensor>(DType::I64, Shape{B, T});
     size_t span = end - begin - size_t(T) - 1;
     for (int64_t b = 0; b < B; ++b) {
-      uint64_t row = uint64_t(firstRow + b);
+      uint64_t row = uint64_t(firstRow + rowOffset + b);
       size_t start = begin + size_t(batchMix(seed ^ batchMix(uint64_t(step) * 65536 + row)) % (span + 1));
       for (int64_t t = 0; t < T; ++t) {
         x->data<int64_t>()[b * T + t] = (*tokens)[start + size_t(t)];

@@ -12,7 +12,7 @@
 // te: state initializers for the FP8 layer, dims not multiples of 16 kept (Accelerate's rule).
 // TE-LABEL: func.func @main_graph
 // TE-DAG: onnx.initializer "fc1.fp8.input.amax_history" = dense<0.000000e+00> : tensor<16xf32> {octet.fp8_state}
-// TE-DAG: onnx.initializer "fc1.fp8.weight.scale_inv" = dense<1.000000e+00> : tensor<f32> {octet.fp8_state}
+// TE-DAG: onnx.initializer "fc1.fp8.weight.scale_inv" = dense<1.000000e+00> : tensor<f32> {octet.fp8_state, octet.fp8_weight_scaling}
 // TE: fp8.linear "fc1" %{{.+}}, %{{.+}} state(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {grad_format = f8E5M2, input_format = f8E4M3FN, recipe = "te", scaling = #fp8.scaling<delayed>, weight_format = f8E4M3FN}
 // TE: nn.linear "fc2"({{.*}}) {octet.fp8_kept = "dims"}
 // TE: nn.linear "head"({{.*}}) {octet.fp8_kept = "dims", transpose_weight = true}

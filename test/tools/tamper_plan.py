@@ -11,6 +11,9 @@
                                          history while writing the new one) and drop its buffer
   tamper_plan.py IN OUT bad-shard        double the whole_shape of the first sharded constant (its
                                          shard no longer 1/shards of it)
+  tamper_plan.py IN OUT early-last-phase mark the first op last_micro_batch (gradient accumulation:
+                                         ops of every micro-batch then read what only the last computes)
+  tamper_plan.py IN OUT no-accumulation  drop training's grad_accum_steps (its ops stay marked)
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
 """
 import json, struct, sys, zlib
@@ -67,6 +70,10 @@ def main():
     if what == "bad-shard":
         c = next(c for c in header["constants"] if "shards" in c)
         c["whole_shape"][0] *= 2
+    if what == "early-last-phase":
+        header["ops"][0].setdefault("attrs", {})["last_micro_batch"] = {"i": 1}
+    if what == "no-accumulation":
+        del header["training"]["grad_accum_steps"]
     h = json.dumps(header).encode()
     doff = (48 + len(h) + 63) // 64 * 64
     body = h + b"\0" * (doff - 48 - len(h))

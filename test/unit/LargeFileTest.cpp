@@ -48,7 +48,7 @@ public:
     plan_.constantKinds[0] = ConstantKind::State; // the checkpoint holds the plan's state
   }
   const Plan &plan() const override { return plan_; }
-  void run(const std::map<std::string, TensorPtr> &, bool) override {}
+  void run(const std::map<std::string, TensorPtr> &, bool, bool) override {}
   TensorPtr value(int) const override { return nullptr; }
   std::map<std::string, TensorPtr> state() const override { return {{"big", t_}}; }
   void setState(const std::string &, TensorPtr t) override { t_ = std::move(t); }

@@ -53,6 +53,9 @@ constexpr llvm::StringLiteral kShardCountAttr = "octet.shards";
 /// On a state initializer: what it holds (weight, master_weight, master_shard, optimizer, step; FP8
 /// scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
+/// On the delayed-scaling state of an FP8 Linear's weight (history, scale, scale_inv): it changes
+/// once per optimizer step under gradient accumulation (octet-micro-batch-phases).
+constexpr llvm::StringLiteral kFp8WeightScalingAttr = "octet.fp8_weight_scaling";
 /// On the module: the optimizer settings of a training step (octet-optimizer).
 constexpr llvm::StringLiteral kTrainingAttr = "octet.training";
 

@@ -261,6 +261,46 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
 
+def AccumulateGradients : Pass<"octet-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: a step of the plan is one micro-batch of `steps`";
+  let description = [{
+    Runs between octet-autodiff and octet-data-parallel / octet-optimizer. The
+    function gets a bool scalar argument `octet.first_micro_batch`, and every
+    gradient result g of a parameter p becomes the running mean of the
+    optimizer step's micro-batches, kept in a state `<p>.grad_accum` (zeros,
+    role `grad_accum`): `first ? g / steps : acc + g / steps` (Accelerate's
+    `loss / gradient_accumulation_steps`). The state's update is that value, so
+    what the optimizer and the gradient all-reduce read in the last micro-batch
+    is the mean over all of them; a fresh step's first micro-batch overwrites
+    it. The module's training section gets `grad_accum_steps`.
+    octet-micro-batch-phases then marks what runs in the last micro-batch only.
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", "1", "Micro-batches per optimizer step (1: off)">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
+def MicroBatchPhases : Pass<"octet-micro-batch-phases", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: mark the ops that run in an optimizer step's last micro-batch only";
+  let description = [{
+    In a module with `grad_accum_steps` > 1 (octet-accumulate-gradients), the
+    function's results run in one of two phases. Every micro-batch: the loss,
+    other model outputs, the accumulators' updates and the delayed-scaling
+    state of activations and gradients (each micro-batch's amax enters the
+    history, as TransformerEngine records it). The last micro-batch only: the
+    parameters', moments' and step counter's updates, the gradients, the
+    learning rate and gradient norm, and the delayed-scaling state of weights
+    (a weight's scale changes once per optimizer step, so every micro-batch
+    casts it with the same scale: TransformerEngine's `is_first_microbatch`
+    codes). Every op that only results of the last phase need is marked
+    `octet.last_micro_batch` (the plan's `last_micro_batch`): the gradient
+    all-reduces, the optimizer, the weight scale updates. A fusion group with
+    members in both phases is split (runs of delayed-scale updates reordered
+    so that each phase's stay side by side) or dissolved.
+  }];
+}
+
 def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
   let summary = "Average the gradients (and the loss) across data-parallel ranks before the optimizer";
   let description = [{

@@ -67,6 +67,8 @@ struct RecipeConfig {
   std::string distributedType = "NO";
   int64_t numProcesses = 1;
   bool dataParallel = false;
+  /// deepspeed_config.gradient_accumulation_steps (fp8-opt --grad-accum-steps): micro-batches per step.
+  int64_t gradAccumSteps = 1;
 
   /// The option string of octet-fp8-substitute ("recipe=te fp8-format=HYBRID ...").
   std::string toPassOptions() const;

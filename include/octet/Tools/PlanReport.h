@@ -13,6 +13,8 @@ namespace octet {
 /// GEMM biases added by their reader (octet-fold-gemm-bias), the residual Adds folded into GEMMs
 /// and the output layer's token chunks.
 void reportPlanFusions(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// Gradient accumulation's line (nothing without it): micro-batches, ops by phase, accumulators.
+void reportGradientAccumulation(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 /// --report-format=json with a plan: octet-fp8-report writes the layer report's JSON object to a
 /// temporary file (path()), and print() adds the plan's facts (the lines the text report prints

@@ -66,8 +66,11 @@ class Runner {
 public:
   virtual ~Runner() = default;
   virtual const Plan &plan() const = 0;
-  /// Inputs by name. Throws Error for missing inputs or a dtype/shape mismatch.
-  virtual void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true) = 0;
+  /// Inputs by name. Throws Error for missing inputs or a dtype/shape mismatch. Under gradient
+  /// accumulation (Plan::gradAccumSteps) every micro-batch but an optimizer step's last runs with
+  /// `lastMicroBatch` false: the ops marked lastMicroBatch and their state updates are skipped.
+  virtual void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true,
+                   bool lastMicroBatch = true) = 0;
   /// A value after run() by id, on the host (nullptr if not computed or no longer held).
   virtual TensorPtr value(int id) const = 0;
   TensorPtr value(const std::string &name) const { return value(plan().findValue(name)); }
@@ -132,7 +135,8 @@ class Executor : public Runner {
 public:
   explicit Executor(Plan plan);
   const Plan &plan() const override { return plan_; }
-  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true) override;
+  void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true,
+           bool lastMicroBatch = true) override;
   TensorPtr value(int id) const override;
   using Runner::value;
   std::map<std::string, TensorPtr> state() const override;

@@ -51,6 +51,10 @@ struct PlanOp {
   std::string name; // the node name, for messages
   std::vector<int> inputs, outputs; // value ids; -1 is a missing optional
   std::map<std::string, Attr> attrs;
+  /// Gradient accumulation: runs in an optimizer step's last micro-batch only (attribute
+  /// `last_micro_batch`, octet-micro-batch-phases): the gradient reductions, the optimizer, the
+  /// weights' FP8 scale updates.
+  bool lastMicroBatch = false;
 };
 
 enum class ConstantKind { Const, Param, State };
@@ -86,6 +90,11 @@ struct Plan {
   std::map<int, ShardedConstant> sharded;
   /// Training plans: optimizer settings (optimizer, msamp_level).
   std::map<std::string, std::string> training;
+  /// Micro-batches per optimizer step (training's grad_accum_steps; 1: none). A runner's run()
+  /// with lastMicroBatch false skips the ops marked lastMicroBatch and the state updates whose
+  /// values they compute (stateUpdateLast, parallel to stateUpdates).
+  int64_t gradAccumSteps = 1;
+  std::vector<char> stateUpdateLast;
 
   /// Parameters and state whose bytes stay in the plan file (loadPlan with LoadOptions::defer):
   /// `constants` has no entry for them (constantKinds, roles do). A device backend streams each one
@@ -115,6 +124,8 @@ struct Plan {
   std::vector<std::pair<int, int>> inPlaceResults;
 
   int findValue(const std::string &name) const; // -1 when absent
+  /// Whether stateUpdates[i] is applied in an optimizer step's last micro-batch only.
+  bool updateInLastOnly(size_t i) const { return i < stateUpdateLast.size() && stateUpdateLast[i]; }
 };
 
 /// A plan op's attribute `n`, or `d` where it has none (an Int read as a Float and back as given).

@@ -41,6 +41,14 @@ struct TrainOptions {
 /// Runs the training loop; returns the exit status.
 int trainMain(Runner &ex, const TrainOptions &o);
 
+/// Gradient accumulation (Plan::gradAccumSteps): the plan's flag input, true in an optimizer step's
+/// first micro-batch (its gradients overwrite the accumulators instead of adding to them).
+constexpr const char *kFirstMicroBatchInput = "octet.first_micro_batch";
+/// Sets that input in `inputs` where the plan has it.
+void setFirstMicroBatch(const Plan &p, std::map<std::string, TensorPtr> &inputs, bool first);
+/// One optimizer step of `ex`'s plan on the same inputs: its gradAccumSteps micro-batches.
+void runOptimizerStep(Runner &ex, std::map<std::string, TensorPtr> &inputs);
+
 /// Prints bytes per parameter for weights, gradients, optimizer state and
 /// FP8 scaling state of a training plan.
 void printMemoryReport(const Plan &p, std::ostream &os);
