@@ -6,7 +6,8 @@ its weights: the initializers go to an external data file that is then deleted, 
 and `fp8-run --init-params normal:0.02` creates the weights on the GPU. bench/e2e_gpt.py --hf NAME
 builds the same model in PyTorch.
 
-    export_hf_bench.py NAME OUT.onnx        NAME: gpt2 (124M) or llama-300m
+    export_hf_bench.py NAME OUT.onnx        NAME: gpt2 (124M), llama-300m, llama3-8b (Llama-3-8B's
+                                            configuration), llama3-8b-LN (its first N layers)
 """
 import os
 import sys
@@ -25,8 +26,14 @@ def hf_model(name, seq=1024):
                              num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=max(2048, seq),
                              tie_word_embeddings=False)
         model = tf.LlamaForCausalLM(cfg)
+    elif name.startswith("llama3-8b"):  # Llama-3-8B's configuration; llama3-8b-LN: its first N layers
+        layers = int(name.split("-L")[1]) if "-L" in name else 32
+        cfg = tf.LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=layers,
+                             num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0,
+                             max_position_embeddings=max(8192, seq), rms_norm_eps=1e-5, tie_word_embeddings=False)
+        model = tf.LlamaForCausalLM(cfg)
     else:
-        raise SystemExit(f"unknown model {name} (gpt2, llama-300m)")
+        raise SystemExit(f"unknown model {name} (gpt2, llama-300m, llama3-8b, llama3-8b-LN)")
     model.config._attn_implementation = "sdpa"
 
     class WithLoss(torch.nn.Module):
@@ -42,8 +49,12 @@ def hf_model(name, seq=1024):
 
 def main():
     name, out = sys.argv[1], sys.argv[2]
-    model = hf_model(name).eval()
-    ids = torch.randint(0, 256, (2, 64))
+    # EXPORT_DEVICE=cuda draws the random weights on the GPU (an 8B model's on the CPU take minutes);
+    # the exported graph is the same.
+    device = os.environ.get("EXPORT_DEVICE", "cpu")
+    with torch.device(device):
+        model = hf_model(name).eval()
+        ids = torch.randint(0, 256, (2, 64))
     batch, seq = torch.export.Dim("batch", min=1, max=256), torch.export.Dim("seq", min=2, max=2048)
     torch.onnx.export(model, (ids, ids), out, dynamo=True, opset_version=20, input_names=["input_ids", "labels"],
                       output_names=["loss"], dynamic_shapes={"input_ids": {0: batch, 1: seq}, "labels": {0: batch, 1: seq}},
