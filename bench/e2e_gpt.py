@@ -17,15 +17,18 @@ allocates), and ratios to (b) and to the first torchao run.
 
   e2e_gpt.py --config 1.3b --batch 8 --seq 2048 --torchao tensorwise rowwise \
       --plans te=p/te.plan ao=p/ao.plan --fp8-run .devlib/fp8-run
---config hf-gpt2 / hf-llama-300m: the Hugging Face model (bench/export_hf_bench.py) on both sides, the
-plans compiled from its export as a user makes it (HF's default attention, dynamic axes).
+--config hf-gpt2 / hf-llama-300m / hf-llama3-8b: the Hugging Face model (bench/export_hf_bench.py) on both
+sides, the plans compiled from its export as a user makes it (HF's default attention, dynamic axes).
+What a user picks to fit an 8B model on one GPU: --optimizer adamw8bit (torchao.optim.AdamW8bit: 8-bit
+moments) and --checkpointing (HF's gradient_checkpointing_enable: each layer's forward again in the
+backward), for the PyTorch and torchao runs.
 """
 import argparse, json, math, os, statistics, subprocess, sys, time
 
 CONFIGS = {"tiny": (64, 2, 4), "125m": (768, 12, 12), "350m": (1024, 24, 16), "1.3b": (2048, 24, 16),
            "d4096": (4096, 8, 32),
            # Hugging Face models (--hf: bench/export_hf_bench.py builds them for both sides)
-           "hf-gpt2": (768, 12, 12), "hf-llama-300m": (1024, 16, 16)}
+           "hf-gpt2": (768, 12, 12), "hf-llama-300m": (1024, 16, 16), "hf-llama3-8b": (4096, 32, 32)}
 
 
 def torch_model(d, L, H, V, T, norm="layer", attention="sdpa"):
@@ -98,10 +101,14 @@ def bench_torch(args, compiled, torchao=None):
     if args.config.startswith("hf-"):  # the Hugging Face model itself, HF's default (sdpa) attention
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from export_hf_bench import hf_model
-        model = hf_model(args.config[3:], args.seq).cuda()
+        with torch.device("cuda"):
+            model = hf_model(args.config[3:], args.seq)
         for p in model.parameters():
             if p.dim() >= 2:
                 torch.nn.init.normal_(p, std=0.02)
+        if args.checkpointing:
+            model.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.model.config.use_cache = False
     else:
         model = torch_model(d, L, H, args.vocab, args.seq, args.norm, args.torch_attention).cuda()
     name = "pytorch-bf16-" + ("compile" if compiled else "eager")
@@ -111,7 +118,14 @@ def bench_torch(args, compiled, torchao=None):
         convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(torchao))
         name = "torchao-" + torchao
         converted = sum(type(m).__name__ == "Float8Linear" for m in model.modules())  # nn.Linear only
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    if args.optimizer == "adamw8bit":
+        from torchao.optim import AdamW8bit
+        opt = AdamW8bit(model.parameters(), lr=3e-4, weight_decay=0.1)
+        name += "-adamw8bit"
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    if args.checkpointing:
+        name += "-checkpointing"
     ids = torch.randint(0, 256, (args.batch, args.seq), device="cuda")
 
     def step(m):
@@ -161,7 +175,7 @@ def report(rows, config, batch, seq, vocab, what, markdown=False):
     if n is None:
         n = 2 * vocab * d + seq * d + L * (12 * d * d + 13 * d) + 2 * d
     flops_per_token = 6 * n + 12 * L * d * seq
-    base = next((r for r in rows if r["name"] == "pytorch-bf16-compile" and "median_ms" in r), None)
+    base = next((r for r in rows if r["name"].startswith("pytorch-bf16-compile") and "median_ms" in r), None)
     ao = next((r for r in rows if r["name"].startswith("torchao-") and "median_ms" in r), None)
     print(f"GPT {config}: d={d} layers={L} heads={H} params={n / 1e6:.1f}M batch={batch} seq={seq} ({what})")
     cols = ["run", "ms/step", "tokens/s", "TFLOP/s", "peak GiB", "speed/compile", "mem/compile", "speed/torchao",
@@ -203,6 +217,10 @@ def main():
     ap.add_argument("--skip-compile", action="store_true", help="no PyTorch BF16 torch.compile run (torchao still runs)")
     ap.add_argument("--torchao", nargs="*", default=[], help="torchao float8 recipes to run under torch.compile")
     ap.add_argument("--torch-attention", choices=["sdpa", "eager"], default="sdpa")
+    ap.add_argument("--optimizer", choices=["adamw", "adamw8bit"], default="adamw",
+                    help="the PyTorch runs' optimizer: fused AdamW, or torchao's AdamW8bit")
+    ap.add_argument("--checkpointing", action="store_true",
+                    help="hf- configs: the PyTorch runs recompute each layer in the backward")
     ap.add_argument("--json", default=None)
     ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="the plans' make_gpt_onnx.py --norm")
     args = ap.parse_args()
@@ -220,6 +238,7 @@ def main():
             import torch
             torch.cuda.empty_cache()
             name = "torchao-" + a[1] if len(a) > 1 else "pytorch-bf16-" + ("compile" if a[0] else "eager")
+            name += ("-adamw8bit" if args.optimizer == "adamw8bit" else "") + ("-checkpointing" if args.checkpointing else "")
             return {"name": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"}
     if not args.skip_torch:
         if not args.skip_eager:
