@@ -21,15 +21,11 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define OCTET_NI_FN __host__ __device__ __forceinline__
-#else
-#define OCTET_NI_FN inline
-#endif
+#include "octet/runtime/HostDevice.h"
 
 namespace octet::rt::init {
 
-OCTET_NI_FN uint64_t xorshiftStep(uint64_t s) {
+OCTET_HOST_DEVICE uint64_t xorshiftStep(uint64_t s) {
   s ^= s << 13;
   s ^= s >> 7;
   s ^= s << 17;
@@ -38,7 +34,7 @@ OCTET_NI_FN uint64_t xorshiftStep(uint64_t s) {
 
 /// The draws of the pair whose two xorshift states are `a` and `b` (the first and second state
 /// after the pair's start), scaled by `stdev`: the cosine and sine of Box-Muller.
-OCTET_NI_FN void boxMuller(uint64_t a, uint64_t b, double stdev, float &even, float &odd) {
+OCTET_HOST_DEVICE void boxMuller(uint64_t a, uint64_t b, double stdev, float &even, float &odd) {
   double u1 = (double(a >> 11) + 0.5) / 9007199254740992.0, u2 = double(b >> 11) / 9007199254740992.0;
   double r = sqrt(-2 * log(u1)) * stdev;
   even = float(r * cos(6.283185307179586 * u2));
@@ -57,9 +53,9 @@ struct XorshiftJump {
       for (int c = 0; c < 64; ++c)
         cols[k][c] = apply(k - 1, apply(k - 1, uint64_t(1) << c));
   }
-  OCTET_NI_FN uint64_t apply(int k, uint64_t s) const { return applyCols(cols[k], s); }
+  OCTET_HOST_DEVICE uint64_t apply(int k, uint64_t s) const { return applyCols(cols[k], s); }
   /// T^(2^k) applied to s, for the columns of one power.
-  static OCTET_NI_FN uint64_t applyCols(const uint64_t *c, uint64_t s) {
+  static OCTET_HOST_DEVICE uint64_t applyCols(const uint64_t *c, uint64_t s) {
     uint64_t r = 0;
     for (int i = 0; i < 64; ++i)
       r ^= (s >> i & 1) ? c[i] : 0;
@@ -69,7 +65,7 @@ struct XorshiftJump {
 
 /// The state `steps` xorshift steps after `s`, with the powers in `cols` (XorshiftJump::cols,
 /// possibly in device memory).
-OCTET_NI_FN uint64_t jumpAhead(const uint64_t (*cols)[64], uint64_t s, uint64_t steps) {
+OCTET_HOST_DEVICE uint64_t jumpAhead(const uint64_t (*cols)[64], uint64_t s, uint64_t steps) {
   for (int k = 0; steps; ++k, steps >>= 1)
     if (steps & 1)
       s = XorshiftJump::applyCols(cols[k], s);
@@ -79,7 +75,7 @@ OCTET_NI_FN uint64_t jumpAhead(const uint64_t (*cols)[64], uint64_t s, uint64_t 
 /// Elements [first, first + n) of the tensor whose stream starts at `key` (elements past
 /// `numel`, a shard's padding, are 0), written by `put(i, value)` for i in [0, n).
 template <typename Put>
-OCTET_NI_FN void drawRange(const uint64_t (*cols)[64], uint64_t key, double stdev, int64_t numel, int64_t first,
+OCTET_HOST_DEVICE void drawRange(const uint64_t (*cols)[64], uint64_t key, double stdev, int64_t numel, int64_t first,
                            int64_t n, Put put) {
   int64_t i = 0;
   if (first < numel) {
@@ -102,6 +98,5 @@ OCTET_NI_FN void drawRange(const uint64_t (*cols)[64], uint64_t key, double stde
 
 } // namespace octet::rt::init
 
-#undef OCTET_NI_FN
 
 #endif

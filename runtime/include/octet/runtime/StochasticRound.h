@@ -20,28 +20,24 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define OCTET_SR_FN __host__ __device__ __forceinline__
-#else
-#define OCTET_SR_FN inline
-#endif
+#include "octet/runtime/HostDevice.h"
 
 namespace octet::rt::sr {
 
-OCTET_SR_FN uint32_t bitsOf(float x) {
+OCTET_HOST_DEVICE uint32_t bitsOf(float x) {
   uint32_t b;
   memcpy(&b, &x, 4);
   return b;
 }
 
-OCTET_SR_FN float floatOf(uint32_t b) {
+OCTET_HOST_DEVICE float floatOf(uint32_t b) {
   float x;
   memcpy(&x, &b, 4);
   return x;
 }
 
 /// splitmix64's finalizer: every input bit reaches every output bit.
-OCTET_SR_FN uint64_t mix64(uint64_t z) {
+OCTET_HOST_DEVICE uint64_t mix64(uint64_t z) {
   z ^= z >> 30;
   z *= 0xBF58476D1CE4E5B9ull;
   z ^= z >> 27;
@@ -50,17 +46,17 @@ OCTET_SR_FN uint64_t mix64(uint64_t z) {
 }
 
 /// The stream of one tensor at one step.
-OCTET_SR_FN uint64_t streamSeed(int64_t salt, int64_t step) {
+OCTET_HOST_DEVICE uint64_t streamSeed(int64_t salt, int64_t step) {
   return mix64(uint64_t(salt) * 0x9E3779B97F4A7C15ull + mix64(uint64_t(step)));
 }
 
 /// 24 random bits for element i of a stream.
-OCTET_SR_FN uint32_t randomBits24(uint64_t seed, uint64_t i) {
+OCTET_HOST_DEVICE uint32_t randomBits24(uint64_t seed, uint64_t i) {
   return uint32_t(mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40);
 }
 
 /// The magnitude of FP16 code c (sign clear, at most 0x7BFF), exactly.
-OCTET_SR_FN float halfMagnitude(uint32_t c) {
+OCTET_HOST_DEVICE float halfMagnitude(uint32_t c) {
   uint32_t e = c >> 10, m = c & 0x3FF;
   if (e == 0)
     return float(m) * 5.9604644775390625e-8f; // m * 2^-24
@@ -70,7 +66,7 @@ OCTET_SR_FN float halfMagnitude(uint32_t c) {
 /// The FP16 code of x rounded stochastically with 24 random bits r (below 2^24). Beyond 65504 it
 /// rounds to nearest (65504 below 65520, else an infinity); a NaN keeps its sign and its payload's
 /// top bits, quiet (as the CPU's conversion does; the GPU's would give one NaN).
-OCTET_SR_FN uint16_t halfStochasticCode(float x, uint32_t r) {
+OCTET_HOST_DEVICE uint16_t halfStochasticCode(float x, uint32_t r) {
   uint32_t b = bitsOf(x), ab = b & 0x7FFFFFFFu, sign = (b >> 16) & 0x8000u;
   if (ab > 0x7F800000u)
     return uint16_t(sign | 0x7E00u | ((ab >> 13) & 0x3FFu));
@@ -94,12 +90,11 @@ OCTET_SR_FN uint16_t halfStochasticCode(float x, uint32_t r) {
 }
 
 /// x rounded to FP16 with element i's bits of the stream `seed` (fp8.stochastic_round).
-OCTET_SR_FN uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
+OCTET_HOST_DEVICE uint16_t halfStochastic(float x, uint64_t seed, uint64_t i) {
   return halfStochasticCode(x, randomBits24(seed, i));
 }
 
 } // namespace octet::rt::sr
 
-#undef OCTET_SR_FN
 
 #endif
