@@ -11,6 +11,7 @@
 #include "octet/Tools/ImportChecks.h"
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanPipeline.h"
+#include "octet/Tools/MemoryBudget.h"
 #include "octet/Tools/PlanReport.h"
 #include "octet/Tools/RecipeFlags.h"
 #include "octet/Tools/TrainingPipeline.h"
@@ -331,8 +332,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::opt<bool> geluOp(
       "gelu-op",
       cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
-               "its input (default on; --gelu-op=false differentiates the GELU's ops)"),
-      cl::init(true), cl::cat(optCat));
+               "its input (default on; --gelu-op=false differentiates the GELU's ops; listed by --help-hidden)"),
+      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::opt<bool> normOps(
       "norm-ops",
       cl::desc("Training plans: a recognized float32 LayerNorm or RMSNorm, however the model "
@@ -420,6 +421,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Training: N micro-batches per optimizer step (Accelerate's gradient_accumulation_steps), the "
                "gradients their mean, reduced and applied after the last (default 1)"),
       cl::value_desc("N"), cl::init(1), cl::cat(trainCat));
+  static cl::opt<std::string> memoryBudget(
+      "memory-budget",
+      cl::desc("Plans: the device bytes the plan may need (parameters and state plus its activations: 80GiB, "
+               "120GB, bytes); the compiler recomputes FP8 codes until its prediction fits, or refuses the plan"),
+      cl::value_desc("BYTES"), cl::cat(optCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking; listed by "
                                          "--help-hidden)"),
@@ -548,6 +554,10 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (!train || gradOnly)
       return error(why + " trains across ranks; add --train (without --gradients-only)");
   }
+  int64_t budgetBytes = 0;
+  if (memoryBudget.getNumOccurrences() && !parseByteCount(memoryBudget, budgetBytes))
+    return error("--memory-budget='" + memoryBudget + "' is not valid; use a positive size such as 80GiB, 120GB or "
+                 "a number of bytes");
   int64_t accumSteps = gradAccumSteps.getNumOccurrences() ? gradAccumSteps.getValue() : rc.gradAccumSteps;
   std::string accumWhy = gradAccumSteps.getNumOccurrences() ? std::string("--grad-accum-steps")
                                                             : configFile + ": gradient_accumulation_steps";
@@ -678,6 +688,9 @@ int octet::fp8OptMain(int argc, char **argv) {
   }
 
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes (choosePlanPasses)
+  struct BudgetChoice {
+    int64_t predicted = -1, state = 0, arena = 0;
+  } budgetChoice; // --memory-budget's prediction for the chosen recomputation
   bool trial = false;                     // a candidate's compile: no reports
   bool rematChosen = false;               // the compiler chose rematSources
   bool fp8Recipe = recipeInfo && recipeInfo->name != "none";
@@ -793,8 +806,12 @@ int octet::fp8OptMain(int argc, char **argv) {
     rematSources = rematerializeSources.empty() ? std::vector<std::string>{"activation"}
                                                 : std::vector<std::string>(rematerializeSources);
     rematChosen = rematerializeSources.empty();
-    if (out != Emit::Plan || !rematerializeFp8Casts || !rematerializeSources.empty() || rc.backend != "te")
+    bool budgeted = budgetBytes > 0 && out == Emit::Plan;
+    if (!budgeted &&
+        (out != Emit::Plan || !rematerializeFp8Casts || !rematerializeSources.empty() || rc.backend != "te"))
       return runPasses(module, ctx);
+    // A candidate's compile of a copy: its arena's peak, and (predicted) that plus its state's bytes.
+    int64_t lastState = 0;
     auto arenaWith = [&](std::vector<std::string> sources) -> std::optional<int64_t> {
       OwningOpRef<ModuleOp> copy = module.clone();
       std::vector<std::string> chosen = std::exchange(rematSources, sources);
@@ -806,8 +823,37 @@ int octet::fp8OptMain(int argc, char **argv) {
                 succeeded(exportToPlanBytes(*copy, bytes, "fp8-opt", &arena, inPlaceUpdates));
       trial = false;
       rematSources = std::move(chosen);
+      lastState = ok ? stateBytes(*copy) : 0;
       return ok ? std::optional<int64_t>(arena) : std::nullopt;
     };
+    if (budgeted) {
+      // --memory-budget: the least recomputation whose predicted device bytes fit, trying the
+      // user's sources alone where given, else each FP8 source in turn from the cheapest.
+      std::vector<std::vector<std::string>> ladder = {rematSources};
+      if (rematerializeSources.empty() && rematerializeFp8Casts && fp8Recipe)
+        for (const char *extra : {"gelu", "weight", "layernorm"}) {
+          ladder.push_back(ladder.back());
+          ladder.back().push_back(extra);
+        }
+      int64_t smallest = -1;
+      for (const std::vector<std::string> &sources : ladder) {
+        std::optional<int64_t> arena = arenaWith(sources);
+        if (!arena)
+          return runPasses(module, ctx); // the candidate's error, printed by the real compile
+        int64_t predicted = *arena + lastState;
+        smallest = smallest < 0 ? predicted : std::min(smallest, predicted);
+        if (predicted <= budgetBytes) {
+          rematSources = sources;
+          budgetChoice = {predicted, lastState, *arena};
+          return runPasses(module, ctx);
+        }
+      }
+      return emitError(module.getLoc())
+             << "--memory-budget " << memoryBudget << ": the plan needs at least " << describeBytes(smallest)
+             << " on the device (state " << describeBytes(lastState) << ", the rest its activations) with every "
+             << "recomputation Octet has (" << llvm::join(ladder.back(), ", ")
+             << "); raise the budget, lower the batch, or add --grad-accum-steps";
+    }
     std::optional<int64_t> best = arenaWith(rematSources);
     for (const char *extra : {"gelu", "weight"}) {
       if (!best)
@@ -849,6 +895,11 @@ int octet::fp8OptMain(int argc, char **argv) {
               << "\n";
         if (train && !storageLevel.empty())
           ros << msampStorageLine(msampStorage, msampFloat32.getNumOccurrences()) << "\n";
+        if (budgetChoice.predicted >= 0)
+          ros << "memory budget " << describeBytes(budgetBytes) << ": predicted "
+              << describeBytes(budgetChoice.predicted) << " (state " << describeBytes(budgetChoice.state)
+              << ", arena " << describeBytes(budgetChoice.arena) << "), recomputing FP8 codes of "
+              << llvm::join(rematSources, ", ") << "\n";
         reportPlanFusions(module, ros);
         llvm::raw_ostream &rep = outputFilename == "-" ? llvm::errs() : llvm::outs();
         if (jsonReport.path().empty())

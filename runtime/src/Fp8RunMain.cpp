@@ -222,6 +222,16 @@ int benchmark(Runner &ex, const Options &o) {
     }
   }
   tokens *= ex.plan().gradAccumSteps; // a run is an optimizer step: every micro-batch of it
+  // What fp8-opt --memory-budget predicts: every parameter and state tensor at its full size (the
+  // graph's own constants left out: a splat an op copies is filled, never placed), and the memory
+  // plan's arena.
+  int64_t predicted = ex.plan().arenaBytes;
+  for (auto &[id, kind] : ex.plan().constantKinds) {
+    if (kind == ConstantKind::Const)
+      continue;
+    const PlanValue &v = ex.plan().values[size_t(id)];
+    predicted += numElements(v.shape) * int64_t(dtypeSize(v.dtype));
+  }
   for (int64_t i = 0; i < o.warmup; ++i)
     runOptimizerStep(ex, inputs);
   std::vector<double> ms;
@@ -246,6 +256,7 @@ int benchmark(Runner &ex, const Options &o) {
                {"grad_accum_steps", ex.plan().gradAccumSteps},
                {"tokens_per_s", tokens ? double(tokens) / med * 1e3 : 0.0},
                {"device_bytes", b && b->bytes ? b->bytes(ex) : 0},
+               {"predicted_device_bytes", predicted},
                {"seconds_to_first_step", toFirstStep},
                {"host_peak_bytes", peakHostBytes()},
                {"rank", communicator() ? communicator()->rank() : 0},
