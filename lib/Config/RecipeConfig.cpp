@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -227,14 +229,22 @@ static bool readDeepSpeed(const YAML::Node &ds, const std::string &path, RecipeC
       std::string l;
       if (!r.scalar(v, key, l))
         return false;
-    } else if (key == "gradient_clipping") {
-      return r.fail(key, "not read from the config; clip with fp8-opt --clip-grad-norm");
+    } else if (key == "gradient_clipping") { // DeepSpeed clips the global norm, as --clip-grad-norm does
+      std::string v;
+      if (!r.scalar(kv.second, key, v))
+        return false;
+      char *end = nullptr;
+      double c = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(c) || c < 0)
+        return r.fail(key, "'" + v + "' is not a number >= 0 (the global gradient norm to clip to)");
+      config.gradClip = c;
     } else if (key == "deepspeed_config_file") {
       return r.fail(key, "a DeepSpeed JSON file is not read; put zero_stage and gradient_accumulation_steps in "
                          "deepspeed_config:");
     } else {
-      return r.fail(key, "unknown key; Octet reads gradient_accumulation_steps, zero_stage, offload_optimizer_device, "
-                         "offload_param_device, zero3_init_flag, zero3_save_16bit_model, deepspeed_multinode_launcher");
+      return r.fail(key, "not supported; Octet reads gradient_accumulation_steps, gradient_clipping, zero_stage, "
+                         "offload_optimizer_device, offload_param_device, zero3_init_flag, zero3_save_16bit_model, "
+                         "deepspeed_multinode_launcher");
     }
   }
   if (stage != 0)

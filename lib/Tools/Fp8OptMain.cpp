@@ -587,7 +587,7 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.eps = {adamEps, adamEps.getNumOccurrences() > 0};
     f.weightDecay = {weightDecay, weightDecay.getNumOccurrences() > 0};
     f.momentum = {momentum, momentum.getNumOccurrences() > 0};
-    f.clipGradNorm = clipGradNorm;
+    f.clipGradNorm = clipGradNorm.getNumOccurrences() ? clipGradNorm.getValue() : rc.gradClip;
     f.schedule = lrSchedule;
     f.warmupSteps = warmupSteps;
     f.totalSteps = totalSteps;

@@ -69,6 +69,8 @@ struct RecipeConfig {
   bool dataParallel = false;
   /// deepspeed_config.gradient_accumulation_steps (fp8-opt --grad-accum-steps): micro-batches per step.
   int64_t gradAccumSteps = 1;
+  /// deepspeed_config.gradient_clipping (fp8-opt --clip-grad-norm where that is not given); 0: none.
+  double gradClip = 0;
 
   /// The option string of octet-fp8-substitute ("recipe=te fp8-format=HYBRID ...").
   std::string toPassOptions() const;
