@@ -17,18 +17,8 @@ if [ "$mode" = pack ]; then
   build=${2:-build}
   cd "$here"
   mkdir -p "$d/ga" "$build/bench"
-  ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet_collective >/dev/null
-  cp "$build/bin/fp8-run" "$d/"
-  cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build/lib/liboctet_collective.so.0.1" "$d/"
-  rm -f "$d"/liboctet_*.xz
-  xz -f -9 -T2 "$d/liboctet_cuda.so" "$d/liboctet_runtime.so.0.1"
-  for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200 libquadmath.so.0 \
-           libzip.so.4; do
-    cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"
-  done
-  for l in libopenblas.so.0 libgfortran.so.5; do
-    [ -f "$d/$l.xz" ] || xz -9 -T2 -c "/lib/x86_64-linux-gnu/$l" > "$d/$l.xz"
-  done
+  bash scripts/pack_devlib_runtime.sh "$build" # fp8-run and its libraries
+  ninja -C "$build" fp8-opt >/dev/null
   opt="$build/bin/fp8-opt"
   py=.venv/bin/python
   [ -f "$d/ga/licenses.bin" ] || "$py" scripts/make_corpus.py "$d/ga/licenses.bin" >/dev/null

@@ -21,25 +21,11 @@ cd "$here"
 . bench/gpt_sizes.sh
 d=.devlib
 mkdir -p "$d/plans" "$d/bench" "$build/bench"
-ninja -C "$build" fp8-opt fp8-run octet_cuda octet_runtime octet_collective octet-cuda-tests octet-cuda-bench >/dev/null
-cp "$build/bin/fp8-run" "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
-cp -L "$build/lib/liboctet_cuda.so" "$build/lib/liboctet_runtime.so.0.1" "$build/lib/liboctet_collective.so.0.1" "$d/"
-# The largest, xz-compressed in place (modes kept; a third of gzip's bytes for OpenBLAS, and the
-# carry is limited to 64 MiB with the working tree): bench/gpu_env.sh unpacks every .devlib/*.xz.
-rm -f "$d"/*.so*.gz "$d/octet-cuda-tests.gz"
-xz -f -9 -T2 "$d/liboctet_cuda.so" "$d/octet-cuda-tests" "$d/liboctet_runtime.so.0.1"
-# Gloo (the CPU ranks' collectives) and what Debian's build of it links.
-for l in libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
-  cp -L "$(ls /usr/lib/$l /lib/x86_64-linux-gnu/$l 2>/dev/null | head -1)" "$d/"
-done
-for l in libquadmath.so.0 libzip.so.4; do
-  cp -L "/lib/x86_64-linux-gnu/$l" "$d/"
-done
-# OpenBLAS is most of the carried bytes: xz-compressed, unpacked on the device.
-for l in libopenblas.so.0 libgfortran.so.5; do
-  rm -f "$d/$l"
-  xz -9 -T2 -c "/lib/x86_64-linux-gnu/$l" > "$d/$l.xz"
-done
+bash scripts/pack_devlib_runtime.sh "$build" # fp8-run and its libraries
+ninja -C "$build" fp8-opt octet-cuda-tests octet-cuda-bench >/dev/null
+cp "$build/bin/octet-cuda-bench" "$build/test/octet-cuda-tests" "$d/"
+rm -f "$d/octet-cuda-tests.gz"
+xz -f -9 -T2 "$d/octet-cuda-tests"
 
 opt="$build/bin/fp8-opt"
 py=.venv/bin/python
