@@ -41,9 +41,11 @@ def main():
     ap.add_argument("--vocab", type=int, default=VOCAB)
     ap.add_argument("--weights", choices=["absent", "random"], default="absent")
     ap.add_argument("--norm", choices=["layer", "rms"], default="layer", help="LayerNorm or RMSNorm")
+    ap.add_argument("--layers", type=int, help="blocks (default: the config's)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
     d, L, H = CONFIGS[a.config]
+    L = a.layers or L
     B, T, V, dh = a.batch, a.seq, a.vocab, d // H
     rng = np.random.default_rng(0)
     inits, nodes = [], []

@@ -12,6 +12,7 @@
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanPipeline.h"
 #include "octet/Tools/MemoryBudget.h"
+#include "octet/Tools/PlanFlags.h"
 #include "octet/Tools/PlanReport.h"
 #include "octet/Tools/RecipeFlags.h"
 #include "octet/Tools/TrainingPipeline.h"
@@ -69,6 +70,7 @@ int octet::fp8OptMain(int argc, char **argv) {
   static cl::OptionCategory basicCat("Basics");
   static cl::OptionCategory importCat("Import and testing");
   static cl::OptionCategory optCat("Plan optimizations (each a pass; on unless noted)");
+  static PlanFlags plan(optCat); // the plan passes' flags (PlanFlags.h)
   static cl::OptionCategory dpCat("Data parallelism");
   static cl::opt<std::string> inputFilename(cl::Positional, cl::desc("<model.onnx | input.mlir>"),
                                             cl::init("-"), cl::cat(basicCat));
@@ -158,219 +160,7 @@ int octet::fp8OptMain(int argc, char **argv) {
                                                "(com.microsoft.GemmFloat8)"),
                                       cl::init("matmul"), cl::cat(optCat));
 
-  static cl::opt<bool> fusePointwise(
-      "fuse-pointwise",
-      cl::desc("Plans: fuse chains of float32 elementwise ops into octet Pointwise nodes (default on; "
-               "--fuse-pointwise=false keeps one op per node)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> fusePointwiseChains(
-      "fuse-pointwise-chains",
-      cl::desc("Plans: consecutive Pointwise programs over one shape (AdamW's, a GELU gradient's) form one fusion "
-               "group that a backend runs as one kernel, results passed on in registers; the plan's ops say so "
-               "(fusion, fusion_group) and --report counts them (default on; --fuse-pointwise-chains=false runs "
-               "each program alone)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> fuseRuns(
-      "fuse-runs",
-      cl::desc("Plans: runs of small ops of one kind side by side (the step's delayed-scaling updates, the "
-               "optimizer's per-parameter sums of squares) form fusion groups a backend runs as one launch "
-               "(default on; --fuse-runs=false launches each)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<int64_t> attentionWorkspaceBytes(
-      "attention-workspace-bytes",
-      cl::desc("Plans: the most scratch one fused attention op may take on a backend beyond the arena bytes free "
-               "while it runs (default 512 MiB; 0: no bound); cuDNN's deterministic backward, whose workspace "
-               "grows with the sequence squared, then runs over slices of the batch where neither holds it. Less "
-               "memory, a little more time (the 1.3B GPT at 8 x 2048: 1 GiB less at no measured cost)"),
-      cl::init(int64_t(512) << 20), cl::cat(optCat));
-  static cl::opt<bool> chunkLoss(
-      "chunk-loss",
-      cl::desc("Plans: the output layer's FP8 GEMM, the loss and their gradients run over chunks of tokens, so "
-               "one chunk's logits live at a time (default on; --chunk-loss=false keeps them whole)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<int64_t> lossChunkBytes(
-      "loss-chunk-bytes",
-      cl::desc("Plans: the most bytes of logits one chunk of --chunk-loss takes (default 268435456; the fewest "
-               "chunks of a multiple of 16 tokens that fit)"),
-      cl::init(int64_t(256) << 20), cl::cat(optCat));
-  static cl::opt<bool> foldResidualAdds(
-      "fold-residual-adds",
-      cl::desc("Plans: a residual Add of a float32 FP8 GEMM result (x + Linear(h)) becomes that GEMM with x as its "
-               "accumulate C, added in the GEMM's epilogue (default off: on the H100, cuBLASLt's FP8 GEMM reading a "
-               "float32 C, with the GPT's float32 bias in a pass of its own, took longer than the GEMM and the Add "
-               "apart, docs/BENCHMARKS.md; listed by --help-hidden)"),
-      cl::init(false), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> fuseProducerAmax(
-      "fuse-producer-amax",
-      cl::desc("Plans: a per-tensor amax (dynamic scaling: ao, msamp) and the GELU, Pointwise program or "
-               "LayerNorm gradient right before it that stores its input form a fusion group a backend computes in "
-               "the producer's pass (default on; --fuse-producer-amax=false reads the tensor again for the amax)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseGeluRecompute(
-      "fuse-gelu-recompute",
-      cl::desc("Plans: a GELU recomputed for its transposed FP8 codes (--rematerialize-fp8-sources=gelu) is cast in "
-               "the pass of the GELU gradient's cast, which reads the same input (default on; listed by --help-hidden)"),
-      cl::init(true), cl::cat(optCat), cl::Hidden);
-  static cl::opt<bool> fuseCastSources(
-      "fuse-cast-sources",
-      cl::desc("Plans: FP8 casts of one tensor, and the LayerNorm, GELU or Pointwise program that computes it, "
-               "form one cast pass a backend runs as one read (default on)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> foldGemmBias(
-      "fold-gemm-bias",
-      cl::desc("Plans: a float32 FP8 GEMM's bias is added by the op that reads its result (attention, GELU, "
-               "residual Add, head-split Transpose) instead of a pass of its own (default on; listed by "
-               "--help-hidden)"),
-      cl::init(true), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> foldWideningCasts(
-      "fold-widening-casts",
-      cl::desc("Plans: FP8 casts and amaxes of a float32 Cast of an FP16/BF16 tensor read the narrow tensor "
-               "(exact; MS-AMP's FP16 weights) instead of a float32 copy (default on)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseResidualNorms(
-      "fuse-residual-norms",
-      cl::desc("Plans: a float32 LayerNorm and the residual Add right before it form a fusion group a backend "
-               "runs as one pass over the Add's operands (default on; --fuse-residual-norms=false: two passes)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseAmaxScale(
-      "fuse-amax-scale",
-      cl::desc("Plans: dynamic scaling's fp8.dynamic_scale and the amax it reads form a fusion group a backend "
-               "computes in one launch (default on; --fuse-amax-scale=false launches the scale alone)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseMsampAdam(
-      "fuse-msamp-adam",
-      cl::desc("Plans, msamp O2/O3: each FP8 weight's Adam/AdamW update (FP8 first and FP16 second moment, FP16 "
-               "weight) is one fp8.adam_step a backend runs in two reads of the state (default on; "
-               "--fuse-msamp-adam=false keeps the float32 ops)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseCastColumnSums(
-      "fuse-cast-column-sums",
-      cl::desc("Plans: a Linear's bias gradient (a column sum of dY) pairs with the FP8 cast of dY that writes its "
-               "transposed copy, as a fusion group a backend computes in the cast's pass (default on; "
-               "--fuse-cast-column-sums=false reads dY again for the sum)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> fuseCastAmax(
-      "fuse-cast-amax",
-      cl::desc("Plans: an FP8 cast and the amax of the same tensor become one fp8.cast_amax (one read of the "
-               "tensor; default on; --fuse-cast-amax=false keeps two ops)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> castTranspose(
-      "cast-transpose",
-      cl::desc("Plans: an fp8.cast_amax whose GEMM reads its codes transposed also writes that layout "
-               "(TransformerEngine's cast-transpose; needs --fuse-cast-amax; default on; --cast-transpose=false "
-               "leaves the transposes to the backend)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> shareInputScaling(
-      "share-input-scaling",
-      cl::desc("FP8 Linears that read one tensor (Q, K and V of a LayerNorm's output) share its quantization: one "
-               "scaling state (the first layer's), one cast, one set of codes kept for the backward, as a fused QKV "
-               "Linear would; the same bits as separate states (default on; --share-input-scaling=false gives each "
-               "Linear its own)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> groupCasts(
-      "group-casts",
-      cl::desc("Plans: the FP8 casts of one tensor (the Q, K and V projections' casts of a LayerNorm's output) "
-               "run one after another, so a backend reads the tensor once for all of them and can compute it in "
-               "the same pass (default on; --group-casts=false leaves each cast before its GEMM)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> rematerializeFp8Casts(
-      "rematerialize-fp8-casts",
-      cl::desc("Plans: the backward's GEMMs read FP8 codes cast again just before them (a weight's, the "
-               "transposed codes of the attention output, and of the GELU and LayerNorm outputs recomputed from "
-               "their inputs: --rematerialize-fp8-sources says which) instead of "
-               "codes kept from the forward: the same bits, less memory across the step (default on; "
-               "--rematerialize-fp8-casts=false keeps them)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::list<std::string> rematerializeSources(
-      "rematerialize-fp8-sources",
-      cl::desc(
-          "Plans: which copies --rematerialize-fp8-casts makes, by what they recompute: weight (a "
-          "parameter's cast), activation (a cast of a tensor still live: the attention output's), "
-          "gelu "
-          "(the GELU runs again), layernorm (the LayerNorm or RMSNorm forward runs again). "
-          "Default: activation (no "
-          "time), plus gelu and weight where each lowers the arena's peak by 1% or more (--report "
-          "says)"),
-      cl::CommaSeparated, cl::cat(optCat));
-
-  static cl::opt<bool> sinkScaleUpdates(
-      "sink-scale-updates",
-      cl::desc("Plans: the delayed-scaling updates of a step (fp8.delayed_scale) move, in order, to its end, "
-               "where a backend runs them as one launch (default on; --sink-scale-updates=false leaves each "
-               "after its amax)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<std::string> activationPrecision(
-      "activation-precision",
-      cl::desc("Plans: storage of activations, bf16 (each op computes in float32 and rounds the BF16 values it "
-               "writes; parameters, optimizer state and parameter gradients stay float32) or f32 "
-               "(octet-assign-precision; default bf16 under an FP8 recipe or an Accelerate config's mixed_precision: "
-               "bf16, else f32). With no recipe, bf16 is PyTorch's BF16 autocast: every Linear's GEMMs on BF16 "
-               "operands"),
-      cl::init("f32"), cl::cat(optCat));
-
-  static cl::opt<std::string> attentionPrecision(
-      "attention-precision",
-      cl::desc("Plans: the operand precision a GPU backend computes fused attention with (float32 accumulation "
-               "and softmax either way): bf16 (as under autocast), tf32, or auto: bf16 where attention reads "
-               "BF16 or the plan has an FP8 recipe, else tf32 (octet-attention-precision; default auto)"),
-      cl::init("auto"), cl::cat(optCat));
-
-  static cl::opt<bool> inPlaceUpdates(
-      "in-place-updates",
-      cl::desc("Plans: write a state's new value (parameters, moments, FP8 scaling state) over the state itself "
-               "where nothing reads the old value later: no arena buffer and no copy at the end of the step "
-               "(default on; --in-place-updates=false keeps new values apart)"),
-      cl::init(true), cl::cat(optCat));
-
-  static cl::opt<bool> geluOp(
-      "gelu-op",
-      cl::desc("Training plans: a recognized GELU stays one Gelu op through autodiff, so the backward keeps only "
-               "its input (default on; --gelu-op=false differentiates the GELU's ops; listed by --help-hidden)"),
-      cl::init(true), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> normOps(
-      "norm-ops",
-      cl::desc("Training plans: a recognized float32 LayerNorm or RMSNorm, however the model "
-               "spelled it, becomes "
-               "one LayerNormalization or RMSNormalization op before autodiff, its gradient one "
-               "node (default on; "
-               "--norm-ops=false keeps a decomposed norm's ops; listed by --help-hidden)"),
-      cl::init(true), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> fuseAttention(
-      "fuse-attention",
-      cl::desc("Plans: fuse causal or unmasked scaled dot-product attention (MatMul, scale, mask, Softmax, "
-               "MatMul) into octet Attention nodes, before autodiff (default on; --fuse-attention=false keeps "
-               "the ops)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseRotary(
-      "fuse-rotary",
-      cl::desc("Plans: fuse the rotary position embedding (X cos + rotate_half(X) sin) into octet RotaryEmbedding "
-               "nodes, before autodiff (default on; --fuse-rotary=false keeps the ops; listed by --help-hidden)"),
-      cl::init(true), cl::Hidden, cl::cat(optCat));
-  static cl::opt<bool> foldHeadTransposes(
-      "fold-head-transposes",
-      cl::desc("Plans: fused attention reads Q, K and V where the head split (Transpose [0, 2, 1, 3] of "
-               "[B, S, H, d]) found them and writes Y in that layout, so the head split and merge copies "
-               "go (default on; --fold-head-transposes=false keeps them)"),
-      cl::init(true), cl::cat(optCat));
-  static cl::opt<bool> fuseGrads(
-      "fuse-grads",
-      cl::desc("Training plans: the gradients of LayerNormalization and SoftmaxCrossEntropyLoss are one octet "
-               "node each (LayerNormalizationGrad, SoftmaxCrossEntropyLossGrad) that reads its inputs once "
-               "(default on; --fuse-grads=false spells them out in ONNX ops; listed by --help-hidden)"),
-      cl::init(true), cl::Hidden, cl::cat(optCat));
   static cl::OptionCategory trainCat("Training (autodiff and optimizer)");
-  static cl::opt<bool> keepGradients(
-      "keep-gradients",
-      cl::desc("Training: keep each d(loss)/d(param) as a plan output, for fp8-run --dump-gradients (default on; "
-               "--keep-gradients=false frees each gradient after its update: less memory)"),
-      cl::init(true), cl::cat(optCat));
   static cl::opt<bool> train("train", cl::desc("Make one training step: gradients (octet-autodiff) and the optimizer"),
                              cl::cat(basicCat));
   static cl::opt<bool> dataParallel(
@@ -421,11 +211,6 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Training: N micro-batches per optimizer step (Accelerate's gradient_accumulation_steps), the "
                "gradients their mean, reduced and applied after the last (default 1)"),
       cl::value_desc("N"), cl::init(1), cl::cat(trainCat));
-  static cl::opt<std::string> memoryBudget(
-      "memory-budget",
-      cl::desc("Plans: the device bytes the plan may need (parameters and state plus its activations: 80GiB, "
-               "120GB, bytes); the compiler recomputes FP8 codes until its prediction fits, or refuses the plan"),
-      cl::value_desc("BYTES"), cl::cat(optCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking; listed by "
                                          "--help-hidden)"),
@@ -507,13 +292,13 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error(err);
   for (std::string err : {chooseFlag(reportFormat, reportFormat.getValue(), {"text", "json"}),
                           chooseFlag(qdqGemm, qdqGemm.getValue(), {"matmul", "gemm-float8"}),
-                          chooseFlag(activationPrecision, activationPrecision.getValue(), {"bf16", "f32"}),
-                          chooseFlag(attentionPrecision, attentionPrecision.getValue(), {"auto", "bf16", "tf32"}),
+                          chooseFlag(plan.activationPrecision, plan.activationPrecision.getValue(), {"bf16", "f32"}),
+                          chooseFlag(plan.attentionPrecision, plan.attentionPrecision.getValue(), {"auto", "bf16", "tf32"}),
                           chooseFlag(fp8AllReduceFormat, fp8AllReduceFormat.getValue(), {"e4m3", "e5m2"}),
                           chooseFlag(msampWeightRounding, msampWeightRounding.getValue(), {"nearest", "stochastic"})})
     if (!err.empty())
       return error(err);
-  for (const std::string &k : rematerializeSources)
+  for (const std::string &k : plan.rematerializeSources)
     if (!llvm::is_contained(rematerializeFp8Sources(), llvm::StringRef(k)))
       return error("--rematerialize-fp8-sources: '" + k + "' is not valid; use any of: " +
                    llvm::join(rematerializeFp8Sources(), ", "));
@@ -524,11 +309,11 @@ int octet::fp8OptMain(int argc, char **argv) {
   // BF16 activations unless the flag says otherwise: under Accelerate's mixed_precision: bf16 (autocast)
   // and under an FP8 recipe (as TransformerEngine and torchao train, under autocast).
   if ((rc.mixedPrecision == "bf16" || (!rc.backend.empty() && rc.backend != "none")) &&
-      !activationPrecision.getNumOccurrences())
-    activationPrecision = "bf16";
+      !plan.activationPrecision.getNumOccurrences())
+    plan.activationPrecision = "bf16";
   // No FP8 recipe with BF16 activations is PyTorch's BF16 autocast: every Linear stays in high
   // precision (octet-fp8-substitute recipe=none) with its GEMMs on BF16 operands.
-  bool autocast = activationPrecision == "bf16" && (rc.backend.empty() || rc.backend == "none");
+  bool autocast = plan.activationPrecision == "bf16" && (rc.backend.empty() || rc.backend == "none");
   if (rc.backend == "msamp" && storageLevel.empty())
     storageLevel = rc.msamp.optLevel;
   TrainingFlags msampStorage; // MS-AMP's storage: the level, the rounding, --msamp-float32
@@ -555,9 +340,32 @@ int octet::fp8OptMain(int argc, char **argv) {
       return error(why + " trains across ranks; add --train (without --gradients-only)");
   }
   int64_t budgetBytes = 0;
-  if (memoryBudget.getNumOccurrences() && !parseByteCount(memoryBudget, budgetBytes))
-    return error("--memory-budget='" + memoryBudget + "' is not valid; use a positive size such as 80GiB, 120GB or "
-                 "a number of bytes");
+  std::string budgetWhy; // auto: whose memory
+  if (plan.memoryBudget.getNumOccurrences() && plan.memoryBudget == "auto") {
+    std::string why;
+    std::optional<int64_t> device = visibleDeviceBytes(why);
+    if (!device)
+      return error("--memory-budget auto: " + why + "; give the memory of the GPU the plan will train on (80GiB)");
+    budgetBytes = *device - kAutoBudgetReserve;
+    budgetWhy = " (auto: this machine's GPU, " + describeBytes(*device) + ", less 3 GiB for the CUDA context and "
+                "libraries)";
+  } else if (plan.memoryBudget.getNumOccurrences() && !parseByteCount(plan.memoryBudget, budgetBytes)) {
+    return error("--memory-budget='" + plan.memoryBudget + "' is not valid; use a positive size such as 80GiB, 120GB, a "
+                 "number of bytes or auto");
+  }
+  int64_t blocksWanted = 0;
+  if (plan.checkpointBlocks.getNumOccurrences()) {
+    char *end = nullptr;
+    long long n = std::strtoll(plan.checkpointBlocks.c_str(), &end, 10);
+    if (plan.checkpointBlocks == "all")
+      blocksWanted = -1;
+    else if (plan.checkpointBlocks.empty() || *end || n < 0 || n > 100000)
+      return error("--checkpoint-blocks='" + plan.checkpointBlocks + "' is not valid; use a number of blocks or all");
+    else
+      blocksWanted = n;
+    if (!train || gradOnly)
+      return error("--checkpoint-blocks recomputes a training step's blocks; add --train (without --gradients-only)");
+  }
   int64_t accumSteps = gradAccumSteps.getNumOccurrences() ? gradAccumSteps.getValue() : rc.gradAccumSteps;
   std::string accumWhy = gradAccumSteps.getNumOccurrences() ? std::string("--grad-accum-steps")
                                                             : configFile + ": gradient_accumulation_steps";
@@ -571,13 +379,13 @@ int octet::fp8OptMain(int argc, char **argv) {
     return error("--gradients-only, --loss, --freeze, --optimizer and --lr apply to training; add --train");
   // The training passes' options (TrainingPipeline.cpp); a model with a TrainingInfoProto supplies
   // the optimizer the flags do not set.
-  auto trainingPipelineFor = [&](ModuleOp module, bool plan) {
+  auto trainingPipelineFor = [&](ModuleOp module, bool forPlan) {
     if (!train)
       return std::string();
     TrainingFlags f = msampStorage; // MS-AMP's level, rounding, format and float32 parts
     f.loss = lossName;
     f.freeze = freeze;
-    f.fusedGrads = plan && fuseGrads;
+    f.fusedGrads = forPlan && plan.fuseGrads;
     f.gradientsOnly = gradOnly;
     f.optimizer = optimizerName;
     f.optimizerGiven = optimizerName.getNumOccurrences();
@@ -592,8 +400,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.warmupSteps = warmupSteps;
     f.totalSteps = totalSteps;
     f.minLr = minLr;
-    f.keepGradients = keepGradients;
-    f.fuseMsampAdam = plan && fuseMsampAdam;
+    f.keepGradients = plan.keepGradients;
+    f.fuseMsampAdam = forPlan && plan.fuseMsampAdam;
     f.dataParallel = dataParallelOn;
     f.fp8AllReduce = fp8AllReduce;
     f.bucketBytes = gradientBucketBytes;
@@ -602,11 +410,11 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.gradAccumSteps = accumSteps;
     return trainingPipeline(module, f);
   };
-  if (attentionWorkspaceBytes < 0)
-    return error("--attention-workspace-bytes=" + std::to_string(attentionWorkspaceBytes) +
+  if (plan.attentionWorkspaceBytes < 0)
+    return error("--attention-workspace-bytes=" + std::to_string(plan.attentionWorkspaceBytes) +
                  " must be 0 (no bound) or more");
-  if (lossChunkBytes < 1)
-    return error("--loss-chunk-bytes=" + std::to_string(lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
+  if (plan.lossChunkBytes < 1)
+    return error("--loss-chunk-bytes=" + std::to_string(plan.lossChunkBytes) + " must be at least 1 (--chunk-loss=false "
                  "keeps the loss whole)");
   if (!train && !storageLevel.empty() && rc.backend != "msamp")
     return error("--recipe '" + recipe + "': MS-AMP storage levels apply to training; add --train");
@@ -688,9 +496,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   }
 
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes (choosePlanPasses)
-  struct BudgetChoice {
-    int64_t predicted = -1, state = 0, arena = 0;
-  } budgetChoice; // --memory-budget's prediction for the chosen recomputation
+  int64_t blocksChosen = blocksWanted;   // what octet-checkpoint-blocks checkpoints
+  std::optional<Prediction> budgetChoice; // --memory-budget's prediction for the chosen recomputation
   bool trial = false;                     // a candidate's compile: no reports
   bool rematChosen = false;               // the compiler chose rematSources
   bool fp8Recipe = recipeInfo && recipeInfo->name != "none";
@@ -699,22 +506,22 @@ int octet::fp8OptMain(int argc, char **argv) {
     // Training plans: GELU as one op and fused attention before autodiff, so that their
     // gradients read their inputs only (no [T, T] or GELU intermediates live across the step).
     bool trainPlan = out == Emit::Plan && !trainingPipeline.empty();
-    bool attentionFirst = trainPlan && fuseAttention;
+    bool attentionFirst = trainPlan && plan.fuseAttention;
     std::string before;
-    if (trainPlan && (geluOp || normOps)) {
-      std::string kinds = geluOp ? "gelu" : "";
-      if (normOps)
+    if (trainPlan && (plan.geluOp || plan.normOps)) {
+      std::string kinds = plan.geluOp ? "gelu" : "";
+      if (plan.normOps)
         kinds += std::string(kinds.empty() ? "" : ",") + "layer_norm,rms_norm";
       before +=
           std::string(fp8Recipe || autocast ? "" : "octet-raise-layers{layers=" + kinds + "},") +
-          "octet-lower-layers{gelu-op=" + (geluOp ? "true" : "false") +
-          " norm-ops=" + (normOps ? "true" : "false") + "},";
+          "octet-lower-layers{gelu-op=" + (plan.geluOp ? "true" : "false") +
+          " norm-ops=" + (plan.normOps ? "true" : "false") + "},";
     }
-    if (trainPlan && fuseRotary)
+    if (trainPlan && plan.fuseRotary)
       before += "octet-fuse-rotary,";
     if (attentionFirst)
-      before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(attentionWorkspaceBytes) +
-                " fold-head-transposes=" + (foldHeadTransposes ? "true" : "false") +
+      before += std::string("octet-fuse-attention{max-workspace-bytes=") + std::to_string(plan.attentionWorkspaceBytes) +
+                " fold-head-transposes=" + (plan.foldHeadTransposes ? "true" : "false") +
                 "},";
     // A loss that reads a padded kept GEMM's logits reads them padded (-inf), not sliced.
     if (!trainingPipeline.empty() && padKeptGemms)
@@ -726,7 +533,7 @@ int octet::fp8OptMain(int argc, char **argv) {
       applyDefaultTimingPassManagerCLOptions(pm);
     }
     if (fp8Recipe || autocast) {
-      if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (shareInputScaling ? "" : " share-input-scaling=false"),
+      if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (plan.shareInputScaling ? "" : " share-input-scaling=false"),
                                      trial ? std::string() : reportOptions, trainingPipeline)))
         return failure();
     } else {
@@ -748,35 +555,36 @@ int octet::fp8OptMain(int argc, char **argv) {
         PlanPassFlags pf;
         pf.trainPlan = trainPlan;
         pf.attentionFirst = attentionFirst;
-        pf.fuseRotary = fuseRotary;
-        pf.fuseAttention = fuseAttention;
-        pf.foldHeadTransposes = foldHeadTransposes;
-        pf.fusePointwise = fusePointwise;
-        pf.fuseCastAmax = fuseCastAmax;
-        pf.castTranspose = castTranspose;
-        pf.groupCasts = groupCasts;
-        pf.rematerializeFp8Casts = rematerializeFp8Casts;
-        pf.sinkScaleUpdates = sinkScaleUpdates;
+        pf.fuseRotary = plan.fuseRotary;
+        pf.fuseAttention = plan.fuseAttention;
+        pf.foldHeadTransposes = plan.foldHeadTransposes;
+        pf.fusePointwise = plan.fusePointwise;
+        pf.fuseCastAmax = plan.fuseCastAmax;
+        pf.castTranspose = plan.castTranspose;
+        pf.groupCasts = plan.groupCasts;
+        pf.rematerializeFp8Casts = plan.rematerializeFp8Casts;
+        pf.sinkScaleUpdates = plan.sinkScaleUpdates;
         pf.dataParallel = dataParallelOn;
         pf.overlapCollectives = overlapCollectives;
         pf.delayWeightGradients = delayWeightGradients;
-        pf.chunkLoss = chunkLoss;
-        pf.foldResidualAdds = foldResidualAdds;
-        pf.foldWideningCasts = foldWideningCasts;
-        pf.fusePointwiseChains = fusePointwiseChains;
-        pf.fuseRuns = fuseRuns;
-        pf.fuseCastColumnSums = fuseCastColumnSums;
-        pf.fuseGeluRecompute = fuseGeluRecompute;
-        pf.fuseCastSources = fuseCastSources;
-        pf.fuseProducerAmax = fuseProducerAmax;
-        pf.fuseAmaxScale = fuseAmaxScale;
-        pf.fuseResidualNorms = fuseResidualNorms;
-        pf.foldGemmBias = foldGemmBias;
-        pf.attentionWorkspaceBytes = attentionWorkspaceBytes;
-        pf.lossChunkBytes = lossChunkBytes;
-        pf.activationPrecision = activationPrecision;
-        pf.attentionPrecision = attentionPrecision;
+        pf.chunkLoss = plan.chunkLoss;
+        pf.foldResidualAdds = plan.foldResidualAdds;
+        pf.foldWideningCasts = plan.foldWideningCasts;
+        pf.fusePointwiseChains = plan.fusePointwiseChains;
+        pf.fuseRuns = plan.fuseRuns;
+        pf.fuseCastColumnSums = plan.fuseCastColumnSums;
+        pf.fuseGeluRecompute = plan.fuseGeluRecompute;
+        pf.fuseCastSources = plan.fuseCastSources;
+        pf.fuseProducerAmax = plan.fuseProducerAmax;
+        pf.fuseAmaxScale = plan.fuseAmaxScale;
+        pf.fuseResidualNorms = plan.fuseResidualNorms;
+        pf.foldGemmBias = plan.foldGemmBias;
+        pf.attentionWorkspaceBytes = plan.attentionWorkspaceBytes;
+        pf.lossChunkBytes = plan.lossChunkBytes;
+        pf.activationPrecision = plan.activationPrecision;
+        pf.attentionPrecision = plan.attentionPrecision;
         pf.rematSources = rematSources;
+        pf.checkpointBlocks = blocksChosen;
         addPlanPasses(pm, pf);
       }
       if (out == Emit::ONNX) {
@@ -789,6 +597,11 @@ int octet::fp8OptMain(int argc, char **argv) {
       pm.addPass(createMicroBatchPhases());
     if (failed(pm.run(module)))
       return failure();
+    if (int64_t done = 0, of = 0; !trial && out == Emit::Plan && blocksWanted != 0 &&
+                                  (checkpointedBlocks(module, done, of), done == 0))
+      return emitError(module.getLoc()) << "--checkpoint-blocks " << plan.checkpointBlocks
+                                        << ": no block to checkpoint (" << checkpointedBlocksWhy(module)
+                                        << "); leave the flag out";
     if (report && dataParallelOn && !trial)
       reportCollectives(module, outputFilename == "-" ? llvm::errs() : llvm::outs());
     return success();
@@ -803,15 +616,15 @@ int octet::fp8OptMain(int argc, char **argv) {
   // candidate compiles a copy of the module, its diagnostics unprinted (the chosen one compiles
   // again, printing them).
   auto choosePlanPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
-    rematSources = rematerializeSources.empty() ? std::vector<std::string>{"activation"}
-                                                : std::vector<std::string>(rematerializeSources);
-    rematChosen = rematerializeSources.empty();
+    rematSources = plan.rematerializeSources.empty() ? std::vector<std::string>{"activation"}
+                                                : std::vector<std::string>(plan.rematerializeSources);
+    rematChosen = plan.rematerializeSources.empty();
     bool budgeted = budgetBytes > 0 && out == Emit::Plan;
     if (!budgeted &&
-        (out != Emit::Plan || !rematerializeFp8Casts || !rematerializeSources.empty() || rc.backend != "te"))
+        (out != Emit::Plan || !plan.rematerializeFp8Casts || !plan.rematerializeSources.empty() || rc.backend != "te"))
       return runPasses(module, ctx);
     // A candidate's compile of a copy: its arena's peak, and (predicted) that plus its state's bytes.
-    int64_t lastState = 0;
+    int64_t lastState = 0, lastBlocks = 0, lastBlocksOf = 0;
     auto arenaWith = [&](std::vector<std::string> sources) -> std::optional<int64_t> {
       OwningOpRef<ModuleOp> copy = module.clone();
       std::vector<std::string> chosen = std::exchange(rematSources, sources);
@@ -820,38 +633,47 @@ int octet::fp8OptMain(int argc, char **argv) {
       std::string bytes;
       int64_t arena = -1;
       bool ok = succeeded(runPasses(*copy, ctx)) &&
-                succeeded(exportToPlanBytes(*copy, bytes, "fp8-opt", &arena, inPlaceUpdates));
+                succeeded(exportToPlanBytes(*copy, bytes, "fp8-opt", &arena, plan.inPlaceUpdates));
       trial = false;
       rematSources = std::move(chosen);
       lastState = ok ? stateBytes(*copy) : 0;
+      checkpointedBlocks(*copy, lastBlocks, lastBlocksOf);
       return ok ? std::optional<int64_t>(arena) : std::nullopt;
     };
     if (budgeted) {
-      // --memory-budget: the least recomputation whose predicted device bytes fit, trying the
-      // user's sources alone where given, else each FP8 source in turn from the cheapest.
-      std::vector<std::vector<std::string>> ladder = {rematSources};
-      if (rematerializeSources.empty() && rematerializeFp8Casts && fp8Recipe)
+      // --memory-budget: the least recomputation whose predicted device bytes fit: the user's
+      // sources alone where given, else each FP8 source in turn from the cheapest; then whole
+      // blocks, the fewest that fit (unless --checkpoint-blocks fixed them).
+      std::vector<Recomputation> ladder = {{rematSources, blocksWanted}};
+      if (plan.rematerializeSources.empty() && plan.rematerializeFp8Casts && fp8Recipe)
         for (const char *extra : {"gelu", "weight", "layernorm"}) {
           ladder.push_back(ladder.back());
-          ladder.back().push_back(extra);
+          ladder.back().fp8Sources.push_back(extra);
         }
-      int64_t smallest = -1;
-      for (const std::vector<std::string> &sources : ladder) {
-        std::optional<int64_t> arena = arenaWith(sources);
+      auto compile = [&](const Recomputation &r) -> std::optional<Prediction> {
+        int64_t blocks = std::exchange(blocksChosen, r.blocks);
+        std::optional<int64_t> arena = arenaWith(r.fp8Sources);
+        blocksChosen = blocks;
         if (!arena)
-          return runPasses(module, ctx); // the candidate's error, printed by the real compile
-        int64_t predicted = *arena + lastState;
-        smallest = smallest < 0 ? predicted : std::min(smallest, predicted);
-        if (predicted <= budgetBytes) {
-          rematSources = sources;
-          budgetChoice = {predicted, lastState, *arena};
-          return runPasses(module, ctx);
-        }
+          return std::nullopt;
+        return Prediction{*arena, lastState, lastBlocksOf, lastBlocks};
+      };
+      BudgetSearch found = searchMemoryBudget(budgetBytes, ladder, !plan.checkpointBlocks.getNumOccurrences(), compile);
+      if (found.chosen) {
+        rematSources = found.chosen->fp8Sources;
+        blocksChosen = found.chosen->blocks;
+        budgetChoice = found.prediction;
       }
+      if (found.chosen || found.failed) // a failed candidate's error, printed by the real compile
+        return runPasses(module, ctx);
       return emitError(module.getLoc())
-             << "--memory-budget " << memoryBudget << ": the plan needs at least " << describeBytes(smallest)
-             << " on the device (state " << describeBytes(lastState) << ", the rest its activations) with every "
-             << "recomputation Octet has (" << llvm::join(ladder.back(), ", ")
+             << "--memory-budget " << plan.memoryBudget << ": the plan needs at least "
+             << describeBytes(found.smallest.total()) << " on the device (state "
+             << describeBytes(found.smallest.state) << ", the rest its activations) with every recomputation Octet has ("
+             << llvm::join(ladder.back().fp8Sources, ", ")
+             << (found.smallest.blocks > 0 ? "; " + std::to_string(found.smallest.blocks) + " of " +
+                                                  std::to_string(found.smallest.blocksOf) + " blocks checkpointed"
+                                            : "")
              << "); raise the budget, lower the batch, or add --grad-accum-steps";
     }
     std::optional<int64_t> best = arenaWith(rematSources);
@@ -876,30 +698,38 @@ int octet::fp8OptMain(int argc, char **argv) {
     std::string bytes;
     if (out == Emit::Plan) {
       int64_t arena = 0;
-      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, inPlaceUpdates)))
+      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, plan.inPlaceUpdates)))
         return failure();
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         std::string facts;
         llvm::raw_string_ostream ros(facts);
         ros << "peak activation memory (plan arena): " << arena << " bytes, activations stored in "
-            << (activationPrecision == "bf16" ? "BF16" : "float32")
-            << (activationPrecision.getNumOccurrences() ? " (--activation-precision)"
+            << (plan.activationPrecision == "bf16" ? "BF16" : "float32")
+            << (plan.activationPrecision.getNumOccurrences() ? " (--activation-precision)"
                                                         : " (the default under an FP8 recipe or mixed_precision: bf16)")
             << "\n";
-        if (rematerializeFp8Casts && !autocast) // autocast: no FP8 codes
+        if (plan.rematerializeFp8Casts && !autocast) // autocast: no FP8 codes
           ros << "FP8 codes recomputed for the backward: " << llvm::join(rematSources, ", ")
               << (!rematChosen          ? ""
+                  : budgetChoice       ? " (--memory-budget's choice)"
                   : rc.backend == "te" ? " (the compiler's choice: gelu and weight only where each lowers the arena's "
                                          "peak by 1% or more)"
                                        : " (the default under dynamic scaling, where recomputing more costs time)")
               << "\n";
         if (train && !storageLevel.empty())
           ros << msampStorageLine(msampStorage, msampFloat32.getNumOccurrences()) << "\n";
-        if (budgetChoice.predicted >= 0)
-          ros << "memory budget " << describeBytes(budgetBytes) << ": predicted "
-              << describeBytes(budgetChoice.predicted) << " (state " << describeBytes(budgetChoice.state)
-              << ", arena " << describeBytes(budgetChoice.arena) << "), recomputing FP8 codes of "
-              << llvm::join(rematSources, ", ") << "\n";
+        if (train)
+          ros << checkpointingLine(module, blocksWanted != 0 ? "--checkpoint-blocks"
+                                           : budgetChoice       ? "--memory-budget"
+                                                                : "")
+              << "\n";
+        if (budgetChoice)
+          ros << "memory budget " << describeBytes(budgetBytes) << budgetWhy << ": predicted "
+              << describeBytes(budgetChoice->total()) << " (state " << describeBytes(budgetChoice->state)
+              << ", arena " << describeBytes(budgetChoice->arena) << "), recomputing FP8 codes of "
+              << llvm::join(rematSources, ", ")
+              << (budgetChoice->blocks > 0 ? " and " + std::to_string(budgetChoice->blocks) + " whole blocks" : "")
+              << "\n";
         reportPlanFusions(module, ros);
         llvm::raw_ostream &rep = outputFilename == "-" ? llvm::errs() : llvm::outs();
         if (jsonReport.path().empty())

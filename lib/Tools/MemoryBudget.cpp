@@ -4,9 +4,11 @@
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <cctype>
+#include <dlfcn.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,4 +63,121 @@ std::string octet::describeBytes(int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%lld bytes (%.2f GiB)", (long long)bytes, double(bytes) / double(int64_t(1) << 30));
   return buf;
+}
+
+octet::BudgetSearch octet::searchMemoryBudget(int64_t budget, const std::vector<Recomputation> &ladder, bool searchBlocks,
+                                       const CompileCandidate &compile) {
+  BudgetSearch s;
+  bool seen = false;
+  auto fits = [&](const Recomputation &r) -> std::optional<bool> {
+    std::optional<Prediction> p = compile(r);
+    if (!p) {
+      s.failed = true;
+      return std::nullopt;
+    }
+    if (!seen || p->total() < s.smallest.total())
+      s.smallest = *p;
+    seen = true;
+    if (p->total() > budget)
+      return false;
+    s.chosen = r;
+    s.prediction = *p;
+    return true;
+  };
+  for (const Recomputation &r : ladder) {
+    std::optional<bool> ok = fits(r);
+    if (!ok || *ok)
+      return s;
+  }
+  if (!searchBlocks || ladder.empty())
+    return s;
+  // Every block first: where that does not fit, nothing does.
+  Recomputation r = ladder.back();
+  r.blocks = -1;
+  std::optional<bool> all = fits(r);
+  if (!all || !*all || s.prediction.blocksOf <= 1)
+    return s;
+  Recomputation best = *s.chosen;
+  Prediction bestPrediction = s.prediction;
+  best.blocks = s.prediction.blocks; // -1 as the count it stood for
+  int64_t lo = 1, hi = best.blocks;  // the answer lies in [lo, hi]; hi fits
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    r.blocks = mid;
+    std::optional<bool> ok = fits(r);
+    if (!ok)
+      return s;
+    if (*ok) {
+      hi = mid;
+      best = r;
+      bestPrediction = s.prediction;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  s.chosen = best;
+  s.prediction = bestPrediction;
+  return s;
+}
+
+std::optional<int64_t> octet::visibleDeviceBytes(std::string &why) {
+  // The driver API's C entry points (cuda.h), loaded here so that fp8-opt needs no CUDA to build or run.
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    why = "no CUDA driver here (libcuda.so.1 not found)";
+    return std::nullopt;
+  }
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int *);
+  using GetFn = int (*)(int *, int);
+  using TotalFn = int (*)(size_t *, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto total = reinterpret_cast<TotalFn>(dlsym(lib, "cuDeviceTotalMem_v2"));
+  int n = 0, dev = 0;
+  size_t bytes = 0;
+  std::optional<int64_t> result;
+  if (!init || !count || !get || !total)
+    why = "the CUDA driver library lacks cuDeviceTotalMem_v2";
+  else if (init(0) != 0 || count(&n) != 0 || n < 1)
+    why = "no CUDA device visible";
+  else if (get(&dev, 0) != 0 || total(&bytes, dev) != 0)
+    why = "the CUDA driver did not give device 0's memory";
+  else
+    result = int64_t(bytes); // the library stays loaded: the driver keeps threads after cuInit
+  return result;
+}
+
+void octet::checkpointedBlocks(ModuleOp module, int64_t &blocks, int64_t &of) {
+  blocks = of = 0;
+  auto d = module->getAttrOfType<DictionaryAttr>("octet.checkpointed_blocks");
+  if (!d)
+    return;
+  if (auto b = d.getAs<IntegerAttr>("blocks"))
+    blocks = b.getInt();
+  if (auto o = d.getAs<IntegerAttr>("of"))
+    of = o.getInt();
+}
+
+std::string octet::checkpointedBlocksWhy(ModuleOp module) {
+  auto d = module->getAttrOfType<DictionaryAttr>("octet.checkpointed_blocks");
+  auto why = d ? d.getAs<StringAttr>("why") : StringAttr();
+  return why ? why.getValue().str() : (d ? "every block holds a random op or a subgraph" : "the pass did not run");
+}
+
+std::string octet::checkpointingLine(ModuleOp module, const std::string &chooser) {
+  int64_t blocks = 0, of = 0;
+  checkpointedBlocks(module, blocks, of);
+  if (blocks == 0)
+    return "activation checkpointing: none (--checkpoint-blocks N or --memory-budget turn it on)";
+  auto d = module->getAttrOfType<DictionaryAttr>("octet.checkpointed_blocks");
+  std::string prefix = d.getAs<StringAttr>("prefix").getValue().str();
+  auto num = [&](const char *k) { return std::to_string(d.getAs<IntegerAttr>(k).getInt()); };
+  std::string line = "activation checkpointing: " + std::to_string(blocks) + " of the " + std::to_string(of) +
+                     " blocks that can be (" + prefix + "." + num("first") + " to " + prefix + "." + num("last") +
+                     ") run their forward again in the backward";
+  if (!chooser.empty())
+    line += " (" + chooser + ")";
+  return line;
 }

@@ -526,6 +526,43 @@ def RematerializeCasts : Pass<"octet-rematerialize-casts", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def CheckpointBlocks : Pass<"octet-checkpoint-blocks", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing of whole blocks: the backward runs a block's forward again";
+  let description = [{
+    A training step keeps every block's activations from its forward to its
+    backward; at the step's peak all of them are live. This pass keeps only
+    what enters each checkpointed block (the residual stream, which the
+    previous block's backward reads anyway) and gives the block's backward a
+    copy of the block's forward, placed before the first backward op that
+    reads one of its values (PyTorch's `torch.utils.checkpoint` of a
+    transformer layer, as HF's `gradient_checkpointing_enable()` does).
+
+    Blocks are found from the parameter and state names: `<prefix>.<N>.` (a
+    Llama's `model.layers.3.mlp.up_proj.weight`, a GPT-2's `h.3.attn...`). In
+    the forward (the ops the loss depends on), block N starts at the first op
+    that reads an activation and a tensor of block N, and ends where block
+    N + 1 starts; the last block ends with the forward (its backward comes
+    first, so it is never checkpointed). Ops that read parameters and
+    constants only (a weight's FP8 cast) are not copied: their values are
+    used as they are (octet-rematerialize-fp8-casts decides about those).
+    A block value that a later block's forward reads stays: that is the
+    checkpoint. The copies read the same inputs with the same scales, so the
+    backward sees the same bits. A block with a random op (Dropout) or a
+    subgraph is left as it is.
+
+    `blocks` checkpoints the first N blocks (-1: every block but the last).
+    The module gets `octet.checkpointed_blocks = {blocks, of, prefix}`: how
+    many were checkpointed, how many could be, and their name prefix; the
+    copies are marked `octet.recompute_block`. fp8-opt runs it when writing a
+    plan (`--checkpoint-blocks`, or chosen by `--memory-budget`), first among
+    the plan passes, after CSE (which would merge the copies back).
+  }];
+  let options = [
+    Option<"blocks", "blocks", "int64_t", "-1", "How many blocks to checkpoint, from the first (-1: all but the last)">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
+}
+
 def RematerializeFp8Casts : Pass<"octet-rematerialize-fp8-casts", "mlir::ModuleOp"> {
   let summary = "Recompute FP8 codes for the backward instead of keeping them from the forward";
   let description = [{

@@ -26,6 +26,7 @@ struct PlanPassFlags {
        fuseRuns = true, fuseCastColumnSums = true, fuseGeluRecompute = true, fuseCastSources = true,
        fuseProducerAmax = true, fuseAmaxScale = true, fuseResidualNorms = true, foldGemmBias = true;
   int64_t attentionWorkspaceBytes = 0, lossChunkBytes = 0;
+  int64_t checkpointBlocks = 0; // octet-checkpoint-blocks: how many blocks (0: off, -1: all but the last)
   std::string activationPrecision = "bf16", attentionPrecision = "auto";
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes
 };

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 66, item 6, on the GPU host: Llama-3-8B (bench/export_hf_bench.py llama3-8b) trained STEPS
+# steps on real text (the host's Python sources, byte-level: scripts/make_corpus.py), each recipe
+# from the same weights (fp8-run --init-params draws each by seed and name) on the same batches,
+# against Octet's BF16 plan (no recipe: autocast BF16, float32 masters and moments). Every plan is
+# compiled with --memory-budget auto, so the compiler checkpoints what it must to fit the GPU (the
+# BF16 plan's 12 bytes a parameter of state leave its activations little room). One seed: at 8B a
+# step is the cost; the comparison is of the mean loss of the last 20 steps.
+#   bench/llama_loss.sh [STEPS] [BATCH] [RECIPES]      (300, 1, "none te msamp:O2")
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+model=llama3-8b
+steps=${1:-300}
+batch=${2:-1}
+seq=2048
+out=${OUT:-/tmp}
+d=.devlib
+. "$here/bench/gpu_env.sh"
+. "$here/bench/llama_export.sh"
+[ -f "$out/corpus.bin" ] || python3 "$here/scripts/make_corpus.py" "$out/corpus.bin" --source python-all \
+  --max-bytes 20000000 | tail -1
+for r in ${3:-none te msamp:O2}; do
+  t0=$(date +%s)
+  rec=(); [ "$r" = none ] || rec=(--recipe "${r%%:*}")
+  [ "${r#*:}" = "$r" ] || rec+=(--opt-level "${r#*:}")
+  r=${r/:/-}
+  "$d/fp8-opt" "$out/$model.onnx" --absent-weights zeros --input-shape "input_ids=${batch}x$seq,labels=${batch}x$seq" \
+    "${rec[@]}" --train --optimizer adamw --clip-grad-norm 1.0 --lr 3e-4 --lr-schedule cosine --warmup-steps 30 \
+    --total-steps "$steps" --min-lr 3e-5 --keep-gradients=false --memory-budget auto --report \
+    -o "$out/loss-$r.plan" > "$out/loss-$r.report" 2>&1 || { echo "fp8-opt $r: exit $?"; tail -2 "$out/loss-$r.report"; continue; }
+  echo "fp8-opt $r: $(($(date +%s) - t0)) s; $(grep -E "checkpointing:|memory budget" "$out/loss-$r.report" | tr '\n' ' ')"
+  t0=$(date +%s)
+  timeout "${LIMIT:-240}" "$d/fp8-run" "$out/loss-$r.plan" --device cuda --init-params normal:0.02 --data "$out/corpus.bin" \
+    --steps "$steps" --quiet --log "$out/loss-$r.jsonl" > "$out/loss-$r.err" 2>&1 || { echo "fp8-run $r: exit $?"; tail -2 "$out/loss-$r.err"; }
+  python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+last = rows[-20:]
+print(sys.argv[2], f'{len(rows)} steps in {sys.argv[3]} s, loss at step 1 {rows[0][\"loss\"]:.4f}, mean of steps {last[0][\"step\"]}-{last[-1][\"step\"]} {sum(r[\"loss\"] for r in last) / len(last):.4f}, {sum(r[\"tokens_per_s\"] for r in last) / len(last):.0f} tokens/s')
+" "$out/loss-$r.jsonl" "$r" "$(($(date +%s) - t0))" 2> /dev/null
+done
+for r in ${3:-none te msamp:O2}; do
+  r=${r/:/-}
+  [ "$r" = none ] || [ ! -f "$out/loss-none.jsonl" ] || [ ! -f "$out/loss-$r.jsonl" ] ||
+    echo "$r vs BF16: $(python3 "$here/scripts/compare_curves.py" "$out/loss-none.jsonl" "$out/loss-$r.jsonl" --window 20 | head -1)"
+done
