@@ -726,9 +726,12 @@ int octet::fp8OptMain(int argc, char **argv) {
         if (budgetChoice)
           ros << "memory budget " << describeBytes(budgetBytes) << budgetWhy << ": predicted "
               << describeBytes(budgetChoice->total()) << " (state " << describeBytes(budgetChoice->state)
-              << ", arena " << describeBytes(budgetChoice->arena) << "), recomputing FP8 codes of "
-              << llvm::join(rematSources, ", ")
-              << (budgetChoice->blocks > 0 ? " and " + std::to_string(budgetChoice->blocks) + " whole blocks" : "")
+              << ", arena " << describeBytes(budgetChoice->arena) << "), recomputing "
+              << (fp8Recipe ? "FP8 codes of " + llvm::join(rematSources, ", ") : std::string())
+              << (fp8Recipe && budgetChoice->blocks > 0 ? " and " : "")
+              << (budgetChoice->blocks > 0 ? std::to_string(budgetChoice->blocks) + " whole blocks"
+                  : fp8Recipe              ? ""
+                                           : "nothing")
               << "\n";
         reportPlanFusions(module, ros);
         llvm::raw_ostream &rep = outputFilename == "-" ? llvm::errs() : llvm::outs();

@@ -14,10 +14,14 @@
 
 namespace octet::rt {
 
+/// fp8.adam_step (MS-AMP's fused Adam) reads every element first (a pass for the new moments'
+/// amaxes, writing nothing but scratch) and then, in its update pass, reads element i (weight,
+/// gradient, moments) where it writes element i; its new scale_invs are written from scratch
+/// that holds the old ones (CPU: runtime/src/Fp8Kernels.cpp; CUDA: runtime/cuda/Optim.cu).
 inline bool readsElementForElement(std::string_view opType) {
   static constexpr std::string_view ops[] = {"octet::Pointwise", "Add", "Sub", "Mul", "Div", "Neg",
                                              "Abs", "Sqrt", "Exp", "Log", "Pow", "Max", "Min", "Where",
-                                             "Relu", "Cast", "Reciprocal", "Identity"};
+                                             "Relu", "Cast", "Reciprocal", "Identity", "fp8.adam_step"};
   for (std::string_view o : ops)
     if (o == opType)
       return true;
