@@ -21,7 +21,7 @@ d=.devlib
   --max-bytes 20000000 | tail -1
 for r in ${3:-none te msamp:O2}; do
   t0=$(date +%s)
-  rec=(); [ "$r" = none ] || rec=(--recipe "${r%%:*}")
+  rec=(--activation-precision bf16); [ "$r" = none ] || rec=(--recipe "${r%%:*}") # none: BF16 autocast
   [ "${r#*:}" = "$r" ] || rec+=(--opt-level "${r#*:}")
   r=${r/:/-}
   "$d/fp8-opt" "$out/$model.onnx" --absent-weights zeros --input-shape "input_ids=${batch}x$seq,labels=${batch}x$seq" \
