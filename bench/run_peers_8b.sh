@@ -5,21 +5,24 @@
 # torch.compile and torchao float8 (tensorwise) under torch.compile, both with torchao's AdamW8bit and
 # HF's gradient checkpointing; each peer in its own process under its own limit ($LIMIT s, 240).
 #   bash bench/run_peers_8b.sh [BATCH]          (torchao from the wheel carried in .whl)
+# PLANS: Octet's plans as NAME=PATH ... (default te=.devlib/l8/te-bBATCH.plan; "" runs the peers only,
+# as after bench/llama_device.sh, which measures Octet's plans compiled on the GPU host).
 set -u
 b=${1:-4}
 d=.devlib
 out=${OUT:-/tmp}
 . "$(dirname "$0")/gpu_env.sh"
-gunzip -kf "$d/l8/te-b$b.plan.gz"
+plans=${PLANS-te=$d/l8/te-b$b.plan}
+[ "$plans" != "te=$d/l8/te-b$b.plan" ] || gunzip -kf "$d/l8/te-b$b.plan.gz"
 if ls .whl/torchao-*.whl > /dev/null 2>&1 && ! python3 -c "import torchao" 2> /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/torchao-*.whl &&
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 e2e=(python3 bench/e2e_gpt.py --config hf-llama3-8b --batch "$b" --seq 2048 --steps "${STEPS:-5}" --warmup 2
      --fp8-run "$d/fp8-run")
-"${e2e[@]}" --skip-torch --plans "te=$d/l8/te-b$b.plan" --json "$out/peers-8b-octet.json" | grep -v "^measured"
+[ -z "$plans" ] || "${e2e[@]}" --skip-torch --plans $plans --json "$out/peers-8b-octet.json" | grep -v "^measured"
 peer=(--skip-eager --optimizer adamw8bit --checkpointing)
-timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" --json "$out/peers-8b-compile.json" | grep -v "^measured" ||
-  echo "pytorch-bf16-compile: exit $? (limit ${LIMIT:-240} s)"
 timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" --skip-compile --torchao tensorwise --json "$out/peers-8b-torchao.json" |
   grep -v "^measured" || echo "torchao: exit $? (limit ${LIMIT:-240} s)"
+timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" --json "$out/peers-8b-compile.json" | grep -v "^measured" ||
+  echo "pytorch-bf16-compile: exit $? (limit ${LIMIT:-240} s)"

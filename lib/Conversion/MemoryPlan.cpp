@@ -38,3 +38,34 @@ octet::MemoryPlan octet::planMemory(const std::vector<BufferRequest> &requests, 
             [](const BufferPlacement &a, const BufferPlacement &b) { return a.value < b.value; });
   return plan;
 }
+
+octet::LivePeak octet::livePeak(const std::vector<BufferRequest> &requests, int64_t alignment) {
+  auto align = [&](int64_t v) { return (v + alignment - 1) / alignment * alignment; };
+  // Bytes alive at each op: +bytes where a buffer starts, -bytes after its last reader. An input
+  // (first -1) is alive from op 0.
+  std::vector<std::pair<int, int64_t>> events;
+  for (const BufferRequest &r : requests) {
+    events.push_back({std::max(r.first, 0), align(r.bytes)});
+    events.push_back({std::max(r.last, std::max(r.first, 0)) + 1, -align(r.bytes)});
+  }
+  std::sort(events.begin(), events.end(), [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second; // frees first at an op
+  });
+  LivePeak peak;
+  int64_t live = 0;
+  for (size_t i = 0; i < events.size();) {
+    int at = events[i].first;
+    for (; i < events.size() && events[i].first == at; ++i)
+      live += events[i].second;
+    if (live > peak.bytes) {
+      peak.bytes = live;
+      peak.op = at;
+    }
+  }
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (std::max(requests[i].first, 0) <= peak.op && peak.op <= std::max(requests[i].last, std::max(requests[i].first, 0)))
+      peak.alive.push_back(i);
+  std::stable_sort(peak.alive.begin(), peak.alive.end(),
+                   [&](size_t a, size_t b) { return requests[a].bytes > requests[b].bytes; });
+  return peak;
+}

@@ -99,6 +99,7 @@ private:
 
 public:
   int64_t arenaBytes = 0;
+  octet::PlanMemoryFacts memory;
 };
 
 llvm::json::Object PlanWriter::planArena() {
@@ -160,6 +161,31 @@ llvm::json::Object PlanWriter::planArena() {
   }
   octet::MemoryPlan plan = octet::planMemory(requests, octet::kPlanArenaAlignment);
   arenaBytes = plan.arenaBytes;
+  octet::LivePeak peak = octet::livePeak(requests, octet::kPlanArenaAlignment);
+  memory.arenaBytes = plan.arenaBytes;
+  memory.livePeakBytes = peak.bytes;
+  memory.aliveBuffers = int64_t(peak.alive.size());
+  if (peak.op >= 0 && size_t(peak.op) < ops.size()) {
+    const llvm::json::Object &op = *ops[size_t(peak.op)].getAsObject();
+    std::optional<llvm::StringRef> name = op.getString("name");
+    memory.peakOp = (name && !name->empty() ? name->str() : "op " + std::to_string(peak.op)) + " (" +
+                    op.getString("type")->str() + ")";
+  } else if (peak.op >= 0) {
+    memory.peakOp = "the step's end";
+  }
+  for (size_t k = 0; k < peak.alive.size() && k < 5; ++k) {
+    const octet::BufferRequest &r = requests[peak.alive[k]];
+    std::optional<llvm::StringRef> name = values[size_t(r.value)].getAsObject()->getString("name");
+    std::string text = name ? name->str() : "";
+    if ((text.empty() || text[0] == '%') && r.first >= 0 && size_t(r.first) < ops.size()) {
+      // An unnamed result: named by the op that makes it.
+      const llvm::json::Object &def = *ops[size_t(r.first)].getAsObject();
+      std::optional<llvm::StringRef> op = def.getString("name");
+      text = (op && !op->empty() ? op->str() : "op " + std::to_string(r.first)) + " (" +
+             def.getString("type")->str() + ")";
+    }
+    memory.largest.push_back({text, r.bytes});
+  }
   std::vector<int64_t> offset(valueBytes.size(), -1);
   for (const octet::BufferPlacement &b : plan.buffers)
     offset[size_t(b.value)] = b.offset;
@@ -637,7 +663,7 @@ std::string octet::planOpType(Operation *op) {
 }
 
 LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
-                                       int64_t *arenaBytes, bool inPlaceUpdates) {
+                                       int64_t *arenaBytes, bool inPlaceUpdates, PlanMemoryFacts *memory) {
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (!func || f.getName() == ox::kMainGraphName)
@@ -654,5 +680,7 @@ LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, cons
     return failure();
   if (arenaBytes)
     *arenaBytes = writer.arenaBytes;
+  if (memory)
+    *memory = writer.memory;
   return success();
 }

@@ -564,6 +564,7 @@ int octet::fp8OptMain(int argc, char **argv) {
         pf.groupCasts = plan.groupCasts;
         pf.rematerializeFp8Casts = plan.rematerializeFp8Casts;
         pf.sinkScaleUpdates = plan.sinkScaleUpdates;
+        pf.freeEarly = plan.freeEarly;
         pf.dataParallel = dataParallelOn;
         pf.overlapCollectives = overlapCollectives;
         pf.delayWeightGradients = delayWeightGradients;
@@ -698,7 +699,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     std::string bytes;
     if (out == Emit::Plan) {
       int64_t arena = 0;
-      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, plan.inPlaceUpdates)))
+      PlanMemoryFacts memory;
+      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, plan.inPlaceUpdates,
+                                   &memory)))
         return failure();
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         std::string facts;
@@ -708,6 +711,8 @@ int octet::fp8OptMain(int argc, char **argv) {
             << (plan.activationPrecision.getNumOccurrences() ? " (--activation-precision)"
                                                         : " (the default under an FP8 recipe or mixed_precision: bf16)")
             << "\n";
+        if (memory.livePeakBytes > 0)
+          ros << arenaPeakLine(memory) << "\n";
         if (plan.rematerializeFp8Casts && !autocast) // autocast: no FP8 codes
           ros << "FP8 codes recomputed for the backward: " << llvm::join(rematSources, ", ")
               << (!rematChosen          ? ""
@@ -723,6 +728,9 @@ int octet::fp8OptMain(int argc, char **argv) {
                                            : budgetChoice       ? "--memory-budget"
                                                                 : "")
               << "\n";
+        if (auto freed = module->getAttrOfType<IntegerAttr>("octet.freed_early"))
+          ros << "freed early: " << freed.getInt()
+              << " values, whose readers moved up to the op that makes them (--free-early)\n";
         if (budgetChoice)
           ros << "memory budget " << describeBytes(budgetBytes) << budgetWhy << ": predicted "
               << describeBytes(budgetChoice->total()) << " (state " << describeBytes(budgetChoice->state)

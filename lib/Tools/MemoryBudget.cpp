@@ -181,3 +181,21 @@ std::string octet::checkpointingLine(ModuleOp module, const std::string &chooser
     line += " (" + chooser + ")";
   return line;
 }
+
+std::string octet::arenaPeakLine(const PlanMemoryFacts &m) {
+  auto gib = [](int64_t b) { // in the largest binary unit it reaches
+    const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(b);
+    int u = 0;
+    for (; u < 4 && v >= 1024; ++u)
+      v /= 1024;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+    return std::string(buf);
+  };
+  std::string line = "arena peak: " + gib(m.livePeakBytes) + " alive in " + std::to_string(m.aliveBuffers) +
+                     " buffers at " + m.peakOp + " (the arena is " + gib(m.arenaBytes) + "); largest:";
+  for (size_t i = 0; i < m.largest.size(); ++i)
+    line += (i ? ", " : " ") + m.largest[i].first + " " + gib(m.largest[i].second);
+  return line;
+}

@@ -15,6 +15,8 @@ using namespace mlir;
 void octet::addPlanPasses(OpPassManager &pm, const PlanPassFlags &f) {
   if (f.trainPlan && f.checkpointBlocks != 0) // first: the copies then fuse like the forward
     pm.addPass(createCheckpointBlocks(CheckpointBlocksOptions{f.checkpointBlocks}));
+  if (f.trainPlan && f.freeEarly)
+    pm.addPass(createFreeEarly());
   pm.addPass(createRematerializeCasts());
   if (f.fuseRotary && !f.trainPlan)
     pm.addPass(createFuseRotary());

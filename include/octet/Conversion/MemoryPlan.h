@@ -9,6 +9,7 @@
 #ifndef OCTET_CONVERSION_MEMORYPLAN_H
 #define OCTET_CONVERSION_MEMORYPLAN_H
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct MemoryPlan {
 };
 
 MemoryPlan planMemory(const std::vector<BufferRequest> &requests, int64_t alignment);
+
+/// The instant most bytes are alive at once, a lower bound of any arena: the op index (the first
+/// such), the bytes alive while it runs (aligned as the arena aligns them) and the requests alive
+/// then, largest first. The arena exceeds `bytes` by what the greedy placement loses to gaps.
+struct LivePeak {
+  int op = -1;
+  int64_t bytes = 0;
+  std::vector<std::size_t> alive; ///< indices into the requests
+};
+LivePeak livePeak(const std::vector<BufferRequest> &requests, int64_t alignment);
 
 } // namespace octet
 

@@ -66,13 +66,23 @@ constexpr int64_t kPlanArenaAlignment = 256;
 /// another domain (`octet::Pointwise`), or the fp8 op's name (`fp8.gemm`); "" for other ops.
 std::string planOpType(mlir::Operation *op);
 
+/// What fills the plan's activation arena at its busiest instant (fp8-opt --report).
+struct PlanMemoryFacts {
+  int64_t arenaBytes = 0;    ///< the arena the plan asks for
+  int64_t livePeakBytes = 0; ///< the most bytes alive at once (a lower bound of any arena)
+  std::string peakOp;        ///< the op running then: "NAME (TYPE)", or its index
+  int64_t aliveBuffers = 0;  ///< buffers alive then
+  std::vector<std::pair<std::string, int64_t>> largest; ///< the largest of them: value name, bytes
+};
+
 /// Writes the module's function as a plan. `arenaBytes`, when given, receives
 /// the peak activation memory the plan's memory plan needs. With `inPlaceUpdates`,
 /// a state's new value is written over the state itself (no arena buffer, no copy
 /// at the end of the step) where no op reads the old value after the one that
 /// computes the new one, or that op reads it element for element (docs/PLAN.md).
 mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer,
-                                      int64_t *arenaBytes = nullptr, bool inPlaceUpdates = true);
+                                      int64_t *arenaBytes = nullptr, bool inPlaceUpdates = true,
+                                      PlanMemoryFacts *memory = nullptr);
 
 } // namespace octet
 

@@ -563,6 +563,33 @@ def CheckpointBlocks : Pass<"octet-checkpoint-blocks", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect"];
 }
 
+def FreeEarly : Pass<"octet-free-early", "mlir::ModuleOp"> {
+  let summary = "Move a large value's readers up to the op that makes it, where that frees it sooner";
+  let description = [{
+    A value is alive from the op that makes it to its last reader. When every
+    reader of a value of at least `min-bytes` can run right after the op that
+    makes it (their other operands are made earlier, or by ops that make only
+    scalars, which move with them), and the readers' results take no more
+    bytes than the value, they move there, in their order: the value is freed
+    at once. MS-AMP's weight gradients are the case: each float32 gradient's
+    amax, scale and FP8 cast ran at the step's end, with the optimizer, so
+    every float32 gradient was alive at once there (4 bytes a parameter);
+    moved, only their FP8 codes are (1 byte).
+
+    Only ops that compute their results from their operands alone move: not
+    random ops, subgraphs, collectives, state updates, the copies of
+    octet-checkpoint-blocks or the recomputed casts of
+    octet-rematerialize-casts. The order of ops with no effect on each other
+    changes, not what they compute. The module gets `octet.freed_early = N`,
+    the values freed sooner. fp8-opt runs it when writing a plan, after
+    octet-checkpoint-blocks (`--free-early`).
+  }];
+  let options = [
+    Option<"minBytes", "min-bytes", "int64_t", "4096", "Values smaller than this stay as they are">,
+  ];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
 def RematerializeFp8Casts : Pass<"octet-rematerialize-fp8-casts", "mlir::ModuleOp"> {
   let summary = "Recompute FP8 codes for the backward instead of keeping them from the forward";
   let description = [{

@@ -8,6 +8,8 @@
 #ifndef OCTET_TOOLS_MEMORYBUDGET_H
 #define OCTET_TOOLS_MEMORYBUDGET_H
 
+#include "octet/Conversion/PlanExport.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -67,6 +69,10 @@ void checkpointedBlocks(mlir::ModuleOp module, int64_t &blocks, int64_t &of);
 std::string checkpointedBlocksWhy(mlir::ModuleOp module);
 /// --report's line: "activation checkpointing: ..." (`chooser`: the flag that chose it, or "").
 std::string checkpointingLine(mlir::ModuleOp module, const std::string &chooser);
+
+/// --report's line: "arena peak: ..." (the bytes alive at the arena's busiest op and the largest
+/// of them).
+std::string arenaPeakLine(const PlanMemoryFacts &memory);
 
 /// The memory of the CUDA device this process sees first (CUDA_VISIBLE_DEVICES applies), through
 /// the driver library loaded at run time; nullopt with `why` where there is none.

@@ -199,6 +199,12 @@ struct PlanFlags {
           "time), plus gelu and weight where each lowers the arena's peak by 1% or more (--report "
           "says)"),
       llvm::cl::CommaSeparated, llvm::cl::cat(cat)};
+  llvm::cl::opt<bool> freeEarly{
+      "free-early",
+      llvm::cl::desc("Plans: a large value's readers move up to the op that makes it where that frees "
+                     "it sooner (MS-AMP's weight gradients cast to FP8 as they are made, not at the "
+                     "step's end; default on)"),
+      llvm::cl::init(true), llvm::cl::Hidden, llvm::cl::cat(cat)};
   llvm::cl::opt<bool> sinkScaleUpdates{
       "sink-scale-updates",
       llvm::cl::desc("Plans: the delayed-scaling updates of a step (fp8.delayed_scale) move, in "

@@ -21,7 +21,7 @@ struct PlanPassFlags {
   bool attentionFirst = false; // octet-fuse-attention already ran before autodiff
   bool fuseRotary = true, fuseAttention = true, foldHeadTransposes = true, fusePointwise = true,
        fuseCastAmax = true, castTranspose = true, groupCasts = true, rematerializeFp8Casts = true,
-       sinkScaleUpdates = true, dataParallel = false, overlapCollectives = true, delayWeightGradients = false,
+       sinkScaleUpdates = true, freeEarly = true, dataParallel = false, overlapCollectives = true, delayWeightGradients = false,
        chunkLoss = true, foldResidualAdds = true, foldWideningCasts = true, fusePointwiseChains = true,
        fuseRuns = true, fuseCastColumnSums = true, fuseGeluRecompute = true, fuseCastSources = true,
        fuseProducerAmax = true, fuseAmaxScale = true, fuseResidualNorms = true, foldGemmBias = true;
