@@ -22,7 +22,16 @@ e2e=(python3 bench/e2e_gpt.py --config hf-llama3-8b --batch "$b" --seq 2048 --st
      --fp8-run "$d/fp8-run")
 [ -z "$plans" ] || "${e2e[@]}" --skip-torch --plans $plans --json "$out/peers-8b-octet.json" | grep -v "^measured"
 peer=(--skip-eager --optimizer adamw8bit --checkpointing)
-timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" --skip-compile --torchao tensorwise --json "$out/peers-8b-torchao.json" |
-  grep -v "^measured" || echo "torchao: exit $? (limit ${LIMIT:-240} s)"
-timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" --json "$out/peers-8b-compile.json" | grep -v "^measured" ||
-  echo "pytorch-bf16-compile: exit $? (limit ${LIMIT:-240} s)"
+# PEERS: which peers, in order (default "torchao compile"); each under timeout $LIMIT s, its exit
+# status and the end of its stderr printed when it fails.
+for p in ${PEERS:-torchao compile}; do
+  case $p in
+    torchao) args=(--skip-compile --torchao tensorwise) ;;
+    compile) args=() ;;
+    *) echo "run_peers_8b: unknown peer $p (torchao or compile)"; continue ;;
+  esac
+  timeout "${LIMIT:-240}" "${e2e[@]}" "${peer[@]}" "${args[@]}" --json "$out/peers-8b-$p.json" > "$out/peers-8b-$p.txt" 2> "$out/peers-8b-$p.err"
+  rc=$?
+  grep -v "^measured" "$out/peers-8b-$p.txt"
+  [ $rc = 0 ] || { echo "$p: exit $rc (limit ${LIMIT:-240} s)"; tail -3 "$out/peers-8b-$p.err"; }
+done
