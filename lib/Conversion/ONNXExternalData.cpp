@@ -10,6 +10,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -19,8 +20,8 @@
 
 using namespace mlir;
 
-FailureOr<std::string> octet::readExternalData(const onnx::TensorProto &t, const ImportOptions &opts,
-                                           Location loc) {
+FailureOr<octet::ExternalBytes> octet::mapExternalData(const onnx::TensorProto &t, const ImportOptions &opts,
+                                                     Location loc) {
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
@@ -43,17 +44,33 @@ FailureOr<std::string> octet::readExternalData(const onnx::TensorProto &t, const
            failure();
   llvm::SmallString<256> path(opts.baseDir);
   llvm::sys::path::append(path, location);
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return emitError(loc) << "tensor '" << t.name() << "': cannot read external data file '"
-                          << path << "': " << buf.getError().message()
-                          << " (keep it next to the model)",
+  uint64_t size = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, size))
+    return emitError(loc) << "tensor '" << t.name() << "': cannot read external data file '" << path
+                          << "': " << ec.message() << " (keep it next to the model)",
            failure();
-  llvm::StringRef data = (*buf)->getBuffer();
-  if (offset > data.size() || (length >= 0 && offset + length > data.size()))
+  if (offset > size || (length >= 0 && offset + uint64_t(length) > size))
     return emitError(loc) << "tensor '" << t.name() << "': external data file '" << path
-                          << "' is too short (" << data.size() << " bytes) for offset " << offset
-                          << " and length " << length,
+                          << "' is too short (" << size << " bytes) for offset " << offset << " and length "
+                          << length,
            failure();
-  return data.substr(offset, length < 0 ? llvm::StringRef::npos : size_t(length)).str();
+  uint64_t n = length < 0 ? size - offset : uint64_t(length);
+  // Only the tensor's own bytes are mapped: a model's weights are never all in memory at once.
+  auto buf = llvm::MemoryBuffer::getFileSlice(path, n, offset, /*IsVolatile=*/false);
+  if (!buf)
+    return emitError(loc) << "tensor '" << t.name() << "': cannot read external data file '" << path
+                          << "': " << buf.getError().message() << " (keep it next to the model)",
+           failure();
+  ExternalBytes out;
+  out.bytes = (*buf)->getBuffer();
+  out.file = std::move(*buf);
+  return out;
+}
+
+FailureOr<std::string> octet::readExternalData(const onnx::TensorProto &t, const ImportOptions &opts,
+                                           Location loc) {
+  FailureOr<ExternalBytes> mapped = mapExternalData(t, opts, loc);
+  if (failed(mapped))
+    return failure();
+  return mapped->bytes.str();
 }

@@ -602,6 +602,35 @@ OwningOpRef<ModuleOp> importOnnxModel(const onnx::ModelProto &original, MLIRCont
   return finish(detail::Importer(context, inferred, options).run());
 }
 
+/// importOnnxModel for a model the caller gives up: shape inference copies the model, so the
+/// large initializers' bytes step aside (swapped out, not copied) while it runs and come back to
+/// the inferred model after; it reads only small initializers (shapes, axes).
+static OwningOpRef<ModuleOp> importOwnedModel(onnx::ModelProto &model, MLIRContext *context,
+                                              const ImportOptions &options) {
+  if (model.training_info_size() > 0 || !options.inferShapes)
+    return importOnnxModel(model, context, options);
+  constexpr size_t kAsideBytes = 4096;
+  auto *inits = model.mutable_graph()->mutable_initializer();
+  std::vector<std::string> aside(size_t(inits->size()));
+  for (int i = 0; i < inits->size(); ++i)
+    if ((*inits)[i].raw_data().size() >= kAsideBytes)
+      (*inits)[i].mutable_raw_data()->swap(aside[size_t(i)]);
+  std::string reason;
+  (void)proto::inferShapes(model, reason); // where it cannot, the model stays as it was
+  inits = model.mutable_graph()->mutable_initializer();
+  if (size_t(inits->size()) != aside.size()) {
+    emitError(FileLineColLoc::get(context, options.fileName, 0, 0))
+        << "shape inference changed the initializers; report this model";
+    return nullptr;
+  }
+  for (int i = 0; i < inits->size(); ++i)
+    if (!aside[size_t(i)].empty())
+      (*inits)[i].mutable_raw_data()->swap(aside[size_t(i)]);
+  ImportOptions inferred = options;
+  inferred.inferShapes = false; // done
+  return importOnnxModel(model, context, inferred);
+}
+
 OwningOpRef<ModuleOp> importOnnxBuffer(llvm::StringRef bytes, MLIRContext *context,
                                        const ImportOptions &options) {
   onnx::ModelProto model;
@@ -610,7 +639,7 @@ OwningOpRef<ModuleOp> importOnnxBuffer(llvm::StringRef bytes, MLIRContext *conte
     emitError(FileLineColLoc::get(context, options.fileName, 0, 0)) << error;
     return nullptr;
   }
-  return importOnnxModel(model, context, options);
+  return importOwnedModel(model, context, options);
 }
 
 OwningOpRef<ModuleOp> importOnnxFile(llvm::StringRef path, MLIRContext *context,
@@ -625,7 +654,7 @@ OwningOpRef<ModuleOp> importOnnxFile(llvm::StringRef path, MLIRContext *context,
   }
   if (options.baseDir.empty())
     options.baseDir = llvm::sys::path::parent_path(path).str();
-  return importOnnxModel(model, context, options);
+  return importOwnedModel(model, context, options);
 }
 
 } // namespace octet

@@ -17,7 +17,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <cctype>
 #include <cstring>
+#include <memory>
 
 namespace octet::detail {
 
@@ -78,6 +80,16 @@ Type Importer::convertType(const onnx::TypeProto &type, Location loc,
   }
 }
 
+/// A resource blob's key from a tensor's name (letters, digits, '_' and '.'; not starting with a digit).
+static std::string resourceKey(const std::string &name) {
+  std::string key;
+  for (char c : name)
+    key.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '_');
+  if (key.empty() || std::isdigit(static_cast<unsigned char>(key[0])))
+    key = "t_" + key;
+  return key;
+}
+
 FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Location loc,
                                                 bool allowResource) {
   std::string what = "tensor '" + t.name() + "'";
@@ -127,6 +139,26 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
       return ElementsAttr(elt.isa<FloatType>()
                               ? DenseElementsAttr::get(type, APFloat::getZero(elt.cast<FloatType>().getFloatSemantics()))
                               : DenseElementsAttr::get(type, APInt::getZero(elt.getIntOrFloatBitWidth())));
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL && allowResource && n > 64 && elt.isIntOrFloat() &&
+      !elt.isInteger(1)) {
+    // A weight past the model's 2 GB: a resource blob over the file's mapped bytes, not a copy.
+    auto ext = mapExternalData(t, opts, loc);
+    if (failed(ext))
+      return failure();
+    if (static_cast<int64_t>(ext->bytes.size()) != bytes)
+      return emitError(loc) << what << " holds " << ext->bytes.size() << " bytes of data, but its shape and "
+                            << ox::getOnnxTypeName(t.data_type()) << " need " << bytes,
+             failure();
+    const char *data = ext->bytes.data();
+    size_t align = 1;
+    while (align < alignof(uint64_t) && reinterpret_cast<uintptr_t>(data) % (2 * align) == 0)
+      align *= 2;
+    std::shared_ptr<llvm::MemoryBuffer> keep = std::move(ext->file);
+    AsmResourceBlob blob(ArrayRef<char>(data, ext->bytes.size()), align,
+                         [keep](void *, size_t, size_t) mutable { keep.reset(); }, /*dataIsMutable=*/false);
+    auto &manager = DenseResourceElementsHandle::getManagerInterface(ctx);
+    return ElementsAttr(DenseResourceElementsAttr::get(type, manager.insert(resourceKey(t.name()), std::move(blob))));
   }
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto ext = readExternalData(t, opts, loc);
@@ -207,15 +239,10 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
   }
   // Large tensors live in the context's resource blobs, not uniqued attributes.
   if (allowResource && n > 64 && !elt.isa<ComplexType>()) {
-    std::string key;
-    for (char c : t.name())
-      key.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ? c : '_');
-    if (key.empty() || std::isdigit(static_cast<unsigned char>(key[0])))
-      key = "t_" + key;
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(raw.data(), raw.size()),
                                                            alignof(uint64_t));
     auto &manager = DenseResourceElementsHandle::getManagerInterface(ctx);
-    DenseResourceElementsHandle handle = manager.insert(key, std::move(blob));
+    DenseResourceElementsHandle handle = manager.insert(resourceKey(t.name()), std::move(blob));
     return ElementsAttr(DenseResourceElementsAttr::get(type, handle));
   }
   bool splat = false;

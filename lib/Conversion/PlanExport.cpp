@@ -1,17 +1,21 @@
 //===- PlanExport.cpp - MLIR -> runtime plan -------------------------------===//
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Conversion/MemoryPlan.h"
+#include "octet/Support/ProtoIO.h"
 
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/runtime/InPlace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/JSON.h"
 
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -69,7 +73,9 @@ llvm::json::Value floatValue(double v) {
 class PlanWriter {
 public:
   PlanWriter(func::FuncOp func, bool inPlaceUpdates) : func(func), inPlaceUpdates(inPlaceUpdates) {}
-  LogicalResult run(std::string &bytes, const std::string &producer, StringRef recipe, DictionaryAttr training);
+  /// Writes the plan to `sink` (none: only plans it, for its memory facts).
+  LogicalResult run(const octet::proto::FileSink *sink, const std::string &producer, StringRef recipe,
+                    DictionaryAttr training);
 
 private:
   int idOf(Value v) {
@@ -87,7 +93,13 @@ private:
   llvm::DenseMap<Value, int> ids;
   llvm::json::Array values, constants, ops, stateUpdates, gradients;
   llvm::StringMap<int> stateIds;
-  std::string data;
+  // The data blob: each constant's attribute at its offset, written when the plan is.
+  struct Payload {
+    ElementsAttr attr;
+    int64_t offset, bytes;
+  };
+  std::vector<Payload> payload;
+  int64_t dataSize = 0;
   // Memory planning: bytes of each value (-1: not in the arena), its defining
   // op index (-1: an input) and last reading op index.
   std::vector<int64_t> valueBytes;
@@ -314,25 +326,43 @@ LogicalResult PlanWriter::addValue(Value v, std::string name, Location loc) {
   return success();
 }
 
-LogicalResult PlanWriter::addConstant(Value v, ElementsAttr attr, StringRef kind, Location loc) {
+/// Gives `fn` the tensor's bytes as a plan stores them (ox::getRawTensorBytes): a view of the
+/// attribute's own storage where it holds them so (resource blobs, dense non-splat numbers), else
+/// a temporary copy.
+bool withRawBytes(ElementsAttr attr, llvm::function_ref<bool(ArrayRef<char>)> fn) {
+  if (auto res = attr.dyn_cast<DenseResourceElementsAttr>())
+    if (AsmResourceBlob *blob = res.getRawHandle().getBlob())
+      return fn(blob->getData());
+  auto dense = attr.dyn_cast<DenseElementsAttr>();
+  if (dense && !dense.getElementType().isInteger(1) && !dense.getElementType().isa<ox::StringType>() &&
+      (!dense.isSplat() || dense.getNumElements() == 1))
+    return fn(dense.getRawData());
   std::string raw;
+  return succeeded(ox::getRawTensorBytes(attr, raw)) && fn(ArrayRef<char>(raw.data(), raw.size()));
+}
+
+LogicalResult PlanWriter::addConstant(Value v, ElementsAttr attr, StringRef kind, Location loc) {
   // A splat (zero moments, absent weights) is stored as one element.
   auto dense = attr.dyn_cast<DenseElementsAttr>();
   bool splat = dense && dense.isSplat() && dense.getNumElements() > 1 &&
                !dense.getElementType().isa<ox::StringType>();
   if (splat)
     attr = DenseElementsAttr::get(RankedTensorType::get({}, dense.getElementType()), dense.getSplatValue<Attribute>());
-  if (failed(ox::getRawTensorBytes(attr, raw)))
+  int64_t size = -1;
+  if (!withRawBytes(attr, [&](ArrayRef<char> raw) {
+        size = int64_t(raw.size());
+        return true;
+      }))
     return emitError(loc) << "constant has no raw data (strings and sparse tensors are not supported in plans)";
   // The plan value carries the attribute's static type (results may be unranked).
   auto &obj = *values[size_t(idOf(v))].getAsObject();
   obj["shape"] = llvm::json::Array((splat ? dense : attr).getType().cast<ShapedType>().getShape());
-  data.append((64 - data.size() % 64) % 64, '\0');
-  llvm::json::Object c{{"value", idOf(v)}, {"offset", int64_t(data.size())}, {"bytes", int64_t(raw.size())},
-                       {"kind", kind}};
+  dataSize = (dataSize + 63) / 64 * 64;
+  llvm::json::Object c{{"value", idOf(v)}, {"offset", dataSize}, {"bytes", size}, {"kind", kind}};
   if (splat)
     c["splat"] = true;
-  data += raw;
+  payload.push_back({attr, dataSize, size});
+  dataSize += size;
   constants.push_back(std::move(c));
   valueBytes[size_t(idOf(v))] = -1; // lives in the data blob, not the arena
   return success();
@@ -547,7 +577,7 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
   return success();
 }
 
-LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, StringRef recipe,
+LogicalResult PlanWriter::run(const octet::proto::FileSink *sink, const std::string &producer, StringRef recipe,
                               DictionaryAttr training) {
   llvm::json::Array inputs, outputs;
   for (BlockArgument arg : func.getArguments()) {
@@ -624,26 +654,46 @@ LogicalResult PlanWriter::run(std::string &bytes, const std::string &producer, S
   os << llvm::json::Value(std::move(root));
   os.flush();
 
-  // Fixed part: magic, version, flags, header size, data offset, data size, crc32.
+  if (!sink)
+    return success();
+  // Fixed part: magic, version, flags, header size, data offset, data size, crc32 (written last:
+  // it covers the header and the data, which stream one constant at a time).
   uint64_t headerSize = header.size();
   uint64_t dataOffset = (48 + headerSize + 63) / 64 * 64;
-  uint64_t dataSize = data.size();
-  uint32_t crc = llvm::crc32(0, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(header.data()), header.size()));
-  crc = llvm::crc32(crc, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(data.data()), data.size()));
-  bytes.assign("OCTPLAN\0", 8);
-  auto put32 = [&](uint32_t v) { bytes.append(reinterpret_cast<const char *>(&v), 4); };
-  auto put64 = [&](uint64_t v) { bytes.append(reinterpret_cast<const char *>(&v), 8); };
+  std::string fixed("OCTPLAN\0", 8);
+  auto put32 = [&](uint32_t v) { fixed.append(reinterpret_cast<const char *>(&v), 4); };
+  auto put64 = [&](uint64_t v) { fixed.append(reinterpret_cast<const char *>(&v), 8); };
   put32(octet::kPlanFormatVersion);
   put32(0);
   put64(headerSize);
   put64(dataOffset);
-  put64(dataSize);
-  put32(crc);
+  put64(uint64_t(dataSize));
+  put32(0); // the crc32, at byte 40
   put32(0);
-  bytes += header;
-  bytes.append(dataOffset - bytes.size(), '\0');
-  bytes += data;
-  return success();
+  auto failedWrite = [&]() { return func.emitError("cannot write the plan"); };
+  uint32_t crc = llvm::crc32(0, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(header.data()), header.size()));
+  std::string pad(dataOffset - 48 - headerSize, '\0');
+  if (!sink->put(fixed.data(), fixed.size()) || !sink->put(header.data(), header.size()) ||
+      !sink->put(pad.data(), pad.size()))
+    return failedWrite();
+  static const char zeros[64] = {};
+  int64_t at = 0;
+  for (const Payload &p : payload) {
+    if (p.offset > at) { // alignment: zeros, in the checksum too
+      size_t n = size_t(p.offset - at);
+      crc = llvm::crc32(crc, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(zeros), n));
+      if (!sink->put(zeros, n))
+        return failedWrite();
+    }
+    if (!withRawBytes(p.attr, [&](ArrayRef<char> raw) {
+          if (!raw.empty()) // zlib's crc32 of no bytes at a null pointer starts over at 0
+            crc = llvm::crc32(crc, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(raw.data()), raw.size()));
+          return int64_t(raw.size()) == p.bytes && sink->put(raw.data(), raw.size());
+        }))
+      return failedWrite();
+    at = p.offset + p.bytes;
+  }
+  return sink->patch(40, reinterpret_cast<const char *>(&crc), 4) ? success() : failedWrite();
 }
 
 } // namespace
@@ -662,8 +712,9 @@ std::string octet::planOpType(Operation *op) {
   return "";
 }
 
-LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
-                                       int64_t *arenaBytes, bool inPlaceUpdates, PlanMemoryFacts *memory) {
+namespace {
+LogicalResult exportPlan(ModuleOp module, const octet::proto::FileSink *sink, const std::string &producer,
+                         int64_t *arenaBytes, bool inPlaceUpdates, octet::PlanMemoryFacts *memory) {
   func::FuncOp func;
   for (auto f : module.getOps<func::FuncOp>())
     if (!func || f.getName() == ox::kMainGraphName)
@@ -673,14 +724,55 @@ LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, cons
   if (!func.getBody().hasOneBlock())
     return func.emitError("the function must have a single block");
   StringRef recipe;
-  if (auto r = module->getAttrOfType<StringAttr>(kRecipeAttr))
+  if (auto r = module->getAttrOfType<StringAttr>(octet::kRecipeAttr))
     recipe = r.getValue();
   PlanWriter writer(func, inPlaceUpdates);
-  if (failed(writer.run(bytes, producer, recipe, module->getAttrOfType<DictionaryAttr>(kTrainingAttr))))
+  if (failed(writer.run(sink, producer, recipe, module->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))))
     return failure();
   if (arenaBytes)
     *arenaBytes = writer.arenaBytes;
   if (memory)
     *memory = writer.memory;
   return success();
+}
+} // namespace
+
+LogicalResult octet::exportToPlanBytes(ModuleOp module, std::string &bytes, const std::string &producer,
+                                       int64_t *arenaBytes, bool inPlaceUpdates, PlanMemoryFacts *memory) {
+  bytes.clear();
+  proto::FileSink sink;
+  sink.put = [&](const char *data, size_t n) {
+    bytes.append(data, n);
+    return true;
+  };
+  sink.patch = [&](uint64_t offset, const char *data, size_t n) {
+    if (offset + n > bytes.size())
+      return false;
+    std::memcpy(&bytes[offset], data, n);
+    return true;
+  };
+  return exportPlan(module, &sink, producer, arenaBytes, inPlaceUpdates, memory);
+}
+
+LogicalResult octet::exportToPlanFile(ModuleOp module, const std::string &path, const std::string &producer,
+                                      int64_t *arenaBytes, bool inPlaceUpdates, PlanMemoryFacts *memory) {
+  LogicalResult result = success();
+  std::string error;
+  bool written = proto::writeFileAtomically(
+      path,
+      [&](const proto::FileSink &sink, std::string &) {
+        result = exportPlan(module, &sink, producer, arenaBytes, inPlaceUpdates, memory);
+        return succeeded(result);
+      },
+      error);
+  if (failed(result))
+    return failure();
+  if (!written)
+    return module.emitError() << "cannot write '" << path << "': " << error;
+  return success();
+}
+
+LogicalResult octet::planMemoryFacts(ModuleOp module, bool inPlaceUpdates, int64_t &arenaBytes,
+                                     PlanMemoryFacts *memory) {
+  return exportPlan(module, nullptr, "", &arenaBytes, inPlaceUpdates, memory);
 }

@@ -151,7 +151,8 @@ void setNodeMetadata(onnx::NodeProto &node, const std::vector<std::pair<std::str
   setUnknownMetadata(node, 9, entries);
 }
 
-bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error) {
+bool writeFileAtomically(const std::string &path, const std::function<bool(const FileSink &, std::string &)> &write,
+                         std::string &error) {
   std::string tmpl = path + ".tmp.XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
@@ -160,20 +161,40 @@ bool writeFileAtomically(const std::string &path, const std::string &bytes, std:
     error = std::string("cannot create a temporary file beside it: ") + std::strerror(errno);
     return false;
   }
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR)
+  FileSink sink;
+  sink.put = [&](const char *p, size_t left) {
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR)
         continue;
-      error = std::string("write failed: ") + std::strerror(errno);
-      ::close(fd);
-      ::unlink(name.data());
-      return false;
+      if (n < 0) {
+        error = std::string("write failed: ") + std::strerror(errno);
+        return false;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
     }
-    p += n;
-    left -= static_cast<size_t>(n);
+    return true;
+  };
+  sink.patch = [&](uint64_t offset, const char *p, size_t left) {
+    while (left > 0) {
+      ssize_t n = ::pwrite(fd, p, left, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0) {
+        error = std::string("write failed: ") + std::strerror(errno);
+        return false;
+      }
+      p += n;
+      offset += static_cast<uint64_t>(n);
+      left -= static_cast<size_t>(n);
+    }
+    return true;
+  };
+  if (!write(sink, error)) {
+    ::close(fd);
+    ::unlink(name.data());
+    return false;
   }
   ::fchmod(fd, 0644);
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
@@ -187,6 +208,11 @@ bool writeFileAtomically(const std::string &path, const std::string &bytes, std:
     return false;
   }
   return true;
+}
+
+bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error) {
+  return writeFileAtomically(
+      path, [&](const FileSink &sink, std::string &) { return sink.put(bytes.data(), bytes.size()); }, error);
 }
 
 } // namespace octet::proto

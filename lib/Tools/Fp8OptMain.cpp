@@ -631,10 +631,8 @@ int octet::fp8OptMain(int argc, char **argv) {
       std::vector<std::string> chosen = std::exchange(rematSources, sources);
       ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
       trial = true;
-      std::string bytes;
       int64_t arena = -1;
-      bool ok = succeeded(runPasses(*copy, ctx)) &&
-                succeeded(exportToPlanBytes(*copy, bytes, "fp8-opt", &arena, plan.inPlaceUpdates));
+      bool ok = succeeded(runPasses(*copy, ctx)) && succeeded(planMemoryFacts(*copy, plan.inPlaceUpdates, arena));
       trial = false;
       rematSources = std::move(chosen);
       lastState = ok ? stateBytes(*copy) : 0;
@@ -690,6 +688,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     }
     return runPasses(module, ctx);
   };
+  // A plan from an ONNX model goes straight to its file, one constant at a time: the weights are
+  // not copied into memory again (stdout and devices take the bytes whole).
+  std::string streamTo;
   auto emitModule = [&](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
     if (out == Emit::MLIR) {
       module.print(os);
@@ -700,8 +701,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     if (out == Emit::Plan) {
       int64_t arena = 0;
       PlanMemoryFacts memory;
-      if (failed(exportToPlanBytes(module, bytes, std::string("fp8-opt ") + OCTET_VERSION, &arena, plan.inPlaceUpdates,
-                                   &memory)))
+      std::string producer = std::string("fp8-opt ") + OCTET_VERSION;
+      if (!streamTo.empty() ? failed(exportToPlanFile(module, streamTo, producer, &arena, plan.inPlaceUpdates, &memory))
+                            : failed(exportToPlanBytes(module, bytes, producer, &arena, plan.inPlaceUpdates, &memory)))
         return failure();
       if (report) { // the memory plan's peak and the fusion groups, with the per-layer report
         std::string facts;
@@ -789,11 +791,18 @@ int octet::fp8OptMain(int argc, char **argv) {
           << "(e.g. input_ids=8x2048)\n";
       return 1;
     }
+    llvm::sys::fs::file_status outStatus;
+    if (out == Emit::Plan && outputFilename != "-" &&
+        (llvm::sys::fs::status(outputFilename, outStatus) ||
+         outStatus.type() == llvm::sys::fs::file_type::regular_file))
+      streamTo = outputFilename;
     OwningOpRef<ModuleOp> module = importOnnxBuffer(input->getBuffer(), &ctx, opts);
     if (!module || failed(checkImportedModel(*module, /*checkOps=*/!allowCustomOps && (out == Emit::Plan || train))) || failed(choosePlanPasses(*module, ctx)) ||
         failed(emitModule(*module, resultStream)))
       return 1;
     resultStream.flush();
+    if (!streamTo.empty())
+      return 0;
     return octet::writeOutput(outputFilename, result) ? 0 : 1;
   }
 

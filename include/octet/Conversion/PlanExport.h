@@ -83,6 +83,14 @@ struct PlanMemoryFacts {
 mlir::LogicalResult exportToPlanBytes(mlir::ModuleOp module, std::string &bytes, const std::string &producer,
                                       int64_t *arenaBytes = nullptr, bool inPlaceUpdates = true,
                                       PlanMemoryFacts *memory = nullptr);
+/// The same, streamed into `path` one constant at a time (no copy of the weights in memory),
+/// atomically: a temporary beside it, fsync, rename.
+mlir::LogicalResult exportToPlanFile(mlir::ModuleOp module, const std::string &path, const std::string &producer,
+                                     int64_t *arenaBytes = nullptr, bool inPlaceUpdates = true,
+                                     PlanMemoryFacts *memory = nullptr);
+/// The plan's memory facts alone: what writing it would plan, with no bytes written.
+mlir::LogicalResult planMemoryFacts(mlir::ModuleOp module, bool inPlaceUpdates, int64_t &arenaBytes,
+                                    PlanMemoryFacts *memory = nullptr);
 
 } // namespace octet
 

@@ -9,6 +9,8 @@
 #define OCTET_SUPPORT_PROTOIO_H
 
 #include <onnx/onnx_pb.h>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +45,17 @@ void setNodeMetadata(onnx::NodeProto &node, const std::vector<std::pair<std::str
 
 /// Writes a file atomically: a temporary beside it, fsync, then rename.
 bool writeFileAtomically(const std::string &path, const std::string &bytes, std::string &error);
+
+/// What a streamed writer gives its bytes to: `put` appends, `patch` overwrites bytes already put
+/// (a checksum known at the end). Each returns false after a failed write.
+struct FileSink {
+  std::function<bool(const char *data, size_t n)> put;
+  std::function<bool(uint64_t offset, const char *data, size_t n)> patch;
+};
+/// The same, the bytes written by `write` through the sink, one piece at a time; `write` returns
+/// false (with `error` set) to abandon the file.
+bool writeFileAtomically(const std::string &path, const std::function<bool(const FileSink &, std::string &error)> &write,
+                         std::string &error);
 
 } // namespace octet::proto
 
