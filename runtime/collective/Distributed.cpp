@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -124,6 +125,12 @@ std::string describeExit(int status) {
 
 } // namespace
 
+std::string rankBlasThreads(int nproc, int cores, bool userSet) {
+  if (userSet || nproc <= 1)
+    return "";
+  return std::to_string(std::max(1, cores / nproc));
+}
+
 int launchRanks(int nproc, const std::vector<std::string> &argv) {
   if (nproc < 1)
     throw Error("--nproc-per-node: " + std::to_string(nproc) + " is not valid; use an integer >= 1");
@@ -135,6 +142,8 @@ int launchRanks(int nproc, const std::vector<std::string> &argv) {
     args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
   std::vector<pid_t> pids(size_t(nproc), -1);
+  std::string blas = rankBlasThreads(nproc, int(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))),
+                                     std::getenv("OPENBLAS_NUM_THREADS") || std::getenv("OMP_NUM_THREADS"));
   for (int r = 0; r < nproc; ++r) {
     pid_t pid = ::fork();
     if (pid < 0)
@@ -148,6 +157,8 @@ int launchRanks(int nproc, const std::vector<std::string> &argv) {
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      if (!blas.empty())
+        ::setenv("OPENBLAS_NUM_THREADS", blas.c_str(), 1);
       ::execv("/proc/self/exe", args.data());
       std::cerr << "fp8-run: cannot start rank " << r << ": " << std::strerror(errno) << "\n";
       ::_exit(127);

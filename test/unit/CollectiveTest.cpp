@@ -249,3 +249,11 @@ TEST(Collective, EnvironmentIsReadAsTorchrunWritesIt) {
     ::unsetenv(v);
   EXPECT_FALSE(distEnvFromEnvironment().present);
 }
+
+TEST(Launcher, RanksShareTheHostsCoresForBlas) {
+  EXPECT_EQ(rankBlasThreads(2, 16, false), "8");
+  EXPECT_EQ(rankBlasThreads(3, 16, false), "5");
+  EXPECT_EQ(rankBlasThreads(4, 2, false), "1"); // more ranks than cores: one each
+  EXPECT_EQ(rankBlasThreads(2, 16, true), "");  // the user's OPENBLAS/OMP_NUM_THREADS stand
+  EXPECT_EQ(rankBlasThreads(1, 16, false), ""); // one rank: OpenBLAS's own default
+}

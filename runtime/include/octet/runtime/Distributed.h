@@ -42,6 +42,12 @@ int freeLocalPort();
 /// Whether this build has the NCCL engine.
 bool haveNccl();
 
+/// The BLAS threads a rank of `nproc` on this host gets (OPENBLAS_NUM_THREADS): the host's `cores`
+/// shared out, at least 1; "" where the user chose (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS set,
+/// `userSet`) or one rank runs alone. N ranks each starting a thread per core would spin against
+/// each other (torchrun sets OMP_NUM_THREADS=1 for the same reason).
+std::string rankBlasThreads(int nproc, int cores, bool userSet);
+
 /// fp8-run --nproc-per-node N: runs `argv` (this program, its flags minus the launcher's) N times
 /// with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set. When a rank fails, the others are
 /// stopped and one line names it. Returns the exit status for the launcher.
