@@ -154,9 +154,12 @@ FailureOr<ElementsAttr> Importer::convertTensor(const onnx::TensorProto &t, Loca
     size_t align = 1;
     while (align < alignof(uint64_t) && reinterpret_cast<uintptr_t>(data) % (2 * align) == 0)
       align *= 2;
-    std::shared_ptr<llvm::MemoryBuffer> keep = std::move(ext->file);
-    AsmResourceBlob blob(ArrayRef<char>(data, ext->bytes.size()), align,
-                         [keep](void *, size_t, size_t) mutable { keep.reset(); }, /*dataIsMutable=*/false);
+    // The mapping lives as long as the blob (a move-only deleter: no std::shared_ptr in this
+    // -fno-rtti code, whose control-block vtable without RTTI UBSan's vptr check then meets in
+    // yaml-cpp's shared_ptrs).
+    AsmResourceBlob blob(
+        ArrayRef<char>(data, ext->bytes.size()), align,
+        [keep = std::move(ext->file)](void *, size_t, size_t) mutable { keep.reset(); }, /*dataIsMutable=*/false);
     auto &manager = DenseResourceElementsHandle::getManagerInterface(ctx);
     return ElementsAttr(DenseResourceElementsAttr::get(type, manager.insert(resourceKey(t.name()), std::move(blob))));
   }
