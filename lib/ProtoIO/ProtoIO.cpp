@@ -161,36 +161,27 @@ bool writeFileAtomically(const std::string &path, const std::function<bool(const
     error = std::string("cannot create a temporary file beside it: ") + std::strerror(errno);
     return false;
   }
+  // Every byte of [p, p + left) at `offset`, or at the file's end (offset < 0), through EINTR and
+  // short writes.
+  auto writeAll = [&](int64_t offset, const char *p, size_t left) {
+    while (left > 0) {
+      ssize_t n = offset < 0 ? ::write(fd, p, left) : ::pwrite(fd, p, left, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0) {
+        error = std::string("write failed: ") + std::strerror(errno);
+        return false;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+      if (offset >= 0)
+        offset += n;
+    }
+    return true;
+  };
   FileSink sink;
-  sink.put = [&](const char *p, size_t left) {
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, left);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0) {
-        error = std::string("write failed: ") + std::strerror(errno);
-        return false;
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-    return true;
-  };
-  sink.patch = [&](uint64_t offset, const char *p, size_t left) {
-    while (left > 0) {
-      ssize_t n = ::pwrite(fd, p, left, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0) {
-        error = std::string("write failed: ") + std::strerror(errno);
-        return false;
-      }
-      p += n;
-      offset += static_cast<uint64_t>(n);
-      left -= static_cast<size_t>(n);
-    }
-    return true;
-  };
+  sink.put = [&](const char *p, size_t n) { return writeAll(-1, p, n); };
+  sink.patch = [&](uint64_t offset, const char *p, size_t n) { return writeAll(int64_t(offset), p, n); };
   if (!write(sink, error)) {
     ::close(fd);
     ::unlink(name.data());
