@@ -17,7 +17,8 @@ if [ "${1:-}" = pack ]; then
   $py scripts/make_corpus.py "$d/ck/corpus.bin" >/dev/null
   for r in te ms; do
     rec=(--recipe te); [ $r = te ] || rec=(--recipe msamp --opt-level O2)
-    for v in "" -ck -copy -late; do
+    vs=("" -ck); [ $r = te ] || vs+=(-copy -late) # what the pairs below compare
+    for v in "${vs[@]}"; do
       x=(); [ "$v" != -ck ] || x=(--checkpoint-blocks all); [ "$v" != -copy ] || x=(--in-place-updates=false)
       [ "$v" != -late ] || x=(--free-early=false)
       $b/fp8-opt "$w/s4.onnx" --absent-weights zeros "${rec[@]}" --train --optimizer adamw "${x[@]}" -o "$w/$r$v.plan"
