@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Exports a full-size Hugging Face model the way a user would (HF's default attention, the dynamo
-exporter, optimize=False, batch and sequence as dynamic axes) for the end-to-end benchmark, without
-its weights: the initializers go to an external data file that is then deleted, so
+exporter, optimize=False, batch and sequence as dynamic axes) for the end-to-end benchmark. By default
+without its weights: the initializers go to an external data file that is then deleted, so
 `fp8-opt --absent-weights zeros --input-shape input_ids=BxT,labels=BxT` compiles it from its shapes
-and `fp8-run --init-params normal:0.02` creates the weights on the GPU. bench/e2e_gpt.py --hf NAME
-builds the same model in PyTorch.
+and `fp8-run --init-params normal:0.02` creates the weights on the GPU. With KEEP_WEIGHTS=1 the
+external data file (OUT.onnx.data, transformers' own initialization) stays, as a user's export has
+it. bench/e2e_gpt.py --hf NAME builds the same model in PyTorch.
 
     export_hf_bench.py NAME OUT.onnx        NAME: gpt2 (124M), llama-300m, llama3-8b (Llama-3-8B's
                                             configuration), llama3-8b-LN (its first N layers)
@@ -60,9 +61,26 @@ def main():
                       output_names=["loss"], dynamic_shapes={"input_ids": {0: batch, 1: seq}, "labels": {0: batch, 1: seq}},
                       external_data=True, optimize=False)
     data = out + ".data"
-    if os.path.exists(data):
+    keep = os.environ.get("KEEP_WEIGHTS") == "1"
+    if os.path.exists(data) and not keep:
         os.remove(data)  # the weights: fp8-run --init-params creates them
-    print(out, sum(p.numel() for p in model.parameters()) / 1e6, "M parameters, weights absent")
+    where = f"weights in {data} ({os.path.getsize(data) / 1e9:.2f} GB)" if keep else "weights absent"
+    print(out, sum(p.numel() for p in model.parameters()) / 1e6, "M parameters,", where)
+    # SAMPLE_NPZ=PATH:BxT: a batch of B x T token ids in PATH (input_ids, labels: the same, as HF's
+    # models shift their labels themselves), and PyTorch's float32 loss on it in PATH.loss.
+    sample = os.environ.get("SAMPLE_NPZ")
+    if sample:
+        import numpy as np
+        path, shape = sample.rsplit(":", 1)
+        b, t = (int(v) for v in shape.split("x"))
+        ids = torch.randint(0, 256, (b, t), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            x = ids.to(device)
+            loss = model(x, x).item()
+        np.savez(path, input_ids=ids.numpy(), labels=ids.numpy())
+        with open(path + ".loss", "w") as f:
+            f.write(f"{loss!r}\n")
+        print(f"PyTorch float32 loss on {path} ({b}x{t}): {loss:.6f}")
 
 
 if __name__ == "__main__":

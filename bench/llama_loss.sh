@@ -9,7 +9,9 @@
 #   bench/llama_loss.sh [STEPS] [BATCH] [RECIPES]      (300, 1, "none te msamp:O2")
 # SEED: a second trajectory (default 1: the weights' seed of --init-params normal:0.02:SEED, the
 # batches' --seed 1234 + SEED - 1); logs loss-RECIPE[TAG][-sSEED].jsonl. FLAGS: more fp8-opt flags for
-# every plan but the BF16 one (FLAGS="--amax-compute-algo most_recent" TAG=-recent).
+# every plan but the BF16 one (FLAGS="--amax-compute-algo most_recent" TAG=-recent). LABELS: fp8-run's
+# --labels (default same: HF's LlamaForCausalLM shifts its labels itself; the runs before 2026-12-03's
+# fourth session used fp8-run's default, shifted, which made the task the token after next).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 model=llama3-8b
@@ -36,7 +38,7 @@ for r in ${3:-none te msamp:O2}; do
   echo "fp8-opt $r: $(($(date +%s) - t0)) s; $(grep -E "checkpointing:|memory budget" "$out/loss-$r.report" | tr '\n' ' ')"
   t0=$(date +%s)
   timeout "${LIMIT:-240}" "$d/fp8-run" "$out/loss-$r.plan" --device cuda --init-params "normal:0.02$([ "$seed" = 1 ] || echo ":$seed")" \
-    --seed $((1233 + seed)) --data "$out/corpus.bin" --steps "$steps" --quiet --log "$out/loss-$log.jsonl" > "$out/loss-$r.err" 2>&1 || { echo "fp8-run $r: exit $?"; tail -2 "$out/loss-$r.err"; }
+    --seed $((1233 + seed)) --data "$out/corpus.bin" --labels "${LABELS:-same}" --steps "$steps" --quiet --log "$out/loss-$log.jsonl" > "$out/loss-$r.err" 2>&1 || { echo "fp8-run $r: exit $?"; tail -2 "$out/loss-$r.err"; }
   python3 -c "
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
