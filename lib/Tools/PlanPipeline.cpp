@@ -26,6 +26,8 @@ void octet::addPlanPasses(OpPassManager &pm, const PlanPassFlags &f) {
     fa.maxWorkspaceBytes = f.attentionWorkspaceBytes;
     pm.addPass(createFuseAttention(fa));
   }
+  if (f.trainPlan) // after attention is fused: a causal one tells a model whose labels come shifted
+    pm.addPass(createInferLabels());
   if (f.fusePointwise)
     pm.addPass(createFusePointwise());
   if (f.fuseCastAmax)

@@ -122,7 +122,10 @@ def train(plan, data, steps, device="auto", checkpoint=None, log=None, progress=
     """fp8-run PLAN --data DATA --steps STEPS --device DEVICE --checkpoint CHECKPOINT --log LOG
     [options]. CHECKPOINT defaults to PLAN with .npz, LOG to PLAN with .jsonl; every step is logged
     (log_every=1) unless log_every says otherwise. progress: True prints the tool's progress lines,
-    False keeps quiet, a callable gets each line. Returns a TrainResult."""
+    False keeps quiet, a callable gets each line. The labels are fed as the plan says (labels="auto",
+    fp8-run's default: the same tokens for a model that shifts its labels itself, as Hugging Face's
+    do, the next tokens for one whose loss reads them unchanged); labels="same" or "shifted" overrides
+    it, and a model fp8-opt cannot tell needs one. Returns a TrainResult."""
     base = os.path.splitext(plan)[0]
     checkpoint = checkpoint or base + ".npz"
     log = log or base + ".jsonl"

@@ -84,6 +84,11 @@ void printInfo(const Plan &p) {
               << shapeString(p.values[size_t(id)].shape) << "\n";
   for (int id : p.outputs)
     std::cout << "output " << p.values[size_t(id)].name << ": " << dtypeName(p.values[size_t(id)].dtype) << "\n";
+  if (auto l = p.training.find("labels"); l != p.training.end()) {
+    auto why = p.training.find("labels_reason");
+    std::cout << "labels (--labels auto): " << l->second << " ("
+              << (why == p.training.end() ? std::string("no reason recorded") : why->second) << ")\n";
+  }
   for (auto &[type, n] : ops)
     std::cout << "  " << type << " x" << n << "\n";
 }
@@ -493,8 +498,9 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
   count("--batch", o.train.batch, 0, "check the plan's batch against this", train);
   count("--seq", o.train.seq, 0, "check the plan's sequence length against this", train);
   app.add_option("--labels", o.train.labels,
-                 "labels are the next tokens (shifted, default) or the inputs (same: models that shift, HF style)")
-      ->group(train)->type_name("shifted|same");
+                 "auto (default: as the plan says, from how its graph reads the labels), shifted (the next tokens) "
+                 "or same (the tokens: models that shift their labels, HF style)")
+      ->group(train)->type_name("auto|shifted|same");
   count("--seed", seed, 0, "batch sampling seed (default 1234)", train);
   path("--eval-plan", o.train.evalPlan, "a forward plan sharing the parameters, for the eval loss", train);
   count("--eval-every", o.train.evalEvery, 1, "eval loss every N steps", train);

@@ -105,8 +105,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   if ((o.batch && o.batch != B) || (o.seq && o.seq != T))
     throw Error("the plan was compiled for --batch " + std::to_string(B) + " --seq " + std::to_string(T) +
                 "; re-export the model with that batch and sequence or pass those values");
-  if (o.labels != "shifted" && o.labels != "same")
-    throw Error("--labels: '" + o.labels + "' is not valid; use shifted or same");
+  // How the labels relate to the tokens (a plan with one token input has none).
+  std::string labelsWhy, labels = tokenInputs.size() < 2 && o.labels == "auto" ? std::string("shifted")
+                                                                              : resolveLabels(p, o.labels, &labelsWhy);
 
   TokenData data = readTokens(o.data, o.dataDtype);
   checkVocabulary(p, tokenInputs[0], data, o.dataDtype);
@@ -115,12 +116,12 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   Communicator *comm = communicator();
   int rank = comm ? comm->rank() : 0, ranks = worldSize();
   bool lead = rank == 0;
-  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, o.labels, int64_t(rank) * B}, eval = train;
+  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, labels, int64_t(rank) * B}, eval = train;
   eval.firstRow = 0;
   if (!o.evalData.empty()) {
     evalData = readTokens(o.evalData, o.dataDtype);
     checkVocabulary(p, tokenInputs[0], evalData, o.dataDtype);
-    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, o.labels, 0};
+    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, labels, 0};
   } else { // hold out the last 10% of the data (always, so batches do not depend on --eval-every)
     size_t cut = data.tokens.size() - data.tokens.size() / 10;
     train.end = cut;
@@ -237,6 +238,8 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   std::vector<std::pair<int64_t, double>> evals;
   bool quiet = o.quiet || !lead;
   bool tty = !quiet && ::isatty(2);
+  if (!quiet && tokenInputs.size() == 2) // once every check has passed: the run's first line
+    std::cerr << "labels: " << labels << " (" << labelsWhy << ")\n";
   auto t0 = std::chrono::steady_clock::now();
   int64_t first = meta.step;
   const int64_t micro = p.gradAccumSteps; // micro-batches per optimizer step

@@ -100,4 +100,25 @@ uint64_t batchMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::string resolveLabels(const Plan &p, const std::string &flag, std::string *why) {
+  if (flag == "same" || flag == "shifted") {
+    *why = "--labels " + flag;
+    return flag;
+  }
+  if (flag != "auto")
+    throw Error("--labels: '" + flag + "' is not valid; use auto, shifted or same");
+  auto it = p.training.find("labels");
+  auto reason = p.training.find("labels_reason");
+  *why = reason == p.training.end() ? "" : reason->second;
+  if (it == p.training.end())
+    throw Error("--labels auto: the plan does not say how its labels relate to the tokens (compiled by an older "
+                "fp8-opt); recompile it, or pass --labels shifted (the model's loss reads the next tokens) or "
+                "--labels same (the model shifts its labels itself, as Hugging Face's do)");
+  if (it->second == "same" || it->second == "shifted")
+    return it->second;
+  throw Error("--labels auto: cannot tell how the labels relate to the tokens: " + *why +
+              "; pass --labels shifted (the loss reads the next tokens) or --labels same (the model shifts its "
+              "labels itself)");
+}
+
 } // namespace octet::rt

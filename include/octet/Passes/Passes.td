@@ -965,4 +965,31 @@ def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def InferLabels : Pass<"octet-infer-labels", "mlir::ModuleOp"> {
+  let summary = "Find how a training graph's labels relate to its tokens, for fp8-run --labels auto";
+  let description = [{
+    A causal language model is trained on labels that are its input tokens
+    shifted by one, and exporters differ in who shifts them: Hugging Face's
+    `...ForCausalLM` shifts inside the model (labels -> Pad -> Slice from 1 ->
+    the loss), so its labels are fed equal to the tokens; a model that hands its
+    labels to the loss unchanged needs them fed shifted. Fed the wrong way, a
+    model trains on the token after next, or on the token itself, without an
+    error. This pass follows the function's second integer argument (the
+    labels; the first is the tokens) through the ops that only move or reshape
+    it (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Cast, Pad, Slice) to
+    the SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss that reads them,
+    and writes into the module's `octet.training`:
+      labels = same     a Slice on the sequence axis starting at 1 on every path
+      labels = shifted  no such Slice, and a causal attention (octet Attention
+                        or ONNX Attention with is_causal = 1) in the graph
+      labels = unknown  anything else (a mixed or missing path, no causal
+                        attention: a masked language model's labels, say)
+    and `labels_reason`, a sentence naming the nodes it went by. fp8-run's
+    `--labels auto` (its default) feeds the data that way, or refuses an
+    unknown one, asking for --labels. A function with fewer than two integer
+    arguments gets no entry. fp8-opt runs it on training plans after
+    octet-fuse-attention.
+  }];
+}
+
 #endif // OCTET_PASSES_TD

@@ -28,10 +28,17 @@ TokenData readTokens(const std::string &path, const std::string &dtype);
 /// The same from the file's bytes (`path` picks .npy or .bin and names it in errors).
 TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype);
 
+/// The labels fp8-run feeds a training plan, "same" or "shifted": `flag` itself when it is one of
+/// them, else (auto) the plan's `labels` (training section), with its reason in `why`. Refuses an
+/// unknown choice, a plan that does not say, and a flag that is none of auto, same and shifted.
+std::string resolveLabels(const Plan &p, const std::string &flag, std::string *why);
+
 struct TrainOptions {
   std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
   std::string saveWeights; // .safetensors of the trained weights at each checkpoint and at the end
-  std::string labels = "shifted"; // "shifted" (next tokens) or "same" (the model shifts, HF style)
+  /// "auto" (as the plan says: fp8-opt's octet-infer-labels), "shifted" (the next tokens) or "same"
+  /// (the tokens themselves: models that shift, HF style).
+  std::string labels = "auto";
   int64_t steps = 0, batch = 0, seq = 0, evalEvery = 0, evalBatches = 4, checkpointEvery = 0, logEvery = 10;
   int64_t numericsEvery = 0; // every N steps the JSONL log carries --numerics-check's figures (CPU only)
   uint64_t seed = 1234;
