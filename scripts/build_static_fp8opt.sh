@@ -4,13 +4,19 @@
 # into .devlib/ with the shared libraries it still loads that such a host lacks (ONNX's protobuf
 # classes, protobuf, yaml-cpp), xz-compressed (bench/gpu_env.sh unpacks them): about 4 MB to carry
 # instead of libMLIR and libLLVM's 165 MB.
-#   scripts/build_static_fp8opt.sh            (idempotent; reuses ccache's objects of build/)
+#   scripts/build_static_fp8opt.sh            (idempotent; ccache keeps its Clang objects)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 b=build-static
+# Clang 16, the compiler Debian built the MLIR archives with: an inline function's lambda that both
+# they and Octet's objects instantiate (AsmParser::parseTypeList's) is laid out differently by GCC,
+# and the linker keeps one copy for both, so a GCC build aborts parsing any MLIR text.
+if [ -f "$b/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-16' "$b/CMakeCache.txt"; then
+  rm -rf "$b" # configured by an earlier version of this script with GCC
+fi
 [ -f "$b/build.ninja" ] || cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_STATIC_MLIR=ON \
-  -DOCTET_BUILD_TESTS=OFF -DOCTET_ENABLE_CUDA=OFF >/dev/null
+  -DOCTET_BUILD_TESTS=OFF -DOCTET_ENABLE_CUDA=OFF -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 >/dev/null
 ninja -C "$b" fp8-opt >/dev/null
 if ldd "$b/bin/fp8-opt" | grep -q -e libLLVM -e libMLIR; then
   echo "build_static_fp8opt: $b/bin/fp8-opt still loads libLLVM or libMLIR" >&2
