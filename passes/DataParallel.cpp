@@ -272,16 +272,12 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     m->setAttr(octet::kDataParallelAttr, UnitAttr::get(m.getContext()));
     // The plan says so (fp8-run refuses to run it as one of several ranks otherwise), with the number
     // of processes an Accelerate config asked for (fp8-run's default --nproc-per-node).
-    Builder b(m.getContext());
-    NamedAttrList training;
-    if (auto d = m->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
-      training.append(d.getValue());
-    training.set("data_parallel", b.getStringAttr("true"));
+    SmallVector<std::pair<StringRef, std::string>> keys{{"data_parallel", "true"}};
     if (numProcesses > 0)
-      training.set("num_processes", b.getStringAttr(std::to_string(numProcesses)));
+      keys.push_back({"num_processes", std::to_string(numProcesses)});
     if (sharded())
-      training.set("shard_world_size", b.getStringAttr(std::to_string(shardWorldSize)));
-    m->setAttr(octet::kTrainingAttr, training.getDictionary(b.getContext()));
+      keys.push_back({"shard_world_size", std::to_string(shardWorldSize)});
+    octet::setTrainingKeys(m, keys);
   }
 };
 

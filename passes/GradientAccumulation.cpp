@@ -39,16 +39,6 @@ namespace {
 
 constexpr llvm::StringLiteral kLastAttr = "octet.last_micro_batch";
 
-/// The module's training section with `key` set to `value` (the plan's "training" strings).
-void setTrainingKey(ModuleOp m, StringRef key, StringRef value) {
-  Builder b(m.getContext());
-  NamedAttrList training;
-  if (auto d = m->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
-    training.append(d.getValue());
-  training.set(key, b.getStringAttr(value));
-  m->setAttr(octet::kTrainingAttr, training.getDictionary(m.getContext()));
-}
-
 struct AccumulateGradients : octet::impl::AccumulateGradientsBase<AccumulateGradients> {
   using AccumulateGradientsBase::AccumulateGradientsBase;
 
@@ -111,7 +101,7 @@ struct AccumulateGradients : octet::impl::AccumulateGradientsBase<AccumulateGrad
     for (auto f : m.getOps<func::FuncOp>())
       if (!f.isExternal() && failed(run(f)))
         return signalPassFailure();
-    setTrainingKey(m, "grad_accum_steps", std::to_string(int64_t(steps)));
+    octet::setTrainingKeys(m, {{"grad_accum_steps", std::to_string(int64_t(steps))}});
   }
 };
 

@@ -11,6 +11,8 @@
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/Passes/Passes.h"
 
+#include "StateUtils.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -160,13 +162,7 @@ struct InferLabels : octet::impl::InferLabelsBase<InferLabels> {
       if (llvm::count_if(f.getArgumentTypes(), isIntegerTensor) < 2)
         return;
       Verdict v = infer(f);
-      Builder b(m.getContext());
-      NamedAttrList training;
-      if (auto d = m->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
-        training.append(d.getValue());
-      training.set("labels", b.getStringAttr(v.labels));
-      training.set("labels_reason", b.getStringAttr(v.reason));
-      m->setAttr(octet::kTrainingAttr, training.getDictionary(m.getContext()));
+      octet::setTrainingKeys(m, {{"labels", v.labels}, {"labels_reason", v.reason}});
       return; // the first function: the model
     }
   }

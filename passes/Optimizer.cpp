@@ -540,12 +540,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       func.eraseResults(drop);
     }
     ModuleOp module = func->getParentOfType<ModuleOp>();
-    NamedAttrList training; // what an earlier pass recorded (octet-data-parallel), plus the optimizer
-    if (auto d = module->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
-      training.append(d.getValue());
-    training.set("optimizer", b.getStringAttr(optimizer));
-    training.set("msamp_level", b.getStringAttr(msampLevel));
-    module->setAttr(octet::kTrainingAttr, training.getDictionary(b.getContext()));
+    octet::setTrainingKeys(module, {{"optimizer", optimizer.getValue()}, {"msamp_level", msampLevel.getValue()}});
     return success();
   }
 

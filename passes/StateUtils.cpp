@@ -87,3 +87,13 @@ Value octet::linearWeightSource(Operation *op) {
       break;
   return w;
 }
+
+void octet::setTrainingKeys(ModuleOp m, ArrayRef<std::pair<StringRef, std::string>> keys) {
+  Builder b(m.getContext());
+  NamedAttrList training;
+  if (auto d = m->getAttrOfType<DictionaryAttr>(octet::kTrainingAttr))
+    training.append(d.getValue());
+  for (auto &[key, value] : keys)
+    training.set(key, b.getStringAttr(value));
+  m->setAttr(octet::kTrainingAttr, training.getDictionary(m.getContext()));
+}

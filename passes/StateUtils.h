@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include <string>
 #include <utility>
@@ -40,6 +41,10 @@ std::pair<mlir::Value, mlir::Value> msampScale(mlir::OpBuilder &b, mlir::Locatio
 /// The weight an fp8.linear trains: its weight operand, or under --pad-inner-dim (octet.padded_from)
 /// the tensor the zero-padding Concats extend.
 mlir::Value linearWeightSource(mlir::Operation *fp8Linear);
+
+/// Sets `keys` in the module's `octet.training` (the plan's training strings), keeping what earlier
+/// passes recorded there.
+void setTrainingKeys(mlir::ModuleOp m, llvm::ArrayRef<std::pair<llvm::StringRef, std::string>> keys);
 
 /// `v` flattened and zero-padded to a multiple of `worldSize` elements (1-D): what a sharding
 /// collective splits into equal shards, rank r's at r * length / worldSize.
