@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -368,15 +369,35 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
                                            "remove it (FP8 settings go under fp8_config:)"
                                          : "unknown key (did you mean '" + meant + "'?)");
       }
+    // Accelerate spells one setting several ways: its docs and its TERecipeKwargs/MSAMPRecipeKwargs
+    // dataclasses (amax_history_len, amax_compute_algo, opt_level), the `accelerate config` wizard
+    // (amax_history_length, amax_compute_algorithm, optimization_level, override_linear_precision: false),
+    // `accelerate launch --fp8_*` flags flat at the top level, and the ACCELERATE_FP8_OVERRIDE_{FPROP,DGRAD,
+    // WGRAD} variables launch splits override_linear_precision into. All name the same setting here.
+    static const std::map<std::string, std::string> alias = {{"amax_history_length", "amax_history_len"},
+                                                             {"amax_compute_algorithm", "amax_compute_algo"},
+                                                             {"optimization_level", "opt_level"}};
     static const std::set<std::string> known = {
         "backend", "fp8_format", "amax_history_len", "amax_compute_algo", "margin", "interval",
-        "override_linear_precision", "use_autocast_during_eval", "opt_level", "optimization_level", "pad_inner_dim",
-        "enable_fsdp_float8_all_gather", "recipe_name", "ao_recipe", "module_filter", "keep_first_last",
-        "round_scales_to_power_of_2"};
+        "override_linear_precision", "override_fprop", "override_dgrad", "override_wgrad", "use_autocast_during_eval",
+        "opt_level", "pad_inner_dim", "enable_fsdp_float8_all_gather", "recipe_name", "ao_recipe", "module_filter",
+        "keep_first_last", "round_scales_to_power_of_2", "amax_history_length", "amax_compute_algorithm",
+        "optimization_level"};
+    std::map<std::string, std::string> seen; // setting -> the spelling that gave it
     for (const auto &kv : block) {
       std::string key = kv.first.as<std::string>();
       if (key.rfind("fp8_", 0) == 0 && key != "fp8_format" && key != "fp8_config")
         key = key.substr(4); // --fp8_backend=te style
+      if (known.count(key)) {
+        auto a = alias.find(key);
+        std::string setting = a == alias.end() ? key : a->second;
+        auto [it, fresh] = seen.emplace(setting, kv.first.as<std::string>());
+        if (!fresh) {
+          r.block = flat ? "" : "fp8_config.";
+          return r.fail(kv.first.as<std::string>(), "sets the same thing as '" + it->second + "'; keep one");
+        }
+        key = setting;
+      }
       const YAML::Node &v = kv.second;
       if (!known.count(key)) {
         if (flat) {
@@ -391,9 +412,12 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
           return r.fail(kv.first.as<std::string>(), "not a key of Accelerate's config files (Accelerate refuses it "
                                                     "too); remove it, or move an FP8 setting under fp8_config:");
         }
-        return r.fail(key, "unknown key; known: backend, fp8_format, amax_history_len, amax_compute_algo, margin, "
-                           "interval, override_linear_precision, use_autocast_during_eval, opt_level, pad_inner_dim, "
-                           "enable_fsdp_float8_all_gather");
+        std::string meant = nearMiss(key, known);
+        return r.fail(kv.first.as<std::string>(), meant.empty() ? "not an FP8 setting Octet implements; known: backend, fp8_format, "
+                                           "amax_history_len, amax_compute_algo, margin, interval, "
+                                           "override_linear_precision, use_autocast_during_eval, opt_level, "
+                                           "pad_inner_dim, enable_fsdp_float8_all_gather"
+                                         : "unknown key (did you mean '" + meant + "'?)");
       }
       if (v.IsNull())
         continue;
@@ -418,8 +442,15 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
         if (!r.getInt(v, key, config.te.interval, 1))
           return false;
       } else if (key == "override_linear_precision") {
-        // A YAML list, or the tuple text `accelerate config` writes: "(false, false, false)".
+        // The wizard's boolean (false when nothing runs in higher precision; true applies to all three
+        // GEMMs), a YAML list (what the wizard's tuple dumps as), or the docs' tuple text "(false, false, true)".
         std::vector<std::string> items;
+        if (v.IsScalar() && (lower(v.Scalar()) == "true" || lower(v.Scalar()) == "false")) {
+          bool all = lower(v.Scalar()) == "true";
+          for (bool &b : config.te.overrideLinearPrecision)
+            b = all;
+          continue;
+        }
         if (v.IsSequence()) {
           for (const auto &e : v) {
             std::string item;
@@ -437,14 +468,18 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
             items.push_back(item);
         }
         if (items.size() != 3)
-          return r.fail(key, "needs three booleans (fprop, dgrad, wgrad)");
+          return r.fail(key, "needs a boolean, or three booleans (fprop, dgrad, wgrad)");
         for (int i = 0; i < 3; ++i)
           if (!r.getBool(YAML::Node(items[size_t(i)]), key, config.te.overrideLinearPrecision[i]))
             return false;
+      } else if (key == "override_fprop" || key == "override_dgrad" || key == "override_wgrad") {
+        int i = key == "override_fprop" ? 0 : key == "override_dgrad" ? 1 : 2;
+        if (!r.getBool(v, key, config.te.overrideLinearPrecision[i]))
+          return false;
       } else if (key == "use_autocast_during_eval") {
         if (!r.getBool(v, key, config.te.useAutocastDuringEval))
           return false;
-      } else if (key == "opt_level" || key == "optimization_level") {
+      } else if (key == "opt_level") {
         if (!r.getChoice(v, key, config.msamp.optLevel, {"O1", "O2", "O3"}, true))
           return false;
       } else if (key == "pad_inner_dim") {
@@ -453,6 +488,9 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
       } else if (key == "enable_fsdp_float8_all_gather") {
         if (!r.getBool(v, key, config.ao.enableFsdpFloat8AllGather))
           return false;
+        if (config.ao.enableFsdpFloat8AllGather)
+          return r.fail(key, "true needs FSDP, which Octet does not have yet (data parallelism and "
+                             "--shard-optimizer only); set it to false or remove it");
       } else if (key == "recipe_name" || key == "ao_recipe") {
         if (!r.getChoice(v, key, config.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, false))
           return false;
