@@ -8,6 +8,7 @@
 #include "octet/Passes/Passes.h"
 #include "octet/Support/ProtoIO.h"
 #include "octet/Support/RecipeConfig.h"
+#include "octet/Tools/Help.h"
 #include "octet/Tools/ImportChecks.h"
 #include "octet/Tools/OutputFiles.h"
 #include "octet/Tools/PlanPipeline.h"
@@ -124,7 +125,7 @@ int octet::fp8OptMain(int argc, char **argv) {
                "its shapes; fp8-run --init-params creates the weights). Default 'error'"),
       cl::init("error"), cl::cat(importCat));
 
-  static cl::OptionCategory recipeCat("FP8 recipe options (Accelerate's fp8_config keys)");
+  static cl::OptionCategory recipeCat("FP8 recipes (Accelerate's fp8_config keys)");
   static cl::opt<std::string> configFile("config", cl::desc("Accelerate config YAML (mixed_precision: fp8, fp8_config:)"),
                                          cl::value_desc("file.yaml"), cl::cat(basicCat));
   static RecipeFlags recipeFlags(recipeCat); // te, msamp and ao knobs, the output layer
@@ -255,15 +256,22 @@ int octet::fp8OptMain(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "Octet fp8-opt " << OCTET_VERSION << " (MLIR " << LLVM_VERSION_STRING << ")\n";
   });
-  cl::ParseCommandLineOptions(
-      argc, argv,
+  static const char *overview =
       "fp8-opt: rewrites ONNX training graphs for FP8 mixed-precision training\n\n"
-      "  fp8-opt model.onnx --recipe te --train -o model.plan   a training step for fp8-run\n"
-      "  fp8-opt model.onnx --config accelerate.yaml --train -o model.plan   the recipe of an Accelerate config\n"
-      "  fp8-opt model.onnx --recipe te -o out.onnx     FP8 as ONNX QDQ (onnxruntime)\n"
-      "  fp8-opt model.onnx -o model.mlir               import to MLIR\n"
-      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'   run passes on MLIR\n"
-      "  (--help-hidden also lists LLVM's and MLIR's options and every pass)\n");
+      "  fp8-opt model.onnx --recipe te --train -o model.plan     a training step for fp8-run\n"
+      "  fp8-opt model.onnx --config accel.yaml --train -o m.plan the recipe of an Accelerate config\n"
+      "  fp8-opt model.onnx --recipe te -o out.onnx               FP8 as ONNX QDQ (onnxruntime)\n"
+      "  fp8-opt model.onnx -o model.mlir                         import to MLIR\n"
+      "  fp8-opt in.mlir --pass-pipeline='builtin.module(cse)'    run passes on MLIR\n"
+"\nUSAGE: fp8-opt [options] <model.onnx | input.mlir>";
+  // --help: Octet's groups in a newcomer's order, each line within 100 columns (Help.h);
+  // --help-hidden and --help-list stay LLVM's, with every description whole.
+  for (int i = 1; i < argc; ++i)
+    if (StringRef(argv[i]) == "--help" || StringRef(argv[i]) == "-help") {
+      printGroupedHelp(llvm::outs(), overview, {&basicCat, &recipeCat, &trainCat, &dpCat, &optCat, &importCat});
+      return 0;
+    }
+  cl::ParseCommandLineOptions(argc, argv, overview);
 
   auto error = [](const llvm::Twine &msg) {
     llvm::WithColor::error(llvm::errs(), "fp8-opt") << octet::oneLine(msg.str()) << "\n";
