@@ -40,12 +40,16 @@ for r in none te; do
   recipe=(); [ "$r" = none ] || recipe=(--recipe "$r")
   echo "-- fp8-opt examples/bytegpt/bytegpt.onnx ${recipe[*]} ${flags[*]} -o $plan"
   "$here/$build/bin/fp8-opt" "$here/examples/bytegpt/bytegpt.onnx" "${recipe[@]}" "${flags[@]}" -o "$plan"
-  echo "-- fp8-run $plan --data $corpus --steps $steps --labels same --log $out/bytegpt.$r.jsonl"
-  "$here/$build/bin/fp8-run" "$plan" --data "$corpus" --steps "$steps" --labels same --log-every 25 \
-    --log "$out/bytegpt.$r.jsonl" --loss-png "$out/bytegpt.$r.png"
+  echo "-- fp8-run $plan --data $corpus --steps $steps --log $out/bytegpt.$r.jsonl"
+  "$here/$build/bin/fp8-run" "$plan" --data "$corpus" --steps "$steps" --log-every 10 \
+    --log "$out/bytegpt.$r.jsonl"
 done
 echo
 "$here/.venv/bin/python" "$here/scripts/print_loss_curves.py" "fp32=$out/bytegpt.none.jsonl" "te=$out/bytegpt.te.jsonl" \
   --every 15
+echo
+echo "== Figures: python -m octet.plot fp32=$out/bytegpt.none.jsonl te=$out/bytegpt.te.jsonl -o $out"
+PYTHONPATH="$here/python" "$here/.venv/bin/python" -m octet.plot "fp32=$out/bytegpt.none.jsonl" \
+  "te=$out/bytegpt.te.jsonl" -o "$out"
 echo
 "$here/$build/bin/fp8-run" "$out/bytegpt.te.plan" --report-memory

@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--recipes", nargs="+", default=["none", "te", "ao", "msamp:O2"])
     ap.add_argument("--out", default="build/train-compare")
-    ap.add_argument("--png", action="store_true")
+    ap.add_argument("--png", action="store_true", help="draw every run on one figure (python -m octet.plot) in --out")
     ap.add_argument("--max-dev", type=float, default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -51,14 +51,18 @@ def main():
         log = os.path.join(a.out, f"{tag}.jsonl")
         cmd = [fp8run, plan, "--data", a.data, "--steps", str(a.steps), "--labels", "same", "--eval-plan", evalp,
                "--eval-every", str(a.eval_every), "--eval-batches", "8", "--log", log, "--quiet"]
-        if a.png:
-            cmd += ["--loss-png", os.path.join(a.out, f"{tag}.png")]
         run(cmd)
         recs = [json.loads(l) for l in open(log)]
         last = [x["loss"] for x in recs[-20:]]
         ev = [x["eval_loss"] for x in recs if "eval_loss" in x]
         rows.append({"recipe": r, "train": sum(last) / len(last), "eval": ev[-1], "tps": recs[-1]["tokens_per_s"],
                      "curve": [x["loss"] for x in recs], "evals": ev})
+    if a.png:
+        here = os.path.dirname(os.path.abspath(__file__))
+        logs = [f"{x['recipe']}={os.path.join(a.out, x['recipe'].replace(':', '-').replace('+', '-') + '.jsonl')}"
+                for x in rows]
+        subprocess.run([sys.executable, "-m", "octet.plot", *logs, "-o", a.out], check=True,
+                       env={**os.environ, "PYTHONPATH": os.path.join(here, "..", "python")})
     base = next((x for x in rows if x["recipe"] == "none"), rows[0])
     print(f"recipe        final-train  final-eval  eval/FP32  tokens/s   (steps {a.steps}, mean of last 20 train losses)")
     ok = True

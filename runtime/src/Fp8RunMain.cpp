@@ -35,6 +35,7 @@ namespace {
 
 struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
+  std::string retiredLossPng; // --loss-png, refused with a pointer to python -m octet.plot
   int64_t iterations = 1, benchmark = 0, warmup = 3, nproc = 0, commTimeout = 50;
   std::vector<std::string> selfArgs; // this command line without the launcher's flags (to start ranks)
   bool info = false, reportMemory = false, checkCpu = false, numericsCheck = false;
@@ -518,7 +519,8 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
        train);
   count("--checkpoint-every", o.train.checkpointEvery, 1, "a checkpoint every N steps", train);
   path("--resume", o.train.resume, "continue from a checkpoint (bit-exact on the CPU)", train);
-  path("--loss-png", o.train.lossPng, "write the loss curve as a PNG", train);
+  // Retired: its own PNG drawing had no axes' numbers or legend; python -m octet.plot draws the log.
+  app.add_option("--loss-png", o.retiredLossPng, "")->group("");
   app.add_flag("--report-memory", o.reportMemory,
                "bytes per parameter: weights, gradients, optimizer state, FP8 state")->group(train);
   app.add_flag("--quiet,!--no-quiet", o.train.quiet, "no progress output")->group(train);
@@ -541,7 +543,7 @@ std::string checkPaths(const Options &o) {
       {"--resume", &o.train.resume}};
   const std::vector<std::pair<const char *, const std::string *>> writes = {
       {"--outputs", &o.outputs},        {"--save-state", &o.saveState}, {"--dump-gradients", &o.dumpGradients},
-      {"--log", &o.train.log},          {"--checkpoint", &o.train.checkpoint}, {"--loss-png", &o.train.lossPng},
+      {"--log", &o.train.log},          {"--checkpoint", &o.train.checkpoint},
       {"--save-weights", &o.train.saveWeights}};
   auto same = [](const std::string &a, const std::string &b) {
     std::error_code ec;
@@ -606,6 +608,9 @@ int fp8RunMain(int argc, char **argv) {
     std::cout << (ok ? "cuda: available" : "cuda: " + why) << "\n";
     return ok ? 0 : 1;
   }
+  if (!o.retiredLossPng.empty())
+    return fail("--loss-png was retired: log with --log RUN.jsonl and draw it with python -m octet.plot "
+                "RUN.jsonl [OTHER.jsonl] -o DIR (titled, axes, legend, runs compared)");
   if (!o.plan.empty())
     if (std::string why = checkPaths(o); !why.empty())
       return fail(why);

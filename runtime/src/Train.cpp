@@ -234,8 +234,6 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     return sum / double(o.evalBatches);
   };
 
-  std::vector<double> losses;
-  std::vector<std::pair<int64_t, double>> evals;
   bool quiet = o.quiet || !lead;
   bool tty = !quiet && ::isatty(2);
   if (!quiet && tokenInputs.size() == 2) // once every check has passed: the run's first line
@@ -272,14 +270,12 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     if (!std::isfinite(loss))
       throw Error("step " + std::to_string(step + 1) + ": the loss is " + jsonNumber(loss) +
                   "; lower --lr or clip gradients (fp8-opt --clip-grad-norm)");
-    losses.push_back(loss);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = double((step + 1 - first) * micro * B * T * ranks) / std::max(elapsed, 1e-9);
     double eta = elapsed / double(step + 1 - first) * double(o.steps - step - 1);
     double evalLoss = NAN;
     if (evalEx && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
       evalLoss = evaluate();
-      evals.push_back({step, evalLoss});
     }
     if (writer) {
       if (csv) {
@@ -362,8 +358,6 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   }
   if (writer) // the last lines on disk, or the run fails naming the log
     writer->drain();
-  if (!o.lossPng.empty() && lead)
-    writeLossPng(o.lossPng, losses, evals);
   return 0;
 }
 

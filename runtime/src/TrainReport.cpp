@@ -1,9 +1,8 @@
-//===- TrainReport.cpp - fp8-run --report-memory and --loss-png -------------===//
+//===- TrainReport.cpp - fp8-run --report-memory ---------------------------===//
 #include "TrainData.h"
 
 #include "octet/runtime/Npz.h"
 
-#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -118,83 +117,6 @@ void printMemoryReport(const Plan &p, std::ostream &os) {
   std::snprintf(buf, sizeof buf, "FP8 scaling state: %.0f bytes (%.4f bytes/param)\n", fp8State,
                 total ? fp8State / double(total) : 0.0);
   os << buf;
-}
-
-//===----------------------------------------------------------------------===//
-// Loss-curve PNG
-//===----------------------------------------------------------------------===//
-
-void writeLossPng(const std::string &path, const std::vector<double> &train,
-                  const std::vector<std::pair<int64_t, double>> &eval) {
-  const int W = 800, H = 480, L = 50, R = 20, Tp = 20, Bt = 40;
-  std::vector<uint8_t> img(size_t(W) * H * 3, 255);
-  auto px = [&](int x, int y, uint8_t r, uint8_t g, uint8_t b) {
-    if (x < 0 || y < 0 || x >= W || y >= H)
-      return;
-    uint8_t *q = &img[(size_t(y) * W + size_t(x)) * 3];
-    q[0] = r, q[1] = g, q[2] = b;
-  };
-  double lo = INFINITY, hi = -INFINITY;
-  for (double v : train)
-    if (std::isfinite(v))
-      lo = std::min(lo, v), hi = std::max(hi, v);
-  for (auto &[s, v] : eval)
-    if (std::isfinite(v))
-      lo = std::min(lo, v), hi = std::max(hi, v);
-  if (!(hi > lo))
-    hi = lo + 1;
-  size_t n = std::max<size_t>(train.size(), 2);
-  auto X = [&](double step) { return L + int(step / double(n - 1) * (W - L - R)); };
-  auto Y = [&](double v) { return Tp + int((hi - v) / (hi - lo) * (H - Tp - Bt)); };
-  for (int x = L; x < W - R; ++x) // axes and quarter grid lines
-    px(x, H - Bt, 0, 0, 0);
-  for (int y = Tp; y <= H - Bt; ++y)
-    px(L, y, 0, 0, 0);
-  for (int q = 1; q < 4; ++q)
-    for (int x = L; x < W - R; x += 4)
-      px(x, Tp + q * (H - Tp - Bt) / 4, 200, 200, 200);
-  auto line = [&](int x0, int y0, int x1, int y1, uint8_t r, uint8_t g, uint8_t b) {
-    int steps = std::max(std::abs(x1 - x0), std::abs(y1 - y0)) + 1;
-    for (int i = 0; i <= steps; ++i)
-      px(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps, r, g, b);
-  };
-  for (size_t i = 1; i < train.size(); ++i)
-    if (std::isfinite(train[i - 1]) && std::isfinite(train[i]))
-      line(X(double(i - 1)), Y(train[i - 1]), X(double(i)), Y(train[i]), 31, 119, 180);
-  for (size_t i = 1; i < eval.size(); ++i)
-    line(X(double(eval[i - 1].first)), Y(eval[i - 1].second), X(double(eval[i].first)), Y(eval[i].second), 214, 39,
-         40);
-  // PNG: signature, IHDR, one zlib-compressed IDAT (filter 0 per row), IEND.
-  std::string raw;
-  for (int y = 0; y < H; ++y) {
-    raw.push_back('\0');
-    raw.append(reinterpret_cast<const char *>(&img[size_t(y) * W * 3]), size_t(W) * 3);
-  }
-  uLongf zlen = compressBound(uLong(raw.size()));
-  std::string z(zlen, '\0');
-  if (compress2(reinterpret_cast<Bytef *>(&z[0]), &zlen, reinterpret_cast<const Bytef *>(raw.data()),
-                uLong(raw.size()), 9) != Z_OK)
-    throw Error(path + ": cannot compress the image");
-  z.resize(zlen);
-  std::string png("\x89PNG\r\n\x1a\n", 8);
-  auto be32 = [](std::string &s, uint32_t v) {
-    for (int i = 3; i >= 0; --i)
-      s.push_back(char((v >> (8 * i)) & 0xff));
-  };
-  auto chunk = [&](const char *type, const std::string &data) {
-    be32(png, uint32_t(data.size()));
-    std::string td = std::string(type, 4) + data;
-    png += td;
-    be32(png, uint32_t(crc32(0, reinterpret_cast<const Bytef *>(td.data()), uInt(td.size()))));
-  };
-  std::string ihdr;
-  be32(ihdr, W);
-  be32(ihdr, H);
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5); // 8-bit RGB
-  chunk("IHDR", ihdr);
-  chunk("IDAT", z);
-  chunk("IEND", "");
-  writeFileAtomically(path, png);
 }
 
 } // namespace octet::rt

@@ -34,7 +34,7 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
 std::string resolveLabels(const Plan &p, const std::string &flag, std::string *why);
 
 struct TrainOptions {
-  std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume, lossPng;
+  std::string data, dataDtype = "uint16", evalData, evalPlan, log, checkpoint, resume;
   std::string saveWeights; // .safetensors of the trained weights at each checkpoint and at the end
   /// "auto" (as the plan says: fp8-opt's octet-infer-labels), "shifted" (the next tokens) or "same"
   /// (the tokens themselves: models that shift, HF style).
@@ -80,10 +80,6 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank = -1
 std::string shardCheckpointPath(const std::string &path, int rank);
 /// The state names that differ by rank in a sharded plan (empty for any other plan).
 std::set<std::string> shardedStates(const Plan &p);
-
-/// A line chart of one or two series (loss, eval loss) as a PNG.
-void writeLossPng(const std::string &path, const std::vector<double> &train,
-                  const std::vector<std::pair<int64_t, double>> &eval);
 
 } // namespace octet::rt
 
