@@ -23,21 +23,26 @@ from octet.weights import read_weights
 
 
 def find_tool(name):
-    """The path of fp8-opt or fp8-run: $OCTET_BIN, then PATH, then the repository's build/bin."""
+    """The path of fp8-opt or fp8-run: $OCTET_BIN, then the tools `pip install` bundled in the package
+    (octet/bin), then PATH, then the repository's build/bin."""
     env = os.environ.get("OCTET_BIN")
     if env:
         p = os.path.join(env, name)
         if not os.access(p, os.X_OK):
             raise OctetError("OCTET_BIN=%s: no %s there (the directory of the built or installed tools)" % (env, name))
         return p
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "bin", name)
+    if os.access(bundled, os.X_OK):
+        return bundled
     p = shutil.which(name)
     if p:
         return p
-    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", name)
+    repo = os.path.join(here, "..", "..", "build", "bin", name)
     if os.access(repo, os.X_OK):
         return os.path.normpath(repo)
-    raise OctetError("%s: not found on PATH or in OCTET_BIN; build Octet (make build) or install it "
-                     "(cmake --install build), or set OCTET_BIN to the tools' directory" % name)
+    raise OctetError("%s: not found in the package, on PATH or in OCTET_BIN; pip install ./python builds and "
+                     "bundles it, or build Octet (make build) or set OCTET_BIN to the tools' directory" % name)
 
 
 def tool_flags(knobs, tool):
