@@ -12,7 +12,8 @@ stablelm, olmo, starcoder2 (not committed); NAME-sdpa exports NAME with HF's def
 attention, F.scaled_dot_product_attention. The committed NAME-sdpa-t128 files: --models
 gpt2-sdpa,llama-sdpa --seq 128 --positions 128 --suffix=-t128; NAME-sdpa-dyn: --models
 gpt2-sdpa,llama-sdpa --dynamic --suffix=-dyn (symbolic batch and sequence); NAME-ts: --models gpt2,llama
---exporter torchscript --suffix=-ts (the legacy exporter, opset 17); NAME-sdpa-o23 (gpt2 and mistral committed):
+--exporter torchscript --suffix=-ts (the legacy exporter, opset 17; its fresh model's equal parameters, which
+that exporter merges: --models gpt2 --exporter torchscript --keep-equal --suffix=-ts-merged); NAME-sdpa-o23 (gpt2 and mistral committed):
 --models gpt2-sdpa,mistral-sdpa,... --opset 23 --suffix=-o23 (HF's attention as ONNX Attention). The committed files carry
 --strip-debug-metadata (see strip_debug_metadata), except gpt2, gpt2-sdpa and llama-sdpa, kept as exported.
 """
@@ -169,6 +170,10 @@ def main():
                          "the static export, so its reference serves (fp8-opt --input-shape makes it static)")
     ap.add_argument("--strip-debug-metadata", action="store_true",
                     help="drop the nodes' stack traces and FX text (DEBUG_METADATA) to keep committed files small")
+    ap.add_argument("--keep-equal", action="store_true",
+                    help="TorchScript: keep a fresh model's equal parameters (LayerNorm ones, zero biases), which "
+                         "the exporter merges into one initializer and hands on through Identity nodes, as a user's "
+                         "export of a freshly initialized model has them (NAME-ts-merged)")
     ap.add_argument("--keep-going", action="store_true",
                     help="a model PyTorch's exporter fails on is reported (NAME.export-error) and the rest exported")
     args = ap.parse_args()
@@ -180,7 +185,7 @@ def main():
     for name in args.models.split(","):
         torch.manual_seed(0)
         model = build(name).float().eval()
-        if args.exporter == "torchscript":  # it merges equal initializers (LayerNorm's ones): make none equal
+        if args.exporter == "torchscript" and not args.keep_equal:  # it merges equal initializers: make none equal
             with torch.no_grad():
                 for k, q in enumerate(model.parameters()):
                     q.add_(torch.randn(q.shape, generator=torch.Generator().manual_seed(k)) * 1e-3)
@@ -224,6 +229,10 @@ def main():
         loss.backward()
         m = onnx.load(path)
         init_names = {i.name for i in m.graph.initializer}
+        # A parameter the TorchScript exporter merged into another is an Identity of that initializer,
+        # its output named after the parameter: its gradient is keyed by that name.
+        init_names |= {n.output[0] for n in m.graph.node
+                       if n.op_type == "Identity" and n.input and n.input[0] in init_names and n.output}
         ref = {"input:input_ids": ids.numpy(), "input:labels": labels.numpy(),
                "output:loss": loss.detach().numpy(), "output:logits": logits.detach().numpy()}
         unmatched = []

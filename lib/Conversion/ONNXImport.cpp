@@ -375,6 +375,11 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, Scope &scope,
     if (failed(mlir::verify(op)))
       return failure();
     keepNameScopes(node, op);
+    // An Identity of an initializer is how the TorchScript exporter hands a merged parameter to
+    // another layer; its output's name is that layer's parameter name (octet-unmerge-parameters).
+    if (isa<ox::IdentityOp>(op) && !operands.empty() && operands[0].getDefiningOp<ox::InitializerOp>() &&
+        !node.output(0).empty())
+      op->setAttr("octet.result_names", builder.getStrArrayAttr({node.output(0)}));
     for (auto [name, res] : llvm::zip(node.output(), op->getResults()))
       if (!name.empty())
         scope.values[name] = res;

@@ -540,6 +540,9 @@ int octet::fp8OptMain(int argc, char **argv) {
       applyPassManagerCLOptions(pm);
       applyDefaultTimingPassManagerCLOptions(pm);
     }
+    // Parameters the TorchScript exporter merged train apart, before any layer is recognized.
+    if (!trainingPipeline.empty())
+      pm.addPass(createUnmergeParameters());
     if (fp8Recipe || autocast) {
       if (failed(buildRecipePipeline(pm, rc.toPassOptions() + (plan.shareInputScaling ? "" : " share-input-scaling=false"),
                                      trial ? std::string() : reportOptions, trainingPipeline)))

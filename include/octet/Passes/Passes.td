@@ -965,6 +965,23 @@ def SinkScaleUpdates : Pass<"octet-sink-scale-updates", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def UnmergeParameters : Pass<"octet-unmerge-parameters", "mlir::ModuleOp"> {
+  let summary = "Give each parameter the TorchScript exporter merged its own initializer again";
+  let description = [{
+    `torch.onnx.export(..., dynamo=False)` merges parameters of equal value
+    (a fresh model's LayerNorm weights, its zero biases) into one initializer
+    and hands it to every other layer through an Identity node whose output
+    carries that layer's parameter name. Trained as it is, the merged
+    parameters would receive the sum of their gradients and stay equal. This
+    pass makes each such Identity's output an initializer of its own, named
+    as PyTorch names the parameter, with the same value, so that each trains
+    with its own gradient, as in PyTorch. An Identity whose output has no
+    parameter's name (`onnx::...`), or a name another initializer holds, is
+    left alone; `octet-autodiff` refuses what is still merged. fp8-opt runs it
+    first for `--train`.
+  }];
+}
+
 def InferLabels : Pass<"octet-infer-labels", "mlir::ModuleOp"> {
   let summary = "Find how a training graph's labels relate to its tokens, for fp8-run --labels auto";
   let description = [{
