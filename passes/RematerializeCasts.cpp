@@ -124,6 +124,9 @@ struct Recompute {
   bool liveAt(Value v) const {
     if (v.isa<BlockArgument>() || v.getDefiningOp<ox::InitializerOp>() || v.getDefiningOp<ox::ConstantOp>())
       return true;
+    // A scalar (a scale) kept until `at` costs nothing: the copy reads it rather than recomputing it.
+    if (auto t = v.getType().dyn_cast<RankedTensorType>(); t && t.hasStaticShape() && t.getNumElements() == 1)
+      return true;
     for (OpOperand &u : v.getUses())
       if (Operation *top = body.findAncestorOpInBlock(*u.getOwner()))
         if (auto it = index.find(top); it != index.end() && it->second >= at)
@@ -141,6 +144,10 @@ struct Recompute {
     if (!def || def->getNumRegions())
       return failure();
     if (def->getNumResults() == 1 && isa<ox::ReshapeOp, ox::CastOp, ox::GeluOp>(def))
+      return def;
+    // MS-AMP O3's weight: its float32 master cast to FP8 and dequantized at the step's start, which
+    // the forward's FP8 Linear casts again: the chain runs again from the master (a state).
+    if (isa<fp8::DequantizeOp, fp8::CastOp>(def))
       return def;
     if (octet::rowNorm(def) && v.cast<OpResult>().getResultNumber() == 0 &&
         llvm::all_of(def->getResults().drop_front(), [](Value r) { return r.use_empty(); }))
@@ -168,7 +175,7 @@ struct Recompute {
       Operation *op = v.getDefiningOp();
       if (!op || isa<ox::InitializerOp, ox::ConstantOp>(op))
         return "weight";
-      if (!isa<ox::ReshapeOp, ox::CastOp>(op))
+      if (!isa<ox::ReshapeOp, ox::CastOp, fp8::DequantizeOp, fp8::CastOp>(op))
         return "activation";
       v = op->getOperand(0);
     }

@@ -140,3 +140,35 @@ func.func @near(%w: tensor<32x64xf32>, %s: tensor<f32>, %a: tensor<16x64xf8E4M3F
   %dx = fp8.gemm %d, %c, %s, %s {transpose_b = false} : (tensor<16x32xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x64xf32>
   return %e0, %dx : tensor<16x32xf32>, tensor<16x64xf32>
 }
+
+// -----
+
+// MS-AMP O3's weight: its float32 master cast to FP8 and dequantized at the step's start, then cast
+// again (with a scale of its own) for the forward GEMM. The late dgrad's codes are made again from
+// the master (a state, available all step): cast, dequantize, cast, the scales (scalars) read as
+// they are; nothing of the weight stays alive between the forward and the backward.
+// CHECK-LABEL: func.func @msamp_o3_weight
+// CHECK: %[[C:.+]] = fp8.cast %{{.+}}, %[[SI:.+]] {octet.result_names = ["w.codes"]
+// CHECK-NEXT: fp8.gemm %{{.+}}, %[[C]]
+// CHECK: %[[M2:.+]] = fp8.cast %arg1, %arg2 :
+// CHECK-NEXT: %[[W2:.+]] = fp8.dequantize %[[M2]], %arg2
+// CHECK-NEXT: %[[C2:.+]] = fp8.cast %[[W2]], %[[SI]] {octet.result_names = ["w.codes.recomputed"]
+// CHECK-NEXT: fp8.gemm %arg3, %[[C2]]
+// GELU-LABEL: func.func @msamp_o3_weight
+// GELU-COUNT-1: fp8.dequantize
+// GELU-NOT: fp8.dequantize
+func.func @msamp_o3_weight(%x: tensor<16x64xf8E4M3FN>, %master: tensor<32x64xf32>, %s0: tensor<f32>, %d: tensor<16x32xf8E4M3FN>) -> (tensor<16x32xf32>, tensor<16x64xf32>) {
+  %m8 = fp8.cast %master, %s0 : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E4M3FN>
+  %w = fp8.dequantize %m8, %s0 : tensor<32x64xf8E4M3FN>, tensor<f32> -> tensor<32x64xf32>
+  %a = fp8.amax %w : tensor<32x64xf32> -> tensor<f32>
+  %sc, %si = fp8.dynamic_scale %a {format = f8E4M3FN, power_of_two = true} : tensor<f32>
+  %c = fp8.cast %w, %si {octet.result_names = ["w.codes"]} : tensor<32x64xf32>, tensor<f32> -> tensor<32x64xf8E4M3FN>
+  %y = fp8.gemm %x, %c, %s0, %si {transpose_b = true} : (tensor<16x64xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x32xf32>
+  %e0 = onnx.Exp %y : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %e1 = onnx.Exp %e0 : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %e2 = onnx.Exp %e1 : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %e3 = onnx.Exp %e2 : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %e4 = onnx.Exp %e3 : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  %dx = fp8.gemm %d, %c, %s0, %si {transpose_b = false} : (tensor<16x32xf8E4M3FN>, tensor<32x64xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<16x64xf32>
+  return %e4, %dx : tensor<16x32xf32>, tensor<16x64xf32>
+}

@@ -603,7 +603,9 @@ def RematerializeFp8Casts : Pass<"octet-rematerialize-fp8-casts", "mlir::ModuleO
     attention gradient reads; or a Reshape, Cast, Gelu or LayerNormalization of
     such a value, as the GELU output recomputed from the FC1 output its
     gradient keeps, or a LayerNorm's output from the residual its gradient
-    keeps: the LayerNorm forward runs again), the
+    keeps: the LayerNorm forward runs again; or MS-AMP O3's weight, its master
+    cast to FP8 and dequantized, made again from the master; scales, being
+    scalars, are kept rather than recomputed), the
     readers from there on get a copy of the cast placed before the first of
     them: an fp8.cast where they read the codes as cast, an fp8.cast_amax with
     its `transposed` result where they read that. The copy reads the same input
