@@ -9,9 +9,9 @@ differs on purpose; anything else fails: a mismatch, a crash, a multi-line error
 outcome; exit status 1 on a failure, or when a case of --must-pass (a file of case names, one per
 line) is refused.
 
-  onnx_node_tests.py --bin build/bin --work DIR [--filter REGEX] [--must-pass FILE]
+  onnx_node_tests.py --bin build/bin --work DIR [--filter REGEX] [--must-pass FILE] [--jobs N]
 """
-import argparse, glob, os, re, subprocess, sys
+import argparse, concurrent.futures, glob, os, re, subprocess, sys
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--known", default="", help="cases whose outputs differ on purpose (a file: name, then why)")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cases run side by side (default: the cores)")
     a = ap.parse_args()
     root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
     known = set()
@@ -48,38 +49,29 @@ def main():
         must = {l.strip() for l in open(a.must_pass) if l.strip() and not l.startswith("#")}
     os.makedirs(a.work, exist_ok=True)
     opt, run = os.path.join(a.bin, "fp8-opt"), os.path.join(a.bin, "fp8-run")
-    counts = {"passed": 0, "refused": 0, "failed": 0, "skipped": 0, "known": 0}
-    passed, failures = [], []
-    for case in sorted(os.listdir(root)):
-        if a.filter and not re.search(a.filter, case):
-            continue
+    cases = [c for c in sorted(os.listdir(root)) if not a.filter or re.search(a.filter, c)]
+
+    def check(case):
+        """(outcome, message): passed, refused (message: the line), known, skipped or failed."""
         d = os.path.join(root, case)
         sets = sorted(glob.glob(os.path.join(d, "test_data_set_*")))
         model_path = os.path.join(d, "model.onnx")
         if not sets or not os.path.exists(model_path):
-            counts["skipped"] += 1
-            continue
+            return "skipped", None
         m = onnx.load(model_path)
         init = {i.name for i in m.graph.initializer}
         inputs = [i.name for i in m.graph.input if i.name not in init]
         outputs = [o.name for o in m.graph.output]
-        plan = os.path.join(a.work, "m.plan")
+        plan = os.path.join(a.work, case + ".plan")
         try:
             r = subprocess.run([opt, model_path, "-o", plan], capture_output=True, text=True, errors="replace", timeout=60)
         except subprocess.TimeoutExpired:
-            failures.append("%s: fp8-opt timed out" % case)
-            counts["failed"] += 1
-            continue
+            return "failed", "fp8-opt timed out"
         if r.returncode != 0:
             ok, lines = one_line_error(r, "fp8-opt")
             if ok:
-                counts["refused"] += 1
-                if case in must:
-                    failures.append("%s: refused: %s" % (case, lines[0]))
-            else:
-                counts["failed"] += 1
-                failures.append("%s: fp8-opt exit %d: %s" % (case, r.returncode, " | ".join(lines[-3:])))
-            continue
+                return "refused", lines[0]
+            return "failed", "fp8-opt exit %d: %s" % (r.returncode, " | ".join(lines[-3:]))
         bad = None
         for ds in sets:
             feed = {}
@@ -94,7 +86,7 @@ def main():
             except Exception:
                 bad = "skip"
                 break
-            inp, out = os.path.join(a.work, "in.npz"), os.path.join(a.work, "out.npz")
+            inp, out = os.path.join(a.work, case + ".in.npz"), os.path.join(a.work, case + ".out.npz")
             np.savez(inp, **feed)
             try:
                 r = subprocess.run([run, plan, "--device", "cpu", "--inputs", inp, "--outputs", out], capture_output=True,
@@ -128,20 +120,30 @@ def main():
                     break
             if bad:
                 break
+        for f in (plan, os.path.join(a.work, case + ".in.npz"), os.path.join(a.work, case + ".out.npz")):
+            if os.path.exists(f):
+                os.remove(f)
         if bad == "skip":
-            counts["skipped"] += 1
-        elif bad is None:
-            counts["passed"] += 1
+            return "skipped", None
+        if bad is None:
+            return "passed", None
+        if isinstance(bad, tuple):
+            return "refused", bad[1]
+        return ("known", None) if case in known else ("failed", bad)
+
+    # The cases run side by side (each case's processes one after another); results in case order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        results = list(pool.map(check, cases))
+    counts = {"passed": 0, "refused": 0, "failed": 0, "skipped": 0, "known": 0}
+    passed, failures = [], []
+    for case, (outcome, msg) in zip(cases, results):
+        counts[outcome] += 1
+        if outcome == "passed":
             passed.append(case)
-        elif isinstance(bad, tuple):
-            counts["refused"] += 1
-            if case in must:
-                failures.append("%s: refused: %s" % (case, bad[1]))
-        elif case in known:
-            counts["known"] += 1
-        else:
-            counts["failed"] += 1
-            failures.append("%s: %s" % (case, bad))
+        elif outcome == "refused" and case in must:
+            failures.append("%s: refused: %s" % (case, msg))
+        elif outcome == "failed":
+            failures.append("%s: %s" % (case, msg))
     for f in failures:
         print("FAIL " + f)
     print("node tests: %d passed, %d refused in one line, %d differ on purpose, %d failed, %d skipped"
