@@ -1,3 +1,4 @@
+// RUN: fp8-opt %s -split-input-file --octet-unmerge-parameters | FileCheck %s
 // RUN: fp8-opt %s -split-input-file --pass-pipeline='builtin.module(octet-unmerge-parameters)' | FileCheck %s
 
 // The TorchScript exporter's merge: one initializer read by a layer and, through Identity nodes
