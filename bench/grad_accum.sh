@@ -5,9 +5,12 @@
 #   bench/grad_accum.sh run            on the device: (1) the small GPT (256 tokens) at 8 rows a step
 #                                      against 4 micro-batches of 2, none and te, 150 steps each on the
 #                                      bundled corpus, and the accumulating plans' ops against the CPU
-#                                      (--check-against-cpu); (2) the 1.3B GPT at 8 x 2048 tokens a step
-#                                      as one batch, 2 x 4 and 4 x 2 (te and ao): step time, tokens/s
-#                                      and device memory. Results in $OUT (ga-*.jsonl, ga-*.json).
+#                                      (--check-against-cpu), and te's 4 micro-batches with each weight
+#                                      cast once a step (--reuse-weight-casts, the default) against
+#                                      cast in every micro-batch: the same losses; (2) the 1.3B GPT at
+#                                      8 x 2048 tokens a step as one batch, 2 x 4 and 4 x 2 (te and ao),
+#                                      the last two also with --reuse-weight-casts=false: step time,
+#                                      tokens/s and device memory. Results in $OUT (ga-*.jsonl, ga-*.json).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
@@ -33,12 +36,17 @@ if [ "$mode" = pack ]; then
     "$opt" "$build/bench/ga-small-b2.onnx" --absent-weights zeros "${rec[@]}" "${train[@]}" --grad-accum-steps 4 \
       -o "$d/ga/small-$r-b2x4.plan"
   done
+  "$opt" "$build/bench/ga-small-b2.onnx" --absent-weights zeros --recipe te "${train[@]}" --grad-accum-steps 4 \
+    --reuse-weight-casts=false -o "$d/ga/small-te-b2x4-every.plan"
   for b in ${GA_BATCHES-8 4 2}; do
     g="$build/bench/gpt-1.3b-b$b.onnx"
     [ -f "$g" ] || "$py" bench/make_gpt_onnx.py --config 1.3b --batch $b --seq 2048 -o "$g" >/dev/null
     for r in te ao; do
       "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 --keep-output-layer=false \
         --recipe $r --keep-gradients=false --grad-accum-steps $((8 / b)) -o "$d/ga/1.3b-$r-b${b}x$((8 / b)).plan"
+      [ $b = 8 ] || "$opt" "$g" --absent-weights zeros --train --optimizer adamw --clip-grad-norm 1.0 \
+        --keep-output-layer=false --recipe $r --keep-gradients=false --grad-accum-steps $((8 / b)) \
+        --reuse-weight-casts=false -o "$d/ga/1.3b-$r-b${b}x$((8 / b))-every.plan"
     done
   done
   gzip -f "$d"/ga/*.plan
@@ -61,9 +69,19 @@ for r in none te; do
   python3 "$here/scripts/compare_curves.py" "$out/ga-small-$r-b8.jsonl" "$out/ga-small-$r-b2x4.jsonl" --window 10 "${tol[@]}"
   "${run[@]}" "$d/ga/small-$r-b2x4.plan" --init-params normal:0.02 --check-against-cpu 2>&1 | tail -2
 done
+echo "== small GPT te, 4 micro-batches of 2: each weight cast once a step against in every micro-batch"
+"${run[@]}" "$d/ga/small-te-b2x4-every.plan" --init-params normal:0.02 --data "$d/ga/licenses.bin" --steps 150 \
+  --labels same --quiet --log "$out/ga-small-te-b2x4-every.jsonl" || echo "small te b2x4-every: exit $?"
+python3 - "$out/ga-small-te-b2x4.jsonl" "$out/ga-small-te-b2x4-every.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+d = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
+g = max(abs(x["grad_norm"] - y["grad_norm"]) for x, y in zip(a, b))
+print(f"{len(a)} and {len(b)} steps; largest loss difference {d:.3g}, gradient norm {g:.3g}")
+PY
 echo "== 1.3B GPT, 8 x 2048 tokens a step"
 for r in te ao; do
-  for p in b8x1 b4x2 b2x4; do
+  for p in b8x1 b4x2 b2x4 b4x2-every b2x4-every; do
     "${run[@]}" "$d/ga/1.3b-$r-$p.plan" --init-params normal:0.02 --benchmark 5 --warmup 2 \
       > "$out/ga-1.3b-$r-$p.json" 2> "$out/ga-1.3b-$r-$p.err"
     python3 - "$out/ga-1.3b-$r-$p.json" "$r $p" <<'PY'

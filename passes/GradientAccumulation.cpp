@@ -8,7 +8,8 @@
 // octet-micro-batch-phases: which ops run in every micro-batch and which only in the last, decided
 // from what each function result is for, and written on the ops (`octet.last_micro_batch`) for the
 // runtime, which runs the plan `steps` times per optimizer step and skips those ops (and the state
-// updates they compute) in all but the last.
+// updates they compute) in all but the last. With reuse-invariants, what stays the same through
+// the step (a weight's casts) runs in its first micro-batch only (`octet.first_micro_batch`).
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Conversion/ONNXImport.h"
@@ -38,6 +39,7 @@ namespace ox = octet::onnx_dialect;
 namespace {
 
 constexpr llvm::StringLiteral kLastAttr = "octet.last_micro_batch";
+constexpr llvm::StringLiteral kFirstAttr = "octet.first_micro_batch";
 
 struct AccumulateGradients : octet::impl::AccumulateGradientsBase<AccumulateGradients> {
   using AccumulateGradientsBase::AccumulateGradientsBase;
@@ -124,7 +126,99 @@ bool everyMicroBatch(func::FuncOp func, unsigned r, const llvm::StringMap<ox::In
   return !(name && (name.getValue() == "octet.lr" || name.getValue() == "octet.grad_norm"));
 }
 
+/// Ops whose copy would not compute the same values, or that talk to other ranks: never made
+/// once for a whole optimizer step.
+bool keepsRunning(Operation *op) {
+  if (op->getNumRegions() || isa<octet::fp8::AllReduceOp, octet::fp8::AllReduceStartOp, octet::fp8::AllReduceDoneOp,
+                                 octet::fp8::ReduceScatterOp, octet::fp8::ReduceScatterStartOp, octet::fp8::AllGatherOp,
+                                 octet::fp8::AllGatherStartOp, octet::fp8::ShardOp, octet::fp8::WorldSizeOp,
+                                 octet::fp8::StochasticRoundOp>(op))
+    return true;
+  StringRef type = ox::ONNXDialect::getOnnxOpType(op);
+  if (auto n = dyn_cast<ox::GenericNodeOp>(op))
+    type = n.getOpType();
+  return type == "Dropout" || type.startswith("Random") || type == "Bernoulli" || type == "Multinomial";
+}
+
+/// Attributes that name or group an op without changing what it computes.
+bool bookkeeping(StringRef name) {
+  return name == octet::kResultNamesAttr || name == ox::kNameAttr || name == "octet.fusion" ||
+         name == "octet.fusion_group" || name == "octet.cast_pass" || name == kLastAttr || name == kFirstAttr;
+}
+
+/// Whether `a` and `b` compute the same results from the same operands.
+bool sameComputation(Operation *a, Operation *b) {
+  if (a->getName() != b->getName() || a->getOperands() != b->getOperands() ||
+      a->getResultTypes() != b->getResultTypes())
+    return false;
+  SmallVector<NamedAttribute> x, y;
+  for (NamedAttribute n : a->getAttrs())
+    if (!bookkeeping(n.getName().getValue()))
+      x.push_back(n);
+  for (NamedAttribute n : b->getAttrs())
+    if (!bookkeeping(n.getName().getValue()))
+      y.push_back(n);
+  return x == y;
+}
+
 struct MicroBatchPhases : octet::impl::MicroBatchPhasesBase<MicroBatchPhases> {
+  using MicroBatchPhasesBase::MicroBatchPhasesBase;
+
+  /// reuse-invariants: the ops of `every` whose results stay the same through an optimizer step
+  /// get kFirstAttr; duplicates among them (a weight's cast made again for the backward) are
+  /// merged into the first, which the kept result then serves.
+  void markInvariants(func::FuncOp func, llvm::DenseSet<Operation *> &every) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // States whose value changes between micro-batches: updated by an op of every micro-batch
+    // (or by no op), as the runtime reads the phases.
+    llvm::StringMap<bool> changing;
+    llvm::DenseSet<Operation *> returned;
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      Operation *d = ret.getOperand(r).getDefiningOp();
+      if (d)
+        returned.insert(d);
+      if (auto st = func.getResultAttrOfType<StringAttr>(r, octet::kStateUpdateAttr))
+        changing[st.getValue()] =
+            !d || isa<ox::InitializerOp, ox::ConstantOp, ox::NoneOp>(d) || every.contains(d);
+    }
+    llvm::DenseSet<Operation *> same; // ops whose results are the same in every micro-batch
+    SmallVector<Operation *> hoisted;
+    for (Operation &op : body.without_terminator()) {
+      if (auto i = dyn_cast<ox::InitializerOp>(op)) {
+        if (!changing.lookup(i.getName()))
+          same.insert(&op);
+        continue;
+      }
+      if (isa<ox::ConstantOp, ox::NoneOp>(op)) {
+        same.insert(&op);
+        continue;
+      }
+      if (!every.contains(&op) || op.getNumOperands() == 0 || keepsRunning(&op) || returned.contains(&op))
+        continue;
+      if (llvm::all_of(op.getOperands(), [&](Value v) {
+            Operation *d = v.getDefiningOp();
+            return d && same.contains(d);
+          })) {
+        same.insert(&op);
+        hoisted.push_back(&op);
+      }
+    }
+    // One op per computation: a later copy's results are the first's (which comes before it).
+    SmallVector<Operation *> kept;
+    for (Operation *op : hoisted) {
+      auto twin = llvm::find_if(kept, [&](Operation *k) { return sameComputation(k, op); });
+      if (twin != kept.end()) {
+        op->replaceAllUsesWith(*twin);
+        every.erase(op);
+        op->erase();
+        continue;
+      }
+      kept.push_back(op);
+      op->setAttr(kFirstAttr, UnitAttr::get(op->getContext()));
+    }
+  }
+
   void run(func::FuncOp func) {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -146,13 +240,19 @@ struct MicroBatchPhases : octet::impl::MicroBatchPhasesBase<MicroBatchPhases> {
     }
     UnitAttr unit = UnitAttr::get(func.getContext());
     for (Operation &op : body.without_terminator()) {
+      op.removeAttr(kFirstAttr);
       if (isa<ox::InitializerOp, ox::ConstantOp, ox::NoneOp>(op) || every.contains(&op))
         op.removeAttr(kLastAttr);
       else
         op.setAttr(kLastAttr, unit);
     }
+    if (reuseInvariants)
+      markInvariants(func, every);
     splitGroups(func);
   }
+
+  /// 0: the first micro-batch only, 1: every micro-batch, 2: the last only.
+  static int phase(Operation *op) { return op->hasAttr(kFirstAttr) ? 0 : op->hasAttr(kLastAttr) ? 2 : 1; }
 
   /// Fusion groups are launched as one: a group's members must all run or all be skipped. A run of
   /// side-by-side updates (octet-fuse-runs) is split in two, each phase's members moved together
@@ -170,8 +270,8 @@ struct MicroBatchPhases : octet::impl::MicroBatchPhasesBase<MicroBatchPhases> {
         castPasses[c.getInt()].push_back(op);
     });
     auto mixed = [](ArrayRef<Operation *> ops) {
-      bool last = ops.front()->hasAttr(kLastAttr);
-      return llvm::any_of(ops, [&](Operation *o) { return o->hasAttr(kLastAttr) != last; });
+      int p = phase(ops.front());
+      return llvm::any_of(ops, [&](Operation *o) { return phase(o) != p; });
     };
     auto ungroup = [](ArrayRef<Operation *> ops) {
       for (Operation *o : ops) {
@@ -182,32 +282,42 @@ struct MicroBatchPhases : octet::impl::MicroBatchPhasesBase<MicroBatchPhases> {
     for (auto &[key, ops] : groups) {
       if (!mixed(ops))
         continue;
-      SmallVector<Operation *> ev, last;
+      // Each phase's members, the every-micro-batch ones first, then the first's, then the last's.
+      SmallVector<Operation *> byPhase[3];
       for (Operation *o : ops)
-        (o->hasAttr(kLastAttr) ? last : ev).push_back(o);
+        byPhase[(phase(o) + 2) % 3].push_back(o);
+      SmallVector<ArrayRef<Operation *>> parts;
+      for (auto &p : byPhase)
+        if (!p.empty())
+          parts.push_back(p);
       bool run = StringRef(key.first).endswith("_list");
       Operation *end = ops.back();
       // A member moves after the run's end only where no op up to there reads it.
-      bool movable = llvm::all_of(last, [&](Operation *o) {
-        return llvm::all_of(o->getUsers(), [&](Operation *u) { return u == end || end->isBeforeInBlock(u); });
+      bool movable = llvm::all_of(ArrayRef(parts).drop_front(), [&](ArrayRef<Operation *> part) {
+        return llvm::all_of(part, [&](Operation *o) {
+          return llvm::all_of(o->getUsers(), [&](Operation *u) { return u == end || end->isBeforeInBlock(u); });
+        });
       });
       if (!run || !movable) {
         ungroup(ops);
         continue;
       }
-      // The last-phase part goes after the every-phase part, in order (members read none of each
+      // The other phases' parts go after the first part, in order (members read none of each
       // other's results: octet-fuse-runs groups none that do).
-      Operation *at = ev.back();
-      for (Operation *o : last) {
-        o->moveAfter(at);
-        at = o;
+      Operation *at = parts.front().back();
+      for (ArrayRef<Operation *> part : ArrayRef(parts).drop_front())
+        for (Operation *o : part) {
+          o->moveAfter(at);
+          at = o;
+        }
+      if (parts.front().size() < 2)
+        ungroup(parts.front());
+      for (ArrayRef<Operation *> part : ArrayRef(parts).drop_front()) {
+        if (part.size() < 2)
+          ungroup(part);
+        else
+          octet::markFusionGroup(part, key.first);
       }
-      if (ev.size() < 2)
-        ungroup(ev);
-      if (last.size() < 2)
-        ungroup(last);
-      else
-        octet::markFusionGroup(last, key.first);
     }
     for (auto &[pass, ops] : castPasses)
       if (mixed(ops))

@@ -104,7 +104,9 @@ private:
   // op index (-1: an input) and last reading op index.
   std::vector<int64_t> valueBytes;
   std::vector<int> firstDef, lastUse;
+  std::vector<char> keptAcrossRuns; // alive from before the first op to the end (runtime Plan::keptAcrossRuns)
   llvm::json::Object planArena();
+  void keepFirstMicroBatchResults(const llvm::json::Array &outputs);
   void markInPlaceUpdates();
   void keepCastSourcesAlive();
   void keepProducerOperandsAlive();
@@ -162,13 +164,14 @@ llvm::json::Object PlanWriter::planArena() {
     if (valueBytes[id] <= 0)
       continue;
     int last = std::max(lastUse[id], firstDef[id]);
+    int first = keptAcrossRuns.size() > id && keptAcrossRuns[id] ? 0 : firstDef[id];
     if (int r = root[id]; at[size_t(r)] >= 0) {
       octet::BufferRequest &q = requests[size_t(at[size_t(r)])];
-      q.first = std::min(q.first, firstDef[id]);
+      q.first = std::min(q.first, first);
       q.last = std::max(q.last, last);
     } else {
       at[size_t(r)] = int(requests.size());
-      requests.push_back({r, valueBytes[id], firstDef[id], last});
+      requests.push_back({r, valueBytes[id], first, last});
     }
   }
   octet::MemoryPlan plan = octet::planMemory(requests, octet::kPlanArenaAlignment);
@@ -235,6 +238,37 @@ void PlanWriter::keepCastSourcesAlive() {
           lastUse[size_t(id)] = std::max(lastUse[size_t(id)], c);
     }
   }
+}
+
+/// Gradient accumulation's first-micro-batch ops (octet-micro-batch-phases reuse-invariants): what
+/// they compute for the other ops, the outputs or the state updates is read by the step's later
+/// runs too, so its bytes stay reserved through the whole run (as the runtime's lifetimes() says).
+void PlanWriter::keepFirstMicroBatchResults(const llvm::json::Array &outputs) {
+  keptAcrossRuns.assign(valueBytes.size(), 0);
+  std::vector<char> byFirst(valueBytes.size(), 0);
+  auto isFirst = [](const llvm::json::Object &op) {
+    const llvm::json::Object *attrs = op.getObject("attrs");
+    return attrs && attrs->getObject("first_micro_batch");
+  };
+  for (const llvm::json::Value &o : ops)
+    if (isFirst(*o.getAsObject()))
+      for (const llvm::json::Value &v : *o.getAsObject()->getArray("out"))
+        if (int64_t id = *v.getAsInteger(); id >= 0)
+          byFirst[size_t(id)] = 1;
+  auto keep = [&](int64_t id) {
+    if (id >= 0 && byFirst[size_t(id)]) {
+      keptAcrossRuns[size_t(id)] = 1;
+      lastUse[size_t(id)] = int(ops.size());
+    }
+  };
+  for (const llvm::json::Value &o : ops)
+    if (!isFirst(*o.getAsObject()))
+      for (const llvm::json::Value &v : *o.getAsObject()->getArray("in"))
+        keep(*v.getAsInteger());
+  for (const llvm::json::Value &v : outputs)
+    keep(*v.getAsInteger());
+  for (const llvm::json::Value &u : stateUpdates)
+    keep(*u.getAsObject()->getInteger("value"));
 }
 
 /// A producer_amax group's amax (octet-fuse-producer-amax) is taken in its producer's pass, so
@@ -567,6 +601,8 @@ LogicalResult PlanWriter::lowerOp(Operation &op) {
         return failure();
   if (op.hasAttr("octet.last_micro_batch")) // gradient accumulation (octet-micro-batch-phases)
     attrs["last_micro_batch"] = llvm::json::Object{{"i", int64_t(1)}};
+  if (op.hasAttr("octet.first_micro_batch"))
+    attrs["first_micro_batch"] = llvm::json::Object{{"i", int64_t(1)}};
   o["type"] = type;
   o["name"] = ox::getNodeName(&op);
   o["in"] = std::move(ins);
@@ -628,6 +664,7 @@ LogicalResult PlanWriter::run(const octet::proto::FileSink *sink, const std::str
     lastUse[size_t(*u.getAsObject()->getInteger("value"))] = int(ops.size());
   keepCastSourcesAlive();
   keepProducerOperandsAlive();
+  keepFirstMicroBatchResults(outputs);
   if (inPlaceUpdates)
     markInPlaceUpdates();
   llvm::json::Object memory = planArena();

@@ -212,6 +212,13 @@ int octet::fp8OptMain(int argc, char **argv) {
       cl::desc("Training: N micro-batches per optimizer step (Accelerate's gradient_accumulation_steps), the "
                "gradients their mean, reduced and applied after the last (default 1)"),
       cl::value_desc("N"), cl::init(1), cl::cat(trainCat));
+  static cl::opt<bool> reuseWeightCasts(
+      "reuse-weight-casts",
+      cl::desc("With --grad-accum-steps: what stays the same through an optimizer step (a weight's FP8 codes, a "
+               "kept layer's BF16 copy) is made in its first micro-batch and kept for the others, as "
+               "TransformerEngine's is_first_microbatch (default on; under --memory-budget only where it "
+               "needs no more recomputation)"),
+      cl::init(true), cl::cat(trainCat));
   static cl::opt<bool> gradOnly("gradients-only",
                                 cl::desc("With --train: gradients as outputs, no optimizer (for checking; listed by "
                                          "--help-hidden)"),
@@ -508,6 +515,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   std::optional<Prediction> budgetChoice; // --memory-budget's prediction for the chosen recomputation
   bool trial = false;                     // a candidate's compile: no reports
   bool rematChosen = false;               // the compiler chose rematSources
+  bool reuseCasts = reuseWeightCasts && accumSteps > 1; // octet-micro-batch-phases reuse-invariants
+  std::string reuseWhy; // where --memory-budget turned it off
   bool fp8Recipe = recipeInfo && recipeInfo->name != "none";
   auto runPasses = [&](ModuleOp module, MLIRContext &ctx) -> LogicalResult {
     std::string trainingPipeline = trainingPipelineFor(module, out == Emit::Plan);
@@ -605,8 +614,11 @@ int octet::fp8OptMain(int argc, char **argv) {
         pm.addPass(createFp8ToQdq(qo));
       }
     }
-    if (accumSteps > 1) // what runs in the last micro-batch only: on the final ops
-      pm.addPass(createMicroBatchPhases());
+    if (accumSteps > 1) { // what runs in the last micro-batch only, and the first: on the final ops
+      MicroBatchPhasesOptions mo;
+      mo.reuseInvariants = reuseCasts;
+      pm.addPass(createMicroBatchPhases(mo));
+    }
     if (failed(pm.run(module)))
       return failure();
     if (int64_t done = 0, of = 0; !trial && out == Emit::Plan && blocksWanted != 0 &&
@@ -668,7 +680,19 @@ int octet::fp8OptMain(int argc, char **argv) {
           return std::nullopt;
         return Prediction{*arena, lastState, lastBlocksOf, lastBlocks};
       };
-      BudgetSearch found = searchMemoryBudget(budgetBytes, ladder, !plan.checkpointBlocks.getNumOccurrences(), compile);
+      BudgetSearch found;
+      if (reuseCasts && !reuseWeightCasts.getNumOccurrences()) {
+        // The weights' casts kept across micro-batches only where that fits without recomputing
+        // more than the plan does anyway.
+        found = searchMemoryBudget(budgetBytes, {ladder.front()}, false, compile);
+        if (!found.chosen && !found.failed) {
+          reuseCasts = false;
+          reuseWhy = "keeping them across the step's micro-batches, the plan needs " +
+                     describeBytes(found.smallest.total()) + ", past --memory-budget without more recomputation";
+        }
+      }
+      if (!found.chosen && !found.failed)
+        found = searchMemoryBudget(budgetBytes, ladder, !plan.checkpointBlocks.getNumOccurrences(), compile);
       if (found.chosen) {
         rematSources = found.chosen->fp8Sources;
         blocksChosen = found.chosen->blocks;
@@ -754,6 +778,8 @@ int octet::fp8OptMain(int argc, char **argv) {
                   : fp8Recipe              ? ""
                                            : "nothing")
               << "\n";
+        if (!reuseWhy.empty())
+          ros << "weights' casts made in every micro-batch: " << reuseWhy << "\n";
         reportPlanFusions(module, ros);
         llvm::raw_ostream &rep = outputFilename == "-" ? llvm::errs() : llvm::outs();
         if (jsonReport.path().empty())

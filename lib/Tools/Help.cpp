@@ -61,6 +61,7 @@ const std::map<std::string, ShortHelp> &shortHelp() {
       {"min-lr", {"x", "cosine: final learning rate (default 0)"}},
       {"momentum", {"x", "SGD momentum (default 0)"}},
       {"optimizer", {"name", "sgd, adam or adamw (default adamw)"}},
+      {"reuse-weight-casts", {"", "Accumulation: weights cast once per optimizer step (default on)"}},
       {"total-steps", {"N", "cosine: steps to reach --min-lr"}},
       {"warmup-steps", {"N", "Linear warmup steps (default 0)"}},
       {"weight-decay", {"x", "Weight decay (default 0)"}},

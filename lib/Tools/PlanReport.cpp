@@ -120,8 +120,17 @@ void octet::reportGradientAccumulation(ModuleOp module, llvm::raw_ostream &os) {
   auto steps = training ? training.getAs<StringAttr>("grad_accum_steps") : StringAttr();
   if (!steps)
     return;
-  int64_t last = 0, every = 0, accumulators = 0, bytes = 0;
+  int64_t last = 0, every = 0, first = 0, accumulators = 0, bytes = 0, kept = 0;
   module.walk([&](Operation *op) {
+    if (op->hasAttr("octet.first_micro_batch")) {
+      ++first;
+      for (Value r : op->getResults()) // read by the step's other runs: kept through it
+        if (llvm::any_of(r.getUsers(), [](Operation *u) { return !u->hasAttr("octet.first_micro_batch"); }))
+          if (auto t = r.getType().dyn_cast<RankedTensorType>();
+              t && t.hasStaticShape() && t.getElementType().isIntOrFloat())
+            kept += t.getNumElements() * int64_t((t.getElementTypeBitWidth() + 7) / 8);
+      return;
+    }
     if (auto role = op->getAttrOfType<StringAttr>(kRoleAttr); role && role.getValue() == "grad_accum") {
       ++accumulators;
       if (auto t = op->getResult(0).getType().dyn_cast<RankedTensorType>(); t && t.hasStaticShape())
@@ -137,6 +146,10 @@ void octet::reportGradientAccumulation(ModuleOp module, llvm::raw_ostream &os) {
   os << "gradient accumulation: " << steps.getValue() << " micro-batches per optimizer step; " << every
      << " ops run in each, " << last << " in the last only (gradient reductions, optimizer, weight scale updates); "
      << accumulators << " float32 accumulators, " << bytes << " bytes\n";
+  if (first)
+    os << "made once per optimizer step (--reuse-weight-casts): " << first
+       << " ops in the first micro-batch only (weights' casts), their results kept through the step: " << kept
+       << " bytes\n";
 }
 
 std::string octet::JsonPlanReport::create() {

@@ -431,19 +431,21 @@ void CudaExecutor::printSlowestOps() const {
 
 void CudaExecutor::markProgramPhases() {
   programLast_.assign(program_.size(), 0);
+  programFirst_.assign(program_.size(), 0);
   for (size_t k = 0; k < program_.size(); ++k) {
     const OpProgram &p = program_[k];
-    bool last = plan_.ops[p.op].lastMicroBatch;
+    const PlanOp &op = plan_.ops[p.op];
     for (const OpProgram &q : p.parts)
-      if (plan_.ops[q.op].lastMicroBatch != last)
-        throw Error("node '" + plan_.ops[q.op].name + "': fused on the GPU with '" + plan_.ops[p.op].name +
+      if (plan_.ops[q.op].lastMicroBatch != op.lastMicroBatch || plan_.ops[q.op].firstMicroBatch != op.firstMicroBatch)
+        throw Error("node '" + plan_.ops[q.op].name + "': fused on the GPU with '" + op.name +
                     "', which runs in another micro-batch phase (a bug in the executor's fusions; "
                     "OCTET_CUDA_GRAPHS and the fusion switches help narrow it down)");
-    programLast_[k] = last;
+    programLast_[k] = op.lastMicroBatch;
+    programFirst_[k] = op.firstMicroBatch;
   }
 }
 
-void CudaExecutor::body(bool updateState, bool lastMicroBatch) {
+void CudaExecutor::body(bool updateState, bool lastMicroBatch, bool first) {
   if (!updateState)
     saveInPlaceStates();
   if (!flagWhat_.empty())
@@ -457,7 +459,7 @@ void CudaExecutor::body(bool updateState, bool lastMicroBatch) {
   }
   for (size_t k = 0; k < program_.size(); ++k) {
     const OpProgram &p = program_[k];
-    if (programLast_[k] && !lastMicroBatch) {
+    if ((programLast_[k] && !lastMicroBatch) || (programFirst_[k] && !first)) {
       if (profile_)
         cudaEventRecord(events[k + 1], stream_);
       continue;
@@ -570,7 +572,9 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(cudaMemcpyAsync(ptr_[size_t(id)], t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream_),
               "input upload");
   }
-  int g = graphIndex(updateState, lastMicroBatch);
+  bool first = !keptValid_; // the firstMicroBatch programs' results stay in the arena between runs
+  keptValid_ = false;       // until the run has finished
+  int g = graphIndex(updateState, lastMicroBatch, first);
   lastRunUpdated_ = updateState;
   if (graphs_[g]) {
     cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
@@ -578,7 +582,7 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
     cudaGraph_t graph = nullptr;
     try {
-      body(updateState, lastMicroBatch);
+      body(updateState, lastMicroBatch, first);
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph)
@@ -591,7 +595,7 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
     cudaCheck(e, "graph instantiate");
     cudaCheck(cudaGraphLaunch(graphs_[g], stream_), "graph launch");
   } else {
-    body(updateState, lastMicroBatch);
+    body(updateState, lastMicroBatch, first);
     ++eagerRuns_[g];
   }
   std::vector<int> flags(flagWhat_.size());
@@ -608,6 +612,9 @@ void CudaExecutor::run(const std::map<std::string, TensorPtr> &inputs, bool upda
   for (size_t i = 0; i < flags.size(); ++i)
     if (flags[i])
       throw Error(flagWhat_[i]);
+  // A last micro-batch's update changes the parameters: the next run computes their casts again.
+  keptValid_ = !(updateState && lastMicroBatch &&
+                 std::any_of(plan_.stateUpdateLast.begin(), plan_.stateUpdateLast.end(), [](char c) { return c; }));
 }
 
 TensorPtr CudaExecutor::download(int id) const {
@@ -708,6 +715,7 @@ std::vector<TensorPtr> CudaExecutor::stateTensors(const std::vector<std::string>
 
 void CudaExecutor::setState(const std::string &name, TensorPtr t) {
   upload(Executor::checkState(plan_, name, *t), *t);
+  keptValid_ = false;
 }
 
 void CudaExecutor::drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel,
@@ -715,6 +723,7 @@ void CudaExecutor::drawNormal(const std::string &name, uint64_t key, double stde
   int id = plan_.findValue(name);
   if (id < 0 || !plan_.constantKinds.count(id) || plan_.constantKinds.at(id) == ConstantKind::Const)
     throw Error("'" + name + "' is not a state tensor or parameter of the plan");
+  keptValid_ = false;
   const PlanValue &v = plan_.values[size_t(id)];
   dev::NormalDraw a;
   a.dtype = v.dtype == DType::F32 ? dev::NormalDraw::F32 : v.dtype == DType::F16 ? dev::NormalDraw::F16

@@ -388,9 +388,14 @@ private:
   char *arena_ = nullptr; // the memory plan's arena (null: a plan without one)
   float *one_ = nullptr;
   /// The step's CUDA graphs: with and without the state update, each for a last micro-batch (every
-  /// op) and for an earlier one (gradient accumulation: without the last micro-batch's ops).
-  cudaGraphExec_t graphs_[4] = {nullptr, nullptr, nullptr, nullptr};
-  static int graphIndex(bool updateState, bool lastMicroBatch) { return (updateState ? 1 : 0) + (lastMicroBatch ? 0 : 2); }
+  /// op) and for an earlier one (gradient accumulation: without the last micro-batch's ops), each
+  /// with and without the ops of the first (firstMicroBatch: what the parameters give).
+  cudaGraphExec_t graphs_[8] = {};
+  static int graphIndex(bool updateState, bool lastMicroBatch, bool first) {
+    return (updateState ? 1 : 0) + (lastMicroBatch ? 0 : 2) + (first ? 4 : 0);
+  }
+  /// The firstMicroBatch ops' results are those of the current parameters (Executor::keptValid_).
+  bool keptValid_ = false;
   /// fp8.all_reduce payloads of a step (type, elements): counted with the communicator per run,
   /// since a CUDA graph replays the collectives without calling it.
   std::vector<std::pair<DType, size_t>> allReduces_;
@@ -404,7 +409,7 @@ private:
   int newCollective();
   /// A collective op's launches (CompileCollectives.cpp); false for any other op.
   bool compileCollective(const PlanOp &op, std::vector<Step> &out);
-  int eagerRuns_[4] = {0, 0, 0, 0}; // by graphIndex()
+  int eagerRuns_[8] = {}; // by graphIndex()
   std::set<int> liveAtEnd_;
   // OCTET_CUDA_PROFILE=1: per op type GPU time (events around each op; no graphs); =2 also the
   // slowest (op type, output shape) groups with their effective bandwidth. The first run is not counted.
@@ -477,10 +482,11 @@ private:
   /// Plan op k if it is a row op (CompileRowOps.cpp: softmax, the norms and their gradients, the
   /// loss and its gradient); false if not.
   bool compileRowOp(size_t k, std::vector<Step> &out);
-  void body(bool updateState, bool lastMicroBatch);
+  void body(bool updateState, bool lastMicroBatch, bool first);
   /// Gradient accumulation: whether program k runs in an optimizer step's last micro-batch only
-  /// (its plan op's lastMicroBatch; a fused program's parts all agree, checked at load).
-  std::vector<char> programLast_;
+  /// (its plan op's lastMicroBatch), or in its first only (firstMicroBatch); a fused program's
+  /// parts all agree, checked at load.
+  std::vector<char> programLast_, programFirst_;
   void markProgramPhases();
   TensorPtr download(int id) const;
   void upload(int id, const Tensor &t);

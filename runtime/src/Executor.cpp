@@ -142,9 +142,11 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
   checkInputs(plan_, inputs);
   for (int id : plan_.inputs)
     values_[size_t(id)].tensor = inputs.at(plan_.values[size_t(id)].name);
+  bool first = !keptValid_; // the firstMicroBatch ops' results are kept in values_ between runs
+  keptValid_ = false;       // until the run has finished
   for (size_t k = 0; k < plan_.ops.size(); ++k) {
     const PlanOp &op = plan_.ops[k];
-    if (op.lastMicroBatch && !lastMicroBatch)
+    if ((op.lastMicroBatch && !lastMicroBatch) || (op.firstMicroBatch && !first))
       continue;
     // BF16 storage (fp8-opt --activation-precision=bf16): every kernel computes in float32 from the
     // widened operands (exact), and a float32 result the plan stores in BF16 is rounded to nearest
@@ -181,10 +183,13 @@ void Executor::run(const std::map<std::string, TensorPtr> &inputs, bool updateSt
       values_[size_t(id)] = std::move(out);
     }
   }
+  keptValid_ = true;
   if (updateState)
     for (size_t i = 0; i < plan_.stateUpdates.size(); ++i)
-      if (lastMicroBatch || !plan_.updateInLastOnly(i))
+      if (lastMicroBatch || !plan_.updateInLastOnly(i)) {
         values_[size_t(plan_.stateUpdates[i].first)].tensor = values_[size_t(plan_.stateUpdates[i].second)].tensor;
+        keptValid_ &= !plan_.updateInLastOnly(i); // the parameters (and what is cast from them) change
+      }
 }
 
 TensorPtr Executor::value(int id) const {
@@ -215,6 +220,7 @@ int Executor::checkState(const Plan &plan, const std::string &name, const Tensor
 
 void Executor::setState(const std::string &name, TensorPtr t) {
   values_[size_t(checkState(plan_, name, *t))].tensor = std::move(t);
+  keptValid_ = false;
 }
 
 void Runner::drawNormal(const std::string &name, uint64_t key, double stdev, int64_t wholeNumel, int64_t first) {

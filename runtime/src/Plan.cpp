@@ -189,7 +189,35 @@ static std::pair<std::vector<int>, std::vector<int>> lifetimes(const Plan &plan)
     last[size_t(id)] = n;
   for (auto &[state, value] : plan.stateUpdates)
     last[size_t(value)] = n;
+  for (int id : plan.keptAcrossRuns) { // alive through the whole run (the next ones read them)
+    first[size_t(id)] = 0;
+    last[size_t(id)] = n;
+  }
   return {std::move(first), std::move(last)};
+}
+
+/// Plan::keptAcrossRuns: what firstMicroBatch ops compute that the other ops, the outputs or the
+/// state updates read.
+static void markKeptAcrossRuns(Plan &plan) {
+  plan.keptAcrossRuns.clear();
+  std::vector<char> byFirst(plan.values.size(), 0);
+  for (const PlanOp &op : plan.ops)
+    if (op.firstMicroBatch)
+      for (int id : op.outputs)
+        if (id >= 0)
+          byFirst[size_t(id)] = 1;
+  auto keep = [&](int id) {
+    if (id >= 0 && byFirst[size_t(id)])
+      plan.keptAcrossRuns.insert(id);
+  };
+  for (const PlanOp &op : plan.ops)
+    if (!op.firstMicroBatch)
+      for (int id : op.inputs)
+        keep(id);
+  for (int id : plan.outputs)
+    keep(id);
+  for (auto &[state, value] : plan.stateUpdates)
+    keep(value);
 }
 
 namespace {
@@ -210,6 +238,38 @@ void checkMicroBatchPhases(Plan &plan, const Reader &r) {
       if (id >= 0)
         definedBy[size_t(id)] = int(k);
   auto lastOnly = [&](int id) { return definedBy[size_t(id)] >= 0 && plan.ops[size_t(definedBy[size_t(id)])].lastMicroBatch; };
+  plan.stateUpdateLast.clear();
+  for (auto &[state, value] : plan.stateUpdates)
+    plan.stateUpdateLast.push_back(lastOnly(value));
+  // What a firstMicroBatch op may read: constants, parameters and state that only the last
+  // micro-batch updates (or nothing does), and what other such ops compute.
+  std::vector<char> sameThroughStep(plan.values.size(), 0);
+  for (auto &[id, kind] : plan.constantKinds)
+    sameThroughStep[size_t(id)] = 1;
+  for (size_t i = 0; i < plan.stateUpdates.size(); ++i)
+    if (!plan.stateUpdateLast[i])
+      sameThroughStep[size_t(plan.stateUpdates[i].first)] = 0;
+  bool anyFirst = false;
+  for (const PlanOp &op : plan.ops) {
+    if (!op.firstMicroBatch)
+      continue;
+    anyFirst = true;
+    if (op.lastMicroBatch)
+      r.fail("op '" + op.name + "' is marked for both the first and the last micro-batch only");
+    for (int id : op.inputs)
+      if (id >= 0 && !sameThroughStep[size_t(id)])
+        r.fail("op '" + op.name + "' runs in the first micro-batch only but reads '" + plan.values[size_t(id)].name +
+               "', which changes from one micro-batch to the next");
+    for (int id : op.outputs)
+      if (id >= 0)
+        sameThroughStep[size_t(id)] = 1;
+  }
+  if (anyFirst && plan.gradAccumSteps < 2)
+    r.fail("ops are marked first_micro_batch in a plan without gradient accumulation");
+  for (auto &[state, value] : plan.stateUpdates)
+    if (plan.keptAcrossRuns.count(value))
+      r.fail("the new value of '" + plan.values[size_t(state)].name +
+             "' is computed in the first micro-batch only; a state's update runs in every micro-batch or the last");
   bool any = false;
   for (const PlanOp &op : plan.ops) {
     any |= op.lastMicroBatch;
@@ -223,9 +283,6 @@ void checkMicroBatchPhases(Plan &plan, const Reader &r) {
     r.fail("ops are marked last_micro_batch in a plan without gradient accumulation");
   if (plan.gradAccumSteps > 1 && plan.findValue("octet.first_micro_batch") < 0)
     r.fail("a plan with grad_accum_steps has no input 'octet.first_micro_batch'");
-  plan.stateUpdateLast.clear();
-  for (auto &[state, value] : plan.stateUpdates)
-    plan.stateUpdateLast.push_back(lastOnly(value));
 }
 
 /// The arena's buffers joined as the memory plan means them: a view and its operand are one buffer,
@@ -535,14 +592,16 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
           op.attrs[an] = parseAttr(av, r, "'" + an + "' of op '" + op.name + "'");
       }
       op.lastMicroBatch = attrInt(op, "last_micro_batch", 0) != 0;
+      op.firstMicroBatch = attrInt(op, "first_micro_batch", 0) != 0;
       plan.ops.push_back(std::move(op));
     }
   } catch (const Json::exception &e) {
     r.fail(std::string("header is missing a field or has a wrong type: ") + e.what());
   }
+  markKeptAcrossRuns(plan);
+  checkMicroBatchPhases(plan, r); // first: the memory plan's lifetimes follow the phases
   checkMemoryPlan(plan, r);
   checkInPlace(plan, r);
-  checkMicroBatchPhases(plan, r);
 }
 
 } // namespace

@@ -14,6 +14,8 @@
   tamper_plan.py IN OUT early-last-phase mark the first op last_micro_batch (gradient accumulation:
                                          ops of every micro-batch then read what only the last computes)
   tamper_plan.py IN OUT no-accumulation  drop training's grad_accum_steps (its ops stay marked)
+  tamper_plan.py IN OUT first-reads-input mark the first op that reads a plan input first_micro_batch
+                                         (made once per optimizer step from what changes each micro-batch)
 Used by tests to check that fp8-run refuses inconsistent plans the CRC cannot catch.
 """
 import json, struct, sys, zlib
@@ -72,6 +74,9 @@ def main():
         c["whole_shape"][0] *= 2
     if what == "early-last-phase":
         header["ops"][0].setdefault("attrs", {})["last_micro_batch"] = {"i": 1}
+    if what == "first-reads-input":
+        op = next(o for o in header["ops"] if set(o["in"]) & set(header["inputs"]))
+        op.setdefault("attrs", {})["first_micro_batch"] = {"i": 1}
     if what == "no-accumulation":
         del header["training"]["grad_accum_steps"]
     h = json.dumps(header).encode()

@@ -14,6 +14,7 @@
 #include "octet/runtime/Pointwise.h"
 #include "octet/runtime/Tensor.h"
 #include "CudaTestUtil.h"
+#include "TestPlan.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -970,5 +971,19 @@ TEST(CudaExecutor, StateTensorsMatchOneByOne) {
     std::reverse(some.begin(), some.end());
     same(some);
     EXPECT_EQ(gpu->stateTensors({"s0"})[0]->data<float>()[0], gpu->stateTensor("s0")->data<float>()[0]);
+  }
+}
+
+/// The CUDA runner skips the first micro-batch's programs as the CPU does (TestPlan.h's plan and
+/// sequence), eagerly and through each CUDA graph it captures (a variant per phase), twice over.
+TEST(CudaExecutor, FirstMicroBatchOpsRunOncePerParameters) {
+  REQUIRE_GPU();
+  Executor cpu(firstMicroBatchPlan());
+  std::vector<float> want = runFirstMicroBatchSequence(cpu);
+  auto gpu = cuda::makeCudaRunner(firstMicroBatchPlan());
+  for (int pass = 0; pass < 3; ++pass) {
+    gpu->setState("s", std::make_shared<Tensor>(*cpu.plan().constants.at(0)));
+    gpu->setState("w", std::make_shared<Tensor>(*cpu.plan().constants.at(1)));
+    EXPECT_EQ(runFirstMicroBatchSequence(*gpu), want) << "pass " << pass;
   }
 }

@@ -12,6 +12,7 @@
 #include "octet/runtime/Executor.h"
 #include "octet/runtime/Plan.h"
 #include "octet/runtime/Tensor.h"
+#include "TestPlan.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -81,27 +82,6 @@ inline Tensor randomTensor(const Shape &s, std::mt19937 &rng, float sd) {
   for (int64_t i = 0; i < t.numel(); ++i)
     t.data<float>()[i] = g(rng);
   return t;
-}
-
-/// Appends a float32 value of shape `s` to `plan`; returns its id.
-inline int addValue(Plan &plan, const std::string &name, Shape s) {
-  PlanValue v;
-  v.name = name;
-  v.hasShape = true;
-  v.shape = std::move(s);
-  plan.values.push_back(v);
-  return int(plan.values.size() - 1);
-}
-
-/// Appends an op of `type` named `name` reading `in` and writing `out`; returns it (for attributes).
-inline PlanOp &addOp(Plan &plan, const std::string &type, const std::string &name, std::vector<int> in, std::vector<int> out) {
-  PlanOp op;
-  op.type = type;
-  op.name = name;
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  plan.ops.push_back(std::move(op));
-  return plan.ops.back();
 }
 
 /// Marks plan ops `ops` (indices) as fusion group `group` of `kind`, as the compiler's fusion passes

@@ -744,3 +744,12 @@ TEST(LogWriter, ReportsAWriteThatFailedNamingTheFile) {
 }
 
 } // namespace
+
+/// Gradient accumulation's ops of the first micro-batch (octet-micro-batch-phases reuse-invariants):
+/// the runner runs them where the parameters changed since they last ran (its first run, after a
+/// last micro-batch's update, after setState) and keeps their results for the other runs. The plan's
+/// c = 2 s reads a state that advances every run, so y = c shows which runs made c (TestPlan.h).
+TEST(Executor, FirstMicroBatchOpsRunOncePerParameters) {
+  Executor ex(firstMicroBatchPlan());
+  EXPECT_EQ(runFirstMicroBatchSequence(ex), (std::vector<float>{2, 2, 6, 6, 10, 10, 10}));
+}

@@ -2,11 +2,13 @@
 #ifndef OCTET_TEST_UNIT_TESTPLAN_H
 #define OCTET_TEST_UNIT_TESTPLAN_H
 
+#include "octet/runtime/Executor.h"
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/Plan.h"
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,84 @@ inline std::string writeTestPlan(const std::string &path, std::vector<float> &w)
   file += data;
   std::ofstream(path, std::ios::binary) << file;
   return file;
+}
+
+/// Appends a float32 value of shape `s` to `plan`; returns its id.
+inline int addValue(Plan &plan, const std::string &name, Shape s) {
+  PlanValue v;
+  v.name = name;
+  v.hasShape = true;
+  v.shape = std::move(s);
+  plan.values.push_back(v);
+  return int(plan.values.size() - 1);
+}
+
+/// Appends an op of `type` named `name` reading `in` and writing `out`; returns it (for attributes).
+inline PlanOp &addOp(Plan &plan, const std::string &type, const std::string &name, std::vector<int> in, std::vector<int> out) {
+  PlanOp op;
+  op.type = type;
+  op.name = name;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back();
+}
+
+/// Gradient accumulation's first-micro-batch ops (Plan::firstMicroBatch), a plan built in memory:
+/// state s [4] = 1..4 that every micro-batch advances (s + 1), a parameter w [4] that only the last
+/// one updates (w + 1), and c = 2 s marked firstMicroBatch (a plan loadPlan would refuse: c reads
+/// a state that changes every micro-batch, which is what lets a test see whether c ran), y = c + x.
+/// runFirstMicroBatchSequence drives a runner through steps and returns y[0] after each run.
+inline Plan firstMicroBatchPlan() {
+  Plan p;
+  auto constant = [&](int id, std::vector<float> v, ConstantKind kind) {
+    auto t = std::make_shared<Tensor>(DType::F32, p.values[size_t(id)].shape);
+    for (size_t i = 0; i < v.size(); ++i)
+      t->data<float>()[i] = v[i];
+    p.constants[id] = t;
+    p.constantKinds[id] = kind;
+  };
+  int s = addValue(p, "s", {4}), w = addValue(p, "w", {4}), x = addValue(p, "x", {4});
+  int two = addValue(p, "two", {}), one = addValue(p, "one", {});
+  int c = addValue(p, "c", {4}), y = addValue(p, "y", {4}), s2 = addValue(p, "s.next", {4});
+  int w2 = addValue(p, "w.next", {4});
+  constant(s, {1, 2, 3, 4}, ConstantKind::State);
+  constant(w, {10, 20, 30, 40}, ConstantKind::Param);
+  constant(two, {2}, ConstantKind::Const);
+  constant(one, {1}, ConstantKind::Const);
+  addOp(p, "Mul", "c", {s, two}, {c}).firstMicroBatch = true;
+  addOp(p, "Add", "y", {c, x}, {y});
+  addOp(p, "Add", "s.next", {s, one}, {s2});
+  addOp(p, "Add", "w.next", {w, one}, {w2}).lastMicroBatch = true;
+  p.inputs = {x};
+  p.outputs = {y};
+  p.stateUpdates = {{s, s2}, {w, w2}};
+  p.stateUpdateLast = {0, 1};
+  p.gradAccumSteps = 2;
+  p.keptAcrossRuns = {c};
+  return p;
+}
+
+/// y[0] after each of: two optimizer steps of 2 micro-batches; setState(w) and a first micro-batch;
+/// a run that keeps the state; another micro-batch. s[0] is 1, 2, 3, ... before each updating run,
+/// and c = 2 s[0] is made again only after the parameters changed.
+template <typename R> std::vector<float> runFirstMicroBatchSequence(R &runner) {
+  std::map<std::string, TensorPtr> in{{"x", std::make_shared<Tensor>(DType::F32, Shape{4})}};
+  std::vector<float> y;
+  auto run = [&](bool update, bool last) {
+    runner.run(in, update, last);
+    y.push_back(runner.value("y")->template data<float>()[0]);
+  };
+  for (int step = 0; step < 2; ++step) {
+    run(true, false);
+    run(true, true);
+  }
+  auto w = std::make_shared<Tensor>(DType::F32, Shape{4});
+  runner.setState("w", w);
+  run(true, false);
+  run(false, true);
+  run(true, false);
+  return y;
 }
 
 } // namespace octet::rt

@@ -298,7 +298,24 @@ def MicroBatchPhases : Pass<"octet-micro-batch-phases", "mlir::ModuleOp"> {
     all-reduces, the optimizer, the weight scale updates. A fusion group with
     members in both phases is split (runs of delayed-scale updates reordered
     so that each phase's stay side by side) or dissolved.
+
+    With `reuse-invariants`, the ops of every micro-batch whose results stay
+    the same through an optimizer step run in its first micro-batch only
+    (`octet.first_micro_batch`, the plan's `first_micro_batch`): those that
+    read only parameters and state updated in the last micro-batch,
+    constants, and each other's results, with no randomness. These are a
+    weight's FP8 cast with its delayed scale, its transposed codes, a kept
+    layer's BF16 weight copy (TransformerEngine's `is_first_microbatch`
+    weight caches). The results that other ops read are kept across the
+    step's runs (the memory plan gives them bytes for the whole run); the
+    same computation twice (a cast rematerialized for the backward) is made
+    once.
   }];
+  let options = [
+    Option<"reuseInvariants", "reuse-invariants", "bool", "false",
+           "Compute what stays the same through an optimizer step (weights' casts) in its first "
+           "micro-batch only, and keep it for the others">,
+  ];
 }
 
 def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {

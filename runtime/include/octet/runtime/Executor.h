@@ -69,6 +69,8 @@ public:
   /// Inputs by name. Throws Error for missing inputs or a dtype/shape mismatch. Under gradient
   /// accumulation (Plan::gradAccumSteps) every micro-batch but an optimizer step's last runs with
   /// `lastMicroBatch` false: the ops marked lastMicroBatch and their state updates are skipped.
+  /// The ops marked firstMicroBatch run only where the parameters changed since they last ran
+  /// (the runner keeps track): in an optimizer step's first micro-batch.
   virtual void run(const std::map<std::string, TensorPtr> &inputs, bool updateState = true,
                    bool lastMicroBatch = true) = 0;
   /// A value after run() by id, on the host (nullptr if not computed or no longer held).
@@ -151,6 +153,10 @@ private:
   Plan plan_;
   std::vector<Value> values_;
   std::vector<const Kernel *> kernels_;
+  /// The results of the plan's firstMicroBatch ops are those of the current parameters: false
+  /// until a run computes them, and again after the parameters change (a last micro-batch that
+  /// updates the state, setState, drawNormal), so that the next run computes them.
+  bool keptValid_ = false;
 };
 
 } // namespace octet::rt

@@ -55,6 +55,12 @@ struct PlanOp {
   /// `last_micro_batch`, octet-micro-batch-phases): the gradient reductions, the optimizer, the
   /// weights' FP8 scale updates.
   bool lastMicroBatch = false;
+  /// Gradient accumulation: computes what stays the same through an optimizer step (a weight's
+  /// FP8 codes and casts: attribute `first_micro_batch`, octet-micro-batch-phases
+  /// reuse-invariants), so it runs in the step's first micro-batch and its results are kept for
+  /// the others (TransformerEngine's is_first_microbatch). A runner runs it again whenever the
+  /// parameters may have changed (Plan::keptAcrossRuns).
+  bool firstMicroBatch = false;
 };
 
 enum class ConstantKind { Const, Param, State };
@@ -124,6 +130,10 @@ struct Plan {
   std::vector<std::pair<int, int>> inPlaceResults;
 
   int findValue(const std::string &name) const; // -1 when absent
+  /// Results of firstMicroBatch ops that later micro-batches read (another op, an output): the
+  /// memory plan keeps their bytes through the whole run, from before its first op to its end.
+  std::set<int> keptAcrossRuns;
+
   /// Whether stateUpdates[i] is applied in an optimizer step's last micro-batch only.
   bool updateInLastOnly(size_t i) const { return i < stateUpdateLast.size() && stateUpdateLast[i]; }
 };
