@@ -48,17 +48,62 @@ bool isLoopback(const std::string &host) {
 
 } // namespace
 
+std::string firstSlurmHost(const std::string &hostlist) {
+  std::string host;
+  for (size_t i = 0; i < hostlist.size() && hostlist[i] != ','; ++i) {
+    if (hostlist[i] != '[') {
+      host += hostlist[i];
+      continue;
+    }
+    size_t close = hostlist.find(']', i);
+    if (close == std::string::npos)
+      throw Error("environment: the Slurm host list '" + hostlist + "' has a '[' without its ']'");
+    std::string range = hostlist.substr(i + 1, close - i - 1); // "007-010,012": its first number
+    host += range.substr(0, range.find_first_of(",-"));
+    i = close;
+  }
+  return host;
+}
+
 DistEnv distEnvFromEnvironment() {
   DistEnv e;
-  const char *ws = std::getenv("WORLD_SIZE");
-  e.present = ws && *ws;
-  e.size = int(envInt("WORLD_SIZE", 1, 1, 1 << 20));
-  e.rank = int(envInt("RANK", 0, 0, e.size - 1));
-  if (e.present && !std::getenv("RANK"))
-    throw Error("environment: WORLD_SIZE is set but RANK is not; launch with torchrun or fp8-run --nproc-per-node");
-  e.localRank = int(envInt("LOCAL_RANK", e.rank, 0, e.size - 1));
-  if (const char *a = std::getenv("MASTER_ADDR"); a && *a)
-    e.masterAddr = a;
+  e.launcher = rankLauncher();
+  e.present = !e.launcher.empty();
+  auto var = [](const char *name) -> std::string {
+    const char *v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (e.launcher == "slurm") { // srun: a step's tasks
+    e.size = int(envInt("SLURM_STEP_NUM_TASKS", 1, 1, 1 << 20));
+    e.rank = int(envInt("SLURM_PROCID", 0, 0, e.size - 1));
+    e.localRank = int(envInt("SLURM_LOCALID", 0, 0, e.size - 1));
+    std::string nodes = !var("SLURM_STEP_NODELIST").empty() ? var("SLURM_STEP_NODELIST") : var("SLURM_JOB_NODELIST");
+    e.masterAddr = !var("MASTER_ADDR").empty() ? var("MASTER_ADDR") : firstSlurmHost(nodes);
+    if (e.masterAddr.empty())
+      throw Error("environment: srun started " + std::to_string(e.size) +
+                  " tasks but neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST names their hosts; set MASTER_ADDR to "
+                  "the host of task 0");
+  } else if (e.launcher == "mpi") { // mpirun / mpiexec: Open MPI's variables, else MPICH's
+    bool ompi = !var("OMPI_COMM_WORLD_SIZE").empty();
+    e.size = int(envInt(ompi ? "OMPI_COMM_WORLD_SIZE" : "PMI_SIZE", 1, 1, 1 << 20));
+    e.rank = int(envInt(ompi ? "OMPI_COMM_WORLD_RANK" : "PMI_RANK", 0, 0, e.size - 1));
+    e.localRank = int(envInt(ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID", e.rank, 0, e.size - 1));
+    int local = ompi ? int(envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 0, 0, 1 << 20)) : 0;
+    if (!var("MASTER_ADDR").empty())
+      e.masterAddr = var("MASTER_ADDR");
+    else if (local != e.size)
+      throw Error("environment: mpirun started " + std::to_string(e.size) + " ranks" +
+                  (local ? " on more than one host" : "") +
+                  " and MASTER_ADDR is not set; pass rank 0's host (mpirun -x MASTER_ADDR=HOST -x MASTER_PORT=PORT)");
+  } else {
+    e.size = int(envInt("WORLD_SIZE", 1, 1, 1 << 20));
+    e.rank = int(envInt("RANK", 0, 0, e.size - 1));
+    if (e.present && !std::getenv("RANK"))
+      throw Error("environment: WORLD_SIZE is set but RANK is not; launch with torchrun or fp8-run --nproc-per-node");
+    e.localRank = int(envInt("LOCAL_RANK", e.rank, 0, e.size - 1));
+    if (!var("MASTER_ADDR").empty())
+      e.masterAddr = var("MASTER_ADDR");
+  }
   e.masterPort = int(envInt("MASTER_PORT", 29500, 1, 65535));
   // torchrun's agent serves its own store on MASTER_PORT and tells its workers so.
   const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");

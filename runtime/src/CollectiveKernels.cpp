@@ -10,6 +10,7 @@
 #include "octet/runtime/Collective.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 
@@ -34,6 +35,21 @@ std::unique_ptr<CollectiveSupport> &support() {
 void registerCollectiveSupport(CollectiveSupport s) { support() = std::make_unique<CollectiveSupport>(std::move(s)); }
 const CollectiveSupport *collectiveSupport() { return support().get(); }
 Communicator *communicator() { return current().get(); }
+
+std::string rankLauncher() {
+  auto set = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v && *v;
+  };
+  auto many = [&](const char *name) { return set(name) && std::strtoll(std::getenv(name), nullptr, 10) > 1; };
+  if (set("WORLD_SIZE"))
+    return "torchrun";
+  if (set("SLURM_PROCID") && many("SLURM_STEP_NUM_TASKS"))
+    return "slurm";
+  if (many("OMPI_COMM_WORLD_SIZE") || many("PMI_SIZE"))
+    return "mpi";
+  return "";
+}
 int worldSize() { return current() ? current()->size() : 1; }
 
 namespace {

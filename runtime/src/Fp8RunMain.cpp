@@ -184,11 +184,8 @@ void initParams(Runner &ex, const std::string &spec) {
 
 const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.device()); }
 
-/// Whether a launcher (torchrun, --nproc-per-node) started this process as one of its ranks.
-bool launchedAsRank() {
-  const char *ws = std::getenv("WORLD_SIZE");
-  return ws && *ws;
-}
+/// Whether a launcher (torchrun, --nproc-per-node, srun, mpirun) started this process as one of its ranks.
+bool launchedAsRank() { return !rankLauncher().empty(); }
 
 /// --dump-gradients: d(loss)/d(param) of the last run by initializer name (data-parallel plans: the
 /// average over ranks, as the optimizer saw it).

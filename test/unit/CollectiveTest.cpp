@@ -250,6 +250,86 @@ TEST(Collective, EnvironmentIsReadAsTorchrunWritesIt) {
   EXPECT_FALSE(distEnvFromEnvironment().present);
 }
 
+/// srun's tasks: SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, the master the step's first
+/// host; a batch script's own process (one task, or no step) is no rank.
+TEST(Collective, EnvironmentIsReadAsSrunWritesIt) {
+  ::setenv("SLURM_PROCID", "5", 1);
+  ::setenv("SLURM_STEP_NUM_TASKS", "8", 1);
+  ::setenv("SLURM_LOCALID", "1", 1);
+  ::setenv("SLURM_STEP_NODELIST", "gpu[017-020],login2", 1);
+  ::setenv("SLURM_JOB_NODELIST", "gpu[001-020],login2", 1);
+  DistEnv e = distEnvFromEnvironment();
+  EXPECT_TRUE(e.present);
+  EXPECT_EQ(e.launcher, "slurm");
+  EXPECT_EQ(e.size, 8);
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.localRank, 1);
+  EXPECT_EQ(e.masterAddr, "gpu017");
+  EXPECT_EQ(e.masterPort, 29500);
+  ::setenv("MASTER_ADDR", "10.0.0.9", 1); // the user's word stands
+  EXPECT_EQ(distEnvFromEnvironment().masterAddr, "10.0.0.9");
+  ::unsetenv("MASTER_ADDR");
+  ::setenv("SLURM_PROCID", "8", 1);
+  try {
+    distEnvFromEnvironment();
+    FAIL() << "task 8 of 8 accepted";
+  } catch (const Error &err) {
+    EXPECT_EQ(std::string(err.what()), "environment: SLURM_PROCID='8' is not an integer in [0, 7]");
+  }
+  ::setenv("SLURM_STEP_NUM_TASKS", "1", 1); // one task: a process of its own
+  EXPECT_FALSE(distEnvFromEnvironment().present);
+  for (const char *v : {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"})
+    ::unsetenv(v);
+}
+
+/// mpirun's ranks: Open MPI's OMPI_COMM_WORLD_*, MPICH's PMI_*; the master MASTER_ADDR, or the
+/// loopback where every rank is on this host, else a one-line error.
+TEST(Collective, EnvironmentIsReadAsMpirunWritesIt) {
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  DistEnv e = distEnvFromEnvironment();
+  EXPECT_EQ(e.launcher, "mpi");
+  EXPECT_EQ(e.size, 4);
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.localRank, 2);
+  EXPECT_EQ(e.masterAddr, "127.0.0.1");
+  ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1); // two hosts
+  try {
+    distEnvFromEnvironment();
+    FAIL() << "ranks on two hosts without MASTER_ADDR accepted";
+  } catch (const Error &err) {
+    EXPECT_EQ(std::string(err.what()), "environment: mpirun started 4 ranks on more than one host and MASTER_ADDR is "
+                                       "not set; pass rank 0's host (mpirun -x MASTER_ADDR=HOST -x MASTER_PORT=PORT)");
+  }
+  ::setenv("MASTER_ADDR", "node3", 1);
+  EXPECT_EQ(distEnvFromEnvironment().masterAddr, "node3");
+  for (const char *v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    ::unsetenv(v);
+  ::setenv("PMI_SIZE", "3", 1); // MPICH's Hydra
+  ::setenv("PMI_RANK", "1", 1);
+  e = distEnvFromEnvironment();
+  EXPECT_EQ(e.launcher, "mpi");
+  EXPECT_EQ(e.size, 3);
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.masterAddr, "node3");
+  for (const char *v : {"PMI_SIZE", "PMI_RANK", "MASTER_ADDR"})
+    ::unsetenv(v);
+  EXPECT_FALSE(distEnvFromEnvironment().present);
+}
+
+TEST(Collective, FirstHostOfASlurmHostList) {
+  EXPECT_EQ(firstSlurmHost("gpu[007-010,012],cpu1"), "gpu007");
+  EXPECT_EQ(firstSlurmHost("node-a,node-b"), "node-a");
+  EXPECT_EQ(firstSlurmHost("rack[2-3]-n[08,11]"), "rack2-n08");
+  EXPECT_EQ(firstSlurmHost("n[9-10]"), "n9");
+  EXPECT_EQ(firstSlurmHost("localhost"), "localhost");
+  EXPECT_EQ(firstSlurmHost(""), "");
+  EXPECT_THROW(firstSlurmHost("gpu[007-010"), Error);
+}
+
 TEST(Launcher, RanksShareTheHostsCoresForBlas) {
   EXPECT_EQ(rankBlasThreads(2, 16, false), "8");
   EXPECT_EQ(rankBlasThreads(3, 16, false), "5");

@@ -79,6 +79,12 @@ struct CollectiveSupport {
 void registerCollectiveSupport(CollectiveSupport s);
 const CollectiveSupport *collectiveSupport();
 
+/// Which launcher started this process as one of several ranks, read from its variables:
+/// "torchrun" (WORLD_SIZE: torchrun, fp8-run --nproc-per-node), "slurm" (srun: SLURM_PROCID with
+/// SLURM_STEP_NUM_TASKS above 1), "mpi" (Open MPI's OMPI_COMM_WORLD_SIZE or MPICH's PMI_SIZE above
+/// 1), or "" (a process of its own). Distributed.cpp's distEnvFromEnvironment reads each one's rank.
+std::string rankLauncher();
+
 /// The process's communicator (nullptr: one rank). fp8-run sets it before making its runner.
 void setCommunicator(std::shared_ptr<Communicator> c);
 Communicator *communicator();

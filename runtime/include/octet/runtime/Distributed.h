@@ -3,8 +3,9 @@
 // liboctet_collective: the engines behind Collective.h's Communicator (Gloo
 // over TCP for host memory, NCCL for CUDA device memory) and how a process
 // finds its peers: torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR, MASTER_PORT), a small TCP key-value store on rank 0 for the
-// rendezvous, and fp8-run's own launcher (--nproc-per-node).
+// MASTER_ADDR, MASTER_PORT), Slurm's (srun) and MPI's (mpirun), a small TCP
+// key-value store on rank 0 for the rendezvous, and fp8-run's own launcher
+// (--nproc-per-node).
 //
 //===----------------------------------------------------------------------===//
 #ifndef OCTET_RUNTIME_DISTRIBUTED_H
@@ -26,11 +27,21 @@ struct DistEnv {
   /// Where rank 0's rendezvous store listens: MASTER_PORT, or MASTER_PORT + 1 under torchrun
   /// (whose agent already serves its own store on MASTER_PORT).
   int storePort = 29500;
-  bool present = false; // WORLD_SIZE was set
+  bool present = false;  // a launcher's variables were set
+  std::string launcher; // rankLauncher(): torchrun, slurm, mpi
 };
 
-/// Reads torchrun's variables; throws Error naming a malformed one.
+/// This process's rank from its launcher's variables (Collective.h's rankLauncher): torchrun's
+/// RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; srun's SLURM_PROCID,
+/// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, the master the step's first host (SLURM_STEP_NODELIST,
+/// else SLURM_JOB_NODELIST) unless MASTER_ADDR says; mpirun's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}
+/// (MPICH: PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), the master MASTER_ADDR, or the loopback when every
+/// rank is on this host (OMPI_COMM_WORLD_LOCAL_SIZE). MASTER_PORT defaults to 29500. Throws Error
+/// naming a malformed or missing variable.
 DistEnv distEnvFromEnvironment();
+
+/// The first host of a Slurm hostlist: "gpu[007-010,012],cpu1" -> "gpu007" ("" for "").
+std::string firstSlurmHost(const std::string &hostlist);
 
 /// Connects this rank to the others: "gloo" (host memory) or "nccl" (device memory, this process's
 /// current CUDA device). Collectives that wait longer than `timeout` for a peer throw Error.
