@@ -515,7 +515,10 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
        "(model.load_state_dict(safetensors.torch.load_file(F)))",
        train);
   count("--checkpoint-every", o.train.checkpointEvery, 1, "a checkpoint every N steps", train);
-  path("--resume", o.train.resume, "continue from a checkpoint (bit-exact on the CPU)", train);
+  app.add_option("--resume", o.train.resume,
+                 "continue from a checkpoint (bit-exact on the CPU); auto: from --checkpoint's file where one "
+                 "is there, else from step 1 (for torchrun --max-restarts)")
+      ->group(train)->type_name("FILE|auto");
   // Retired: its own PNG drawing had no axes' numbers or legend; python -m octet.plot draws the log.
   app.add_option("--loss-png", o.retiredLossPng, "")->group("");
   app.add_flag("--report-memory", o.reportMemory,
@@ -608,6 +611,15 @@ int fp8RunMain(int argc, char **argv) {
   if (!o.retiredLossPng.empty())
     return fail("--loss-png was retired: log with --log RUN.jsonl and draw it with python -m octet.plot "
                 "RUN.jsonl [OTHER.jsonl] -o DIR (titled, axes, legend, runs compared)");
+  if (o.train.resume == "auto") { // a restarted job continues where its checkpoint left it
+    if (o.train.checkpoint.empty())
+      return fail("--resume auto continues from --checkpoint's file; give --checkpoint FILE");
+    std::error_code ec;
+    bool there = std::filesystem::exists(o.train.checkpoint, ec);
+    if (!there && !o.train.quiet && rankLauncher().empty())
+      std::cerr << "--resume auto: no checkpoint at " << o.train.checkpoint << " yet; starting at step 1\n";
+    o.train.resume = there ? o.train.checkpoint : "";
+  }
   if (!o.plan.empty())
     if (std::string why = checkPaths(o); !why.empty())
       return fail(why);
