@@ -6,6 +6,7 @@
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
 #include "octet/runtime/InPlace.h"
+#include "octet/runtime/MicroBatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinDialect.h"
@@ -244,31 +245,28 @@ void PlanWriter::keepCastSourcesAlive() {
 /// they compute for the other ops, the outputs or the state updates is read by the step's later
 /// runs too, so its bytes stay reserved through the whole run (as the runtime's lifetimes() says).
 void PlanWriter::keepFirstMicroBatchResults(const llvm::json::Array &outputs) {
-  keptAcrossRuns.assign(valueBytes.size(), 0);
-  std::vector<char> byFirst(valueBytes.size(), 0);
-  auto isFirst = [](const llvm::json::Object &op) {
-    const llvm::json::Object *attrs = op.getObject("attrs");
-    return attrs && attrs->getObject("first_micro_batch");
+  auto ids = [](const llvm::json::Array *a) {
+    std::vector<int64_t> v;
+    for (const llvm::json::Value &x : *a)
+      v.push_back(*x.getAsInteger());
+    return v;
   };
-  for (const llvm::json::Value &o : ops)
-    if (isFirst(*o.getAsObject()))
-      for (const llvm::json::Value &v : *o.getAsObject()->getArray("out"))
-        if (int64_t id = *v.getAsInteger(); id >= 0)
-          byFirst[size_t(id)] = 1;
-  auto keep = [&](int64_t id) {
-    if (id >= 0 && byFirst[size_t(id)]) {
-      keptAcrossRuns[size_t(id)] = 1;
-      lastUse[size_t(id)] = int(ops.size());
-    }
-  };
-  for (const llvm::json::Value &o : ops)
-    if (!isFirst(*o.getAsObject()))
-      for (const llvm::json::Value &v : *o.getAsObject()->getArray("in"))
-        keep(*v.getAsInteger());
-  for (const llvm::json::Value &v : outputs)
-    keep(*v.getAsInteger());
+  std::vector<int64_t> alsoRead = ids(&outputs);
   for (const llvm::json::Value &u : stateUpdates)
-    keep(*u.getAsObject()->getInteger("value"));
+    alsoRead.push_back(*u.getAsObject()->getInteger("value"));
+  keptAcrossRuns = octet::rt::keptAcrossRuns(
+      valueBytes.size(),
+      [&](const auto &visit) {
+        for (const llvm::json::Value &o : ops) {
+          const llvm::json::Object &op = *o.getAsObject();
+          const llvm::json::Object *attrs = op.getObject("attrs");
+          visit(attrs && attrs->getObject("first_micro_batch"), ids(op.getArray("in")), ids(op.getArray("out")));
+        }
+      },
+      alsoRead);
+  for (size_t id = 0; id < keptAcrossRuns.size(); ++id)
+    if (keptAcrossRuns[id])
+      lastUse[id] = int(ops.size());
 }
 
 /// A producer_amax group's amax (octet-fuse-producer-amax) is taken in its producer's pass, so

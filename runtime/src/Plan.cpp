@@ -1,6 +1,7 @@
 //===- Plan.cpp - Reading plan files --------------------------------------===//
 #include "octet/runtime/Plan.h"
 #include "octet/runtime/InPlace.h"
+#include "octet/runtime/MicroBatch.h"
 #include "octet/runtime/Npz.h"
 
 #include <nlohmann/json.hpp>
@@ -199,25 +200,20 @@ static std::pair<std::vector<int>, std::vector<int>> lifetimes(const Plan &plan)
 /// Plan::keptAcrossRuns: what firstMicroBatch ops compute that the other ops, the outputs or the
 /// state updates read.
 static void markKeptAcrossRuns(Plan &plan) {
-  plan.keptAcrossRuns.clear();
-  std::vector<char> byFirst(plan.values.size(), 0);
-  for (const PlanOp &op : plan.ops)
-    if (op.firstMicroBatch)
-      for (int id : op.outputs)
-        if (id >= 0)
-          byFirst[size_t(id)] = 1;
-  auto keep = [&](int id) {
-    if (id >= 0 && byFirst[size_t(id)])
-      plan.keptAcrossRuns.insert(id);
-  };
-  for (const PlanOp &op : plan.ops)
-    if (!op.firstMicroBatch)
-      for (int id : op.inputs)
-        keep(id);
-  for (int id : plan.outputs)
-    keep(id);
+  std::vector<int> alsoRead = plan.outputs;
   for (auto &[state, value] : plan.stateUpdates)
-    keep(value);
+    alsoRead.push_back(value);
+  std::vector<char> kept = keptAcrossRuns(
+      plan.values.size(),
+      [&](const auto &visit) {
+        for (const PlanOp &op : plan.ops)
+          visit(op.firstMicroBatch, op.inputs, op.outputs);
+      },
+      alsoRead);
+  plan.keptAcrossRuns.clear();
+  for (size_t id = 0; id < kept.size(); ++id)
+    if (kept[id])
+      plan.keptAcrossRuns.insert(int(id));
 }
 
 namespace {
