@@ -264,6 +264,20 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       m.emitError() << "octet-data-parallel: fp8-format='" << fp8Format << "' is not valid; use e4m3 or e5m2";
       return signalPassFailure();
     }
+    if (numMachines < 0 || (numMachines > 1 && numProcesses % numMachines)) {
+      m.emitError() << "octet-data-parallel: num-machines=" << std::to_string(numMachines)
+                    << " is not valid with num-processes=" << std::to_string(numProcesses)
+                    << "; use 0 or a divisor of num-processes (each machine runs as many)";
+      return signalPassFailure();
+    }
+    if (mainProcessPort < 0 || mainProcessPort > 65535 ||
+        mainProcessIp.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:_") !=
+            std::string::npos) {
+      m.emitError() << "octet-data-parallel: main-process-ip='" << mainProcessIp << "' main-process-port="
+                    << std::to_string(mainProcessPort) << " is not a host and port; use a host name or address "
+                    << "and a port in 1..65535";
+      return signalPassFailure();
+    }
     Builder fb(m.getContext());
     Type format = fp8Format == "e4m3" ? Type(fb.getFloat8E4M3FNType()) : Type(fb.getFloat8E5M2Type());
     for (auto f : m.getOps<func::FuncOp>())
@@ -275,6 +289,12 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     SmallVector<std::pair<StringRef, std::string>> keys{{"data_parallel", "true"}};
     if (numProcesses > 0)
       keys.push_back({"num_processes", std::to_string(numProcesses)});
+    if (numMachines > 1) // fp8-run's default --nnodes, --master-addr and --master-port
+      keys.push_back({"num_machines", std::to_string(numMachines)});
+    if (!mainProcessIp.empty())
+      keys.push_back({"main_process_ip", mainProcessIp});
+    if (mainProcessPort > 0)
+      keys.push_back({"main_process_port", std::to_string(mainProcessPort)});
     if (sharded())
       keys.push_back({"shard_world_size", std::to_string(shardWorldSize)});
     octet::setTrainingKeys(m, keys);

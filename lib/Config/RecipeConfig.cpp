@@ -337,7 +337,27 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
       return false;
     if (config.distributedType == "DEEPSPEED" && !readDeepSpeed(root["deepspeed_config"], path, config, error))
       return false;
-    config.dataParallel = config.distributedType != "NO" || config.numProcesses > 1;
+    // Several machines: fp8-run's --nnodes, --master-addr and --master-port, each machine giving its
+    // own --node-rank (machine_rank is that machine's, not the plan's: it is not kept).
+    if (root["num_machines"] && !root["num_machines"].IsNull() &&
+        !top.getInt(root["num_machines"], "num_machines", config.numMachines, 1, 1 << 16))
+      return false;
+    if (config.numMachines > 1 && config.numProcesses % config.numMachines)
+      return top.fail("num_machines", std::to_string(config.numMachines) + " machines cannot share num_processes " +
+                                          std::to_string(config.numProcesses) + " equally (num_processes counts " +
+                                          "every machine's processes)");
+    if (root["main_process_ip"] && !root["main_process_ip"].IsNull()) {
+      if (!top.scalar(root["main_process_ip"], "main_process_ip", config.mainProcessIp))
+        return false;
+      if (config.mainProcessIp.empty() || config.mainProcessIp.size() > 253 ||
+          config.mainProcessIp.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:_") !=
+              std::string::npos)
+        return top.fail("main_process_ip", "'" + config.mainProcessIp + "' is not a host name or address");
+    }
+    if (root["main_process_port"] && !root["main_process_port"].IsNull() &&
+        !top.getInt(root["main_process_port"], "main_process_port", config.mainProcessPort, 1, 65535))
+      return false;
+    config.dataParallel = config.distributedType != "NO" || config.numProcesses > 1 || config.numMachines > 1;
     if (root["mixed_precision"]) {
       std::string mp = lower(root["mixed_precision"].as<std::string>());
       if (mp != "no" && mp != "bf16" && mp != "fp8") {

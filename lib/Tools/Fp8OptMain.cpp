@@ -422,6 +422,9 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardOptimizer;
     f.numProcesses = rc.numProcesses;
+    f.numMachines = rc.numMachines;
+    f.mainProcessIp = rc.mainProcessIp;
+    f.mainProcessPort = rc.mainProcessPort;
     f.gradAccumSteps = accumSteps;
     return trainingPipeline(module, f);
   };

@@ -69,7 +69,10 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
     p += std::string(",octet-data-parallel{fp8-gradients=") +
          (!f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +
          " bucket-bytes=" + std::to_string(f.bucketBytes) + " shard-world-size=" + std::to_string(f.shardWorldSize) +
-         (f.numProcesses > 1 ? " num-processes=" + std::to_string(f.numProcesses) : "") + "}";
+         (f.numProcesses > 1 ? " num-processes=" + std::to_string(f.numProcesses) : "") +
+         (f.numMachines > 1 ? " num-machines=" + std::to_string(f.numMachines) : "") +
+         (!f.mainProcessIp.empty() ? " main-process-ip=" + f.mainProcessIp : "") +
+         (f.mainProcessPort ? " main-process-port=" + std::to_string(f.mainProcessPort) : "") + "}";
   return p + ",octet-optimizer{" + o + "}";
 }
 

@@ -120,6 +120,31 @@ std::shared_ptr<Communicator> connectRanks(const DistEnv &env, const std::string
   if (env.rank == 0)
     server = std::make_unique<TcpStoreServer>(env.storePort);
   TcpStore store(env.masterAddr, env.storePort, timeout);
+  // Every rank says it is here. Rank 0 names the first that is not within the timeout; the others
+  // wait for its word twice as long, so that the line naming the missing rank is the one said.
+  store.set("octet.arrived." + std::to_string(env.rank), {1});
+  if (env.rank == 0) {
+    for (int r = 1; r < env.size; ++r) {
+      try {
+        store.wait({"octet.arrived." + std::to_string(r)}, timeout);
+      } catch (const Error &) {
+        throw Error("rendezvous: rank " + std::to_string(r) + " of " + std::to_string(env.size) +
+                    " did not arrive within " + std::to_string(timeout.count() / 1000) +
+                    " s; start every node's launcher (the same --master-addr, --master-port and world size, each "
+                    "its own --node-rank) and check its output");
+      }
+    }
+    store.set("octet.arrived.all", {1});
+  } else {
+    try {
+      store.wait({"octet.arrived.all"}, 2 * timeout);
+    } catch (const Error &) {
+      // Rank 0 gave up (its store closed) and says why: let its line and exit come first, so that
+      // the launcher names it rather than this rank.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      throw;
+    }
+  }
   std::shared_ptr<Communicator> comm;
   if (backend == "gloo") {
     comm = std::make_shared<GlooCommunicator>(env.rank, env.size, store, timeout, isLoopback(env.masterAddr));
@@ -176,12 +201,24 @@ std::string rankBlasThreads(int nproc, int cores, bool userSet) {
   return std::to_string(std::max(1, cores / nproc));
 }
 
-int launchRanks(int nproc, const std::vector<std::string> &argv) {
+int launchRanks(const LaunchSpec &spec, const std::vector<std::string> &argv) {
+  int nproc = spec.nproc, nnodes = spec.nnodes, node = spec.nodeRank;
   if (nproc < 1)
     throw Error("--nproc-per-node: " + std::to_string(nproc) + " is not valid; use an integer >= 1");
-  int port = int(envInt("MASTER_PORT", 0, 0, 65535));
-  if (!port)
-    port = freeLocalPort();
+  if (nnodes < 1)
+    throw Error("--nnodes: " + std::to_string(nnodes) + " is not valid; use an integer >= 1");
+  if (node < 0 || node >= nnodes)
+    throw Error("--node-rank: " + std::to_string(node) + " is not a node of --nnodes " + std::to_string(nnodes) +
+                "; give each machine its own of 0.." + std::to_string(nnodes - 1));
+  if (int64_t(nproc) * nnodes > (1 << 20))
+    throw Error("--nnodes " + std::to_string(nnodes) + " x --nproc-per-node " + std::to_string(nproc) +
+                " ranks is more than 2^20");
+  const char *envAddr = std::getenv("MASTER_ADDR");
+  std::string addr = !spec.masterAddr.empty() ? spec.masterAddr : envAddr && *envAddr ? envAddr : "127.0.0.1";
+  int port = spec.masterPort ? spec.masterPort : int(envInt("MASTER_PORT", 0, 0, 65535));
+  if (!port) // the nodes must agree on it without talking first: torchrun's default
+    port = nnodes > 1 ? 29500 : freeLocalPort();
+  int world = nproc * nnodes;
   std::vector<char *> args;
   for (const std::string &a : argv)
     args.push_back(const_cast<char *>(a.c_str()));
@@ -195,17 +232,18 @@ int launchRanks(int nproc, const std::vector<std::string> &argv) {
       throw Error(std::string("--nproc-per-node: cannot start rank ") + std::to_string(r) + " (" +
                   std::strerror(errno) + ")");
     if (pid == 0) {
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("RANK", std::to_string(node * nproc + r).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("GROUP_RANK", std::to_string(node).c_str(), 1);
+      ::setenv("MASTER_ADDR", addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       if (!blas.empty())
         ::setenv("OPENBLAS_NUM_THREADS", blas.c_str(), 1);
       ::execv("/proc/self/exe", args.data());
-      std::cerr << "fp8-run: cannot start rank " << r << ": " << std::strerror(errno) << "\n";
+      std::cerr << "fp8-run: cannot start rank " << node * nproc + r << ": " << std::strerror(errno) << "\n";
       ::_exit(127);
     }
     pids[size_t(r)] = pid;
@@ -244,8 +282,10 @@ int launchRanks(int nproc, const std::vector<std::string> &argv) {
     }
   }
   if (failed >= 0) {
-    std::cerr << "fp8-run: rank " << failed << " of " << nproc << " " << describeExit(failedStatus)
-              << "; stopped the other ranks\n";
+    std::cerr << "fp8-run: rank " << node * nproc + failed << " of " << world
+              << (nnodes > 1 ? " (node " + std::to_string(node) + ", local rank " + std::to_string(failed) + ")" : "")
+              << " " << describeExit(failedStatus) << "; stopped the other ranks"
+              << (nnodes > 1 ? " of this node" : "") << "\n";
     return 1;
   }
   return 0;

@@ -220,13 +220,14 @@ TcpStore::~TcpStore() {
     ::close(fd_);
 }
 
-std::vector<char> TcpStore::request(char op, const std::string &key, const std::vector<char> &value) {
+std::vector<char> TcpStore::request(char op, const std::string &key, const std::vector<char> &value,
+                                    std::chrono::milliseconds timeout) {
   auto lost = [&] { return Error("rendezvous: the store at " + where_ + " (rank 0) went away"); };
   if (!sendAll(fd_, &op, 1) || !sendU32(fd_, uint32_t(key.size())) || !sendAll(fd_, key.data(), key.size()))
     throw lost();
   if (op == 'S' && (!sendU32(fd_, uint32_t(value.size())) || !sendAll(fd_, value.data(), value.size())))
     throw lost();
-  if (op == 'G' && !sendU32(fd_, uint32_t(timeout_.count())))
+  if (op == 'G' && !sendU32(fd_, uint32_t(timeout.count())))
     throw lost();
   char st;
   if (!recvAll(fd_, &st, 1))
@@ -234,7 +235,7 @@ std::vector<char> TcpStore::request(char op, const std::string &key, const std::
   if (op == 'S')
     return {};
   if (!st)
-    throw Error("rendezvous: '" + key + "' did not arrive within " + std::to_string(timeout_.count() / 1000) +
+    throw Error("rendezvous: '" + key + "' did not arrive within " + std::to_string(timeout.count() / 1000) +
                 " s; a rank did not start or died (check every rank's output)");
   std::vector<char> v;
   if (!recvField(fd_, v))
@@ -242,12 +243,15 @@ std::vector<char> TcpStore::request(char op, const std::string &key, const std::
   return v;
 }
 
-void TcpStore::set(const std::string &key, const std::vector<char> &data) { request('S', key, data); }
-std::vector<char> TcpStore::get(const std::string &key) { return request('G', key, {}); }
+void TcpStore::set(const std::string &key, const std::vector<char> &data) { request('S', key, data, timeout_); }
+std::vector<char> TcpStore::get(const std::string &key) { return request('G', key, {}, timeout_); }
 void TcpStore::wait(const std::vector<std::string> &keys) {
   for (const std::string &k : keys)
     get(k);
 }
-void TcpStore::wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &) { wait(keys); }
+void TcpStore::wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) {
+  for (const std::string &k : keys)
+    request('G', k, {}, timeout);
+}
 
 } // namespace octet::rt

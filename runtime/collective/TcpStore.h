@@ -50,10 +50,12 @@ public:
   void set(const std::string &key, const std::vector<char> &data) override;
   std::vector<char> get(const std::string &key) override;
   void wait(const std::vector<std::string> &keys) override;
+  /// Each key, waiting at most `timeout` for it (the plain wait and get: the store's timeout).
   void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override;
 
 private:
-  std::vector<char> request(char op, const std::string &key, const std::vector<char> &value);
+  std::vector<char> request(char op, const std::string &key, const std::vector<char> &value,
+                            std::chrono::milliseconds timeout);
   int fd_ = -1;
   std::string where_;
   std::chrono::milliseconds timeout_;

@@ -37,6 +37,8 @@ struct Options {
   std::string plan, inputs, outputs, dump, loadState, saveState, dumpGradients, device = "auto", initParams;
   std::string retiredLossPng; // --loss-png, refused with a pointer to python -m octet.plot
   int64_t iterations = 1, benchmark = 0, warmup = 3, nproc = 0, commTimeout = 50;
+  int64_t nnodes = 0, nodeRank = -1, masterPort = 0; // fp8-run's launcher across machines
+  std::string masterAddr;
   std::vector<std::string> selfArgs; // this command line without the launcher's flags (to start ranks)
   bool info = false, reportMemory = false, checkCpu = false, numericsCheck = false;
   TrainOptions train;
@@ -187,6 +189,17 @@ const DeviceBackend *backendFor(const Runner &ex) { return findDeviceBackend(ex.
 /// Whether a launcher (torchrun, --nproc-per-node, srun, mpirun) started this process as one of its ranks.
 bool launchedAsRank() { return !rankLauncher().empty(); }
 
+/// The launcher's flags as what it starts: `nproc` ranks here.
+LaunchSpec launchSpec(const Options &o, int nproc) {
+  LaunchSpec s;
+  s.nproc = nproc;
+  s.nnodes = int(std::max<int64_t>(o.nnodes, 1));
+  s.nodeRank = int(std::max<int64_t>(o.nodeRank, 0));
+  s.masterAddr = o.masterAddr;
+  s.masterPort = int(o.masterPort);
+  return s;
+}
+
 /// --dump-gradients: d(loss)/d(param) of the last run by initializer name (data-parallel plans: the
 /// average over ranks, as the optimizer saw it).
 void writeGradients(const Runner &ex, const std::string &path) {
@@ -294,15 +307,41 @@ int run(const Options &o) {
   bool dataParallel = dp != plan.training.end() && dp->second == "true";
   bool isRank = launchedAsRank();
   const CollectiveSupport *cs = collectiveSupport();
-  if (!isRank && dataParallel && cs) { // an Accelerate config's num_processes, written by fp8-opt
-    auto np = plan.training.find("num_processes");
-    int n = np == plan.training.end() ? 0 : std::atoi(np->second.c_str());
-    if (n > 1) {
-      std::cerr << "fp8-run: the plan asks for " << n << " processes (num_processes); starting them "
-                << "(--nproc-per-node 1 runs one)\n";
+  bool inspectOnly = o.info || (o.reportMemory && o.train.data.empty());
+  if (!isRank && cs && !o.nproc && !inspectOnly) { // the processes of the plan's Accelerate config, or --nnodes alone
+    auto training = [&](const char *key) {
+      auto it = plan.training.find(key);
+      return dataParallel && it != plan.training.end() ? it->second : std::string();
+    };
+    int n = std::atoi(training("num_processes").c_str()), machines = std::atoi(training("num_machines").c_str());
+    LaunchSpec spec = launchSpec(o, 1);
+    if (!o.nnodes && machines > 1)
+      spec.nnodes = machines;
+    if (spec.masterAddr.empty())
+      spec.masterAddr = training("main_process_ip");
+    if (!spec.masterPort)
+      spec.masterPort = std::atoi(training("main_process_port").c_str());
+    if (n > 1 || spec.nnodes > 1 || o.nodeRank > 0) { // a node rank past the nodes: launchRanks says so
+      if (n % spec.nnodes)
+        throw Error(o.plan + ": the plan asks for " + std::to_string(n) + " processes (num_processes), which " +
+                    std::to_string(spec.nnodes) + " machines cannot share equally; give --nproc-per-node");
+      if (spec.nnodes > 1 && o.nodeRank < 0)
+        throw Error(o.plan + ": the plan runs on " + std::to_string(spec.nnodes) + " machines (num_machines); start " +
+                    "fp8-run on each with --node-rank: 0 on " +
+                    (spec.masterAddr.empty() ? std::string("the one at --master-addr") : spec.masterAddr) + ", 1.." +
+                    std::to_string(spec.nnodes - 1) + " on the others");
+      spec.nproc = std::max(1, n / spec.nnodes);
+      if (n > 1)
+        std::cerr << "fp8-run: the plan asks for " << n << " processes (num_processes"
+                  << (spec.nnodes > 1 ? ", " + std::to_string(spec.nnodes) + " machines" : std::string()) << "); starting "
+                  << (spec.nnodes > 1 ? std::to_string(spec.nproc) + " here" : std::string("them"))
+                  << " (--nproc-per-node 1 runs one)\n";
       plan = Plan(); // each rank loads its own
-      return cs->launch(n, o.selfArgs);
+      return cs->launch(spec, o.selfArgs);
     }
+    if (o.nnodes || o.nodeRank >= 0 || !o.masterAddr.empty() || o.masterPort)
+      throw Error("--nnodes, --node-rank, --master-addr and --master-port place ranks, and this run starts one "
+                  "process; add --nproc-per-node N");
   }
   std::string device = o.device;
   if (o.numericsCheck) {
@@ -530,6 +569,16 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
         dp);
   count("--comm-timeout", o.commTimeout, 1, "a collective waiting S seconds for a peer fails the rank (default 50)",
         dp);
+  count("--nnodes", o.nnodes, 1,
+        "machines in the job: run fp8-run with the same flags on each, with its own --node-rank (torchrun's static "
+        "rendezvous)",
+        dp);
+  count("--node-rank", o.nodeRank, 0, "this machine's place among --nnodes, 0 on the one that serves the rendezvous",
+        dp);
+  app.add_option("--master-addr", o.masterAddr, "the host of node 0, where the ranks meet (default 127.0.0.1)")
+      ->group(dp)->type_name("HOST");
+  app.add_option("--master-port", o.masterPort, "its port (default: a free one on one machine, 29500 on several)")
+      ->group(dp)->check(CLI::Range(int64_t(1), int64_t(65535)).description(""))->type_name("PORT");
 }
 
 /// Every file fp8-run will write can be written, and is none of the files it reads: checked
@@ -624,22 +673,34 @@ int fp8RunMain(int argc, char **argv) {
     if (std::string why = checkPaths(o); !why.empty())
       return fail(why);
   o.selfArgs.push_back(argv[0]);
-  for (int i = 1; i < argc; ++i) { // the ranks' command line: the launcher's flag stays with it
+  for (int i = 1; i < argc; ++i) { // the ranks' command line: the launcher's flags stay with it
     std::string a = argv[i];
-    if (a == "--nproc-per-node")
-      ++i; // and its value
-    else if (a.rfind("--nproc-per-node=", 0) != 0)
+    bool launcherFlag = false;
+    for (const char *f : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port"}) {
+      if (a == f)
+        launcherFlag = true, ++i; // and its value
+      else if (a.rfind(std::string(f) + "=", 0) == 0)
+        launcherFlag = true;
+    }
+    if (!launcherFlag)
       o.selfArgs.push_back(a);
   }
   if (o.plan.empty())
     return fail("no plan file given; usage: fp8-run MODEL.plan [--inputs in.npz] [--outputs out.npz]");
   o.train.seed = uint64_t(seed);
-  if (o.nproc && !launchedAsRank()) {
+  bool launcherFlags = o.nproc || o.nnodes || o.nodeRank >= 0 || !o.masterAddr.empty() || o.masterPort;
+  if (launcherFlags && launchedAsRank())
+    return fail("--nproc-per-node, --nnodes, --node-rank, --master-addr and --master-port start ranks; this process "
+                "already is one (" + rankLauncher() + " started it): drop them, or run fp8-run outside the launcher");
+  if (o.nnodes > 1 && o.nodeRank < 0)
+    return fail("--nnodes " + std::to_string(o.nnodes) + " needs --node-rank: 0 on the machine at --master-addr, 1.." +
+                std::to_string(o.nnodes - 1) + " on the others");
+  if (o.nproc) { // without it, run() starts the plan's num_processes (over --nnodes), or one process
     const CollectiveSupport *cs = collectiveSupport();
     if (!cs)
       return fail("--nproc-per-node: this program was built without Octet's collectives; run fp8-run");
     try {
-      return cs->launch(int(o.nproc), o.selfArgs);
+      return cs->launch(launchSpec(o, int(o.nproc)), o.selfArgs);
     } catch (const std::exception &e) {
       return fail(e.what());
     }

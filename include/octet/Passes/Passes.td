@@ -355,6 +355,14 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     Option<"numProcesses", "num-processes", "int64_t", "0",
            "The number of processes the plan is meant for (an Accelerate config's num_processes), written "
            "to the plan as fp8-run's default --nproc-per-node; 0: none">,
+    Option<"numMachines", "num-machines", "int64_t", "0",
+           "The machines those processes run on (an Accelerate config's num_machines), written to the plan as "
+           "fp8-run's default --nnodes (each machine then gives its --node-rank); 0 or 1: one">,
+    Option<"mainProcessIp", "main-process-ip", "std::string", "\"\"",
+           "The host of the machine whose first process serves the rendezvous (main_process_ip), written to the "
+           "plan as fp8-run's default --master-addr; empty: none">,
+    Option<"mainProcessPort", "main-process-port", "int64_t", "0",
+           "Its port (main_process_port), fp8-run's default --master-port; 0: none">,
     Option<"shardWorldSize", "shard-world-size", "int64_t", "0",
            "Shard the optimizer over this many ranks (ZeRO-2, MS-AMP O3's sharding): each gradient that goes "
            "alone (at least bucket-bytes, float32, or FP8) is reduce-scattered, so each rank holds and "

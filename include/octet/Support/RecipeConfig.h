@@ -66,6 +66,10 @@ struct RecipeConfig {
   /// num_processes: data parallelism when either asks for more than one process.
   std::string distributedType = "NO";
   int64_t numProcesses = 1;
+  /// num_machines (num_processes counts all of theirs), main_process_ip and main_process_port:
+  /// fp8-run's --nnodes, --master-addr and --master-port (each machine gives its --node-rank).
+  int64_t numMachines = 1, mainProcessPort = 0;
+  std::string mainProcessIp;
   bool dataParallel = false;
   /// deepspeed_config.gradient_accumulation_steps (fp8-opt --grad-accum-steps): micro-batches per step.
   int64_t gradAccumSteps = 1;

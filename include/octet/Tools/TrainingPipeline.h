@@ -29,6 +29,8 @@ struct TrainingFlags {
   bool dataParallel = false, fp8AllReduce = false;
   std::string fp8AllReduceFormat = "e4m3", msampWeightRounding = "nearest";
   int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;
+  int64_t numMachines = 1, mainProcessPort = 0; // an Accelerate config's machines and rendezvous
+  std::string mainProcessIp;
   int64_t gradAccumSteps = 1; // micro-batches per optimizer step (octet-accumulate-gradients)
 };
 

@@ -69,11 +69,21 @@ private:
   std::map<std::string, uint64_t> bytes_;
 };
 
+/// What fp8-run's launcher starts on this host: `nproc` ranks of node `nodeRank` of `nnodes`, whose
+/// rank 0 (node 0's first) serves the rendezvous at masterAddr:masterPort. An empty address is
+/// MASTER_ADDR, else the loopback; port 0 is MASTER_PORT, else a free port on one node and
+/// torchrun's 29500 on several (every node must name the same).
+struct LaunchSpec {
+  int nproc = 1, nnodes = 1, nodeRank = 0;
+  std::string masterAddr;
+  int masterPort = 0;
+};
+
 /// What fp8-run needs from liboctet_collective, registered by the program that links it (as device
 /// backends are): start ranks on this host, and connect this process to its peers from torchrun's
 /// environment (nullptr when the environment names no ranks).
 struct CollectiveSupport {
-  std::function<int(int nproc, const std::vector<std::string> &argv)> launch;
+  std::function<int(const LaunchSpec &spec, const std::vector<std::string> &argv)> launch;
   std::function<std::shared_ptr<Communicator>(const std::string &device, std::chrono::milliseconds timeout)> connect;
 };
 void registerCollectiveSupport(CollectiveSupport s);

@@ -59,10 +59,13 @@ bool haveNccl();
 /// each other (torchrun sets OMP_NUM_THREADS=1 for the same reason).
 std::string rankBlasThreads(int nproc, int cores, bool userSet);
 
-/// fp8-run --nproc-per-node N: runs `argv` (this program, its flags minus the launcher's) N times
-/// with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set. When a rank fails, the others are
-/// stopped and one line names it. Returns the exit status for the launcher.
-int launchRanks(int nproc, const std::vector<std::string> &argv);
+/// fp8-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]: runs
+/// `argv` (this program, its flags minus the launcher's) N times with torchrun's variables set
+/// (RANK = R * N + local rank, WORLD_SIZE = M * N, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+/// MASTER_ADDR, MASTER_PORT). When a rank fails, this node's others are stopped and one line names
+/// it (another node's ranks fail at their next collective and their launcher says so). Returns
+/// the exit status for the launcher; throws Error for a spec that names no valid node.
+int launchRanks(const LaunchSpec &spec, const std::vector<std::string> &argv);
 
 /// Registers launchRanks and a connect that reads the environment (gloo for --device cpu, nccl for
 /// cuda) with fp8-run (Collective.h's CollectiveSupport).
