@@ -20,32 +20,6 @@ constexpr Layout layoutOf(Fp8Format f) {
   return f == Fp8Format::E4M3FN ? Layout{3, 7, 0x7E, 0x7F, 0x7F} : Layout{2, 15, 0x7B, 0x7C, 0x7F};
 }
 
-uint32_t bitsOf(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, 4);
-  return b;
-}
-
-float floatOf(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, 4);
-  return x;
-}
-
-/// Rounds `value >> shift` to nearest, ties to even.
-uint64_t roundShift(uint64_t value, unsigned shift) {
-  if (shift == 0)
-    return value;
-  if (shift > 40)
-    return 0;
-  uint64_t q = value >> shift;
-  uint64_t rem = value & ((uint64_t(1) << shift) - 1);
-  uint64_t half = uint64_t(1) << (shift - 1);
-  if (rem > half || (rem == half && (q & 1)))
-    ++q;
-  return q;
-}
-
 struct Tables {
   float e4m3[256];
   float e5m2[256];
@@ -82,35 +56,6 @@ const Tables &tables() {
 } // namespace
 
 float fp8Max(Fp8Format f) { return f == Fp8Format::E4M3FN ? 448.0f : 57344.0f; }
-
-uint8_t fp8Encode(float x, Fp8Format f, bool saturate) {
-  Layout l = layoutOf(f);
-  uint32_t b = bitsOf(x);
-  uint8_t sign = uint8_t((b >> 24) & 0x80);
-  uint32_t exp32 = (b >> 23) & 0xFF;
-  uint32_t man32 = b & 0x7FFFFF;
-  if (exp32 == 0xFF && man32 != 0)
-    return sign | l.nan;
-  if (exp32 == 0xFF) // infinity
-    return sign | (saturate ? l.maxCode : l.overflow);
-  if (exp32 == 0) // zero or an FP32 subnormal: far below half the smallest FP8 subnormal
-    return sign;
-  // value = sig * 2^(exp32 - 127 - 23), sig has 24 bits.
-  uint64_t sig = (uint64_t(1) << 23) | man32;
-  int e = int(exp32) - 127 + l.bias; // biased FP8 exponent if normal
-  uint64_t code;
-  if (e >= 1) {
-    // Normal: keep mantBits bits; a carry out of the mantissa bumps the exponent.
-    uint64_t q = roundShift(sig, unsigned(23 - l.mantBits));
-    code = (uint64_t(e) << l.mantBits) + (q - (uint64_t(1) << l.mantBits));
-  } else {
-    // Subnormal: the value in units of the smallest subnormal.
-    code = roundShift(sig, unsigned(23 - l.mantBits + (1 - e)));
-  }
-  if (code > l.maxCode)
-    return sign | (saturate ? l.maxCode : l.overflow);
-  return sign | uint8_t(code);
-}
 
 float fp8Decode(uint8_t code, Fp8Format f) { return fp8DecodeTable(f)[code]; }
 

@@ -20,15 +20,31 @@ std::vector<int64_t> broadcastStrides(const Shape &s, const Shape &out);
 std::vector<int64_t> contiguousStrides(const Shape &s);
 Tensor transpose(const Tensor &x, const std::vector<int64_t> &perm);
 
-/// Calls f(outIndex, offsets) for every output element.
+/// Calls f(outIndex, offsets) for every output element, in order. The innermost dimension runs as
+/// a tight loop (each input's offset a multiple of its stride there); the outer ones carry.
 template <typename F>
 void forEachBroadcast(const Shape &out, const std::vector<std::vector<int64_t>> &strides, F f) {
   int64_t n = numElements(out);
   size_t rank = out.size(), k = strides.size();
-  std::vector<int64_t> idx(rank, 0), off(k, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, off.data());
-    for (size_t d = rank; d-- > 0;) {
+  std::vector<int64_t> idx(rank, 0), off(k, 0), cur(k, 0), step(k, 0);
+  if (n == 0)
+    return;
+  if (rank == 0) {
+    f(int64_t(0), off.data());
+    return;
+  }
+  int64_t inner = out[rank - 1];
+  for (size_t j = 0; j < k; ++j)
+    step[j] = strides[j][rank - 1];
+  for (int64_t i = 0; i < n; i += inner) {
+    for (size_t j = 0; j < k; ++j)
+      cur[j] = off[j];
+    for (int64_t e = 0; e < inner; ++e) {
+      f(i + e, cur.data());
+      for (size_t j = 0; j < k; ++j)
+        cur[j] += step[j];
+    }
+    for (size_t d = rank - 1; d-- > 0;) {
       ++idx[d];
       for (size_t j = 0; j < k; ++j)
         off[j] += strides[j][d];

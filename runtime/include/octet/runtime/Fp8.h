@@ -19,7 +19,40 @@ enum class Fp8Format : uint8_t { E4M3FN, E5M2 };
 
 /// Largest finite value: 448 (E4M3FN) or 57344 (E5M2).
 float fp8Max(Fp8Format f);
-uint8_t fp8Encode(float x, Fp8Format f, bool saturate = true);
+
+/// Encodes one float (inline: the CPU reference casts every FP8 operand through it). Normal results
+/// round the float's bits (rebias the exponent, add half an FP8 unit minus one plus the kept LSB,
+/// shift: ties go to even, a mantissa carry bumps the exponent); FP8 subnormals round |x| in units
+/// of the smallest subnormal (an exact power-of-2 scaling, then a float's round to nearest even).
+/// RuntimeTest's Fp8.EncodeMatchesTheDefinition checks it against the rule written out bit by bit.
+inline uint8_t fp8Encode(float x, Fp8Format f, bool saturate = true) {
+  const bool e4m3 = f == Fp8Format::E4M3FN;
+  const int mant = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  const uint32_t maxCode = e4m3 ? 0x7E : 0x7B, overflow = e4m3 ? 0x7F : 0x7C;
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  const uint8_t sign = uint8_t((b >> 24) & 0x80);
+  const uint32_t a = b & 0x7FFFFFFF;
+  if (a >= 0x7F800000) // infinity or NaN
+    return a > 0x7F800000 ? uint8_t(sign | 0x7F) : uint8_t(sign | (saturate ? maxCode : overflow));
+  const uint32_t minNormal = uint32_t(127 - bias + 1) << 23; // the FP8 format's smallest normal, as float bits
+  uint32_t code;
+  if (a >= minNormal) {
+    const int shift = 23 - mant;
+    const uint32_t v = a - (uint32_t(127 - bias) << 23);
+    const uint64_t r = (uint64_t(v) + ((uint32_t(1) << (shift - 1)) - 1) + ((v >> shift) & 1)) >> shift;
+    code = r > maxCode ? maxCode + 1 : uint32_t(r);
+  } else {
+    float mag;
+    std::memcpy(&mag, &a, 4);
+    // |x| / 2^(1 - bias - mant) < 2^(mant + 1): adding 2^23 and taking it back rounds to nearest even.
+    float big = mag * (e4m3 ? 512.0f : 65536.0f) + 8388608.0f;
+    code = uint32_t(big - 8388608.0f);
+  }
+  if (code > maxCode)
+    return uint8_t(sign | (saturate ? maxCode : overflow));
+  return uint8_t(sign | code);
+}
 float fp8Decode(uint8_t code, Fp8Format f);
 /// The 256-entry decode table of a format.
 const float *fp8DecodeTable(Fp8Format f);
