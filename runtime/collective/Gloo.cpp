@@ -157,4 +157,16 @@ void GlooCommunicator::barrier() {
   run(opts, "barrier", [](auto &o) { gloo::barrier(o); });
 }
 
+void GlooCommunicator::barrier(std::chrono::milliseconds timeout) {
+  std::chrono::milliseconds own = timeout_;
+  timeout_ = timeout; // run() and lost() read it
+  try {
+    barrier();
+  } catch (...) {
+    timeout_ = own;
+    throw;
+  }
+  timeout_ = own;
+}
+
 } // namespace octet::rt

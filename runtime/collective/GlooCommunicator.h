@@ -35,6 +35,7 @@ public:
                      void *stream = nullptr) override;
   void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) override;
   void barrier() override;
+  void barrier(std::chrono::milliseconds timeout) override;
 
 private:
   [[noreturn]] void lost(const char *what, const std::exception &e) const;

@@ -115,6 +115,18 @@ public:
     waitFor(nullptr);
   }
 
+  void barrier(std::chrono::milliseconds timeout) override {
+    std::chrono::milliseconds own = timeout_;
+    timeout_ = timeout; // settle() and waitFor() read it
+    try {
+      barrier();
+    } catch (...) {
+      timeout_ = own;
+      throw;
+    }
+    timeout_ = own;
+  }
+
   void waitFor(void *stream) override {
     auto s = static_cast<cudaStream_t>(stream);
     auto deadline = std::chrono::steady_clock::now() + timeout_;

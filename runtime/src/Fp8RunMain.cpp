@@ -569,6 +569,8 @@ void addOptions(CLI::App &app, Options &o, int64_t &seed, bool &gpuAvailable) {
         dp);
   count("--comm-timeout", o.commTimeout, 1, "a collective waiting S seconds for a peer fails the rank (default 50)",
         dp);
+  count("--rank0-timeout", o.train.rank0Timeout, 1,
+        "the other ranks wait S seconds for rank 0's evaluation and checkpoint writes (default 1800)", dp);
   count("--nnodes", o.nnodes, 1,
         "machines in the job: run fp8-run with the same flags on each, with its own --node-rank (torchrun's static "
         "rendezvous)",

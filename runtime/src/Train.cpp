@@ -274,9 +274,9 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     double tps = double((step + 1 - first) * micro * B * T * ranks) / std::max(elapsed, 1e-9);
     double eta = elapsed / double(step + 1 - first) * double(o.steps - step - 1);
     double evalLoss = NAN;
-    if (evalEx && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
+    bool evalDue = o.evalEvery && ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps);
+    if (evalEx && evalDue)
       evalLoss = evaluate();
-    }
     if (writer) {
       if (csv) {
         std::ostringstream line;
@@ -340,21 +340,38 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                     hms(eta).c_str());
       std::cerr << (tty ? "\r" : "") << buf << (tty && step + 1 < o.steps ? "" : "\n") << std::flush;
     }
-    if (!o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps)) {
+    bool checkpointDue =
+        !o.checkpoint.empty() && ((o.checkpointEvery && (step + 1) % o.checkpointEvery == 0) || step + 1 == o.steps);
+    if (checkpointDue) {
       meta.step = step + 1;
       if (writer) // every line up to the checkpoint's step on disk first: a run killed later resumes here
         writer->drain();
       if (shardedRun) { // every rank its part; rank 0 the rest last, once every part is written
         writeCheckpoint(shardCheckpointPath(o.checkpoint, rank), ex, meta, rank);
-        comm->barrier();
+        comm->barrier(std::chrono::seconds(o.rank0Timeout));
       }
       if (lead)
         writeCheckpoint(o.checkpoint, ex, meta);
     }
-    if (!o.saveWeights.empty() && lead &&
-        (step + 1 == o.steps || (!o.checkpoint.empty() && o.checkpointEvery && (step + 1) % o.checkpointEvery == 0)))
+    bool weightsDue =
+        !o.saveWeights.empty() &&
+        (step + 1 == o.steps || (!o.checkpoint.empty() && o.checkpointEvery && (step + 1) % o.checkpointEvery == 0));
+    if (weightsDue && lead)
       writeSafetensors(o.saveWeights, trainedWeights(ex),
                        {{"format", "pt"}, {"producer", "fp8-run"}, {"step", std::to_string(step + 1)}});
+    // Rank 0 evaluated or wrote files alone this step (every rank knows when: the same flags): the
+    // others wait for it here, under --rank0-timeout, rather than in the next step's first
+    // collective under --comm-timeout, which a long evaluation or checkpoint would outlast.
+    if (comm && comm->size() > 1 && step + 1 < o.steps && (evalDue || checkpointDue || weightsDue)) {
+      try {
+        comm->barrier(std::chrono::seconds(o.rank0Timeout));
+      } catch (const Error &e) {
+        if (lead)
+          throw;
+        throw Error(std::string(e.what()) + "; rank 0 was evaluating or writing files at step " +
+                    std::to_string(step + 1) + ": give it longer with --rank0-timeout");
+      }
+    }
   }
   if (writer) // the last lines on disk, or the run fails naming the log
     writer->drain();

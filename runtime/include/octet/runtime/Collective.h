@@ -52,6 +52,10 @@ public:
   /// may be this rank's slice of recv): sharded weights gathered back whole.
   virtual void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) = 0;
   virtual void barrier() = 0;
+  /// A barrier whose wait may last `timeout` instead of the collectives' own: the ranks waiting
+  /// while one does work of its own (rank 0's evaluation and checkpoint writes). A rank that dies
+  /// still fails it at once; one that hangs, after `timeout`.
+  virtual void barrier(std::chrono::milliseconds timeout) = 0;
 
   /// Device engines: blocks until `stream`'s work is done, failing (and aborting the communicator)
   /// when a collective errs or the step outlasts the timeout: a dead peer never hangs the rank.

@@ -41,6 +41,9 @@ struct TrainOptions {
   std::string labels = "auto";
   int64_t steps = 0, batch = 0, seq = 0, evalEvery = 0, evalBatches = 4, checkpointEvery = 0, logEvery = 10;
   int64_t numericsEvery = 0; // every N steps the JSONL log carries --numerics-check's figures (CPU only)
+  /// Seconds the other ranks wait at a barrier for rank 0's evaluation and checkpoint writes (and
+  /// every rank's shard of a sharded checkpoint), instead of the collectives' --comm-timeout.
+  int64_t rank0Timeout = 1800;
   uint64_t seed = 1234;
   bool quiet = false;
 };
