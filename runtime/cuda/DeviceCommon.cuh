@@ -32,8 +32,11 @@ __device__ __forceinline__ float decodeFp8(uint8_t v, int t) {
   __half_raw h = __nv_cvt_fp8_to_halfraw(v, t == E4M3 ? __NV_E4M3 : __NV_E5M2);
   return __half2float(__half(h));
 }
+/// The code of v (round to nearest even; saturating or not), a NaN keeping its sign as on the CPU
+/// (the conversion gives 0x7F for any NaN).
 __device__ __forceinline__ uint8_t encodeFp8(float v, int t, bool sat) {
-  return __nv_cvt_float_to_fp8(v, sat ? __NV_SATFINITE : __NV_NOSAT, t == E4M3 ? __NV_E4M3 : __NV_E5M2);
+  uint8_t c = __nv_cvt_float_to_fp8(v, sat ? __NV_SATFINITE : __NV_NOSAT, t == E4M3 ? __NV_E4M3 : __NV_E5M2);
+  return isnan(v) ? uint8_t(c | (__float_as_uint(v) >> 31 << 7)) : c;
 }
 
 __device__ __forceinline__ float ldf(const void *p, int t, int64_t i) {

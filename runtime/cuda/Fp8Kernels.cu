@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceCommon.cuh"
+#include "CastTile.h"
 
 #include <type_traits>
 
@@ -83,6 +84,27 @@ __global__ void __launch_bounds__(256) convertKernel(const void *x, void *y, int
     out.store(y, c);
   }
   GRID_LOOP(j, n - chunks * 8) { stf(y, TO, chunks * 8 + j, value(x, chunks * 8 + j), true); }
+}
+
+/// A saturating fp8.cast with a scale_inv per row of `inner` values (torchao's rowwise casts) from
+/// float32, BF16 or FP16 (TI): eight values a thread, vector loads and one 8-byte store, the row's
+/// scale_inv taken once for the eight as CastTile.h's divisor (inner a multiple of 8, x 16-byte
+/// and q 8-byte aligned). encodeEight's codes are the CPU's over every float
+/// (CudaLarge.CastEveryFloat), negative NaNs included.
+template <int TI>
+__global__ void __launch_bounds__(256) rowCastKernel(const void *x, const float *scaleInv, int64_t rows, int64_t inner,
+                                                     bool e5m2, uint8_t *q) {
+  const int64_t perRow = inner / 8;
+  GRID_LOOP(c, rows * perRow) {
+    const tile::Divisor d = tile::divisor(scaleInv[c / perRow]);
+    Eight<TI> in;
+    in.load(x, c);
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = ldf(in.b, TI, k);
+    reinterpret_cast<uint2 *>(q)[c] = tile::encodeEight(v, d, e5m2);
+  }
 }
 
 __device__ __forceinline__ unsigned absBits(float v) { return __float_as_uint(fabsf(v)); }
@@ -209,6 +231,18 @@ std::string fp8Cast(const void *x, int type, const float *scaleInv, int64_t rows
                     bool saturate, uint8_t *q, cudaStream_t s) {
   if (rows * inner == 0)
     return "";
+  if (rows > 1 && saturate && inner % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(q) % 8 == 0 && (type == F32 || type == BF16 || type == F16)) {
+    int blocks = blocksFor(rows * inner / 8);
+    bool e5m2 = fmtType == E5M2;
+    if (type == F32)
+      rowCastKernel<F32><<<blocks, 256, 0, s>>>(x, scaleInv, rows, inner, e5m2, q);
+    else if (type == BF16)
+      rowCastKernel<BF16><<<blocks, 256, 0, s>>>(x, scaleInv, rows, inner, e5m2, q);
+    else
+      rowCastKernel<F16><<<blocks, 256, 0, s>>>(x, scaleInv, rows, inner, e5m2, q);
+    return check("fp8Cast");
+  }
   fp8CastKernel<<<blocksFor(rows * inner), 256, 0, s>>>(x, type, scaleInv, rows, inner, fmtType, saturate, q);
   return check("fp8Cast");
 }

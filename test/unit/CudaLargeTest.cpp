@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
+#include "../../runtime/cuda/DeviceKernels.h"
 #include "octet/runtime/Fp8.h"
 
 #include <cstring>
@@ -515,6 +516,37 @@ TEST(CudaLarge, CastEveryFloat) {
             td += t[j * size_t(side) + r] != ref[r * size_t(side) + j];
         EXPECT_EQ(td, 0u) << "transposed codes differing from the CPU's";
       }
+    }
+    // fp8.cast with a scale_inv per row (torchao's rowwise casts; rowCastKernel's eight values a
+    // thread): the 65,536 rows each their own scale_inv, powers of 2 and not, E4M3 and E5M2.
+    std::vector<float> rowSi(static_cast<size_t>(side));
+    for (size_t r = 0; r < rowSi.size(); ++r)
+      rowSi[r] = std::ldexp(r % 3 ? 1.0f + float(r % 7) / 8.0f : 1.0f, int(r % 97) - 60);
+    DeviceBuffer<float> drow(rowSi.size());
+    drow.upload(rowSi);
+    for (Fp8Format ff : {Fp8Format::E4M3FN, Fp8Format::E5M2}) {
+      ASSERT_EQ(cudaMemset(dq.p, 0xAB, n), cudaSuccess);
+      int ft = int(ff == Fp8Format::E4M3FN ? DType::F8E4M3FN : DType::F8E5M2);
+      ASSERT_EQ(cuda::dev::fp8Cast(dx.p, int(DType::F32), drow.p, side, side, ft, true, dq.p, nullptr), "");
+      ASSERT_EQ(cudaMemcpy(got.data(), dq.p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+      std::vector<size_t> diff(k, 0);
+      std::vector<std::thread> pool;
+      for (unsigned w = 0; w < k; ++w)
+        pool.emplace_back([&, w] {
+          std::vector<uint8_t> row(static_cast<size_t>(side));
+          for (size_t r = size_t(side) * w / k; r < size_t(side) * (w + 1) / k; ++r) {
+            fp8Quantize(x->data<float>() + r * size_t(side), size_t(side), rowSi[r], ff, true, row.data());
+            for (size_t j = 0; j < size_t(side); ++j)
+              diff[w] += got[r * size_t(side) + j] != row[j];
+          }
+        });
+      for (std::thread &th : pool)
+        th.join();
+      size_t total = 0;
+      for (size_t d : diff)
+        total += d;
+      EXPECT_EQ(total, 0u) << (ff == Fp8Format::E4M3FN ? "E4M3" : "E5M2")
+                           << " rowwise codes differing from the CPU's, of 2^32";
     }
   }
   Plan plan;
