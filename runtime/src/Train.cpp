@@ -116,20 +116,20 @@ int trainMain(Runner &ex, const TrainOptions &o) {
   Communicator *comm = communicator();
   int rank = comm ? comm->rank() : 0, ranks = worldSize();
   bool lead = rank == 0;
-  Batcher train{&data.tokens, 0, data.tokens.size(), B, T, labels, int64_t(rank) * B}, eval = train;
+  Batcher train{&data, 0, data.size(), B, T, labels, int64_t(rank) * B}, eval = train;
   eval.firstRow = 0;
   if (!o.evalData.empty()) {
     evalData = readTokens(o.evalData, o.dataDtype);
     checkVocabulary(p, tokenInputs[0], evalData, o.dataDtype);
-    eval = Batcher{&evalData.tokens, 0, evalData.tokens.size(), B, T, labels, 0};
+    eval = Batcher{&evalData, 0, evalData.size(), B, T, labels, 0};
   } else { // hold out the last 10% of the data (always, so batches do not depend on --eval-every)
-    size_t cut = data.tokens.size() - data.tokens.size() / 10;
+    size_t cut = data.size() - data.size() / 10;
     train.end = cut;
     eval.begin = cut;
   }
   auto need = size_t(T) + 2;
   if (train.end - train.begin < need || (o.evalEvery && eval.end - eval.begin < need))
-    throw Error(o.data + ": " + std::to_string(data.tokens.size()) + " tokens are too few for sequences of " +
+    throw Error(o.data + ": " + std::to_string(data.size()) + " tokens are too few for sequences of " +
                 std::to_string(T));
   std::unique_ptr<Runner> evalEx;
   std::vector<std::string> evalShared; // the training state the eval plan reads (its parameters)

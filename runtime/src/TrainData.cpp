@@ -1,10 +1,14 @@
 //===- TrainData.cpp - fp8-run's token files: reading, checking, batching ---===//
 #include "TrainData.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace octet::rt {
 
@@ -12,25 +16,21 @@ namespace octet::rt {
 // Data
 //===----------------------------------------------------------------------===//
 
-static std::string readFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw Error(path + ": cannot read (" + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+namespace {
 
-
-TokenData readTokens(const std::string &path, const std::string &dtype) { return parseTokens(readFile(path), path, dtype); }
-
-TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype) {
+/// The ids of `size` bytes at `data` (kept alive by `owner`): the .npy header or the .bin width
+/// read, every .npy id checked to be a token id.
+TokenData parseTokenBytes(std::shared_ptr<const void> owner, const unsigned char *data, size_t size,
+                          const std::string &path, const std::string &dtype) {
   TokenData d;
   d.path = path;
+  d.owner = std::move(owner);
   if (endsWith(path, ".npy")) {
     // Token ids as tokenizers and nanoGPT's scripts save them: any little-endian integer type
     // (numpy's uint16 is read as an integer here, not as the BF16 bits Octet's own arrays mean).
-    NpyHeader h = decodeNpyHeader(bytes, path);
+    // The header is read from a copy of the first bytes (at most 1 MiB; numpy writes under 1 KiB).
+    NpyHeader h = decodeNpyHeader(std::string(reinterpret_cast<const char *>(data), std::min<size_t>(size, 1 << 20)),
+                                  path);
     const std::string &dt = h.descr;
     bool little = dt.size() == 3 && (dt[0] == '<' || dt[0] == '|' || dt[0] == '=');
     char kind = dt.size() == 3 ? dt[1] : '?';
@@ -44,10 +44,9 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
       throw Error(path + ": expected a 1-D integer array of token ids, got " + name + " " + shapeString(h.shape));
     }
     int64_t n = h.shape[0];
-    if (n < 0 || uint64_t(bytes.size() - h.dataOffset) != uint64_t(n) * uint64_t(w))
+    if (n < 0 || h.dataOffset > size || uint64_t(size - h.dataOffset) != uint64_t(n) * uint64_t(w))
       throw Error(path + ": not a valid .npy array (data size does not match the shape)");
-    d.tokens.resize(size_t(n));
-    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + h.dataOffset);
+    const unsigned char *p = data + h.dataOffset;
     for (int64_t i = 0; i < n; ++i) {
       uint64_t u = 0;
       for (int k = 0; k < w; ++k)
@@ -56,22 +55,57 @@ TokenData parseTokens(const std::string &bytes, const std::string &path, const s
       if (v < 0 || (kind == 'u' && w == 8 && u > uint64_t(INT64_MAX)) || v > int64_t(UINT32_MAX))
         throw Error(path + ": token " + std::to_string(i) + " is " +
                     (kind == 'u' ? std::to_string(u) : std::to_string(v)) + ", not a token id");
-      d.tokens[size_t(i)] = uint32_t(v);
     }
+    d.ids = p;
+    d.count = size_t(n);
+    d.width = w;
     return d;
   }
   size_t w = dtype == "uint16" ? 2 : dtype == "uint32" ? 4 : 0;
   if (!w)
     throw Error("--data-dtype: '" + dtype + "' is not valid; use uint16 or uint32");
-  if (bytes.size() % w)
-    throw Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of " + dtype +
+  if (size % w)
+    throw Error(path + ": " + std::to_string(size) + " bytes is not a whole number of " + dtype +
                 " tokens (is --data-dtype right?)");
-  d.tokens.resize(bytes.size() / w);
-  for (size_t i = 0; i < d.tokens.size(); ++i) {
-    const auto *p = reinterpret_cast<const unsigned char *>(bytes.data() + i * w);
-    d.tokens[i] = w == 2 ? uint32_t(p[0] | p[1] << 8) : uint32_t(p[0] | p[1] << 8 | p[2] << 16 | uint32_t(p[3]) << 24);
-  }
+  d.ids = data;
+  d.count = size / w;
+  d.width = int(w);
   return d;
+}
+
+} // namespace
+
+TokenData readTokens(const std::string &path, const std::string &dtype) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(path + ": cannot read (" + std::strerror(errno) + ")");
+  struct stat st {};
+  bool statted = ::fstat(fd, &st) == 0;
+  if (!statted || !S_ISREG(st.st_mode)) {
+    std::string why = statted ? "not a regular file" : std::strerror(errno);
+    ::close(fd);
+    throw Error(path + ": cannot read (" + why + ")");
+  }
+  size_t size = size_t(st.st_size);
+  std::shared_ptr<const void> owner;
+  const unsigned char *data = nullptr;
+  if (size) { // read in place: the ranks of a host share the file's pages, none holds a copy
+    void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      throw Error(path + ": cannot map (" + why + ")");
+    }
+    owner = std::shared_ptr<const void>(m, [size](const void *q) { ::munmap(const_cast<void *>(q), size); });
+    data = static_cast<const unsigned char *>(m);
+  }
+  ::close(fd);
+  return parseTokenBytes(std::move(owner), data, size, path, dtype);
+}
+
+TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype) {
+  auto copy = std::make_shared<const std::string>(bytes);
+  return parseTokenBytes(copy, reinterpret_cast<const unsigned char *>(copy->data()), copy->size(), path, dtype);
 }
 
 /// The model's vocabulary (indexBound: the rows of the embedding the token input's ids index, or
@@ -83,9 +117,9 @@ void checkVocabulary(const Plan &p, int tokenInput, const TokenData &d, const st
   int64_t vocab = indexBound(p, tokenInput, &table);
   if (vocab < 0)
     return;
-  for (size_t i = 0; i < d.tokens.size(); ++i)
-    if (int64_t(d.tokens[i]) >= vocab)
-      throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d.tokens[i]) +
+  for (size_t i = 0; i < d.size(); ++i)
+    if (int64_t(d[i]) >= vocab)
+      throw Error(d.path + ": token " + std::to_string(i) + " is " + std::to_string(d[i]) +
                   ", not below the model's vocabulary of " + std::to_string(vocab) + " (the rows of '" + table +
                   "'); tokenize with the model's tokenizer" +
                   (endsWith(d.path, ".npy") ? "" : " (and check --data-dtype, now " + dtype + ")"));

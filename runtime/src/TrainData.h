@@ -28,7 +28,7 @@ void checkVocabulary(const Plan &p, int tokenInput, const TokenData &d, const st
 uint64_t batchMix(uint64_t x);
 
 struct Batcher {
-  const std::vector<uint32_t> *tokens;
+  const TokenData *tokens;
   size_t begin = 0, end = 0; // the range batches come from
   int64_t B = 0, T = 0;
   std::string labels;

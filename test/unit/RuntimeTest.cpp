@@ -4,6 +4,7 @@
 #include "octet/runtime/NormalInit.h"
 #include "octet/runtime/Npz.h"
 #include "octet/runtime/StochasticRound.h"
+#include "octet/runtime/Train.h"
 
 #include "../../runtime/src/LogWriter.h"
 #include "TestPlan.h"
@@ -111,6 +112,55 @@ TEST(Plan, DeferredConstantsStreamFromTheFile) {
   } catch (const Error &e) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
   }
+}
+
+/// This process's anonymous resident memory (/proc/self/status RssAnon), in bytes; -1 where the
+/// kernel does not say.
+static int64_t anonymousResidentBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("RssAnon:", 0) == 0)
+      return std::stoll(line.substr(8)) * 1024;
+  return -1;
+}
+
+// A token file is read in place: reading every id of a 64 MiB uint16 file (32 Mi tokens, which as
+// the uint32 copy it used to be would be 128 MiB beside the file's bytes) leaves this process's
+// anonymous memory within a few MiB of where it was; the ids are the file's, and the mapping
+// outlives the first handle.
+TEST(Tokens, ReadInPlaceFromTheFilesMapping) {
+  const size_t n = size_t(32) << 20;
+  char tmpl[] = "/tmp/octet-tokens-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  std::string path = std::string(tmpl) + ".bin";
+  ::close(fd);
+  std::remove(tmpl);
+  {
+    std::vector<uint16_t> ids(n);
+    for (size_t i = 0; i < n; ++i)
+      ids[i] = uint16_t(i * 40503u >> 3);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char *>(ids.data()), std::streamsize(n * 2));
+  }
+  int64_t before = anonymousResidentBytes();
+  if (before < 0)
+    GTEST_SKIP() << "/proc/self/status has no RssAnon here";
+  TokenData copy;
+  {
+    TokenData d = readTokens(path, "uint16");
+    ASSERT_EQ(d.size(), n);
+    copy = d;
+  }
+  std::remove(path.c_str()); // the mapping stays readable after the file's name is gone
+  uint64_t sum = 0, want = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sum += copy[i];
+    want += uint16_t(i * 40503u >> 3);
+  }
+  EXPECT_EQ(sum, want);
+  int64_t grown = anonymousResidentBytes() - before;
+  EXPECT_LT(grown, int64_t(8) << 20) << "anonymous memory grew by " << grown << " bytes reading 64 MiB of tokens";
 }
 
 // Every code decodes to sign * 2^e * (1 + m/2^M) (or the subnormal / special value).

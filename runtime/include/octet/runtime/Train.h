@@ -12,18 +12,32 @@
 
 #include <cstdint>
 #include <set>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace octet::rt {
 
-/// A token stream: nanoGPT's .bin (little-endian uint16 or uint32) or a 1-D
-/// integer .npy.
+/// A token stream: nanoGPT's .bin (little-endian uint16 or uint32) or a 1-D integer .npy, read in
+/// place: the ids stay in the file's memory mapping (shared by every rank on a host through the page
+/// cache), `width` bytes each, little-endian. Every id was checked to be in [0, 2^32) when read, so
+/// its low four bytes are its value.
 struct TokenData {
   std::string path;
-  std::vector<uint32_t> tokens;
+  std::shared_ptr<const void> owner; // the mapping (or the parsed bytes), released with the last copy
+  const unsigned char *ids = nullptr;
+  size_t count = 0;
+  int width = 2;
+  size_t size() const { return count; }
+  uint32_t operator[](size_t i) const {
+    const unsigned char *p = ids + i * size_t(width);
+    uint32_t v = p[0];
+    for (int k = 1; k < (width < 4 ? width : 4); ++k)
+      v |= uint32_t(p[k]) << (8 * k);
+    return v;
+  }
 };
-/// `dtype` is "uint16" or "uint32" for .bin files (ignored for .npy).
+/// `dtype` is "uint16" or "uint32" for .bin files (ignored for .npy). Memory-maps the file.
 TokenData readTokens(const std::string &path, const std::string &dtype);
 /// The same from the file's bytes (`path` picks .npy or .bin and names it in errors).
 TokenData parseTokens(const std::string &bytes, const std::string &path, const std::string &dtype);
