@@ -171,6 +171,25 @@ __global__ void amaxRowKernel(const void *x, int type, int64_t rows, int64_t inn
   }
 }
 
+/// amaxRowKernel over float32, BF16 or FP16 rows (TI) whose length is a multiple of 8, x 16-byte
+/// aligned: eight values a load (torchao's rowwise amaxes, every operand of every GEMM).
+template <int TI> __global__ void amaxRowVecKernel(const void *x, int64_t rows, int64_t inner, unsigned *out) {
+  const int64_t perRow = inner / 8;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    unsigned m = 0;
+    for (int64_t c = threadIdx.x; c < perRow; c += blockDim.x) {
+      Eight<TI> in;
+      in.load(x, r * perRow + c);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        m = max(m, absBits(ldf(in.b, TI, k)));
+    }
+    m = blockMaxBits(m);
+    if (threadIdx.x == 0)
+      out[r] = m;
+  }
+}
+
 /// NaN amaxes (bit patterns above Inf's) become the canonical NaN.
 __global__ void canonicalNanKernel(float *a, int64_t n) {
   GRID_LOOP(i, n) {
@@ -308,7 +327,16 @@ std::string amaxRows(const void *x, int type, int64_t rows, int64_t inner, float
     else if (inner > 0)
       amaxAllKernel<<<blocks, 256, 0, s>>>(x, type, inner, bits);
   } else {
-    amaxRowKernel<<<int(std::min<int64_t>(rows, 65535 * 8)), kRowThreads, 0, s>>>(x, type, rows, inner, bits);
+    int blocks = int(std::min<int64_t>(rows, 65535 * 8));
+    bool vec = inner % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    if (vec && type == F32)
+      amaxRowVecKernel<F32><<<blocks, kRowThreads, 0, s>>>(x, rows, inner, bits);
+    else if (vec && type == BF16)
+      amaxRowVecKernel<BF16><<<blocks, kRowThreads, 0, s>>>(x, rows, inner, bits);
+    else if (vec && type == F16)
+      amaxRowVecKernel<F16><<<blocks, kRowThreads, 0, s>>>(x, rows, inner, bits);
+    else
+      amaxRowKernel<<<blocks, kRowThreads, 0, s>>>(x, type, rows, inner, bits);
   }
   return finishAmax(amax, rows, s);
 }

@@ -548,6 +548,18 @@ TEST(CudaLarge, CastEveryFloat) {
       EXPECT_EQ(total, 0u) << (ff == Fp8Format::E4M3FN ? "E4M3" : "E5M2")
                            << " rowwise codes differing from the CPU's, of 2^32";
     }
+    // fp8.amax per row (amaxRowVecKernel) of the same 65,536 rows: each row's max |x|, NaN where
+    // the row has one (canonical on the GPU), as the CPU's amaxOf.
+    DeviceBuffer<float> drowAmax(static_cast<size_t>(side));
+    ASSERT_EQ(cuda::dev::amaxRows(dx.p, int(DType::F32), side, side, drowAmax.p, nullptr), "");
+    std::vector<float> rowAmax(static_cast<size_t>(side));
+    ASSERT_EQ(cudaMemcpy(rowAmax.data(), drowAmax.p, rowAmax.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t amaxDiff = 0;
+    for (size_t r = 0; r < size_t(side); ++r) {
+      float want = amaxOf(x->data<float>() + r * size_t(side), side);
+      amaxDiff += std::isnan(want) ? !std::isnan(rowAmax[r]) : rowAmax[r] != want;
+    }
+    EXPECT_EQ(amaxDiff, 0u) << "row amaxes differing from the CPU's, of 65536";
   }
   Plan plan;
   int xv = addValue(plan, "x", {side, side}), y = addValue(plan, "y", {side, side});
