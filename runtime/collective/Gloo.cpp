@@ -71,8 +71,8 @@ std::string localHostName() {
 } // namespace
 
 GlooCommunicator::GlooCommunicator(int rank, int size, gloo::rendezvous::Store &store,
-                                   std::chrono::milliseconds timeout, bool loopback)
-    : timeout_(timeout) {
+                                   std::chrono::milliseconds timeout, bool loopback) {
+  timeout_ = timeout;
   gloo::transport::tcp::attr attr;
   if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     attr.iface = ifname; // PyTorch's variable: the interface the ranks talk over
@@ -155,18 +155,6 @@ void GlooCommunicator::allGather(const void *send, void *recv, size_t bytes, voi
 void GlooCommunicator::barrier() {
   gloo::BarrierOptions opts(ctx_);
   run(opts, "barrier", [](auto &o) { gloo::barrier(o); });
-}
-
-void GlooCommunicator::barrier(std::chrono::milliseconds timeout) {
-  std::chrono::milliseconds own = timeout_;
-  timeout_ = timeout; // run() and lost() read it
-  try {
-    barrier();
-  } catch (...) {
-    timeout_ = own;
-    throw;
-  }
-  timeout_ = own;
 }
 
 } // namespace octet::rt

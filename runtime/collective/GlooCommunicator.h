@@ -35,7 +35,6 @@ public:
                      void *stream = nullptr) override;
   void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) override;
   void barrier() override;
-  void barrier(std::chrono::milliseconds timeout) override;
 
 private:
   [[noreturn]] void lost(const char *what, const std::exception &e) const;
@@ -50,7 +49,6 @@ private:
     }
   }
   std::shared_ptr<gloo::Context> ctx_;
-  std::chrono::milliseconds timeout_;
   uint32_t tag_ = 0;
 };
 

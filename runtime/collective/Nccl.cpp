@@ -25,7 +25,8 @@ namespace {
 class NcclCommunicator : public Communicator {
 public:
   NcclCommunicator(const DistEnv &env, TcpStore &store, std::chrono::milliseconds timeout)
-      : rank_(env.rank), size_(env.size), timeout_(timeout) {
+      : rank_(env.rank), size_(env.size) {
+    timeout_ = timeout;
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
       throw Error("rank " + std::to_string(rank_) + ": NCCL needs a CUDA device; there is none (run with --device cpu)");
@@ -115,17 +116,6 @@ public:
     waitFor(nullptr);
   }
 
-  void barrier(std::chrono::milliseconds timeout) override {
-    std::chrono::milliseconds own = timeout_;
-    timeout_ = timeout; // settle() and waitFor() read it
-    try {
-      barrier();
-    } catch (...) {
-      timeout_ = own;
-      throw;
-    }
-    timeout_ = own;
-  }
 
   void waitFor(void *stream) override {
     auto s = static_cast<cudaStream_t>(stream);
@@ -192,7 +182,6 @@ private:
   }
 
   int rank_, size_;
-  std::chrono::milliseconds timeout_;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   void *scratch_ = nullptr;

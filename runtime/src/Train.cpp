@@ -348,7 +348,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
         writer->drain();
       if (shardedRun) { // every rank its part; rank 0 the rest last, once every part is written
         writeCheckpoint(shardCheckpointPath(o.checkpoint, rank), ex, meta, rank);
-        comm->barrier(std::chrono::seconds(o.rank0Timeout));
+        comm->barrierWithin(std::chrono::seconds(o.rank0Timeout));
       }
       if (lead)
         writeCheckpoint(o.checkpoint, ex, meta);
@@ -364,7 +364,7 @@ int trainMain(Runner &ex, const TrainOptions &o) {
     // collective under --comm-timeout, which a long evaluation or checkpoint would outlast.
     if (comm && comm->size() > 1 && step + 1 < o.steps && (evalDue || checkpointDue || weightsDue)) {
       try {
-        comm->barrier(std::chrono::seconds(o.rank0Timeout));
+        comm->barrierWithin(std::chrono::seconds(o.rank0Timeout));
       } catch (const Error &e) {
         if (lead)
           throw;

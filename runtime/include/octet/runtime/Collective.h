@@ -52,10 +52,21 @@ public:
   /// may be this rank's slice of recv): sharded weights gathered back whole.
   virtual void allGather(const void *send, void *recv, size_t bytes, void *stream = nullptr) = 0;
   virtual void barrier() = 0;
-  /// A barrier whose wait may last `timeout` instead of the collectives' own: the ranks waiting
-  /// while one does work of its own (rank 0's evaluation and checkpoint writes). A rank that dies
-  /// still fails it at once; one that hangs, after `timeout`.
-  virtual void barrier(std::chrono::milliseconds timeout) = 0;
+  /// A barrier whose wait may last `timeout` instead of the collectives' own (timeout_, which the
+  /// engines read for every wait): the ranks waiting while one does work of its own (rank 0's
+  /// evaluation and checkpoint writes). A rank that dies still fails it at once; one that hangs,
+  /// after `timeout`.
+  void barrierWithin(std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds own = timeout_;
+    timeout_ = timeout;
+    try {
+      barrier();
+    } catch (...) {
+      timeout_ = own;
+      throw;
+    }
+    timeout_ = own;
+  }
 
   /// Device engines: blocks until `stream`'s work is done, failing (and aborting the communicator)
   /// when a collective errs or the step outlasts the timeout: a dead peer never hangs the rank.
@@ -68,6 +79,10 @@ public:
   const std::map<std::string, uint64_t> &bytesReduced() const { return bytes_; }
   void resetCounters() { bytes_.clear(); }
   void record(DType dtype, size_t elements) { bytes_[dtypeName(dtype)] += uint64_t(elements) * dtypeSize(dtype); }
+
+protected:
+  /// How long a collective waits for a peer (fp8-run --comm-timeout), set by the engine.
+  std::chrono::milliseconds timeout_{0};
 
 private:
   std::map<std::string, uint64_t> bytes_;
