@@ -552,9 +552,18 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
   });
+  int64_t parameterGathers = 0;
+  module.walk([&](Operation *op) { parameterGathers += op->hasAttr(octet::kParameterGatherAttr); });
   os << "data parallel: " << count << " all-reduces";
   if (scatters || gathers)
-    os << ", " << scatters << " reduce-scatters and " << gathers << " all-gathers (the sharded optimizer's)";
+    os << ", " << scatters << " reduce-scatters and " << gathers << " all-gathers ("
+       << (parameterGathers ? "the sharded parameters'" : "the sharded optimizer's");
+  if (auto again = module->getAttrOfType<IntegerAttr>("octet.parameter_regathers"))
+    os << ": each before its readers, " << again.getInt() << " again for the backward";
+  if (auto p = module->getAttrOfType<IntegerAttr>("octet.gather_prefetch"))
+    os << ", issued " << p.getInt() << " gather" << (p.getInt() == 1 ? "" : "s") << " ahead";
+  if (scatters || gathers)
+    os << ")";
   os << " per step (" << overlapped << " overlapping the computation); each rank "
      << (scatters || gathers ? "hands its collectives" : "all-reduces");
   bool first = true;
@@ -577,4 +586,36 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
     }
   });
   os << "\n";
+  // The state each rank holds: a sharded tensor (a weight, master or moment shard) is 1/N of what
+  // a replicated plan holds.
+  int64_t worldSize = 0;
+  module.walk([&](Operation *op) {
+    if (isa<fp8::ReduceScatterOp, fp8::ReduceScatterStartOp, fp8::AllGatherOp, fp8::AllGatherStartOp>(op))
+      if (auto w = op->getAttrOfType<IntegerAttr>("world_size"))
+        worldSize = w.getInt();
+  });
+  if (worldSize < 2)
+    return;
+  int64_t held = 0, replicated = 0, shardedWeights = 0, weights = 0;
+  module.walk([&](ox::InitializerOp init) {
+    auto t = init.getType().cast<RankedTensorType>();
+    if (!init->hasAttr(octet::kFp8StateAttr) || !t.getElementType().isIntOrFloat())
+      return;
+    int64_t b = t.getNumElements() * int64_t((t.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+    auto role = init->getAttrOfType<StringAttr>(octet::kRoleAttr);
+    StringRef r = role ? role.getValue() : "";
+    bool sharded = r == "optimizer_shard" || r == "weight_shard" || r == "master_shard";
+    int64_t whole = sharded ? b * worldSize : b;
+    held += b;
+    replicated += whole;
+    if (r == "weight" || r == "master_weight" || r == "weight_shard" || r == "master_shard") {
+      weights += whole;
+      shardedWeights += sharded ? whole : 0;
+    }
+  });
+  os << "sharded state: each of the " << worldSize << " ranks holds " << held << " bytes of state, "
+     << llvm::format("%.2f", double(held) / double(std::max<int64_t>(replicated, 1)))
+     << " of the replicated plan's " << replicated << " (padding included); "
+     << llvm::format("%.1f%%", 100.0 * double(shardedWeights) / double(std::max<int64_t>(weights, 1)))
+     << " of the weights' bytes sharded\n";
 }

@@ -98,6 +98,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     bool gradInFp8 = false; // octet-data-parallel all-reduced it as FP8 codes already
     int64_t shards = 0;     // octet-data-parallel reduce-scattered it over this many ranks: grad is a shard
     bool masterShard = false; // MS-AMP O3, sharded: the state is this rank's shard of the FP16 master
+    bool weightShard = false; // shard-parameters (ZeRO-3): the state is this rank's shard of the weight
   };
 
   /// Learning rate at `s` (f32 scalar: the 0-based step).
@@ -168,6 +169,46 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     return DenseElementsAttr::get(RankedTensorType::get(t.getShape(), to), values);
   }
 
+  /// shard-parameters (ZeRO-3): `p`'s state becomes this rank's 1-D shard of the flattened,
+  /// zero-padded weight (the plan carries the whole, each rank slices its part at load), in the
+  /// weight's own type or, for MS-AMP O1/O2's FP8 weights, FP16. The step reads the weight through
+  /// an all-gather at `b`'s point (the step's start; octet-gather-parameters places it), and
+  /// `master` becomes the shard (widened to float32) that the update reads and writes.
+  LogicalResult shardParameter(OpBuilder &b, octet::GradientBuilder &g, Param &p, Value &master) {
+    auto t = p.init.getType().cast<RankedTensorType>();
+    bool f16 = p.fp8Weight && !f32Weights;
+    Type stored = f16 ? Type(b.getF16Type()) : t.getElementType();
+    ElementsAttr whole = p.init.getValue().dyn_cast<ElementsAttr>();
+    if (f16) {
+      FailureOr<DenseElementsAttr> c = convert(p.init, b.getF16Type());
+      if (failed(c))
+        return failure();
+      whole = *c;
+    }
+    if (!whole)
+      return p.init.emitError("octet-optimizer: cannot shard '") << p.init.getName() << "': its value is not a tensor";
+    int64_t shard = (t.getNumElements() + p.shards - 1) / p.shards;
+    auto st = RankedTensorType::get({shard}, stored);
+    OpBuilder ib(p.init);
+    auto ws = ib.create<ox::InitializerOp>(p.init.getLoc(), st, p.init.getNameAttr(), zerosOf(st));
+    ws->setAttr(octet::kShardInitAttr, whole);
+    ws->setAttr(octet::kShardCountAttr, b.getI64IntegerAttr(p.shards));
+    Location loc = p.init.getLoc();
+    auto gather = b.create<fp8::AllGatherOp>(loc, RankedTensorType::get({shard * p.shards}, stored), ws.getResult(),
+                                             b.getI64IntegerAttr(p.shards));
+    gather->setAttr(octet::kParameterGatherAttr, b.getUnitAttr());
+    Value weight = octet::unpadded(b, loc, gather, RankedTensorType::get(t.getShape(), stored));
+    if (f16)
+      weight = g.ox.op("Cast", t, {weight}, {g.ox.si64("to", 1)});
+    p.init.getResult().replaceAllUsesWith(weight);
+    p.init->erase();
+    p.init = ws;
+    master = f16 ? g.ox.op("Cast", RankedTensorType::get({shard}, b.getF32Type()), {ws}, {g.ox.si64("to", 1)})
+                 : ws.getResult();
+    p.masterShard = p.weightShard = true;
+    return success();
+  }
+
   LogicalResult run(func::FuncOp func) {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -219,6 +260,11 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     SmallVector<size_t> gatheredMasters; // O3 with a sharded optimizer: built below
     for (auto [i, p] : llvm::enumerate(params)) {
       master[i] = p.init.getResult();
+      if (shardParameters && p.shards > 1 && !(p.fp8Weight && msampLevel == "O3")) {
+        if (failed(shardParameter(b, g, p, master[i])))
+          return failure();
+        continue;
+      }
       if (!p.fp8Weight || (f32Weights && msampLevel != "O3"))
         continue;
       auto t = p.init.getType().cast<RankedTensorType>();
@@ -289,8 +335,11 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
         Type e4m3 = b.getFloat8E4M3FNType();
         Value codes = b.create<fp8::CastOp>(loc, RankedTensorType::get(shardType.getShape(), e4m3), master[i], scaleInv,
                                             b.getBoolAttr(true));
-        Value whole = b.create<fp8::AllGatherOp>(
+        auto gather = b.create<fp8::AllGatherOp>(
             loc, RankedTensorType::get({shardType.getDimSize(0) * p.shards}, e4m3), codes, b.getI64IntegerAttr(p.shards));
+        if (shardParameters)
+          gather->setAttr(octet::kParameterGatherAttr, b.getUnitAttr());
+        Value whole = gather;
         auto wt = p.init.getType().cast<RankedTensorType>();
         whole = octet::unpadded(b, loc, whole, RankedTensorType::get(wt.getShape(), e4m3));
         Value forwardWeight = b.create<fp8::DequantizeOp>(loc, wt, whole, scaleInv);
@@ -455,7 +504,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
           updates.push_back({name + ".exp_avg_sq.scale_inv", adam.getNewExpAvgSqScaleInv()});
           updates.push_back({name + ".exp_avg_sq", adam.getNewExpAvgSq()});
           p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
-          setRole(p.init.getResult(), p.masterShard ? "master_shard" : msampLevel == "O3" ? "master_weight" : "weight");
+          setRole(p.init.getResult(), p.weightShard   ? "weight_shard"
+                                      : p.masterShard ? "master_shard"
+                                      : msampLevel == "O3" ? "master_weight"
+                                                           : "weight");
           updates.push_back({name, p.shards && !p.masterShard ? gathered(adam.getNewWeight(), p.init.getType().cast<RankedTensorType>())
                                             : adam.getNewWeight()});
           continue;
@@ -517,7 +569,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       if (p.shards && !p.masterShard)
         next = gathered(next, p.init.getType().cast<RankedTensorType>());
       p.init->setAttr(octet::kFp8StateAttr, b.getUnitAttr());
-      setRole(p.init.getResult(), p.masterShard                        ? "master_shard"
+      setRole(p.init.getResult(), p.weightShard                        ? "weight_shard"
+                                  : p.masterShard                      ? "master_shard"
                                   : p.fp8Weight && msampLevel == "O3" ? "master_weight"
                                                                        : "weight");
       updates.push_back({name, next});

@@ -248,11 +248,82 @@ static bool readDeepSpeed(const YAML::Node &ds, const std::string &path, RecipeC
                          "deepspeed_multinode_launcher");
     }
   }
-  if (stage != 0)
-    return r.fail("zero_stage", stage < 0 ? std::string("missing; Octet trains DeepSpeed's stage 0 (data parallelism)")
-                                          : "ZeRO stage " + std::to_string(stage) +
-                                                " is not supported from a config; stage 0 is data parallelism "
-                                                "(fp8-opt --shard-optimizer N is ZeRO-2)");
+  if (stage < 0)
+    return r.fail("zero_stage", "missing; give 0 (data parallelism), 2 (optimizer and gradients sharded) or 3 "
+                                "(parameters too)");
+  if (stage == 1)
+    return r.fail("zero_stage", "1 shards only the optimizer state; use 2, which trains the same values with the "
+                                "gradients sharded too (fp8-opt --shard-optimizer)");
+  config.zeroStage = stage;
+  return true;
+}
+
+/// `fsdp_config:` of a `distributed_type: FSDP` config: the sharding strategy (FULL_SHARD is
+/// fp8-opt --shard-parameters, SHARD_GRAD_OP --shard-optimizer, NO_SHARD data parallelism) and the
+/// backward prefetch (--gather-prefetch). Which modules FSDP wraps, how it loads and saves state
+/// dicts, and whether it syncs module states are PyTorch's bookkeeping: Octet gathers each parameter
+/// by itself and writes per-rank checkpoints, so those keys are read and have no effect. What
+/// Octet would train differently (CPU offload, hybrid sharding, FSDP's activation checkpointing) is
+/// refused by name.
+static bool readFsdp(const YAML::Node &fs, const std::string &path, RecipeConfig &config, std::string &error) {
+  Reader r{path, error, "fsdp_config."};
+  if (!fs || fs.IsNull() || !fs.IsMap()) {
+    r.block = "";
+    return r.fail("fsdp_config", "distributed_type FSDP needs an fsdp_config: map (fsdp_sharding_strategy: FULL_SHARD)");
+  }
+  config.zeroStage = 3; // FSDP's default strategy
+  for (const auto &kv : fs) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node &v = kv.second;
+    std::string s;
+    if (key == "fsdp_sharding_strategy") {
+      if (!r.getChoice(v, key, s, {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2",
+                                   "1", "2", "3", "4", "5"},
+                       true))
+        return false;
+      if (s == "HYBRID_SHARD" || s == "_HYBRID_SHARD_ZERO2" || s == "4" || s == "5")
+        return r.fail(key, s + ": hybrid sharding (within a node, replicated across nodes) is not built; use "
+                               "FULL_SHARD or SHARD_GRAD_OP");
+      config.zeroStage = s == "FULL_SHARD" || s == "1" ? 3 : s == "SHARD_GRAD_OP" || s == "2" ? 2 : 0;
+    } else if (key == "fsdp_reshard_after_forward") { // FSDP2's spelling: true is FULL_SHARD
+      bool b = true;
+      if (!r.getBool(v, key, b))
+        return false;
+      config.zeroStage = b ? 3 : 2;
+    } else if (key == "fsdp_version") {
+      int64_t ver = 0;
+      if (!r.getInt(v, key, ver, 1, 2))
+        return false;
+    } else if (key == "fsdp_backward_prefetch") {
+      if (!r.getChoice(v, key, s, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}, true))
+        return false;
+      config.gatherPrefetch = s == "NO_PREFETCH" ? 0 : 1;
+    } else if (key == "fsdp_offload_params" || key == "fsdp_activation_checkpointing") {
+      bool b = false;
+      if (!r.getBool(v, key, b))
+        return false;
+      if (b)
+        return r.fail(key, key == "fsdp_offload_params"
+                               ? std::string("true: Octet keeps every tensor on the device; set it to false")
+                               : std::string("true: recompute blocks with fp8-opt --checkpoint-blocks N (or "
+                                             "--memory-budget) instead; set it to false"));
+    } else if (key == "fsdp_forward_prefetch" || key == "fsdp_sync_module_states" || key == "fsdp_use_orig_params" ||
+               key == "fsdp_cpu_ram_efficient_loading") {
+      bool b = false;
+      if (!r.getBool(v, key, b))
+        return false;
+    } else if (key == "fsdp_auto_wrap_policy" || key == "fsdp_transformer_layer_cls_to_wrap" ||
+               key == "fsdp_min_num_params" || key == "fsdp_state_dict_type") {
+      if (!r.scalar(v, key, s))
+        return false;
+    } else {
+      return r.fail(key, "not supported; Octet reads fsdp_sharding_strategy, fsdp_reshard_after_forward, "
+                         "fsdp_version, fsdp_backward_prefetch, fsdp_forward_prefetch, fsdp_offload_params, "
+                         "fsdp_activation_checkpointing, fsdp_auto_wrap_policy, fsdp_transformer_layer_cls_to_wrap, "
+                         "fsdp_min_num_params, fsdp_state_dict_type, fsdp_sync_module_states, fsdp_use_orig_params, "
+                         "fsdp_cpu_ram_efficient_loading");
+    }
+  }
   return true;
 }
 
@@ -327,9 +398,8 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
     Reader top{path, error, ""};
     if (root["distributed_type"] && !root["distributed_type"].IsNull() &&
         !top.getChoice(root["distributed_type"], "distributed_type", config.distributedType,
-                       {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED"}, true)) {
-      error += " (Octet trains data-parallel only, DeepSpeed at ZeRO stage 0; FSDP, Megatron-LM and XLA are not "
-               "supported)";
+                       {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED", "FSDP"}, true)) {
+      error += " (Octet trains data parallelism, DeepSpeed ZeRO and FSDP; Megatron-LM and XLA are not supported)";
       return false;
     }
     if (root["num_processes"] && !root["num_processes"].IsNull() &&
@@ -337,6 +407,13 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
       return false;
     if (config.distributedType == "DEEPSPEED" && !readDeepSpeed(root["deepspeed_config"], path, config, error))
       return false;
+    if (config.distributedType == "FSDP" && !readFsdp(root["fsdp_config"], path, config, error))
+      return false;
+    if (config.zeroStage >= 2 && config.numProcesses < 2)
+      return top.fail("num_processes", std::to_string(config.numProcesses) + ": " +
+                                           (config.distributedType == "FSDP" ? "FSDP's sharding"
+                                                                             : "ZeRO stage " + std::to_string(config.zeroStage)) +
+                                           " shards across num_processes ranks; give their number (2 or more)");
     // Several machines: fp8-run's --nnodes, --master-addr and --master-port, each machine giving its
     // own --node-rank (machine_rank is that machine's, not the plan's: it is not kept).
     if (root["num_machines"] && !root["num_machines"].IsNull() &&
@@ -509,8 +586,8 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
         if (!r.getBool(v, key, config.ao.enableFsdpFloat8AllGather))
           return false;
         if (config.ao.enableFsdpFloat8AllGather)
-          return r.fail(key, "true needs FSDP, which Octet does not have yet (data parallelism and "
-                             "--shard-optimizer only); set it to false or remove it");
+          return r.fail(key, "true: FP8 all-gathers of ao's weights are not built yet (FSDP and --shard-parameters "
+                             "gather them in float32, then cast); set it to false or remove it");
       } else if (key == "recipe_name" || key == "ao_recipe") {
         if (!r.getChoice(v, key, config.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, false))
           return false;

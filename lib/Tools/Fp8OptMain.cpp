@@ -202,6 +202,18 @@ int octet::fp8OptMain(int argc, char **argv) {
                "sharded, the weights gathered as FP8 at the step's start); the plan then runs on exactly N ranks "
                "(default 0: gradients all-reduced, state replicated)"),
       cl::value_desc("N"), cl::init(0), cl::cat(dpCat));
+  static cl::opt<int64_t> shardParameters(
+      "shard-parameters",
+      cl::desc("Data-parallel plans: shard the parameters too over N ranks (ZeRO-3 / FSDP's full sharding): "
+               "each large parameter is held as 1/N per rank with its gradient and optimizer state, and "
+               "all-gathered just before the layers read it, again for the backward pass (MS-AMP O3: as FP8 "
+               "codes); the plan then runs on exactly N ranks (default 0: parameters replicated)"),
+      cl::value_desc("N"), cl::init(0), cl::cat(dpCat));
+  static cl::opt<int64_t> gatherPrefetch(
+      "gather-prefetch",
+      cl::desc("--shard-parameters: issue each parameter's all-gather this many gathers before its readers, "
+               "to run beside the layers before (default 1; 0: right before them)"),
+      cl::value_desc("P"), cl::init(1), cl::cat(dpCat));
   static cl::opt<int64_t> gradientBucketBytes(
       "gradient-bucket-bytes",
       cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
@@ -344,11 +356,31 @@ int octet::fp8OptMain(int argc, char **argv) {
   if (gradientBucketBytes < 0)
     return error("--gradient-bucket-bytes=" + std::to_string(gradientBucketBytes.getValue()) +
                  " is not valid; use an integer >= 0");
-  if (shardOptimizer < 0 || shardOptimizer == 1)
-    return error("--shard-optimizer=" + std::to_string(shardOptimizer.getValue()) +
+  // ZeRO from the flags, or from an Accelerate config (DeepSpeed's zero_stage, FSDP's sharding
+  // strategy) over its num_processes; a flag given wins.
+  int64_t shardOpt = shardOptimizer, shardParams = shardParameters, prefetch = gatherPrefetch;
+  if (!shardOptimizer.getNumOccurrences() && !shardParameters.getNumOccurrences() && rc.zeroStage >= 2)
+    (rc.zeroStage == 3 ? shardParams : shardOpt) = rc.numProcesses;
+  if (!gatherPrefetch.getNumOccurrences() && rc.gatherPrefetch >= 0)
+    prefetch = rc.gatherPrefetch;
+  if (shardOpt < 0 || shardOpt == 1)
+    return error("--shard-optimizer=" + std::to_string(shardOpt) +
                  " is not valid; use the number of ranks (2 or more), or 0 for none");
-  if (shardOptimizer > 1 && !dataParallelOn)
+  if (shardOpt > 1 && !dataParallelOn)
     return error("--shard-optimizer shards across data-parallel ranks; add --data-parallel");
+  if (shardParams < 0 || shardParams == 1)
+    return error("--shard-parameters=" + std::to_string(shardParams) +
+                 " is not valid; use the number of ranks (2 or more), or 0 for none");
+  if (shardParams > 1 && !dataParallelOn)
+    return error("--shard-parameters shards across data-parallel ranks; add --data-parallel");
+  if (shardParams > 1 && shardOpt > 1 && shardOpt != shardParams)
+    return error("--shard-optimizer=" + std::to_string(shardOpt) + " and --shard-parameters=" +
+                 std::to_string(shardParams) +
+                 " name different rank counts; --shard-parameters shards the optimizer too: give it alone");
+  if (prefetch < 0)
+    return error("--gather-prefetch=" + std::to_string(prefetch) + " is not valid; use 0 or more gathers");
+  if (gatherPrefetch.getNumOccurrences() && shardParams < 2)
+    return error("--gather-prefetch places the gathers of sharded parameters; add --shard-parameters N");
   if (dataParallelOn) {
     std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
     if (!train || gradOnly)
@@ -420,7 +452,8 @@ int octet::fp8OptMain(int argc, char **argv) {
     f.dataParallel = dataParallelOn;
     f.fp8AllReduce = fp8AllReduce;
     f.bucketBytes = gradientBucketBytes;
-    f.shardWorldSize = shardOptimizer;
+    f.shardWorldSize = shardParams > 1 ? shardParams : shardOpt;
+    f.shardParameters = shardParams > 1;
     f.numProcesses = rc.numProcesses;
     f.numMachines = rc.numMachines;
     f.mainProcessIp = rc.mainProcessIp;
@@ -591,6 +624,7 @@ int octet::fp8OptMain(int argc, char **argv) {
         pf.dataParallel = dataParallelOn;
         pf.overlapCollectives = overlapCollectives;
         pf.delayWeightGradients = delayWeightGradients;
+        pf.gatherPrefetch = shardParams > 1 ? prefetch : -1;
         pf.chunkLoss = plan.chunkLoss;
         pf.foldResidualAdds = plan.foldResidualAdds;
         pf.foldWideningCasts = plan.foldWideningCasts;

@@ -71,7 +71,9 @@ const std::map<std::string, ShortHelp> &shortHelp() {
       {"fp8-all-reduce-format", {"e4m3|e5m2", "MS-AMP: FP8 gradient format, e4m3 (default) or e5m2"}},
       {"gradient-bucket-bytes", {"bytes", "Small gradients share all-reduces up to this size (default 4 MiB)"}},
       {"overlap-collectives", {"", "All-reduces run beside the backward pass (default on)"}},
+      {"gather-prefetch", {"", "Sharded parameters: gathers issued P gathers early (default 1)"}},
       {"shard-optimizer", {"", "ZeRO-2 over exactly N ranks (default 0: replicated state)"}},
+      {"shard-parameters", {"", "ZeRO-3 / FSDP over exactly N ranks: parameters sharded too"}},
       // Plan optimizations
       {"activation-precision", {"bf16|f32", "Activation storage: bf16 (FP8 recipes' default) or f32"}},
       {"attention-precision", {"mode", "Fused attention operands: auto (default), bf16 or tf32"}},

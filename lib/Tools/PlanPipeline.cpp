@@ -40,6 +40,8 @@ void octet::addPlanPasses(OpPassManager &pm, const PlanPassFlags &f) {
     pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{16, f.rematSources}));
   if (f.sinkScaleUpdates)
     pm.addPass(createSinkScaleUpdates());
+  if (f.dataParallel && f.gatherPrefetch >= 0) // before the collectives are split into starts and waits
+    pm.addPass(createGatherParameters(GatherParametersOptions{f.gatherPrefetch}));
   if (f.dataParallel)
     pm.addPass(createReduceAmaxes());
   if (f.dataParallel && f.overlapCollectives)

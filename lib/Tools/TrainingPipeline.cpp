@@ -61,6 +61,8 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
          (f.msampF32Weights && f.msampF32Grads ? "," : "") + (f.msampF32Grads ? "gradients" : "");
   if (!f.keepGradients)
     o += " keep-gradients=false";
+  if (f.shardParameters)
+    o += " shard-parameters=true";
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))
     o += " fuse-msamp-adam=true";
   if (f.gradAccumSteps > 1)

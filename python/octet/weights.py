@@ -4,7 +4,7 @@
 
 PLAN is the training plan that wrote CHECKPOINT (fp8-run --checkpoint, or --save-state); its header
 says which state tensors are the model's weights (roles "weight", "master_weight" and, sharded
-across ranks, "master_shard"), by their initializer names: for a torch.onnx.export of a module, the
+across ranks, "master_shard" and "weight_shard"), by their initializer names: for a torch.onnx.export of a module, the
 module's state-dict names. Weights stored narrower than float32 (MS-AMP's FP16 weights or masters) are widened
 exactly; a sharded run's weights are joined from every rank's file. --strip-prefix drops a prefix the export
 added (a wrapper module's attribute: "model."). Then
@@ -49,7 +49,7 @@ def plan_header(path):
     return h
 
 
-WEIGHT_ROLES = ("weight", "master_weight", "master_shard")
+WEIGHT_ROLES = ("weight", "master_weight", "master_shard", "weight_shard")
 
 
 def weight_names(header, path):
@@ -61,7 +61,7 @@ def weight_names(header, path):
             if not isinstance(v, int) or not 0 <= v < len(header["values"]):
                 raise OctetError("%s: a constant names value %r, which the plan does not have" % (path, v))
             shard = None
-            if c.get("role") == "master_shard":
+            if c.get("role") in ("master_shard", "weight_shard"):
                 shards, whole = c.get("shards"), c.get("whole_shape")
                 if not isinstance(shards, int) or shards < 2 or not isinstance(whole, list):
                     raise OctetError("%s: a sharded weight without its shards and whole_shape" % path)

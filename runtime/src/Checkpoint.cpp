@@ -30,7 +30,7 @@ static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count,
 std::set<std::string> shardedStates(const Plan &p) {
   std::set<std::string> names;
   for (auto &[id, role] : p.roles)
-    if (role == "optimizer_shard" || role == "master_shard")
+    if (role == "optimizer_shard" || role == "master_shard" || role == "weight_shard")
       names.insert(p.values[size_t(id)].name);
   return names;
 }

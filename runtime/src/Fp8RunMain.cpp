@@ -387,12 +387,14 @@ int run(const Options &o) {
   // A sharded optimizer's shapes fix the number of ranks (fp8-opt --shard-optimizer N).
   if (auto sh = ex.plan().training.find("shard_world_size"); sh != ex.plan().training.end()) {
     int n = std::atoi(sh->second.c_str());
+    const Plan &p = ex.plan();
+    bool params = std::any_of(p.roles.begin(), p.roles.end(), [](auto &r) { return r.second == "weight_shard"; });
+    std::string what = params ? "parameters" : "optimizer", flag = params ? "--shard-parameters" : "--shard-optimizer";
     if (n != worldSize())
-      throw Error(o.plan + ": the plan shards its optimizer across " + sh->second + " ranks (fp8-opt " +
-                  "--shard-optimizer) and this run has " + std::to_string(worldSize()) + "; run it with " +
-                  "--nproc-per-node " + sh->second + " (or compile it " +
-                  (worldSize() > 1 ? "with --shard-optimizer " + std::to_string(worldSize()) : std::string("without --shard-optimizer")) +
-                  ")");
+      throw Error(o.plan + ": the plan shards its " + what + " across " + sh->second + " ranks (fp8-opt " + flag +
+                  ") and this run has " + std::to_string(worldSize()) + "; run it with --nproc-per-node " +
+                  sh->second + " (or compile it " +
+                  (worldSize() > 1 ? "with " + flag + " " + std::to_string(worldSize()) : "without " + flag) + ")");
   }
   if (o.benchmark)
     return benchmark(ex, o);
@@ -630,7 +632,8 @@ int fp8RunMain(int argc, char **argv) {
   int64_t seed = int64_t(o.train.seed);
   bool gpuAvailable = false;
   auto fail = [](const std::string &msg) {
-    std::cerr << "fp8-run: error: " << oneLine(msg) << "\n";
+    // One write: the ranks of a launcher share its stderr, and pieces of their lines would interleave.
+    std::cerr << "fp8-run: error: " + oneLine(msg) + "\n";
     return 1;
   };
   CLI::App app("Runs a plan written by `fp8-opt --emit=plan` on the GPU (CUDA backend) or the CPU reference "

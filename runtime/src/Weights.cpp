@@ -12,9 +12,11 @@ std::string weightsUnavailable(const Plan &p) {
   if (std::none_of(p.roles.begin(), p.roles.end(), [](auto &r) { return isWeightRole(r.second); }))
     return "the plan trains no weights; compile it with fp8-opt --train";
   for (auto &[id, role] : p.roles)
-    if (role == "master_shard")
-      return "the plan shards its master weights across ranks (MS-AMP O3 with --shard-optimizer), so no "
-             "rank holds them whole; write a checkpoint (--checkpoint) and join its ranks' files with "
+    if (role == "master_shard" || role == "weight_shard")
+      return std::string("the plan shards its ") +
+             (role == "master_shard" ? "master weights across ranks (MS-AMP O3 with --shard-optimizer)"
+                                     : "weights across ranks (--shard-parameters)") +
+             ", so no rank holds them whole; write a checkpoint (--checkpoint) and join its ranks' files with "
              "python -m octet.weights PLAN CHECKPOINT OUT.safetensors";
   return "";
 }

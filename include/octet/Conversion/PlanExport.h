@@ -46,11 +46,14 @@ constexpr llvm::StringLiteral kGradStorageAttr = "octet.grad_storage";
 /// shard-world-size): the result is this rank's 1-D shard of the flattened, zero-padded gradient.
 constexpr llvm::StringLiteral kGradShardsAttr = "octet.grad_shards";
 /// On a state initializer holding one rank's shard (MS-AMP O3's sharded FP16 masters, role
-/// master_shard): the whole tensor, whose flattened, zero-padded elements every rank slices its own
+/// master_shard; fully sharded parameters, weight_shard): the whole tensor, whose flattened, zero-padded elements every rank slices its own
 /// 1/N of at load (the initializer's value is a placeholder of the shard's type), and N.
 constexpr llvm::StringLiteral kShardInitAttr = "octet.shard_init";
 constexpr llvm::StringLiteral kShardCountAttr = "octet.shards";
-/// On a state initializer: what it holds (weight, master_weight, master_shard, optimizer, step; FP8
+/// On an fp8.all_gather of a sharded parameter (octet-optimizer shard-parameters): the gather
+/// octet-gather-parameters places before the parameter's readers.
+constexpr llvm::StringLiteral kParameterGatherAttr = "octet.parameter_gather";
+/// On a state initializer: what it holds (weight, master_weight, master_shard, weight_shard, optimizer, step; FP8
 /// scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
 /// On the delayed-scaling state of an FP8 Linear's weight (history, scale, scale_inv): it changes

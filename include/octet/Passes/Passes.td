@@ -227,6 +227,13 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
     weights and FP8 weight gradients; O2 also an FP8 first and FP16 second
     moment (upcast, compute in FP32, re-quantize with power-of-2 scales); O3
     FP8 weights with FP16 master weights.
+
+    With `shard-parameters` (ZeRO-3 / FSDP's full sharding) each parameter
+    whose gradient arrives as a shard (`octet.grad_shards`) is itself held
+    sharded: its state is this rank's 1/N of the flattened, zero-padded
+    weight (MS-AMP O1/O2 FP8 weights: FP16), the forward and backward read it
+    through an `fp8.all_gather` (MS-AMP O3: of its FP8 codes, as with a
+    sharded optimizer), and the update writes the shard back.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd, adam or adamw">,
@@ -257,6 +264,11 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
     Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
            "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "
            "instead of its float32 ops">,
+    Option<"shardParameters", "shard-parameters", "bool", "false",
+           "ZeRO-3: a parameter whose gradient octet-data-parallel reduce-scattered is held as this rank's shard "
+           "(role weight_shard; MS-AMP O3: its master, master_shard) and all-gathered at the step's start, the "
+           "gather marked octet.parameter_gather for octet-gather-parameters to place; the updated shard is "
+           "kept, not gathered">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
@@ -404,6 +416,35 @@ def OverlapCollectives : Pass<"octet-overlap-collectives", "mlir::ModuleOp"> {
     runs it for plans written with `--data-parallel` (`--overlap-collectives`).
   }];
   let dependentDialects = ["octet::fp8::FP8Dialect"];
+}
+
+def GatherParameters : Pass<"octet-gather-parameters", "mlir::ModuleOp"> {
+  let summary = "Gather each sharded parameter just before its readers, once for the forward and again for the backward";
+  let description = [{
+    Plans of fully sharded parameters (octet-optimizer `shard-parameters`):
+    the all-gathers marked `octet.parameter_gather` sit at the step's start,
+    so every gathered weight would be alive for the whole step. Each moves,
+    with the ops that cut its padding off and convert it (Slice, Reshape,
+    Cast, fp8.dequantize), to just before its first reader; the readers
+    after the loss (the backward pass, recomputed blocks included) read a
+    second gather of their own, placed before the first of them. A gathered
+    weight is then freed after its last forward reader and gathered again
+    for the backward (FSDP's reshard after forward). With `prefetch` P > 0,
+    each all-gather itself is issued before the first reader of the P-th
+    gather ahead of it in the step, so that octet-overlap-collectives can run
+    it beside that layer's compute (FSDP's forward and backward prefetch);
+    at most P + 1 layers' weights are then gathered at once. A parameter whose
+    backward readers come before any other parameter is read again (the
+    last layers before the loss) keeps its one gather. The module gets
+    `octet.parameter_gathers` (per step), `octet.parameter_regathers` (the
+    backward's) and `octet.gather_prefetch`. fp8-opt runs it for
+    `--shard-parameters`, before octet-overlap-collectives.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "Issue each gather this many gathers ahead of its readers (0: right before them)">,
+  ];
+  let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
 }
 
 def DelayWeightGradients : Pass<"octet-delay-weight-gradients", "mlir::ModuleOp"> {

@@ -71,6 +71,12 @@ struct RecipeConfig {
   int64_t numMachines = 1, mainProcessPort = 0;
   std::string mainProcessIp;
   bool dataParallel = false;
+  /// ZeRO over num_processes: 0 none (data parallelism), 2 the optimizer and gradients sharded
+  /// (fp8-opt --shard-optimizer; DeepSpeed zero_stage 2, FSDP SHARD_GRAD_OP), 3 the parameters too
+  /// (--shard-parameters; zero_stage 3, FSDP FULL_SHARD).
+  int64_t zeroStage = 0;
+  /// FSDP's fsdp_backward_prefetch (NO_PREFETCH: 0) as fp8-opt --gather-prefetch; -1: not given.
+  int64_t gatherPrefetch = -1;
   /// deepspeed_config.gradient_accumulation_steps (fp8-opt --grad-accum-steps): micro-batches per step.
   int64_t gradAccumSteps = 1;
   /// deepspeed_config.gradient_clipping (fp8-opt --clip-grad-norm where that is not given); 0: none.

@@ -26,7 +26,7 @@ struct TrainingFlags {
   std::string msampLevel;
   bool keepGradients = true, fuseMsampAdam = false;
   bool msampF32Weights = false, msampF32Grads = false; // --msamp-float32
-  bool dataParallel = false, fp8AllReduce = false;
+  bool dataParallel = false, fp8AllReduce = false, shardParameters = false;
   std::string fp8AllReduceFormat = "e4m3", msampWeightRounding = "nearest";
   int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;
   int64_t numMachines = 1, mainProcessPort = 0; // an Accelerate config's machines and rendezvous

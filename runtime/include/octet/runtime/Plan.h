@@ -85,7 +85,8 @@ struct Plan {
   std::vector<std::pair<std::string, int>> gradients;
   /// Where a gradient is held in a lower precision than its value (MS-AMP: FP8).
   std::map<std::string, DType> gradStorage;
-  /// One rank's shard of a whole tensor (MS-AMP O3's sharded masters, role master_shard): the
+  /// One rank's shard of a whole tensor (MS-AMP O3's sharded masters, role master_shard; fully
+  /// sharded parameters, weight_shard): the
   /// constant is rank r's 1/shards of the flattened, zero-padded `whole` tensor. `data` holds the
   /// whole tensor from the file until selectShards; the constant starts as rank 0's shard.
   struct ShardedConstant {
@@ -170,9 +171,9 @@ inline std::vector<int64_t> attrInts(const PlanOp &op, const std::string &n) {
 int64_t indexBound(const Plan &p, int id, std::string *what = nullptr);
 
 /// Whether a state role holds one of the model's weights: `weight`, MS-AMP O3's `master_weight`,
-/// or a rank's shard of one, `master_shard`.
+/// or a rank's shard of one, `master_shard` (MS-AMP O3) or `weight_shard` (--shard-parameters).
 inline bool isWeightRole(const std::string &role) {
-  return role == "weight" || role == "master_weight" || role == "master_shard";
+  return role == "weight" || role == "master_weight" || role == "master_shard" || role == "weight_shard";
 }
 
 /// An arena buffer (Plan::buffers, views and in-place results joined to the buffer they share) and
