@@ -6,6 +6,7 @@
 #include "Json.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -20,6 +21,10 @@ static std::string metaJson(const CheckpointMeta &m, uint32_t crc, size_t count,
   JsonOut j = {{"format", "octet-checkpoint"}, {"version", 1},          {"step", m.step},
                       {"seed", m.seed},               {"data", m.data},        {"recipe", m.recipe},
                       {"world_size", m.worldSize},    {"tensors", count},      {"crc32", crc}};
+  if (m.rows > 0) {
+    j["rows"] = m.rows;
+    j["seq"] = m.seq;
+  }
   if (rank >= 0)
     j["rank"] = rank;
   else if (shards)
@@ -94,11 +99,21 @@ void writeCheckpoint(const std::string &path, const Runner &ex, const Checkpoint
 /// Two passes over the file, one tensor in memory at a time: the first checks octet.meta, the
 /// names, types and shapes against the plan and the checksum; only then does the second hand the
 /// tensors to the runner (a corrupt file changes nothing).
+using TensorListing = std::vector<std::pair<std::string, std::pair<DType, Shape>>>;
+
+static CheckpointMeta loadCheckpointFile(const std::string &path, Runner &ex, int rank, TensorListing *listing);
+
 CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
+  return loadCheckpointFile(path, ex, rank, nullptr);
+}
+
+/// Checks `path` (octet.meta, the checksum, the rank) and, without `listing`, hands its tensors to
+/// the runner after checking them against the plan; with `listing`, returns what it holds instead.
+static CheckpointMeta loadCheckpointFile(const std::string &path, Runner &ex, int rank, TensorListing *listing) {
   auto bad = [&](const std::string &m) { return Error(path + ": " + m + "; resume from an intact checkpoint"); };
   const Plan &p = ex.plan();
   TensorPtr meta;
-  std::vector<std::pair<std::string, std::pair<DType, Shape>>> tensors;
+  TensorListing tensors;
   uint32_t sum = 0;
   forEachNpzEntry(path, [&](const std::string &name, TensorPtr t) {
     if (name == "octet.meta") {
@@ -135,8 +150,10 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
   m.data = field("data", std::string());
   m.recipe = field("recipe", std::string());
   m.worldSize = field("world_size", int64_t(1));
+  m.rows = field("rows", int64_t(0));
+  m.seq = field("seq", int64_t(0));
   int64_t crc = field("crc32", int64_t(-1));
-  if (m.step < 0 || m.worldSize < 1 || crc < 0 || crc > int64_t(UINT32_MAX) ||
+  if (m.step < 0 || m.worldSize < 1 || m.rows < 0 || m.seq < 0 || crc < 0 || crc > int64_t(UINT32_MAX) ||
       field("tensors", int64_t(-1)) != int64_t(tensors.size()))
     throw bad("octet.meta has an impossible step, world size, tensor count or checksum");
   std::set<std::string> sharded = shardedStates(ex.plan());
@@ -149,6 +166,10 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
                 " (compile the plan as the run that wrote it was)");
   if (sum != uint32_t(crc))
     throw bad("checksum mismatch (the file is corrupt)");
+  if (listing) { // loadReshardedCheckpoint's first pass: the file is sound; it checks the rest
+    *listing = tensors;
+    return m;
+  }
   std::map<std::string, const PlanValue *> state;
   for (int id : checkpointStates(p, rank))
     state.emplace(p.values[size_t(id)].name, &p.values[size_t(id)]);
@@ -181,6 +202,86 @@ CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank) {
     ex.setState(name, std::move(t));
   });
   return m;
+}
+
+/// The elements of the whole tensor a sharded state is a part of: a sharded weight's (whole_shape),
+/// or for a moment the parameter's it belongs to (named by its prefix); -1 when there is none.
+static int64_t wholeElements(const Plan &p, int id) {
+  if (auto s = p.sharded.find(id); s != p.sharded.end())
+    return numElements(s->second.whole);
+  const std::string &name = p.values[size_t(id)].name;
+  int best = -1;
+  for (auto &[pid, role] : p.roles) {
+    const std::string &pn = p.values[size_t(pid)].name;
+    if (isWeightRole(role) && name.size() > pn.size() && name.compare(0, pn.size() + 1, pn + ".") == 0 &&
+        (best < 0 || pn.size() > p.values[size_t(best)].name.size()))
+      best = pid;
+  }
+  if (best < 0)
+    return -1;
+  auto s = p.sharded.find(best);
+  return s != p.sharded.end() ? numElements(s->second.whole) : numElements(p.values[size_t(best)].shape);
+}
+
+void loadReshardedCheckpoint(const std::string &path, Runner &ex, int rank, const CheckpointMeta &m) {
+  const Plan &p = ex.plan();
+  int64_t oldRanks = m.worldSize;
+  struct Target {
+    int64_t whole, shard, oldShard;
+    TensorPtr t;
+    int64_t pieces = 0;
+  };
+  std::map<std::string, Target> targets;
+  auto ws = p.training.find("shard_world_size");
+  int64_t newRanks = ws == p.training.end() ? 0 : std::atoll(ws->second.c_str());
+  for (int id : checkpointStates(p, rank)) {
+    const PlanValue &v = p.values[size_t(id)];
+    int64_t n = wholeElements(p, id);
+    if (v.shape.size() != 1 || n < 1 || newRanks < 1 || v.shape[0] != (n + newRanks - 1) / newRanks)
+      throw Error(path + ": '" + v.name + "' is held as one value per shard (MS-AMP's FP8 and FP16 moments keep a "
+                         "scale each), which cannot be split anew; resume with --nproc-per-node " +
+                  std::to_string(oldRanks));
+    targets[v.name] = {n, v.shape[0], (n + oldRanks - 1) / oldRanks, std::make_shared<Tensor>(v.dtype, v.shape)};
+  }
+  for (int64_t r = 0; r < oldRanks; ++r) {
+    std::string file = shardCheckpointPath(path, int(r));
+    TensorListing listing;
+    if (loadCheckpointFile(file, ex, int(r), &listing).step != m.step)
+      throw Error(file + ": written at another step than " + path + " (an interrupted write); resume from an "
+                         "earlier checkpoint");
+    for (auto &[name, ts] : listing) {
+      auto it = targets.find(name);
+      if (it == targets.end())
+        throw Error(file + ": tensor '" + name + "' is not sharded state of this plan (a checkpoint of another "
+                           "model or recipe?)");
+      Target &tg = it->second;
+      DType dt = ts.first == DType::U8 && isFp8(tg.t->dtype) ? tg.t->dtype : ts.first;
+      if (dt != tg.t->dtype || ts.second != Shape{tg.oldShard})
+        throw Error(file + ": tensor '" + name + "' is " + dtypeName(dt) + " " + shapeString(ts.second) + ", 1/" +
+                    std::to_string(oldRanks) + " of this plan's " + std::to_string(tg.whole) + " elements is " +
+                    dtypeName(tg.t->dtype) + " [" + std::to_string(tg.oldShard) + "]");
+    }
+    forEachNpzEntry(file, [&](const std::string &name, TensorPtr t) {
+      if (name == "octet.meta")
+        return;
+      Target &tg = targets.at(name);
+      // The old shard holds elements [r * oldShard, (r + 1) * oldShard) of the flattened whole, this
+      // rank's [rank * shard, (rank + 1) * shard); both end at the whole's last (the rest is padding).
+      int64_t lo = std::max(r * tg.oldShard, int64_t(rank) * tg.shard);
+      int64_t hi = std::min({(r + 1) * tg.oldShard, (int64_t(rank) + 1) * tg.shard, tg.whole});
+      size_t es = dtypeSize(tg.t->dtype);
+      if (hi > lo)
+        std::memcpy(tg.t->bytes.data() + size_t(lo - int64_t(rank) * tg.shard) * es,
+                    t->bytes.data() + size_t(lo - r * tg.oldShard) * es, size_t(hi - lo) * es);
+      ++tg.pieces;
+    });
+  }
+  for (auto &[name, tg] : targets) {
+    if (tg.pieces != oldRanks)
+      throw Error(path + ": the rank files hold " + std::to_string(tg.pieces) + " of " + std::to_string(oldRanks) +
+                  " shards of '" + name + "'; resume from an intact checkpoint");
+    ex.setState(name, tg.t);
+  }
 }
 
 } // namespace octet::rt

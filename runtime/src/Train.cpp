@@ -159,20 +159,28 @@ int trainMain(Runner &ex, const TrainOptions &o) {
                   "plan?); compile both plans from one model");
   }
 
-  CheckpointMeta meta{0, o.seed, o.data, p.recipe, ranks};
+  CheckpointMeta meta{0, o.seed, o.data, p.recipe, ranks, int64_t(ranks) * B * p.gradAccumSteps, T};
   bool shardedRun = !shardedStates(p).empty();
   if (!o.resume.empty()) {
     CheckpointMeta m = loadCheckpoint(o.resume, ex);
+    // A run continues only where a step reads the same rows (rank r reads rows r*B.. of each step's
+    // combined batch): ranks x batch x micro-batches equal, on any number of ranks.
+    if ((m.worldSize != ranks || m.rows) && (m.rows != meta.rows || m.seq != meta.seq))
+      throw Error(o.resume + ": written by " + std::to_string(m.worldSize) + " rank(s)" +
+                  (m.rows ? " reading " + std::to_string(m.rows) + " rows of " + std::to_string(m.seq) +
+                                " tokens a step"
+                          : std::string(" (a checkpoint that does not record its rows a step)")) +
+                  ", this run has " + std::to_string(ranks) + " reading " + std::to_string(meta.rows) + " of " +
+                  std::to_string(meta.seq) + "; resume with --nproc-per-node " + std::to_string(m.worldSize) +
+                  (m.rows ? " or a plan of " + std::to_string(m.rows) + " rows a step over the ranks" : std::string()));
     if (shardedRun && m.worldSize == ranks) { // this rank's part, written at the same step
       std::string own = shardCheckpointPath(o.resume, rank);
       if (loadCheckpoint(own, ex, rank).step != m.step)
         throw Error(own + ": written at another step than " + o.resume + " (an interrupted write); resume from "
                           "an earlier checkpoint");
+    } else if (shardedRun) { // this rank's part of the whole, joined from the old ranks' files
+      loadReshardedCheckpoint(o.resume, ex, rank, m);
     }
-    if (m.worldSize != ranks) // another world size reads other batches: the run would not continue
-      throw Error(o.resume + ": written by " + std::to_string(m.worldSize) + " rank(s), this run has " +
-                  std::to_string(ranks) + "; resume with --nproc-per-node " + std::to_string(m.worldSize) +
-                  " (resharding to another world size is not supported)");
     if (m.seed != o.seed)
       throw Error(o.resume + ": written with --seed " + std::to_string(m.seed) + ", not " + std::to_string(o.seed) +
                   "; pass --seed " + std::to_string(m.seed) + " to continue that run");

@@ -84,7 +84,10 @@ struct CheckpointMeta {
   int64_t step = 0;
   uint64_t seed = 0;
   std::string data, recipe;
-  int64_t worldSize = 1; // ranks that trained it (a data-parallel run resumes on as many)
+  int64_t worldSize = 1; // ranks that trained it
+  /// Rows of tokens an optimizer step reads (ranks x batch x micro-batches) and their length: a run
+  /// with other ranks resumes it where it reads the same rows (0: not recorded, older checkpoints).
+  int64_t rows = 0, seq = 0;
 };
 ///
 /// A plan whose optimizer is sharded (fp8-opt --shard-optimizer) holds state that differs by rank
@@ -93,6 +96,13 @@ struct CheckpointMeta {
 /// file rank 0 writes last, naming the number of shard files: the manifest of the set.
 void writeCheckpoint(const std::string &path, const Runner &ex, const CheckpointMeta &meta, int rank = -1);
 CheckpointMeta loadCheckpoint(const std::string &path, Runner &ex, int rank = -1);
+/// A sharded checkpoint written by `m.worldSize` ranks, read by rank `rank` of a plan sharded over
+/// another number (the plan compiled for it): each sharded state is joined from the old ranks'
+/// files (`path`'s rank files, each checked as loadCheckpoint checks) as the flattened whole and
+/// this rank's part of it taken, padding cut and added (ZeRO's resharding, as
+/// torch.distributed.checkpoint loads onto another world size). A state held as one value per
+/// shard (MS-AMP's moment scales) has no whole to take parts of: refused, naming it.
+void loadReshardedCheckpoint(const std::string &path, Runner &ex, int rank, const CheckpointMeta &m);
 /// Rank r's file of a sharded checkpoint: c.npz -> c.rank1.npz.
 std::string shardCheckpointPath(const std::string &path, int rank);
 /// The state names that differ by rank in a sharded plan (empty for any other plan).
