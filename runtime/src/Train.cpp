@@ -149,6 +149,12 @@ int trainMain(Runner &ex, const TrainOptions &o) {
       int id = ep.findValue(tv.name);
       if (kind != ConstantKind::State || id < 0 || !ep.constantKinds.count(id))
         continue;
+      if (auto r = p.roles.find(tid); r != p.roles.end() && (r->second == "weight_shard" || r->second == "master_shard"))
+        throw Error("--eval-every: the training plan shards its weights across ranks (" +
+                    std::string(r->second == "weight_shard" ? "--shard-parameters" : "MS-AMP O3 with --shard-optimizer") +
+                    "), and rank 0, which evaluates, holds 1/" + std::to_string(ranks) + " of '" + tv.name +
+                    "'; evaluating sharded weights is not built yet: evaluate a checkpoint (its weights joined by "
+                    "python -m octet.weights), or train without sharding the weights");
       if (ep.values[size_t(id)].shape != tv.shape)
         throw Error("--eval-plan " + o.evalPlan + ": '" + tv.name + "' is " + shapeString(ep.values[size_t(id)].shape) +
                     ", in the training plan " + shapeString(tv.shape) + "; compile both plans from one model");
