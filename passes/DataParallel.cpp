@@ -532,7 +532,7 @@ struct DelayWeightGradients : octet::impl::DelayWeightGradientsBase<DelayWeightG
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
   std::map<std::string, int64_t> bytes;
-  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0;
+  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0, parameterGathers = 0;
   module.walk([&](Operation *op) {
     if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp, fp8::ReduceScatterOp, fp8::ReduceScatterStartOp,
              fp8::AllGatherOp, fp8::AllGatherStartOp>(op))
@@ -540,6 +540,7 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
     overlapped += isa<fp8::AllReduceStartOp, fp8::ReduceScatterStartOp, fp8::AllGatherStartOp>(op);
     scatters += isa<fp8::ReduceScatterOp, fp8::ReduceScatterStartOp>(op);
     gathers += isa<fp8::AllGatherOp, fp8::AllGatherStartOp>(op);
+    parameterGathers += op->hasAttr(octet::kParameterGatherAttr);
     auto t = op->getOperand(0).getType().cast<RankedTensorType>();
     Type e = t.getElementType();
     int64_t b = t.getNumElements() * int64_t(e.getIntOrFloatBitWidth() / 8);
@@ -552,18 +553,17 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
   });
-  int64_t parameterGathers = 0;
-  module.walk([&](Operation *op) { parameterGathers += op->hasAttr(octet::kParameterGatherAttr); });
   os << "data parallel: " << count << " all-reduces";
-  if (scatters || gathers)
+  if (scatters || gathers) {
     os << ", " << scatters << " reduce-scatters and " << gathers << " all-gathers ("
        << (parameterGathers ? "the sharded parameters'" : "the sharded optimizer's");
-  if (auto again = module->getAttrOfType<IntegerAttr>("octet.parameter_regathers"))
-    os << ": each before its readers, " << again.getInt() << " again for the backward";
-  if (auto p = module->getAttrOfType<IntegerAttr>("octet.gather_prefetch"))
-    os << ", issued " << p.getInt() << " gather" << (p.getInt() == 1 ? "" : "s") << " ahead";
-  if (scatters || gathers)
+    // What octet-gather-parameters decided.
+    if (auto again = module->getAttrOfType<IntegerAttr>(octet::kParameterRegathersAttr))
+      os << ": each before its readers, " << again.getInt() << " again for the backward";
+    if (auto p = module->getAttrOfType<IntegerAttr>(octet::kGatherPrefetchAttr))
+      os << ", issued " << p.getInt() << " gather" << (p.getInt() == 1 ? "" : "s") << " ahead";
     os << ")";
+  }
   os << " per step (" << overlapped << " overlapping the computation); each rank "
      << (scatters || gathers ? "hands its collectives" : "all-reduces");
   bool first = true;

@@ -145,9 +145,7 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
     if (prefetch > 0)
       for (size_t k = placed.size(); k-- > size_t(prefetch);) {
         Operation *g = placed[k].gather, *target = placed[k - size_t(prefetch)].gather;
-        Operation *input = body.findAncestorOpInBlock(*g)->getOperand(0).getDefiningOp();
-        if (input)
-          input = body.findAncestorOpInBlock(*input);
+        Operation *input = g->getOperand(0).getDefiningOp();
         if (!input || input->isBeforeInBlock(target))
           g->moveBefore(target);
         else if (input->isBeforeInBlock(g))
@@ -173,9 +171,9 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
     if (!n)
       return;
     auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(&getContext(), 64), v); };
-    getOperation()->setAttr("octet.parameter_gathers", i64(n));
-    getOperation()->setAttr("octet.parameter_regathers", i64(regathers));
-    getOperation()->setAttr("octet.gather_prefetch", i64(prefetch));
+    getOperation()->setAttr(octet::kParameterGathersAttr, i64(n));
+    getOperation()->setAttr(octet::kParameterRegathersAttr, i64(regathers));
+    getOperation()->setAttr(octet::kGatherPrefetchAttr, i64(prefetch));
   }
 };
 

@@ -53,6 +53,11 @@ constexpr llvm::StringLiteral kShardCountAttr = "octet.shards";
 /// On an fp8.all_gather of a sharded parameter (octet-optimizer shard-parameters): the gather
 /// octet-gather-parameters places before the parameter's readers.
 constexpr llvm::StringLiteral kParameterGatherAttr = "octet.parameter_gather";
+/// On the module, from octet-gather-parameters: the gathers a step, those repeated for the backward,
+/// and how many gathers ahead each is issued (fp8-opt --report prints them).
+constexpr llvm::StringLiteral kParameterGathersAttr = "octet.parameter_gathers";
+constexpr llvm::StringLiteral kParameterRegathersAttr = "octet.parameter_regathers";
+constexpr llvm::StringLiteral kGatherPrefetchAttr = "octet.gather_prefetch";
 /// On a state initializer: what it holds (weight, master_weight, master_shard, weight_shard, optimizer, step; FP8
 /// scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";
