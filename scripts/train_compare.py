@@ -13,7 +13,7 @@ Exit status 1 if --max-dev is given and a recipe's final eval loss differs from 
 """
 import argparse, json, os, subprocess, sys
 
-FLAGS = ["--train", "--optimizer", "adamw", "--lr", "2e-3", "--lr-schedule", "cosine", "--warmup-steps", "30",
+FLAGS = ["--train", "--optimizer", "adamw", "--lr", "2e-3", "--lr-schedule", "cosine",
          "--min-lr", "2e-4", "--clip-grad-norm", "1.0", "--weight-decay", "0.01"]
 
 
@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--warmup-steps", type=int, default=30, help="the cosine schedule's warm-up (fewer than --steps)")
     ap.add_argument("--recipes", nargs="+", default=["none", "te", "ao", "msamp:O2"])
     ap.add_argument("--out", default="build/train-compare")
     ap.add_argument("--png", action="store_true", help="draw every run on one figure (python -m octet.plot) in --out")
@@ -44,7 +45,7 @@ def main():
     for r in a.recipes:
         tag = r.replace(":", "-").replace("+", "-")
         plan = os.path.join(a.out, f"{tag}.plan")
-        cmd = [fp8opt, a.model, "-o", plan, *FLAGS, "--total-steps", str(a.steps)]
+        cmd = [fp8opt, a.model, "-o", plan, *FLAGS, "--warmup-steps", str(a.warmup_steps), "--total-steps", str(a.steps)]
         if r != "none":
             cmd += ["--recipe", r]
         run(cmd)

@@ -17,14 +17,21 @@ for var in ("HOME", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
 # lit runs a test on every core at once, so each test's OpenBLAS runs on one thread: its own pool
 # would oversubscribe the cores and spin (on 2 cores, twice the CPU time for the same wall time).
 config.environment["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS", "1")
-if config.python_preload:  # a sanitizer build (scripts/sanitize.sh): Python loads our libraries
-    config.python = "env LD_PRELOAD=" + config.python_preload + " " + config.python
+# %python-rt: Python that loads liboctet_runtime itself (ctypes: test/tools/fp8_reference.py and
+# qdq_compare.py). In a sanitizer build (scripts/sanitize.sh) the ASan runtime must be loaded first,
+# so it is preloaded there; every other Python (%python) runs without it, since ASan's allocator
+# slows Python's own work (numpy, onnx, matplotlib) by 1.5-4x, and the tools it starts bring
+# their own instrumented code.
+python_rt = config.python
+if config.python_preload:
+    python_rt = "env LD_PRELOAD=" + config.python_preload + " " + config.python
     config.available_features.add("sanitized")
 # Training curves compared at length (FP8 against float32, ranks against one process, within 1%
 # of a 25-step moving average): %curve-steps steps in the Release pass (issue 67 asks for 50),
 # 30 under the sanitizers (make sanitize), where what matters is that every code path runs, which
 # the first steps do, and each step costs ~3x.
 config.substitutions.append(("%curve-steps", "30" if config.python_preload else "50"))
+config.substitutions.append(("%python-rt", python_rt))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%models", config.models_dir))
 config.substitutions.append(("%exported", os.path.join(config.test_source_root, "models", "exported")))
