@@ -11,7 +11,8 @@ Accounting (docs/TRAINING.md, "Memory per parameter"; fp8-run --report-memory): 
 of an FP8 Linear / of any other parameter (embeddings, norms, the kept lm_head):
   te, ao         state 4 (float32 weight) + 8 (AdamW moments) / the same; gradient 4
   msamp:O2       state 4 + 1 (FP8 first moment) + 2 (FP16 second) / 12; gradient 1 (FP8)
-  msamp:O3       state 4 (float32 master) + 1 (FP8 copy) + 3 / 12; gradient 1
+  msamp:O3       state 4 (float32 master) + 3, as O2 (its FP8 copy is the cast its gather sends) / 12;
+                 gradient 1
 Sharded over F ranks each rank holds 1/F of the state and of the gradients; it gathers one layer's
 weights at a time (prefetch 1: two layers' at once), in float32 (te, ao, O2 today: the gathers are
 float32, then cast) or as FP8 codes (O3; te and ao once FP8 all-gathers are built: `--fp8-gather`
@@ -21,7 +22,7 @@ Communication per rank and step (ring collectives receive (F-1)/F of the payload
 all-gathers every layer, the backward again (reshard after forward; FSDP's root layers once), the
 gradients are reduce-scattered inside the group and the shards all-reduced across the D groups.
 """
-import argparse, math, re, sys
+import argparse, re, sys
 
 # Llama: hidden, layers, heads, kv heads, intermediate, vocab (Hugging Face's configurations)
 LLAMA = {
@@ -43,7 +44,7 @@ TE_LINEAR = 3 * 1024 * 4 + 6 * 4  # te: each FP8 Linear's amax histories (1024) 
 GiB = 2.0 ** 30
 
 
-def layout(model, vocab=None, seq=1024):
+def layout(model):
     """(per-layer [(elements, is FP8 Linear)], layers, outside-the-layers [(elements, False)], hidden)."""
     if model in LLAMA:
         d, L, h, kv, ff, V = LLAMA[model]
@@ -52,7 +53,7 @@ def layout(model, vocab=None, seq=1024):
                  (d * ff, True), (ff * d, True), (d, False), (d, False)]
         return layer, L, [(V * d, False), (V * d, False), (d, False)], d
     d, L = GPT[model]
-    V = vocab or 256
+    V, seq = 256, 1024
     lin = lambda i, o: [(i * o, True), (o, False)]  # a Linear's weight and bias
     layer = lin(d, d) * 4 + lin(d, 4 * d) + lin(4 * d, d) + [(d, False)] * 4
     return layer, L, [(V * d, False), (seq * d, False), (d, False), (d, False), (d * V, False)], d
@@ -62,7 +63,7 @@ def params(model):
     layer, L, outside, d = layout(model)
     lin = sum(n for n, f in layer if f)
     return {"layer_linear": lin, "layer_other": sum(n for n, f in layer if not f), "layers": L,
-            "outside": sum(n for n, _ in outside), "linears": L * sum(1 for _, f in layer if f), "d": d,
+            "outside": sum(n for n, _ in outside), "d": d,
             "total": L * sum(n for n, _ in layer) + sum(n for n, _ in outside)}
 
 
