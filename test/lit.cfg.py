@@ -39,6 +39,7 @@ config.substitutions.append(("%ort-compare", config.python + " " +
                              os.path.join(config.test_source_root, "tools", "ort_compare.py")))
 config.substitutions.append(("%tools", os.path.join(config.test_source_root, "tools")))
 config.substitutions.append(("%bin", config.octet_tools_dir))
+config.substitutions.append(("%octet-batch", os.path.join(config.octet_obj_root, "test", "octet-batch")))
 config.substitutions.append(("%lib", os.path.join(config.octet_obj_root, "lib")))
 # GPU tests (the CUDA executor) run where fp8-run finds a usable GPU; elsewhere they are reported
 # as unsupported, and the no-GPU error paths run instead.

@@ -62,6 +62,13 @@ enum class InputFormat { Auto, MLIR, ONNX };
 
 int octet::fp8OptMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  return fp8OptRun(argc, argv);
+}
+
+int octet::fp8OptRun(int argc, char **argv) {
+  // A second run in one process (octet-batch) parses its command line afresh: every option back
+  // to its default, none seen yet.
+  cl::ResetAllOptionOccurrences();
   registerAllPasses();
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -262,7 +269,8 @@ int octet::fp8OptMain(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
+  // Static as every option here: LLVM keeps each registered option until the process ends.
+  static PassPipelineCLParser passPipeline("", "Compiler passes to run", "p");
 
   // Hidden, not ReallyHidden (what cl::HideUnrelatedOptions sets): --help-hidden still lists them.
   for (auto &[name, option] : cl::getRegisteredOptions()) {
