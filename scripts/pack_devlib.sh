@@ -140,7 +140,8 @@ for s in ${CONV_SIZES-}; do
   # msamp-O2-sr-bf16: O2 with its updated FP16 weights rounded stochastically (MS-AMP's: to nearest);
   # msamp-O2-w32-bf16 and msamp-O2-g32-bf16: O2 with float32 weights, or float32 weight gradients
   # (--msamp-float32), which part of MS-AMP's storage costs loss; msamp-O1-wg32-bf16: O1 with both,
-  # float32 storage throughout: MS-AMP's GEMM scaling (dynamic, powers of 2) alone
+  # float32 storage throughout (O1's default since its FP8 weight gradients cost loss);
+  # msamp-O1-e5m2-bf16: O1's float32 weights with E5M2 weight gradients (not better than E4M3)
   "$opt" "$g" "${conv[@]}" --recipe te --amax-compute-algo most_recent --activation-precision=bf16 -o "$d/conv/$s-te-recent-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32=none --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32=none --msamp-weight-rounding stochastic --activation-precision=bf16 \
@@ -149,15 +150,18 @@ for s in ${CONV_SIZES-}; do
   "$opt" "$g" "${conv[@]}" --recipe msamp:O2 --msamp-float32 gradients --activation-precision=bf16 -o "$d/conv/$s-msamp-O2-g32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32 weights,gradients --activation-precision=bf16 \
     -o "$d/conv/$s-msamp-O1-wg32-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32 weights --fp8-all-reduce-format e5m2 --activation-precision=bf16 \
+    -o "$d/conv/$s-msamp-O1-e5m2-bf16.plan"
   # ao-p2-bf16: ao tensorwise with its scales rounded down to powers of 2 (torchao's
   # round_scales_to_power_of_2; Octet's default): a tensor's FP8 grid moves only when its amax
   # crosses a power of 2
   "$opt" "$g" "${conv[@]}" --recipe ao --round-scales-to-power-of-2 --activation-precision=bf16 -o "$d/conv/$s-ao-p2-bf16.plan"
-  # The benchmark's other recipes, each at its default: ao rowwise, msamp O1 (float32 weights) and
-  # O3 (float32 masters: msamp-O3-w32-bf16; msamp-O3-bf16 MS-AMP's FP16 masters, as the logs'
-  # msamp-O3 ran), te's scaling with MS-AMP's O2 storage (te+msamp:O2)
+  # The benchmark's other recipes, each at its default: ao rowwise, msamp O3 (float32 masters:
+  # msamp-O3-w32-bf16; msamp-O3-bf16 MS-AMP's FP16 masters, as the logs' msamp-O3 ran), te's scaling
+  # with MS-AMP's O2 storage (te+msamp:O2); and msamp O1's former default (float32 weights, FP8 weight
+  # gradients: msamp-O1-w32-bf16; its default now is msamp-O1-wg32-bf16 above)
   "$opt" "$g" "${conv[@]}" --recipe ao --ao-recipe rowwise --activation-precision=bf16 -o "$d/conv/$s-ao-rowwise-bf16.plan"
-  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-w32-bf16.plan"
+  "$opt" "$g" "${conv[@]}" --recipe msamp:O1 --msamp-float32 weights --activation-precision=bf16 -o "$d/conv/$s-msamp-O1-w32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-w32-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe msamp:O3 --msamp-float32=none --activation-precision=bf16 -o "$d/conv/$s-msamp-O3-bf16.plan"
   "$opt" "$g" "${conv[@]}" --recipe te+msamp:O2 --activation-precision=bf16 -o "$d/conv/$s-te-msamp-O2-bf16.plan"

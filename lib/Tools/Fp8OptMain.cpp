@@ -144,7 +144,8 @@ int octet::fp8OptRun(int argc, char **argv) {
   static cl::list<std::string> msampFloat32(
       "msamp-float32",
       cl::desc("msamp: parts of MS-AMP's storage kept float32: weights (O3: masters; the default: FP16 ones cost loss, "
-               "docs/BENCHMARKS.md), gradients (FP8 otherwise; all-reduced in float32), or none (MS-AMP's own)"),
+               "docs/BENCHMARKS.md), gradients (FP8 otherwise; all-reduced in float32; O1's default with weights: "
+               "its FP8 ones cost loss), or none (MS-AMP's own)"),
       cl::CommaSeparated, cl::cat(recipeCat));
   static cl::opt<std::string> keptGemmPrecision(
       "kept-gemm-precision",

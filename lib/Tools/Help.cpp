@@ -41,7 +41,7 @@ const std::map<std::string, ShortHelp> &shortHelp() {
       {"kept-gemm-precision", {"", "GEMMs of kept layers: bf16 (plans' default) or f32"}},
       {"margin", {"N", "te: scaling margin in powers of 2 (default 0)"}},
       {"module-filter", {"", "Only layers whose name matches REGEX go FP8"}},
-      {"msamp-float32", {"parts", "msamp: kept float32: weights (default), gradients or none"}},
+      {"msamp-float32", {"parts", "msamp: kept float32: weights (default), gradients (O1's too) or none"}},
       {"msamp-weight-rounding", {"mode", "msamp: FP16 weight rounding: nearest (default) or stochastic"}},
       {"opt-level", {"O1|O2|O3", "msamp: O1, O2 (default) or O3"}},
       {"override-linear-precision", {"gemms", "te: GEMMs kept high precision: any of fprop,dgrad,wgrad"}},

@@ -98,6 +98,9 @@ std::string octet::resolveMsampFloat32(const std::vector<std::string> &parts, bo
       return "--msamp-weight-rounding=stochastic rounds FP16 weights (O3: masters), which MS-AMP keeps only with "
              "--msamp-float32=none (MS-AMP's storage; float32 weights are the default); add it";
     f.msampF32Weights = true;
+    // O1 (float32 moments) over FP8 weight gradients trained above BF16 at 125M on every seed; with
+    // float32 weight gradients within bounds (docs/BENCHMARKS.md convergence). O2 and O3 keep FP8 ones.
+    f.msampF32Grads = f.msampLevel == "O1";
   }
   return "";
 }
@@ -110,7 +113,10 @@ std::string octet::msampStorageLine(const TrainingFlags &f, bool given) {
                                       : "FP16";
   std::string line = "MS-AMP " + f.msampLevel + " storage: FP8 Linear weights " + w + ", weight gradients " +
                      (f.msampF32Grads ? std::string("float32") : "FP8 " + f.fp8AllReduceFormat);
-  if (!given)
+  if (!given && f.msampLevel == "O1")
+    line += " (float32 weights and weight gradients are O1's default: FP16 weights and FP8 weight gradients cost "
+            "loss, docs/BENCHMARKS.md convergence; --msamp-float32=none keeps MS-AMP's FP16 and FP8)";
+  else if (!given)
     line += " (float32 weights are the default: FP16 weights cost loss, docs/BENCHMARKS.md convergence; "
             "--msamp-float32=none keeps MS-AMP's FP16)";
   else
