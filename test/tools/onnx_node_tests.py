@@ -61,7 +61,7 @@ def run_batched(cmds, batch, work, jobs):
     """The command lines through octet-batch, one process per worker (see octet-batch.cpp): a command
     that crashes the batch (killed by a signal) or stalls it past TIMEOUT_S is that command's result,
     and a new batch goes on after it. {id: (rc, out, err)}."""
-    def read(ident, path):
+    def read(path):
         try:
             with open(path, errors="replace") as f:
                 return f.read()
@@ -86,27 +86,29 @@ def run_batched(cmds, batch, work, jobs):
                 lines.put(None)
             threading.Thread(target=feed, daemon=True).start()
             threading.Thread(target=pump, daemon=True).start()
-            current = None
+            current, before = None, len(results)
             while True:
                 try:
                     msg = lines.get(timeout=TIMEOUT_S)
-                except queue.Empty: # the current command hangs
+                except queue.Empty: # the current command hangs (or, between commands, the next one)
                     p.kill()
-                    results[current] = ("timeout", "", "")
+                    results[current or next(c[0] for c in todo if c[0] not in results)] = ("timeout", "", "")
                     break
                 if msg is None: # the batch is over: done, or died inside the current command
                     p.wait()
                     if current is not None:
-                        results[current] = (p.returncode, read(current, os.path.join(work, current + ".out")),
-                                            read(current, os.path.join(work, current + ".err")))
+                        results[current] = (p.returncode, read(os.path.join(work, current + ".out")),
+                                            read(os.path.join(work, current + ".err")))
                     break
                 if msg[1] == "start":
                     current = msg[0]
                 elif msg[1] == "exit":
-                    results[msg[0]] = (int(msg[2]), read(msg[0], os.path.join(work, msg[0] + ".out")),
-                                       read(msg[0], os.path.join(work, msg[0] + ".err")))
+                    results[msg[0]] = (int(msg[2]), read(os.path.join(work, msg[0] + ".out")),
+                                       read(os.path.join(work, msg[0] + ".err")))
                     current = None
             p.wait()
+            if len(results) == before: # the batch ran none: every command left fails with its exit status
+                results.update({c[0]: (p.returncode, "", "octet-batch exit %d" % p.returncode) for c in todo})
             todo = [c for c in todo if c[0] not in results]
         return results
 
