@@ -11,7 +11,8 @@
 // tool (fp8-opt or fp8-run), then its arguments. The command runs with its standard output in
 // DIR/ID.out and its standard error in DIR/ID.err; the batch prints "ID start" before and
 // "ID exit RC" after it, each line flushed, so that a caller that sees the batch die (a crash) or
-// stall (a hang) knows which command it was, and can start another batch after it.
+// stall (a hang) knows which command it was, and can start another batch after it. Commands of one
+// process only: fp8-run's ranks (--nproc-per-node) start /proc/self/exe, which here is the batch.
 //
 //===----------------------------------------------------------------------===//
 #include "octet/Tools/Fp8OptMain.h"
