@@ -61,5 +61,23 @@ except Exception:
     _torch = False
 if _torch:
     config.available_features.add("torch")
-config.substitutions.append(("%make-gpt", config.python + " " +
-                             os.path.join(os.path.dirname(config.test_source_root), "bench", "make_gpt_onnx.py")))
+# The fixtures many tests make alike (tiny GPTs, the licenses corpus) are made once per lit run
+# through test/tools/memo.py, in a folder of this run's own (a later run, or one beside it, never
+# reads its entries); the folders of lit runs no longer alive are removed here.
+import shutil
+_memo_root = os.path.join(config.octet_obj_root, "test", "memo")
+os.makedirs(_memo_root, exist_ok=True)
+for _d in os.listdir(_memo_root):
+    try:
+        os.kill(int(_d), 0)
+    except (ValueError, ProcessLookupError):
+        shutil.rmtree(os.path.join(_memo_root, _d), ignore_errors=True)
+    except PermissionError:
+        pass
+_memo = " ".join([config.python, os.path.join(config.test_source_root, "tools", "memo.py"),
+                  os.path.join(_memo_root, str(os.getpid()))])
+_repo = os.path.dirname(config.test_source_root)
+config.substitutions.append(("%make-gpt", _memo + " " + config.python + " " +
+                             os.path.join(_repo, "bench", "make_gpt_onnx.py")))
+config.substitutions.append(("%make-corpus", _memo + " --at 0 " + config.python + " " +
+                             os.path.join(_repo, "scripts", "make_corpus.py")))
