@@ -23,6 +23,7 @@
 #include "octet/Passes/Passes.h"
 
 #include "GradientBuilder.h"
+#include "OnnxBuilder.h"
 #include "PlanOps.h"
 #include "StateUtils.h"
 #include "octet/Conversion/PlanExport.h"
@@ -136,6 +137,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     OpBuilder b(ret);
     bool any = false;
     SmallVector<unsigned> averaged; // the gradients averaged in float (bucketed below)
+    std::vector<std::pair<unsigned, std::string>> scattered; // reduce-scattered, by layer below
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       Value v = ret.getOperand(r);
       auto t = v.getType().dyn_cast<RankedTensorType>();
@@ -164,19 +166,74 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
           func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
       } else if (sharded() && t.getElementType().isF32() &&
                  t.getNumElements() * 4 >= std::max<int64_t>(bucketBytes, 1)) {
-        averageSharded(func, r); // what would go alone: the large matrices, where the state is
+        scattered.push_back({r, of.getValue().str()}); // what would go alone: the large matrices
       } else {
         averaged.push_back(r);
       }
     }
     if (!any)
       return func.emitError() << "octet-data-parallel: the function has no gradients; run octet-autodiff first";
+    scatterByLayer(func, scattered);
     averageInBuckets(func, averaged);
     if (sharded()) { // shards change the gradient results' types
       auto ret2 = cast<func::ReturnOp>(body.getTerminator());
       func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), ret2.getOperandTypes()));
     }
     return success();
+  }
+
+  /// The float gradients `results` (result index, parameter) become this rank's shards of their
+  /// means: with unit=layer one reduce-scatter for the parameters of each layer (octet::layerOf),
+  /// right after the last of them is complete, each gradient laid out as N rows of its shard and
+  /// the rows concatenated, so that rank r's slice of the whole is its shard of every member
+  /// (FSDP2's copy-in); the others each alone, right after it is complete.
+  void scatterByLayer(func::FuncOp func, ArrayRef<std::pair<unsigned, std::string>> results) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    std::vector<std::pair<std::string, SmallVector<unsigned>>> layers;
+    for (const auto &[r, name] : results) {
+      std::string layer = unit == "layer" ? octet::layerOf(name) : "";
+      auto it = llvm::find_if(layers, [&](const auto &l) { return !layer.empty() && l.first == layer; });
+      if (it == layers.end())
+        layers.push_back({layer, {}}), it = std::prev(layers.end());
+      it->second.push_back(r);
+    }
+    for (auto &[layer, members] : layers) {
+      if (members.size() == 1) {
+        averageSharded(func, members.front());
+        continue;
+      }
+      Value last = ret.getOperand(members.front());
+      for (unsigned r : members) {
+        Operation *d = ret.getOperand(r).getDefiningOp(), *l = last.getDefiningOp();
+        if (!l || (d && l->isBeforeInBlock(d)))
+          last = ret.getOperand(r);
+      }
+      OpBuilder b(ret);
+      afterDefinition(b, last, ret);
+      Location loc = last.getLoc();
+      octet::OnnxBuilder ox(b, loc);
+      const int64_t n = shardWorldSize;
+      SmallVector<Value> rows;
+      SmallVector<int64_t> lengths;
+      int64_t total = 0;
+      for (unsigned r : members) {
+        Value flat = octet::flatPadded(b, loc, ret.getOperand(r), n);
+        int64_t len = flat.getType().cast<RankedTensorType>().getDimSize(0) / n;
+        rows.push_back(ox.reshape(flat, {n, len}));
+        lengths.push_back(len);
+        total += len;
+      }
+      Value packed = ox.op("Concat", RankedTensorType::get({n, total}, b.getF32Type()), rows, {ox.si64("axis", 1)});
+      Value mine = reduceScatter(b, loc, ox.reshape(packed, {n * total}), Value(), fp8::Reduction::avg);
+      b.setInsertionPoint(ret);
+      int64_t at = 0;
+      for (auto [r, len] : llvm::zip(members, lengths)) {
+        ret.setOperand(r, ox.op("Slice", RankedTensorType::get({len}, b.getF32Type()),
+                                {mine, ox.i64s({at}), ox.i64s({at + len}), ox.i64s({0}), ox.none()}));
+        func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
+        at += len;
+      }
+    }
   }
 
   /// The float gradients `results` become their average over ranks, each right after it is complete
@@ -258,6 +315,10 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     if (shardWorldSize < 0) {
       m.emitError() << "octet-data-parallel: shard-world-size=" << std::to_string(shardWorldSize) << " is not valid; use 0 (none) or "
                     << "the number of ranks";
+      return signalPassFailure();
+    }
+    if (unit != "layer" && unit != "parameter") {
+      m.emitError() << "octet-data-parallel: unit '" << unit << "' is not known; use layer or parameter";
       return signalPassFailure();
     }
     if (fp8Format != "e4m3" && fp8Format != "e5m2") {

@@ -8,6 +8,8 @@
 // octet-overlap-collectives to run beside the layers before.
 //
 //===----------------------------------------------------------------------===//
+#include "OnnxBuilder.h"
+#include "StateUtils.h"
 #include "octet/Conversion/PlanExport.h"
 #include "octet/Dialect/FP8/IR/FP8.h"
 #include "octet/Dialect/ONNX/IR/ONNX.h"
@@ -15,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace octet {
 #define GEN_PASS_DEF_GATHERPARAMETERS
@@ -27,13 +30,29 @@ namespace fp8 = octet::fp8;
 
 namespace {
 
-/// One gather of a parameter: the all-gather and the single-reader ops after it that cut the
-/// padding off and convert the weight, in order; the last one's result is what the layers read.
+/// One gather of a parameter, or of a layer's parameters together: the Concat of their shards (a
+/// group's), the all-gather, and the ops after it that take each member's part, cut the padding off
+/// and convert the weight, in order; `weights` are what the layers read, one per member.
 struct Gather {
+  Operation *pack = nullptr;
   fp8::AllGatherOp gather;
   SmallVector<Operation *> chain;
-  Value weight() { return chain.empty() ? gather.getOutput() : chain.back()->getResult(0); }
+  SmallVector<Value> weights;
+  Operation *first() { return pack ? pack : gather.getOperation(); }
 };
+
+/// The name of the sharded state a gather reads (through MS-AMP O3's cast to FP8 codes).
+StringRef shardName(Value v) {
+  for (int depth = 0; depth < 4 && v; ++depth) {
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return "";
+    if (auto init = dyn_cast<ox::InitializerOp>(op))
+      return init.getName();
+    v = op->getNumOperands() ? op->getOperand(0) : Value();
+  }
+  return "";
+}
 
 bool isChainOp(Operation *op, Value from) {
   if (op->getNumResults() != 1 || op->getNumOperands() == 0 || op->getOperand(0) != from)
@@ -60,33 +79,102 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
     return nullptr;
   }
 
+  /// Each marked gather, its chain, and its readers (the ops of the body that read a weight).
+  struct Found {
+    Gather g;
+    SmallVector<OpOperand *> forward, backward;
+  };
+
+  /// The members' gathers become one: their shards concatenated, gathered, and each member's part
+  /// taken back out of every rank's slice (FSDP2's copy-in and copy-out), where the last of them was.
+  Found merge(MutableArrayRef<Found> members) {
+    Operation *last = members.front().g.gather;
+    SmallVector<Operation *> gathers;
+    for (Found &m : members) {
+      gathers.push_back(m.g.gather);
+      if (last->isBeforeInBlock(m.g.gather))
+        last = m.g.gather;
+    }
+    OpBuilder b(last->getContext());
+    b.setInsertionPointAfter(last);
+    octet::GatheredTogether t = octet::gatherTogether(b, last->getLoc(), gathers);
+    Found out;
+    out.g.pack = t.pack;
+    out.g.gather = cast<fp8::AllGatherOp>(t.gather);
+    out.g.chain = t.unpack;
+    // The members' own chains follow, in order (each was after its own gather).
+    Operation *cursor = out.g.chain.back();
+    for (Found &m : members) {
+      for (Operation *c : m.g.chain) {
+        c->moveAfter(cursor);
+        cursor = c;
+        out.g.chain.push_back(c);
+      }
+      out.g.weights.append(m.g.weights);
+      out.forward.append(m.forward);
+      out.backward.append(m.backward);
+    }
+    // The members' chain constants to the body's top: the whole moves before the first member's
+    // first reader, which may come before the other members' constants.
+    Block *body = out.g.gather->getBlock();
+    for (Operation *op : out.g.chain)
+      for (Value v : op->getOperands())
+        if (Operation *c = v.getDefiningOp(); c && c->getNumOperands() == 0 && c->getBlock() == body)
+          c->moveBefore(&body->front());
+    return out;
+  }
+
   int64_t run(func::FuncOp func) {
     Block &body = func.getBody().front();
     Operation *loss = lossOp(func);
     if (loss)
       loss = body.findAncestorOpInBlock(*loss);
-    llvm::DenseMap<Operation *, int64_t> pos;
-    int64_t n = 0;
-    for (Operation &op : body)
-      pos[&op] = n++;
-    // Each marked gather, its chain, and its readers (the ops of the body that read the weight).
-    struct Found {
-      Gather g;
-      SmallVector<OpOperand *> forward, backward;
-    };
-    SmallVector<Found> found;
-    for (auto ag : body.getOps<fp8::AllGatherOp>()) {
+    std::vector<Found> found;
+    for (auto ag : llvm::make_early_inc_range(body.getOps<fp8::AllGatherOp>())) {
       if (!ag->hasAttr(octet::kParameterGatherAttr))
         continue;
-      Found f{{ag, {}}, {}, {}};
-      for (Value v = ag.getOutput(); v.hasOneUse() && isChainOp(*v.getUsers().begin(), v);
-           v = f.g.chain.back()->getResult(0))
-        f.g.chain.push_back(*v.getUsers().begin());
-      for (OpOperand &u : f.g.weight().getUses())
+      Found f;
+      f.g.gather = ag;
+      Value w = ag.getOutput();
+      while (w.hasOneUse() && isChainOp(*w.getUsers().begin(), w)) {
+        f.g.chain.push_back(*w.getUsers().begin());
+        w = f.g.chain.back()->getResult(0);
+      }
+      f.g.weights.push_back(w);
+      for (OpOperand &u : w.getUses())
         if (Operation *at = body.findAncestorOpInBlock(*u.getOwner()))
           (loss && loss->isBeforeInBlock(at) ? f.backward : f.forward).push_back(&u);
       found.push_back(std::move(f));
     }
+    // One gather a layer (unit=layer): the parameters of one repeated block, of one element type.
+    if (unit == "layer") {
+      std::vector<Found> grouped;
+      struct Layer {
+        std::string name;
+        Type elt;
+        std::vector<Found> members;
+      };
+      std::vector<Layer> layers;
+      for (Found &f : found) {
+        std::string layer = octet::layerOf(shardName(f.g.gather.getInput()));
+        Type elt = f.g.gather.getInput().getType().cast<RankedTensorType>().getElementType();
+        if (layer.empty()) {
+          grouped.push_back(std::move(f));
+          continue;
+        }
+        auto it = llvm::find_if(layers, [&](const Layer &l) { return l.name == layer && l.elt == elt; });
+        if (it == layers.end())
+          layers.push_back({layer, elt, {}}), it = std::prev(layers.end());
+        it->members.push_back(std::move(f));
+      }
+      for (Layer &l : layers)
+        grouped.push_back(l.members.size() == 1 ? std::move(l.members.front()) : merge(l.members));
+      found = std::move(grouped);
+    }
+    llvm::DenseMap<Operation *, int64_t> pos;
+    int64_t n = 0;
+    for (Operation &op : body)
+      pos[&op] = n++;
     auto at = [&](OpOperand *u) { return pos.lookup(body.findAncestorOpInBlock(*u->getOwner())); };
     auto first = [&](ArrayRef<OpOperand *> uses) {
       OpOperand *best = uses.front();
@@ -95,7 +183,29 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
           best = u;
       return body.findAncestorOpInBlock(*best->getOwner());
     };
-    auto moveBefore = [](Gather &g, Operation *reader) {
+    auto moveBefore = [&](Gather &g, Operation *reader) {
+      // What a layer's gather reads but its first reader does not (MS-AMP O3's codes and scales of
+      // the other members, made one weight after another before each is read) moves up with it.
+      llvm::SetVector<Operation *> own, cone;
+      if (g.pack)
+        own.insert(g.pack);
+      own.insert(g.gather);
+      own.insert(g.chain.begin(), g.chain.end());
+      SmallVector<Operation *> work(own.begin(), own.end());
+      while (!work.empty()) {
+        Operation *op = work.pop_back_val();
+        for (Value v : op->getOperands())
+          if (Operation *d = v.getDefiningOp())
+            if (Operation *in = body.findAncestorOpInBlock(*d);
+                in && !own.contains(in) && !in->isBeforeInBlock(reader) && cone.insert(in))
+              work.push_back(in);
+      }
+      SmallVector<Operation *> up(cone.begin(), cone.end());
+      llvm::sort(up, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      for (Operation *op : up)
+        op->moveBefore(reader);
+      if (g.pack)
+        g.pack->moveBefore(reader);
       g.gather->moveBefore(reader);
       for (Operation *c : g.chain)
         c->moveBefore(reader);
@@ -111,7 +221,7 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
                 return true;
       return false;
     };
-    SmallVector<Gather> placed;
+    std::vector<Gather> placed;
     for (Found &f : found) {
       if (f.forward.empty() && f.backward.empty())
         continue;
@@ -129,11 +239,16 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
       // The backward's own gather: a copy of the gather and its chain before its first reader.
       OpBuilder b(first(f.backward));
       IRMapping map;
-      Gather copy{cast<fp8::AllGatherOp>(b.clone(*f.g.gather, map)), {}};
+      Gather copy;
+      if (f.g.pack)
+        copy.pack = b.clone(*f.g.pack, map);
+      copy.gather = cast<fp8::AllGatherOp>(b.clone(*f.g.gather, map));
       for (Operation *c : f.g.chain)
         copy.chain.push_back(b.clone(*c, map));
+      for (Value w : f.g.weights)
+        copy.weights.push_back(map.lookupOrDefault(w));
       for (OpOperand *u : f.backward)
-        u->set(copy.weight());
+        u->set(map.lookupOrDefault(u->get()));
       placed.push_back(copy);
     }
     // Prefetch: each all-gather goes before the first reader of the gather `prefetch` ahead of it
@@ -141,15 +256,22 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
     auto head = [](Gather &g) { return g.chain.empty() ? g.gather->getNextNode() : g.chain.front(); };
     llvm::sort(placed, [&](Gather &a, Gather &b) { return head(a)->isBeforeInBlock(head(b)); });
     // Never above what it gathers (MS-AMP O3's FP8 codes are cast at the step's start, one weight
-    // after another): then right after that.
+    // after another): then right after the last of that.
     if (prefetch > 0)
       for (size_t k = placed.size(); k-- > size_t(prefetch);) {
-        Operation *g = placed[k].gather, *target = placed[k - size_t(prefetch)].gather;
-        Operation *input = g->getOperand(0).getDefiningOp();
+        Gather &g = placed[k];
+        Operation *from = g.first(), *target = placed[k - size_t(prefetch)].first();
+        Operation *input = nullptr;
+        for (Value v : from->getOperands())
+          if (Operation *d = v.getDefiningOp())
+            if (Operation *in = body.findAncestorOpInBlock(*d); in && (!input || input->isBeforeInBlock(in)))
+              input = in;
         if (!input || input->isBeforeInBlock(target))
-          g->moveBefore(target);
-        else if (input->isBeforeInBlock(g))
-          g->moveAfter(input);
+          from->moveBefore(target);
+        else if (input->isBeforeInBlock(from))
+          from->moveAfter(input);
+        if (g.pack)
+          g.gather->moveAfter(g.pack);
       }
     regathers += int64_t(placed.size()) - int64_t(llvm::count_if(found, [](const Found &f) {
                    return !f.forward.empty() || !f.backward.empty();
@@ -162,6 +284,10 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
   void runOnOperation() override {
     if (prefetch < 0) {
       getOperation().emitError() << "octet-gather-parameters: prefetch must be 0 or more, not " << int64_t(prefetch);
+      return signalPassFailure();
+    }
+    if (unit != "layer" && unit != "parameter") {
+      getOperation().emitError() << "octet-gather-parameters: unit '" << unit << "' is not known; use layer or parameter";
       return signalPassFailure();
     }
     int64_t n = 0;

@@ -48,6 +48,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
   LogicalResult validate(Operation *m) {
     if (optimizer != "sgd" && optimizer != "adam" && optimizer != "adamw")
       return badOption(m, "optimizer", optimizer, "sgd, adam or adamw");
+    if (shardUnit != "layer" && shardUnit != "parameter")
+      return badOption(m, "shard-unit", shardUnit, "layer or parameter");
     // Every number finite (an infinite or NaN rate, decay or bound trains NaN weights).
     auto num = [](double v) {
       char buf[32];
@@ -209,7 +211,60 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     return success();
   }
 
+  /// ZeRO-2's gathers of the updated shards (parameter name, gather), made in the optimizer's order.
+  std::vector<std::pair<std::string, Operation *>> updatedGathers;
+
+  /// shard-unit=layer: the updated shards of one layer's parameters (octet::layerOf) gathered in one
+  /// collective, after the last of them is updated; what read the members' results (cutting the
+  /// padding off, for the state update) moves after it.
+  static void gatherUpdatedByLayer(Block &body, ArrayRef<std::pair<std::string, Operation *>> gathers) {
+    std::vector<std::pair<std::string, SmallVector<Operation *>>> layers;
+    for (const auto &[name, g] : gathers) {
+      std::string layer = octet::layerOf(name);
+      if (layer.empty())
+        continue;
+      auto it = llvm::find_if(layers, [&](const auto &l) {
+        return l.first == layer && l.second.front()->getOperand(0).getType().template cast<RankedTensorType>().getElementType() ==
+                                       g->getOperand(0).getType().cast<RankedTensorType>().getElementType();
+      });
+      if (it == layers.end())
+        layers.push_back({layer, {}}), it = std::prev(layers.end());
+      it->second.push_back(g);
+    }
+    for (auto &[layer, members] : layers) {
+      if (members.size() < 2)
+        continue;
+      Operation *last = members.front();
+      for (Operation *g : members)
+        if (last->isBeforeInBlock(g))
+          last = g;
+      OpBuilder b(last->getContext());
+      b.setInsertionPointAfter(last);
+      octet::GatheredTogether t = octet::gatherTogether(b, last->getLoc(), members);
+      // Users of the parts placed before them (each member's own unpadding), in order, after them.
+      Operation *end = t.unpack.back();
+      llvm::SetVector<Operation *> later;
+      SmallVector<Value> work;
+      for (Operation *op : t.unpack)
+        work.append(op->result_begin(), op->result_end());
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        for (Operation *u : v.getUsers())
+          if (Operation *in = body.findAncestorOpInBlock(*u); in && in->isBeforeInBlock(end) &&
+                                                               !llvm::is_contained(t.unpack, in) && later.insert(in))
+            work.append(in->result_begin(), in->result_end());
+      }
+      SmallVector<Operation *> down(later.begin(), later.end());
+      llvm::sort(down, [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+      for (Operation *op : down) {
+        op->moveAfter(end);
+        end = op;
+      }
+    }
+  }
+
   LogicalResult run(func::FuncOp func) {
+    updatedGathers.clear();
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     llvm::StringMap<ox::InitializerOp> inits;
@@ -446,8 +501,9 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
       };
       auto gathered = [&](Value shard, RankedTensorType whole) {
         auto st = shard.getType().cast<RankedTensorType>();
-        Value all = b.create<fp8::AllGatherOp>(loc, RankedTensorType::get({st.getDimSize(0) * p.shards}, st.getElementType()),
-                                               shard, b.getI64IntegerAttr(p.shards));
+        auto all = b.create<fp8::AllGatherOp>(loc, RankedTensorType::get({st.getDimSize(0) * p.shards}, st.getElementType()),
+                                              shard, b.getI64IntegerAttr(p.shards));
+        updatedGathers.push_back({name, all});
         return octet::unpadded(b, loc, all, whole);
       };
       StringRef momentRole = p.shards ? "optimizer_shard" : "optimizer";
@@ -580,6 +636,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     octet::appendResult(func, lrNow, "octet.lr");
     octet::appendResult(func, gnorm, "octet.grad_norm");
     octet::appendStateUpdates(func, updates);
+    if (shardUnit == "layer") // after the results read the gathers: a member may be its own result
+      gatherUpdatedByLayer(body, updatedGathers);
     {
       // The gradients die in the update that reads them instead of living to the end of the step.
       // A sharded one is only this rank's part: never a plan output.

@@ -1,5 +1,6 @@
 //===- StateUtils.cpp - Runtime state in functions -----------------------===//
 #include "StateUtils.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "OnnxBuilder.h"
 #include "octet/Conversion/PlanExport.h"
@@ -62,6 +63,54 @@ Value octet::flatPadded(OpBuilder &b, Location loc, Value v, int64_t worldSize) 
   Value zeros = ox.constant(DenseElementsAttr::get(
       zt, ArrayRef<Attribute>{FloatAttr::get(t.getElementType(), 0.0)}));
   return ox.op("Concat", RankedTensorType::get({padded}, t.getElementType()), {flat, zeros}, {ox.si64("axis", 0)});
+}
+
+std::string octet::layerOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  for (size_t i = 0; i + 1 < parts.size(); ++i)
+    if (!parts[i].empty() && llvm::all_of(parts[i], [](char c) { return c >= '0' && c <= '9'; }))
+      return llvm::join(parts.begin(), parts.begin() + i + 1, ".");
+  return "";
+}
+
+octet::GatheredTogether octet::gatherTogether(OpBuilder &b, Location loc, ArrayRef<Operation *> members) {
+  auto first = cast<fp8::AllGatherOp>(members.front());
+  Block *body = b.getInsertionBlock();
+  octet::OnnxBuilder ox(b, loc);
+  int64_t n = first.getWorldSize(), total = 0;
+  Type elt = first.getInput().getType().cast<RankedTensorType>().getElementType();
+  SmallVector<Value> shards;
+  for (Operation *m : members) {
+    shards.push_back(m->getOperand(0));
+    total += m->getOperand(0).getType().cast<RankedTensorType>().getDimSize(0);
+  }
+  GatheredTogether out;
+  Value packed = ox.op("Concat", RankedTensorType::get({total}, elt), shards, {ox.si64("axis", 0)});
+  out.pack = packed.getDefiningOp();
+  auto gather = b.create<fp8::AllGatherOp>(loc, RankedTensorType::get({n * total}, elt), packed, b.getI64IntegerAttr(n));
+  for (NamedAttribute a : first->getDialectAttrs())
+    gather->setAttr(a.getName(), a.getValue());
+  out.gather = gather;
+  Value rows = ox.reshape(gather, {n, total});
+  out.unpack.push_back(rows.getDefiningOp());
+  int64_t at = 0;
+  for (Operation *m : members) {
+    int64_t len = m->getOperand(0).getType().cast<RankedTensorType>().getDimSize(0);
+    Value part = ox.op("Slice", RankedTensorType::get({n, len}, elt),
+                       {rows, ox.i64s({at}), ox.i64s({at + len}), ox.i64s({1}), ox.none()});
+    Value whole = ox.reshape(part, {n * len});
+    out.unpack.push_back(part.getDefiningOp());
+    out.unpack.push_back(whole.getDefiningOp());
+    m->getResult(0).replaceAllUsesWith(whole);
+    m->erase();
+    at += len;
+  }
+  for (Operation *op : out.unpack)
+    for (Value v : op->getOperands())
+      if (Operation *c = v.getDefiningOp(); c && c->getNumOperands() == 0 && c->getBlock() == body)
+        c->moveBefore(&body->front());
+  return out;
 }
 
 Value octet::unpadded(OpBuilder &b, Location loc, Value gathered, RankedTensorType whole) {

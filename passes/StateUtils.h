@@ -50,6 +50,24 @@ void setTrainingKeys(mlir::ModuleOp m, llvm::ArrayRef<std::pair<llvm::StringRef,
 /// collective splits into equal shards, rank r's at r * length / worldSize.
 mlir::Value flatPadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, int64_t worldSize);
 
+/// The layer a parameter belongs to, FSDP's wrapped unit, which shards gather and reduce-scatter
+/// together: its name up to the first all-digit component ("model.layers.3.mlp.up_proj.weight" ->
+/// "model.layers.3"); empty for the parameters outside the repeated blocks (embeddings, the final
+/// norm), which go alone.
+std::string layerOf(llvm::StringRef name);
+
+/// All-gathers of 1-D shards (one element type, one world size N) made one: their inputs
+/// concatenated, gathered, and each member's part taken back out of every rank's slice (FSDP2's
+/// copy-in and copy-out), at `b`'s point, which must follow every member's input. Each member's
+/// result is replaced by its part and the member erased; `unpack` are the ops after the new gather
+/// (rows, then each member's slice and flattening), in order; constants go to the block's top.
+struct GatheredTogether {
+  mlir::Operation *pack = nullptr;
+  mlir::Operation *gather = nullptr;
+  llvm::SmallVector<mlir::Operation *> unpack;
+};
+GatheredTogether gatherTogether(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<mlir::Operation *> members);
+
 /// The inverse for a gathered 1-D tensor: its first elements in `whole`'s shape.
 mlir::Value unpadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value gathered, mlir::RankedTensorType whole);
 

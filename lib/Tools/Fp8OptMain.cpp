@@ -222,6 +222,13 @@ int octet::fp8OptRun(int argc, char **argv) {
       cl::desc("--shard-parameters: issue each parameter's all-gather this many gathers before its readers, "
                "to run beside the layers before (default 1; 0: right before them)"),
       cl::value_desc("P"), cl::init(1), cl::cat(dpCat));
+  static cl::opt<std::string> shardUnit(
+      "shard-unit",
+      cl::desc("Sharded plans: what one collective moves. layer (default): the parameters of one repeated "
+               "block (FSDP's wrapped module, named by the first numbered part of their names, as "
+               "'model.layers.3') gathered together and their float32 gradients reduce-scattered together; "
+               "parameter: each alone"),
+      cl::value_desc("layer|parameter"), cl::init("layer"), cl::cat(dpCat));
   static cl::opt<int64_t> gradientBucketBytes(
       "gradient-bucket-bytes",
       cl::desc("Data-parallel plans: float32 gradients smaller than this share all-reduces, in buckets of up "
@@ -388,6 +395,10 @@ int octet::fp8OptRun(int argc, char **argv) {
                  " name different rank counts; --shard-parameters shards the optimizer too: give it alone");
   if (prefetch < 0)
     return error("--gather-prefetch=" + std::to_string(prefetch) + " is not valid; use 0 or more gathers");
+  if (shardUnit != "layer" && shardUnit != "parameter")
+    return error("--shard-unit=" + shardUnit + " is not valid; use layer or parameter");
+  if (shardUnit.getNumOccurrences() && shardParams < 2 && shardOpt < 2)
+    return error("--shard-unit groups the collectives of sharded state; add --shard-parameters N or --shard-optimizer N");
   if (gatherPrefetch.getNumOccurrences() && shardParams < 2)
     return error("--gather-prefetch places the gathers of sharded parameters; add --shard-parameters N");
   if (dataParallelOn) {
@@ -463,6 +474,7 @@ int octet::fp8OptRun(int argc, char **argv) {
     f.bucketBytes = gradientBucketBytes;
     f.shardWorldSize = shardParams > 1 ? shardParams : shardOpt;
     f.shardParameters = shardParams > 1;
+    f.shardUnit = shardUnit;
     f.numProcesses = rc.numProcesses;
     f.numMachines = rc.numMachines;
     f.mainProcessIp = rc.mainProcessIp;
@@ -634,6 +646,7 @@ int octet::fp8OptRun(int argc, char **argv) {
         pf.overlapCollectives = overlapCollectives;
         pf.delayWeightGradients = delayWeightGradients;
         pf.gatherPrefetch = shardParams > 1 ? prefetch : -1;
+        pf.shardUnit = shardUnit;
         pf.chunkLoss = plan.chunkLoss;
         pf.foldResidualAdds = plan.foldResidualAdds;
         pf.foldWideningCasts = plan.foldWideningCasts;

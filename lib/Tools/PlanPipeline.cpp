@@ -41,7 +41,7 @@ void octet::addPlanPasses(OpPassManager &pm, const PlanPassFlags &f) {
   if (f.sinkScaleUpdates)
     pm.addPass(createSinkScaleUpdates());
   if (f.dataParallel && f.gatherPrefetch >= 0) // before the collectives are split into starts and waits
-    pm.addPass(createGatherParameters(GatherParametersOptions{f.gatherPrefetch}));
+    pm.addPass(createGatherParameters(GatherParametersOptions{f.gatherPrefetch, f.shardUnit}));
   if (f.dataParallel)
     pm.addPass(createReduceAmaxes());
   if (f.dataParallel && f.overlapCollectives)

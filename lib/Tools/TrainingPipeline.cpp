@@ -63,6 +63,8 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
     o += " keep-gradients=false";
   if (f.shardParameters)
     o += " shard-parameters=true";
+  if (f.shardWorldSize > 1)
+    o += " shard-unit=" + f.shardUnit;
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))
     o += " fuse-msamp-adam=true";
   if (f.gradAccumSteps > 1)
@@ -71,6 +73,7 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
     p += std::string(",octet-data-parallel{fp8-gradients=") +
          (!f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +
          " bucket-bytes=" + std::to_string(f.bucketBytes) + " shard-world-size=" + std::to_string(f.shardWorldSize) +
+         (f.shardWorldSize > 1 ? " unit=" + f.shardUnit : "") +
          (f.numProcesses > 1 ? " num-processes=" + std::to_string(f.numProcesses) : "") +
          (f.numMachines > 1 ? " num-machines=" + std::to_string(f.numMachines) : "") +
          (!f.mainProcessIp.empty() ? " main-process-ip=" + f.mainProcessIp : "") +

@@ -264,6 +264,9 @@ def Optimizer : Pass<"octet-optimizer", "mlir::ModuleOp"> {
     Option<"fuseMsampAdam", "fuse-msamp-adam", "bool", "false",
            "O2/O3: each FP8 weight's Adam/AdamW update (FP8 and FP16 moments, FP16 weight) as one fp8.adam_step "
            "instead of its float32 ops">,
+    Option<"shardUnit", "shard-unit", "std::string", "\"layer\"",
+           "Sharded optimizer (ZeRO-2): layer gathers the updated shards of one repeated block's "
+           "parameters in one collective (octet::layerOf), parameter each alone">,
     Option<"shardParameters", "shard-parameters", "bool", "false",
            "ZeRO-3: a parameter whose gradient octet-data-parallel reduce-scattered is held as this rank's shard "
            "(role weight_shard; MS-AMP O3: its master, master_shard) and all-gathered at the step's start, the "
@@ -353,7 +356,10 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     flattened, zero-padded to a multiple of N and reduce-scattered
     (`fp8.reduce_scatter`; FP8 codes for MS-AMP's FP8 gradients, summed): the
     result is this rank's 1-D shard, marked `octet.grad_shards` = N, which
-    octet-optimizer updates and all-gathers. The plan then fixes its world
+    octet-optimizer updates and all-gathers. With `unit` layer (the default)
+    the float32 gradients of one layer's parameters share one
+    reduce-scatter after the last of them: each as N rows of its shard, the
+    rows concatenated, rank r's slice of the whole its shard of each. The plan then fixes its world
     size (`shard_world_size` in the plan's training section).
   }];
   let options = [
@@ -380,6 +386,9 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
            "alone (at least bucket-bytes, float32, or FP8) is reduce-scattered, so each rank holds and "
            "updates 1/N of it (octet-optimizer gathers the updated weights); the plan then runs on exactly "
            "this many ranks. 0 or 1: gradients all-reduced, state replicated">,
+    Option<"unit", "unit", "std::string", "\"layer\"",
+           "What one reduce-scatter of float32 gradients moves: layer (the parameters of one repeated "
+           "block, FSDP's wrapped module) or parameter (each alone)">,
   ];
   let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
 }
@@ -435,7 +444,13 @@ def GatherParameters : Pass<"octet-gather-parameters", "mlir::ModuleOp"> {
     it beside that layer's compute (FSDP's forward and backward prefetch);
     at most P + 1 layers' weights are then gathered at once. A parameter whose
     backward readers come before any other parameter is read again (the
-    last layers before the loss) keeps its one gather. The module gets
+    last layers before the loss) keeps its one gather. With `unit` layer
+    (the default) the gathers of one layer's parameters (octet::layerOf:
+    the name up to its first numbered part, FSDP's wrapped block) become
+    one before any of them moves: their shards concatenated, one
+    all-gather, each weight a Slice of every rank's row (what the ones it
+    reads need, as MS-AMP O3's codes and scales, moves up with it); the
+    layer is then placed, gathered again and prefetched as one. The module gets
     `octet.parameter_gathers` (per step), `octet.parameter_regathers` (the
     backward's) and `octet.gather_prefetch`. fp8-opt runs it for
     `--shard-parameters`, before octet-overlap-collectives.
@@ -443,6 +458,9 @@ def GatherParameters : Pass<"octet-gather-parameters", "mlir::ModuleOp"> {
   let options = [
     Option<"prefetch", "prefetch", "int64_t", "1",
            "Issue each gather this many gathers ahead of its readers (0: right before them)">,
+    Option<"unit", "unit", "std::string", "\"layer\"",
+           "What one all-gather moves: layer (the parameters of one repeated block, FSDP's wrapped "
+           "module) or parameter (each alone)">,
   ];
   let dependentDialects = ["octet::fp8::FP8Dialect", "octet::onnx_dialect::ONNXDialect"];
 }

@@ -31,6 +31,7 @@ struct TrainingFlags {
   int64_t bucketBytes = 0, shardWorldSize = 0, numProcesses = 1;
   int64_t numMachines = 1, mainProcessPort = 0; // an Accelerate config's machines and rendezvous
   std::string mainProcessIp;
+  std::string shardUnit = "layer"; // octet-data-parallel's unit of reduce-scatters
   int64_t gradAccumSteps = 1; // micro-batches per optimizer step (octet-accumulate-gradients)
 };
 
