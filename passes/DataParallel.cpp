@@ -82,14 +82,12 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
   using DataParallelBase::DataParallelBase;
 
   /// MS-AMP's FP8 gradient all-reduce: the mean of `g` over ranks, having travelled as FP8 codes
-  /// (sharded: reduce-scattered, this rank's shard of the flattened, padded mean).
-  Value fp8Average(OpBuilder &b, Location loc, Value g, Type format) {
-    auto scalar = scalarF32(b.getContext());
-    Value amax = b.create<fp8::AmaxOp>(loc, scalar, g, b.getBoolAttr(false));
-    amax = allReduce(b, loc, amax, fp8::Reduction::max);
+  /// (sharded: reduce-scattered, this rank's shard of the flattened, padded mean), cast with the
+  /// scale of `amax`, the maximum of |g| over the ranks.
+  Value fp8Average(OpBuilder &b, Location loc, Value g, Type format, Value amax) {
     Value scaleInv = octet::msampScale(b, loc, amax, format).second;
     octet::GradientBuilder gb(b, loc);
-    Value n = b.create<fp8::WorldSizeOp>(loc, scalar);
+    Value n = b.create<fp8::WorldSizeOp>(loc, scalarF32(b.getContext()));
     if (sharded())
       g = octet::flatPadded(b, loc, g, shardWorldSize);
     auto t = g.getType().cast<RankedTensorType>();
@@ -138,6 +136,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     bool any = false;
     SmallVector<unsigned> averaged; // the gradients averaged in float (bucketed below)
     std::vector<std::pair<unsigned, std::string>> scattered; // reduce-scattered, by layer below
+    SmallVector<unsigned> fp8Grads;                          // travelling as FP8 codes
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       Value v = ret.getOperand(r);
       auto t = v.getType().dyn_cast<RankedTensorType>();
@@ -157,13 +156,7 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       any = true;
       Value param = params.lookup(of.getValue());
       if (fp8Gradients && param && fp8Weights.contains(param) && t.getElementType().isF32()) {
-        // At the end of the backward pass: its amax all-reduce is waited for right away, and
-        // would wait behind every collective started before it.
-        b.setInsertionPoint(ret);
-        ret.setOperand(r, fp8Average(b, v.getLoc(), v, format));
-        func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
-        if (sharded())
-          func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
+        fp8Grads.push_back(r);
       } else if (sharded() && t.getElementType().isF32() &&
                  t.getNumElements() * 4 >= std::max<int64_t>(bucketBytes, 1)) {
         scattered.push_back({r, of.getValue().str()}); // what would go alone: the large matrices
@@ -173,6 +166,40 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
     }
     if (!any)
       return func.emitError() << "octet-data-parallel: the function has no gradients; run octet-autodiff first";
+    if (!fp8Grads.empty()) {
+      // At the end of the backward pass: the amaxes' all-reduce is waited for right away, and
+      // would wait behind every collective started before it. One all-reduce (max) of all of
+      // them, concatenated (exact: the same scales as one each), then each gradient's cast and sum.
+      b.setInsertionPoint(ret);
+      Location loc = ret.getLoc();
+      octet::OnnxBuilder ox(b, loc);
+      auto scalar = scalarF32(b.getContext());
+      SmallVector<Value> amaxes;
+      for (unsigned r : fp8Grads)
+        amaxes.push_back(b.create<fp8::AmaxOp>(loc, scalar, ret.getOperand(r), b.getBoolAttr(false)));
+      int64_t k = int64_t(amaxes.size());
+      Value all;
+      if (k == 1) {
+        all = allReduce(b, loc, amaxes[0], fp8::Reduction::max);
+      } else {
+        for (Value &a : amaxes)
+          a = ox.reshape(a, {1});
+        all = allReduce(b, loc, ox.op("Concat", RankedTensorType::get({k}, b.getF32Type()), amaxes, {ox.si64("axis", 0)}),
+                        fp8::Reduction::max);
+      }
+      for (auto [j, r] : llvm::enumerate(fp8Grads)) {
+        Value amax = all;
+        if (k > 1)
+          amax = ox.op("Gather", scalar,
+                       {all, ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(j)))},
+                       {ox.si64("axis", 0)});
+        Value v = ret.getOperand(r);
+        ret.setOperand(r, fp8Average(b, v.getLoc(), v, format, amax));
+        func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
+        if (sharded())
+          func.setResultAttr(r, octet::kGradShardsAttr, b.getI64IntegerAttr(shardWorldSize));
+      }
+    }
     scatterByLayer(func, scattered);
     averageInBuckets(func, averaged);
     if (sharded()) { // shards change the gradient results' types

@@ -65,6 +65,32 @@ func.func @fp8_weight(%x: tensor<4x16xf32>, %gw: tensor<16x8xf32>)
 
 // -----
 
+// Two FP8 Linears' gradients: their amaxes share one all-reduce (max), concatenated, and each
+// takes its own back (exact: the scales one all-reduce each would give); then each is cast with
+// its own scale and summed as FP8 codes on its own.
+// FP8-LABEL: func.func @two_fp8_weights
+// FP8: %[[A1:.+]] = fp8.amax %arg1
+// FP8-NEXT: %[[A2:.+]] = fp8.amax %arg2
+// FP8: %[[C:.+]] = onnx.Concat %{{.+}}, %{{.+}} {axis = 0 : si64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
+// FP8-NEXT: %[[M:.+]] = fp8.all_reduce %[[C]] {reduction = #fp8.reduction<max>} : tensor<2xf32> -> tensor<2xf32>
+// FP8: onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<16x8xf8E4M3FN>
+// FP8: onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<8x8xf8E4M3FN>
+// FP8-NOT: reduction<max>
+// FP8: return
+func.func @two_fp8_weights(%x: tensor<4x16xf32>, %gw: tensor<16x8xf32>, %gv: tensor<8x8xf32>)
+    -> (tensor<4x8xf32> {onnx.name = "y"}, tensor<16x8xf32> {octet.grad_of = "fc.weight", onnx.name = "fc.weight.grad"},
+        tensor<8x8xf32> {octet.grad_of = "fc2.weight", onnx.name = "fc2.weight.grad"}) {
+  %w = onnx.initializer "fc.weight" = dense<0.5> : tensor<16x8xf32>
+  %v = onnx.initializer "fc2.weight" = dense<0.5> : tensor<8x8xf32>
+  %h = fp8.linear "fc" %x, %w {recipe = "msamp", scaling = #fp8.scaling<dynamic>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %y = fp8.linear "fc2" %h, %v {recipe = "msamp", scaling = #fp8.scaling<dynamic>, input_format = f8E4M3FN, weight_format = f8E4M3FN, grad_format = f8E5M2} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  return %y, %gw, %gv : tensor<4x8xf32>, tensor<16x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{octet-data-parallel: the function has no gradients; run octet-autodiff first}}
 func.func @no_gradients(%x: tensor<4xf32>) -> (tensor<4xf32> {onnx.name = "y"}) {
   return %x : tensor<4xf32>
