@@ -71,15 +71,16 @@ BUCKET = 4 << 20  # fp8-opt --gradient-bucket-bytes' default
 
 
 def sharded_state(model, recipe, F, bucket=BUCKET):
-    """One rank's state bytes as the compiler lays it out (octet-data-parallel, octet-optimizer): a
-    parameter whose gradient goes alone (float32 of at least --gradient-bucket-bytes, or an FP8
-    gradient: MS-AMP's Linears) is flattened, zero-padded to a multiple of F, and 1/F of it held; the
-    smaller ones share all-reduced buckets and stay whole on every rank, as do te's amax histories."""
+    """One rank's state bytes as the compiler lays it out (octet-data-parallel, octet-optimizer): every
+    parameter of a layer (--shard-unit layer, FSDP's wrapped block: its norms and biases too), and
+    outside the layers one whose gradient goes alone (float32 of at least --gradient-bucket-bytes),
+    is flattened, zero-padded to a multiple of F, and 1/F of it held; the smaller ones outside the
+    layers share all-reduced buckets and stay whole on every rank, as do te's amax histories."""
     lin_state, other_state = RECIPES[recipe][:2]
     layer, L, outside, _ = layout(model)
     fp8_grads = recipe.startswith("msamp")
     held = lambda n, f: -(-n // F) if (f and fp8_grads) or n * 4 >= bucket else n
-    total = L * sum(held(n, f) * (lin_state if f else other_state) for n, f in layer)
+    total = L * sum(-(-n // F) * (lin_state if f else other_state) for n, f in layer)
     total += sum(held(n, False) * other_state for n, _ in outside)
     if recipe == "te":
         total += L * sum(1 for _, f in layer if f) * TE_LINEAR

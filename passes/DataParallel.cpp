@@ -158,8 +158,11 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       if (fp8Gradients && param && fp8Weights.contains(param) && t.getElementType().isF32()) {
         fp8Grads.push_back(r);
       } else if (sharded() && t.getElementType().isF32() &&
-                 t.getNumElements() * 4 >= std::max<int64_t>(bucketBytes, 1)) {
-        scattered.push_back({r, of.getValue().str()}); // what would go alone: the large matrices
+                 (t.getNumElements() * 4 >= std::max<int64_t>(bucketBytes, 1) ||
+                  (unit == "layer" && !octet::layerOf(of.getValue()).empty()))) {
+        // What would go alone (the large matrices), and with unit=layer every parameter of a layer
+        // (its biases and norm weights too, sharded with it as FSDP's flat parameter is).
+        scattered.push_back({r, of.getValue().str()});
       } else {
         averaged.push_back(r);
       }

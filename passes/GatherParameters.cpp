@@ -80,9 +80,18 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
   }
 
   /// Each marked gather, its chain, and its readers (the ops of the body that read a weight).
+  /// A merged layer's member: its shard, the value standing for its own gather's result (the
+  /// layer's unpacked part), its chain and the weight the layers read.
+  struct Part {
+    Value shard, whole;
+    Type gathered;
+    SmallVector<Operation *> chain;
+    Value weight;
+  };
   struct Found {
     Gather g;
     SmallVector<OpOperand *> forward, backward;
+    SmallVector<Part> parts; // a merged layer's members (empty for a parameter gathered alone)
   };
 
   /// The members' gathers become one: their shards concatenated, gathered, and each member's part
@@ -104,7 +113,12 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
     out.g.chain = t.unpack;
     // The members' own chains follow, in order (each was after its own gather).
     Operation *cursor = out.g.chain.back();
-    for (Found &m : members) {
+    for (auto [i, m] : llvm::enumerate(members)) {
+      Value whole = t.unpack[2 + 2 * i]->getResult(0);
+      // A member read as gathered (a 1-D weight the ranks divide: no padding to cut) is read as its part now.
+      Value weight = m.g.chain.empty() ? whole : m.g.weights.front();
+      m.g.weights.assign(1, weight);
+      out.parts.push_back({t.pack->getOperand(unsigned(i)), whole, whole.getType(), m.g.chain, weight});
       for (Operation *c : m.g.chain) {
         c->moveAfter(cursor);
         cursor = c;
@@ -236,10 +250,46 @@ struct GatherParameters : octet::impl::GatherParametersBase<GatherParameters> {
       placed.push_back(f.g);
       if (!again)
         continue;
-      // The backward's own gather: a copy of the gather and its chain before its first reader.
+      // The backward's own gather: a copy of the gather and its chain before its first reader; of a
+      // layer, only of the members the backward reads (FP8 recipes read their forward's FP8 copies
+      // of the matrices there, and the norms' weights alone).
       OpBuilder b(first(f.backward));
       IRMapping map;
       Gather copy;
+      SmallVector<Part *> read;
+      for (Part &p : f.parts)
+        if (llvm::any_of(f.backward, [&](OpOperand *u) { return u->get() == p.weight; }))
+          read.push_back(&p);
+      if (!f.parts.empty() && read.size() < f.parts.size()) {
+        Location loc = f.g.gather.getLoc();
+        SmallVector<Operation *> gathers;
+        for (Part *p : read) {
+          auto g = b.create<fp8::AllGatherOp>(loc, p->gathered, p->shard, f.g.gather.getWorldSizeAttr());
+          g->setAttr(octet::kParameterGatherAttr, b.getUnitAttr());
+          gathers.push_back(g);
+        }
+        assert(!gathers.empty() && "a backward reader reads one of the members");
+        if (gathers.size() == 1) {
+          copy.gather = cast<fp8::AllGatherOp>(gathers.front());
+          map.map(read.front()->whole, copy.gather.getOutput());
+        } else {
+          octet::GatheredTogether t = octet::gatherTogether(b, loc, gathers);
+          copy.pack = t.pack;
+          copy.gather = cast<fp8::AllGatherOp>(t.gather);
+          copy.chain = t.unpack;
+          for (auto [i, p] : llvm::enumerate(read))
+            map.map(p->whole, t.unpack[2 + 2 * i]->getResult(0));
+        }
+        for (Part *p : read) {
+          for (Operation *c : p->chain)
+            copy.chain.push_back(b.clone(*c, map));
+          copy.weights.push_back(map.lookupOrDefault(p->weight));
+        }
+        for (OpOperand *u : f.backward)
+          u->set(map.lookupOrDefault(u->get()));
+        placed.push_back(copy);
+        continue;
+      }
       if (f.g.pack)
         copy.pack = b.clone(*f.g.pack, map);
       copy.gather = cast<fp8::AllGatherOp>(b.clone(*f.g.gather, map));

@@ -79,3 +79,37 @@ func.func @codes(%x: tensor<4x4xf32>, %s1: tensor<f32>, %s2: tensor<f32>) -> (te
   %l = onnx.node "ReduceSum"(%y) {attrs = {keepdims = 0 : si64}} : (tensor<4x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A layer read again after the loss, with another layer between: the backward's gather holds only
+// the members the backward reads (here the norm weight "h.0.ln.w", as te's backward reads its
+// forward FP8 copy of the matrix and not the matrix), taken out of its own gather.
+// CHECK-LABEL: func.func @backward_part
+// CHECK: onnx.Concat %{{.+}}, %{{.+}} {axis = 0 : si64} : (tensor<8xf32>, tensor<2xf32>) -> tensor<10xf32>
+// CHECK: fp8.all_gather %{{.+}} {octet.parameter_gather, world_size = 2 : i64} : tensor<10xf32> -> tensor<20xf32>
+// CHECK: onnx.node "ReduceSum"
+// CHECK: %[[GB:.+]] = fp8.all_gather %[[LN:.+]] {octet.parameter_gather, world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[WB:.+]] = onnx.Reshape %[[GB]]
+// CHECK-NEXT: onnx.node "Mul"(%{{.+}}, %[[WB]])
+// CHECK-NOT: fp8.all_gather
+func.func @backward_part(%x: tensor<4x4xf32>) -> (tensor<f32> {octet.loss, onnx.name = "loss"}, tensor<4x4xf32>) {
+  %a = onnx.initializer "h.0.attn.w" = dense<0.0> : tensor<8xf32> {octet.fp8_state, octet.role = "weight_shard", octet.shard_init = dense<1.0> : tensor<4x4xf32>, octet.shards = 2 : i64}
+  %n = onnx.initializer "h.0.ln.w" = dense<0.0> : tensor<2xf32> {octet.fp8_state, octet.role = "weight_shard", octet.shard_init = dense<1.0> : tensor<4xf32>, octet.shards = 2 : i64}
+  %o = onnx.initializer "h.1.attn.w" = dense<0.0> : tensor<8xf32> {octet.fp8_state, octet.role = "weight_shard", octet.shard_init = dense<1.0> : tensor<4x4xf32>, octet.shards = 2 : i64}
+  %c = onnx.Constant {value = dense<[4, 4]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %c4 = onnx.Constant {value = dense<[4]> : tensor<1xi64>} : () -> tensor<1xi64>
+  %ga = fp8.all_gather %a {octet.parameter_gather, world_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+  %wa = onnx.Reshape %ga, %c : (tensor<16xf32>, tensor<2xi64>) -> tensor<4x4xf32>
+  %gn = fp8.all_gather %n {octet.parameter_gather, world_size = 2 : i64} : tensor<2xf32> -> tensor<4xf32>
+  %wn = onnx.Reshape %gn, %c4 : (tensor<4xf32>, tensor<1xi64>) -> tensor<4xf32>
+  %go = fp8.all_gather %o {octet.parameter_gather, world_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+  %wo = onnx.Reshape %go, %c : (tensor<16xf32>, tensor<2xi64>) -> tensor<4x4xf32>
+  %h0 = onnx.node "Mul"(%x, %wn) : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+  %h = onnx.node "MatMul"(%h0, %wa) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = onnx.node "MatMul"(%h, %wo) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %l = onnx.node "ReduceSum"(%y) {attrs = {keepdims = 0 : si64}} : (tensor<4x4xf32>) -> tensor<f32>
+  %dy = onnx.node "MatMul"(%y, %wo) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %dx = onnx.node "Mul"(%dy, %wn) : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+  return %l, %dx : tensor<f32>, tensor<4x4xf32>
+}

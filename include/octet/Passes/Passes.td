@@ -359,7 +359,9 @@ def DataParallel : Pass<"octet-data-parallel", "mlir::ModuleOp"> {
     octet-optimizer updates and all-gathers. With `unit` layer (the default)
     the float32 gradients of one layer's parameters share one
     reduce-scatter after the last of them: each as N rows of its shard, the
-    rows concatenated, rank r's slice of the whole its shard of each. The plan then fixes its world
+    rows concatenated, rank r's slice of the whole its shard of each; a
+    layer's small gradients (biases, norm weights) are among them, so its
+    whole state is sharded, as FSDP's flat parameter. The plan then fixes its world
     size (`shard_world_size` in the plan's training section).
   }];
   let options = [
@@ -450,7 +452,8 @@ def GatherParameters : Pass<"octet-gather-parameters", "mlir::ModuleOp"> {
     one before any of them moves: their shards concatenated, one
     all-gather, each weight a Slice of every rank's row (what the ones it
     reads need, as MS-AMP O3's codes and scales, moves up with it); the
-    layer is then placed, gathered again and prefetched as one. The module gets
+    layer is then placed and prefetched as one, and gathered again for
+    the backward as one of the members the backward reads. The module gets
     `octet.parameter_gathers` (per step), `octet.parameter_regathers` (the
     backward's) and `octet.gather_prefetch`. fp8-opt runs it for
     `--shard-parameters`, before octet-overlap-collectives.
