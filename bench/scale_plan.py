@@ -14,9 +14,9 @@ of an FP8 Linear / of any other parameter (embeddings, norms, the kept lm_head):
   msamp:O3       state 4 (float32 master) + 3, as O2 (its FP8 copy is the cast its gather sends) / 12;
                  gradient 1
 Sharded over F ranks each rank holds 1/F of the state and of the gradients; it gathers one layer's
-weights at a time (prefetch 1: two layers' at once), in float32 (te, ao, O2 today: the gathers are
-float32, then cast) or as FP8 codes (O3; te and ao once FP8 all-gathers are built: `--fp8-gather`
-here). Activations: each block's input kept and the block recomputed in the backward
+weights at a time (prefetch 1: two layers' at once), the FP8 Linears' as FP8 codes (fp8-opt
+--fp8-all-gather, the default; O3 always), the rest in float32; `--float32-gather` adds the te, ao
+and O2 rows with the weights gathered in float32, then cast (--fp8-all-gather=false). Activations: each block's input kept and the block recomputed in the backward
 (`--checkpoint-blocks all`), plus one block's working set.
 Communication per rank and step (ring collectives receive (F-1)/F of the payload): the forward
 all-gathers every layer, the backward again (reshard after forward; FSDP's root layers once), the
@@ -33,11 +33,11 @@ LLAMA = {
 # bench/make_gpt_onnx.py's GPTs: hidden, layers (the configurations' own), at --vocab 256 --seq 1024
 GPT = {"gpt-125m": (768, 12), "gpt-350m": (1024, 24), "gpt-1.3b": (2048, 24), "gpt-6.7b": (4096, 32)}
 MODELS = sorted(LLAMA) + sorted(GPT)
-# bytes a parameter: (FP8 Linear state, other state, FP8 Linear gradient, gather payload today)
+# bytes a parameter: (FP8 Linear state, other state, FP8 Linear gradient, gather payload)
 RECIPES = {
-    "te": (12, 12, 4, 4),
-    "ao": (12, 12, 4, 4),
-    "msamp:O2": (7, 12, 1, 4),
+    "te": (12, 12, 4, 1),
+    "ao": (12, 12, 4, 1),
+    "msamp:O2": (7, 12, 1, 1),
     "msamp:O3": (7, 12, 1, 1),  # float32 master + moments; its FP8 copy is the cast its gather sends
 }
 TE_LINEAR = 3 * 1024 * 4 + 6 * 4  # te: each FP8 Linear's amax histories (1024) and scales, replicated
@@ -87,11 +87,11 @@ def sharded_state(model, recipe, F, bucket=BUCKET):
     return total
 
 
-def plan(model, recipe, F, D, tokens, fp8_gather, flops, nvlink, ib, gpus_per_node):
+def plan(model, recipe, F, D, tokens, f32_gather, flops, nvlink, ib, gpus_per_node):
     p = params(model)
     lin_state, other_state, lin_grad, gather = RECIPES[recipe]
-    if fp8_gather:
-        gather = 1
+    if f32_gather:
+        gather = 4
     L = p["layers"]
     lin = L * p["layer_linear"]
     other = p["total"] - lin
@@ -126,7 +126,7 @@ def plan(model, recipe, F, D, tokens, fp8_gather, flops, nvlink, ib, gpus_per_no
     exposed += max(0.0, t_ar - backward) if intra else max(0.0, t_ar - max(0.0, backward - L * (g + r)))
     compute = 6 * p["total"] * tokens / flops + 2 * p["total"] * tokens / flops
     step = compute + exposed
-    return dict(model=model, recipe=recipe + (" + FP8 gathers" if fp8_gather and RECIPES[recipe][3] != 1 else ""),
+    return dict(model=model, recipe=recipe + (", float32 gathers" if f32_gather else ""),
                 F=F, D=D, state=state, grads=grads, gathered=gathered, acts=acts,
                 total=state + grads + gathered + acts, ag=ag, rs=rs, ar=ar, g=g, f=f, r=r, exposed=exposed,
                 step=step, tps=tokens / step, intra=intra)
@@ -175,7 +175,8 @@ def main():
                     help="FSDP group sizes F (the GPUs a model is sharded over; D = GPUs / F)")
     ap.add_argument("--recipe", nargs="+", default=["te", "msamp:O2", "msamp:O3"], choices=sorted(RECIPES))
     ap.add_argument("--tokens", type=int, default=8192, help="tokens a GPU trains each step (1 x 8192)")
-    ap.add_argument("--fp8-gather", action="store_true", help="also the te/ao rows with FP8 all-gathers")
+    ap.add_argument("--float32-gather", action="store_true",
+                    help="also the te, ao and O2 rows with float32 all-gathers (fp8-opt --fp8-all-gather=false)")
     ap.add_argument("--flops", type=float, default=0.86e15, help="model FLOP/s a GPU sustains (Llama-3-8B te, H200)")
     ap.add_argument("--nvlink", type=float, default=360e9, help="bytes/s a GPU's NCCL collectives move inside a node")
     ap.add_argument("--ib", type=float, default=45e9, help="bytes/s a GPU's NCCL collectives move across nodes")
@@ -194,7 +195,7 @@ def main():
             if n % F:
                 continue
             for r in a.recipe:
-                for g in ([False, True] if a.fp8_gather and RECIPES[r][3] != 1 else [False]):
+                for g in ([False, True] if a.float32_gather and r != "msamp:O3" else [False]):
                     print(fmt(plan(a.model, r, F, n // F, a.tokens, g, a.flops, a.nvlink, a.ib, a.gpus_per_node)))
     return 0
 

@@ -175,27 +175,13 @@ struct DataParallel : octet::impl::DataParallelBase<DataParallel> {
       // them, concatenated (exact: the same scales as one each), then each gradient's cast and sum.
       b.setInsertionPoint(ret);
       Location loc = ret.getLoc();
-      octet::OnnxBuilder ox(b, loc);
       auto scalar = scalarF32(b.getContext());
       SmallVector<Value> amaxes;
       for (unsigned r : fp8Grads)
         amaxes.push_back(b.create<fp8::AmaxOp>(loc, scalar, ret.getOperand(r), b.getBoolAttr(false)));
-      int64_t k = int64_t(amaxes.size());
-      Value all;
-      if (k == 1) {
-        all = allReduce(b, loc, amaxes[0], fp8::Reduction::max);
-      } else {
-        for (Value &a : amaxes)
-          a = ox.reshape(a, {1});
-        all = allReduce(b, loc, ox.op("Concat", RankedTensorType::get({k}, b.getF32Type()), amaxes, {ox.si64("axis", 0)}),
-                        fp8::Reduction::max);
-      }
+      SmallVector<Value> reduced = octet::maxOverRanks(b, loc, amaxes);
       for (auto [j, r] : llvm::enumerate(fp8Grads)) {
-        Value amax = all;
-        if (k > 1)
-          amax = ox.op("Gather", scalar,
-                       {all, ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(j)))},
-                       {ox.si64("axis", 0)});
+        Value amax = reduced[j];
         Value v = ret.getOperand(r);
         ret.setOperand(r, fp8Average(b, v.getLoc(), v, format, amax));
         func.setResultAttr(r, octet::kGradStorageAttr, TypeAttr::get(format));
@@ -409,19 +395,12 @@ struct ReduceAmaxes : octet::impl::ReduceAmaxesBase<ReduceAmaxes> {
         group.push_back(d);
     if (group.size() > 1) {
       OpBuilder b(group.front());
-      Location loc = group.front().getLoc();
-      octet::OnnxBuilder ox(b, loc);
-      auto one = RankedTensorType::get({1}, b.getF32Type());
-      Value shape1 = ox.i64s({1});
-      SmallVector<Value> parts;
+      SmallVector<Value> amaxes;
       for (fp8::DelayedScaleOp d : group)
-        parts.push_back(ox.op("Reshape", one, {d.getNewAmax(), shape1}));
-      auto all = RankedTensorType::get({int64_t(parts.size())}, b.getF32Type());
-      Value cat = ox.op("Concat", all, parts, {ox.si64("axis", 0)});
-      Value reduced = allReduce(b, loc, cat, fp8::Reduction::max);
+        amaxes.push_back(d.getNewAmax());
+      SmallVector<Value> reduced = octet::maxOverRanks(b, group.front().getLoc(), amaxes);
       for (auto [i, d] : llvm::enumerate(group)) {
-        Value idx = ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(i)));
-        d.getNewAmaxMutable().assign(ox.op("Gather", scalar, {reduced, idx}, {ox.si64("axis", 0)}));
+        d.getNewAmaxMutable().assign(reduced[i]);
         grouped.insert(d);
       }
     }
@@ -623,7 +602,7 @@ struct DelayWeightGradients : octet::impl::DelayWeightGradientsBase<DelayWeightG
 void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   // Payload bytes by element type, as fp8-run's communicator counts them (one rank, one step).
   std::map<std::string, int64_t> bytes;
-  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0, parameterGathers = 0;
+  int64_t fp8Grads = 0, fp8GradsAsF32 = 0, fp8Weights = 0, count = 0, overlapped = 0, scatters = 0, gathers = 0, parameterGathers = 0;
   module.walk([&](Operation *op) {
     if (!isa<fp8::AllReduceOp, fp8::AllReduceStartOp, fp8::ReduceScatterOp, fp8::ReduceScatterStartOp,
              fp8::AllGatherOp, fp8::AllGatherStartOp>(op))
@@ -639,7 +618,9 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
     llvm::raw_string_ostream(name) << e;
     bytes[name] += b;
     count += isa<fp8::AllReduceOp, fp8::AllReduceStartOp>(op);
-    if (e.isa<Float8E4M3FNType, Float8E5M2Type>()) {
+    if (e.isa<Float8E4M3FNType, Float8E5M2Type>() && isa<fp8::AllGatherOp, fp8::AllGatherStartOp>(op)) {
+      fp8Weights += b;
+    } else if (e.isa<Float8E4M3FNType, Float8E5M2Type>()) {
       fp8Grads += b;
       fp8GradsAsF32 += 4 * t.getNumElements();
     }
@@ -664,6 +645,25 @@ void octet::reportCollectives(ModuleOp module, llvm::raw_ostream &os) {
   }
   if (bytes.empty())
     os << " nothing";
+  if (fp8Weights) {
+    os << " (FP8 weights gathered: " << fp8Weights << " bytes, " << 4 * fp8Weights << " as float32";
+    if (auto n = module->getAttrOfType<IntegerAttr>(octet::kFp8WeightGathersAttr)) // octet-fp8-all-gather
+      os << "; " << n.getInt() << " weights cast on their shards";
+    os << ")";
+  }
+  // The weights an FP8 cast reads that octet-fp8-all-gather left to be gathered in high precision.
+  if (auto kept = module->getAttrOfType<ArrayAttr>(octet::kFp8GatherKeptAttr)) {
+    std::map<std::string, std::vector<std::string>> byWhy; // "name: why"
+    for (StringRef k : kept.getAsValueRange<StringAttr>()) {
+      auto [name, why] = k.split(": ");
+      byWhy[why.str()].push_back(name.str());
+    }
+    os << " (gathered in high precision, then cast:";
+    for (auto [i, w] : llvm::enumerate(byWhy))
+      os << (i ? ";" : "") << " " << w.second.size() << (w.second.size() == 1 ? " weight" : " weights") << " ("
+         << w.second.front() << (w.second.size() > 1 ? ", ..." : "") << "): " << w.first;
+    os << ")";
+  }
   if (fp8Grads)
     os << " (FP8 gradients: " << fp8Grads << " bytes, " << fp8GradsAsF32 << " as float32: "
        << llvm::format("%.2f", double(fp8GradsAsF32) / double(fp8Grads)) << "x less)";

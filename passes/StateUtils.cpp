@@ -113,6 +113,25 @@ octet::GatheredTogether octet::gatherTogether(OpBuilder &b, Location loc, ArrayR
   return out;
 }
 
+SmallVector<Value> octet::maxOverRanks(OpBuilder &b, Location loc, ArrayRef<Value> scalars) {
+  auto max = fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::max);
+  if (scalars.size() == 1)
+    return {b.create<fp8::AllReduceOp>(loc, scalars[0].getType(), scalars[0], Value(), max)};
+  OnnxBuilder ox(b, loc);
+  SmallVector<Value> rows;
+  for (Value s : scalars)
+    rows.push_back(ox.reshape(s, {1}));
+  auto all = RankedTensorType::get({int64_t(rows.size())}, b.getF32Type());
+  Value reduced = b.create<fp8::AllReduceOp>(loc, all, ox.op("Concat", all, rows, {ox.si64("axis", 0)}), Value(), max);
+  SmallVector<Value> out;
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  for (size_t i = 0; i < scalars.size(); ++i)
+    out.push_back(ox.op("Gather", scalar,
+                        {reduced, ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(i)))},
+                        {ox.si64("axis", 0)}));
+  return out;
+}
+
 Value octet::unpadded(OpBuilder &b, Location loc, Value gathered, RankedTensorType whole) {
   OnnxBuilder ox(b, loc);
   int64_t n = whole.getNumElements();

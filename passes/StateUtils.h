@@ -68,6 +68,11 @@ struct GatheredTogether {
 };
 GatheredTogether gatherTogether(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<mlir::Operation *> members);
 
+/// The maxima over the ranks of 0-d float32 `scalars` (amaxes), at `b`'s point: one all-reduce (max)
+/// of them concatenated (exact: the values one all-reduce each would give), each result taken back
+/// out by a Gather; a single scalar is all-reduced alone.
+llvm::SmallVector<mlir::Value> maxOverRanks(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<mlir::Value> scalars);
+
 /// The inverse for a gathered 1-D tensor: its first elements in `whole`'s shape.
 mlir::Value unpadded(mlir::OpBuilder &b, mlir::Location loc, mlir::Value gathered, mlir::RankedTensorType whole);
 

@@ -582,12 +582,11 @@ static bool parseConfig(const std::string &text, const std::string &path, Recipe
       } else if (key == "pad_inner_dim") {
         if (!r.getBool(v, key, config.ao.padInnerDim))
           return false;
-      } else if (key == "enable_fsdp_float8_all_gather") {
-        if (!r.getBool(v, key, config.ao.enableFsdpFloat8AllGather))
+      } else if (key == "enable_fsdp_float8_all_gather") { // fp8-opt --fp8-all-gather
+        bool b = false;
+        if (!r.getBool(v, key, b))
           return false;
-        if (config.ao.enableFsdpFloat8AllGather)
-          return r.fail(key, "true: FP8 all-gathers of ao's weights are not built yet (FSDP and --shard-parameters "
-                             "gather them in float32, then cast); set it to false or remove it");
+        config.ao.enableFsdpFloat8AllGather = b ? 1 : 0;
       } else if (key == "recipe_name" || key == "ao_recipe") {
         if (!r.getChoice(v, key, config.ao.recipe, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, false))
           return false;

@@ -222,6 +222,13 @@ int octet::fp8OptRun(int argc, char **argv) {
       cl::desc("--shard-parameters: issue each parameter's all-gather this many gathers before its readers, "
                "to run beside the layers before (default 1; 0: right before them)"),
       cl::value_desc("P"), cl::init(1), cl::cat(dpCat));
+  static cl::opt<bool> fp8AllGather(
+      "fp8-all-gather",
+      cl::desc("--shard-parameters: gather a weight that only per-tensor FP8 casts read (te, ao tensorwise, "
+               "MS-AMP O1/O2) as its FP8 codes, cast on each rank's shard with the scale all ranks share "
+               "(torchao's enable_fsdp_float8_all_gather; the same bits, a quarter of the bytes); false: "
+               "gather the weight, then cast (default true)"),
+      cl::init(true), cl::cat(dpCat));
   static cl::opt<std::string> shardUnit(
       "shard-unit",
       cl::desc("Sharded plans: what one collective moves. layer (default): the parameters of one repeated "
@@ -401,6 +408,11 @@ int octet::fp8OptRun(int argc, char **argv) {
     return error("--shard-unit groups the collectives of sharded state; add --shard-parameters N or --shard-optimizer N");
   if (gatherPrefetch.getNumOccurrences() && shardParams < 2)
     return error("--gather-prefetch places the gathers of sharded parameters; add --shard-parameters N");
+  bool fp8Gather = fp8AllGather.getNumOccurrences() || rc.ao.enableFsdpFloat8AllGather < 0
+                       ? bool(fp8AllGather)
+                       : rc.ao.enableFsdpFloat8AllGather == 1;
+  if (fp8AllGather.getNumOccurrences() && shardParams < 2)
+    return error("--fp8-all-gather decides how sharded weights are gathered; add --shard-parameters N");
   if (dataParallelOn) {
     std::string why = dataParallel ? "--data-parallel" : configFile + ": distributed_type " + rc.distributedType;
     if (!train || gradOnly)
@@ -647,6 +659,7 @@ int octet::fp8OptRun(int argc, char **argv) {
         pf.delayWeightGradients = delayWeightGradients;
         pf.gatherPrefetch = shardParams > 1 ? prefetch : -1;
         pf.shardUnit = shardUnit;
+        pf.fp8AllGather = fp8Gather;
         pf.chunkLoss = plan.chunkLoss;
         pf.foldResidualAdds = plan.foldResidualAdds;
         pf.foldWideningCasts = plan.foldWideningCasts;

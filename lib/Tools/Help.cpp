@@ -74,6 +74,7 @@ const std::map<std::string, ShortHelp> &shortHelp() {
       {"gather-prefetch", {"", "Sharded parameters: gathers issued P gathers early (default 1)"}},
       {"shard-optimizer", {"", "ZeRO-2 over exactly N ranks (default 0: replicated state)"}},
       {"shard-parameters", {"", "ZeRO-3 / FSDP over exactly N ranks: parameters sharded too"}},
+      {"fp8-all-gather", {"", "Sharded parameters: FP8 weights gathered as codes (default on)"}},
       {"shard-unit", {"layer|parameter", "Sharded plans: one gather and reduce-scatter a layer (default) or a parameter"}},
       // Plan optimizations
       {"activation-precision", {"bf16|f32", "Activation storage: bf16 (FP8 recipes' default) or f32"}},

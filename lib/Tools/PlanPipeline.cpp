@@ -40,6 +40,8 @@ void octet::addPlanPasses(OpPassManager &pm, const PlanPassFlags &f) {
     pm.addPass(createRematerializeFp8Casts(RematerializeFp8CastsOptions{16, f.rematSources}));
   if (f.sinkScaleUpdates)
     pm.addPass(createSinkScaleUpdates());
+  if (f.dataParallel && f.gatherPrefetch >= 0 && f.fp8AllGather) // the casts to FP8 go to the shards
+    pm.addPass(createFp8AllGather());
   if (f.dataParallel && f.gatherPrefetch >= 0) // before the collectives are split into starts and waits
     pm.addPass(createGatherParameters(GatherParametersOptions{f.gatherPrefetch, f.shardUnit}));
   if (f.dataParallel)

@@ -73,9 +73,11 @@ func.func @fp8_weight(%x: tensor<4x16xf32>, %gw: tensor<16x8xf32>)
 // FP8-NEXT: %[[A2:.+]] = fp8.amax %arg2
 // FP8: %[[C:.+]] = onnx.Concat %{{.+}}, %{{.+}} {axis = 0 : si64} : (tensor<1xf32>, tensor<1xf32>) -> tensor<2xf32>
 // FP8-NEXT: %[[M:.+]] = fp8.all_reduce %[[C]] {reduction = #fp8.reduction<max>} : tensor<2xf32> -> tensor<2xf32>
-// FP8: onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: %[[M1:.+]] = onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: %[[M2:.+]] = onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: fp8.dynamic_scale %[[M1]]
 // FP8: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<16x8xf8E4M3FN>
-// FP8: onnx.Gather %[[M]], %{{.+}} {axis = 0 : si64} : (tensor<2xf32>, tensor<i64>) -> tensor<f32>
+// FP8: fp8.dynamic_scale %[[M2]]
 // FP8: fp8.all_reduce %{{.+}}, %{{.+}} : tensor<8x8xf8E4M3FN>
 // FP8-NOT: reduction<max>
 // FP8: return

@@ -58,6 +58,10 @@ constexpr llvm::StringLiteral kParameterGatherAttr = "octet.parameter_gather";
 constexpr llvm::StringLiteral kParameterGathersAttr = "octet.parameter_gathers";
 constexpr llvm::StringLiteral kParameterRegathersAttr = "octet.parameter_regathers";
 constexpr llvm::StringLiteral kGatherPrefetchAttr = "octet.gather_prefetch";
+/// On the module, from octet-fp8-all-gather: the sharded weights gathered as FP8 codes, and the
+/// ones an FP8 cast reads that stay in high precision ("name: why").
+constexpr llvm::StringLiteral kFp8WeightGathersAttr = "octet.fp8_weight_gathers";
+constexpr llvm::StringLiteral kFp8GatherKeptAttr = "octet.fp8_gather_kept";
 /// On a state initializer: what it holds (weight, master_weight, master_shard, weight_shard, optimizer, step; FP8
 /// scaling state has none).
 constexpr llvm::StringLiteral kRoleAttr = "octet.role";

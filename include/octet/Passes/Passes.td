@@ -429,6 +429,33 @@ def OverlapCollectives : Pass<"octet-overlap-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["octet::fp8::FP8Dialect"];
 }
 
+def Fp8AllGather : Pass<"octet-fp8-all-gather", "mlir::ModuleOp"> {
+  let summary = "All-gather sharded weights as the FP8 codes their Linears read (torchao's enable_fsdp_float8_all_gather)";
+  let description = [{
+    Plans of fully sharded parameters (octet-optimizer `shard-parameters`):
+    a weight whose every reader is a per-tensor FP8 cast (fp8.cast,
+    fp8.cast_amax) or the amax its dynamic scale is computed from
+    (fp8.amax) is cast on its shard instead, and its codes are gathered:
+    one byte an element instead of four. The cast is elementwise with one
+    scale all ranks agree on, so the gathered codes are the bits the cast
+    of the gathered weight gave: under delayed scaling (te) the scale is
+    last step's state, and the shard's amax goes to fp8.delayed_scale,
+    whose amaxes octet-reduce-amaxes all-reduces (max); under current
+    scaling (ao tensorwise, MS-AMP) each weight's amax is the maximum of
+    its shards' amaxes, all of them in one all-reduce (max) at the step's
+    start, where the scales and the shards' casts then go (torchao's
+    precompute_float8_dynamic_scale_for_fsdp). A transposed copy the
+    backward reads (octet-cast-transpose) becomes an onnx.Transpose of the
+    gathered codes. Weights read otherwise (embeddings, norms, a layer kept
+    in high precision, rowwise scales) are gathered as they are; the module
+    gets `octet.fp8_weight_gathers` (weights gathered as FP8) and, where a
+    weight an FP8 cast reads stays in high precision, `octet.fp8_gather_kept`
+    (its name and why). fp8-opt runs it for `--shard-parameters` with
+    `--fp8-all-gather` (the default), before octet-gather-parameters.
+  }];
+  let dependentDialects = ["octet::onnx_dialect::ONNXDialect", "octet::fp8::FP8Dialect"];
+}
+
 def GatherParameters : Pass<"octet-gather-parameters", "mlir::ModuleOp"> {
   let summary = "Gather each sharded parameter just before its readers, once for the forward and again for the backward";
   let description = [{

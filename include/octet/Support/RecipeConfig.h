@@ -44,7 +44,7 @@ struct AORecipe {
   bool roundScalesToPowerOf2 = true;
   bool roundScalesGiven = false; // the config file says round_scales_to_power_of_2
   bool padInnerDim = false;
-  bool enableFsdpFloat8AllGather = false;
+  int enableFsdpFloat8AllGather = -1; // -1: unsaid (fp8-opt --fp8-all-gather decides), else 0 or 1
 };
 
 struct RecipeConfig {

@@ -29,6 +29,7 @@ struct PlanPassFlags {
   int64_t checkpointBlocks = 0; // octet-checkpoint-blocks: how many blocks (0: off, -1: all but the last)
   int64_t gatherPrefetch = -1;  // octet-gather-parameters' prefetch (-1: not run: no sharded parameters)
   std::string shardUnit = "layer"; // octet-gather-parameters' unit
+  bool fp8AllGather = true;        // octet-fp8-all-gather before it (sharded parameters only)
   std::string activationPrecision = "bf16", attentionPrecision = "auto";
   std::vector<std::string> rematSources; // what octet-rematerialize-fp8-casts recomputes
 };
