@@ -513,8 +513,12 @@ void parseHeader(const std::string &header, Plan &plan, const Reader &r, uint64_
                                                  : ConstantKind::Const;
       if (c.contains("role"))
         plan.roles[id] = c["role"].get<std::string>();
-      if (o.deferBytes && kind != "const" && !sh.shards && uint64_t(checkedBytes(pv.shape, es)) >= o.deferBytes) {
+      if (o.deferBytes && kind != "const" && uint64_t(checkedBytes(pv.shape, es)) >= o.deferBytes) {
         plan.deferred[id] = {uint64_t(off), uint64_t(size), {}};
+        if (sh.shards) { // rank 0's part until selectShards
+          plan.deferred[id].valid = std::min(uint64_t(checkedBytes(pv.shape, es)), uint64_t(checkedBytes(sh.whole, es)));
+          plan.sharded[id] = std::move(sh);
+        }
         if (splat) { // its one element, read with the blob
           auto one = std::make_shared<Tensor>(pv.dtype, Shape{});
           fills.push_back({uint64_t(off), uint64_t(size), one, false});
@@ -679,7 +683,8 @@ Plan readPlan(std::istream &in, const std::string &path, const LoadOptions &o) {
     for (size_t i = f.bytes; f.splat && i < f.tensor->bytes.size(); i += f.bytes)
       std::memcpy(f.tensor->bytes.data() + i, f.tensor->bytes.data(), size_t(f.bytes));
   for (auto &[id, sh] : plan.sharded)
-    copyShard(*sh.data, 0, *plan.constants[id]);
+    if (sh.data) // a deferred one reads rank 0's part from the file
+      copyShard(*sh.data, 0, *plan.constants[id]);
   for (auto &[id, one] : splats)
     plan.deferred[id].splat = std::move(one->bytes);
   if (!plan.deferred.empty() && !plan.source)
@@ -693,27 +698,36 @@ void forEachChunk(const Plan &plan, int id,
   const Plan::Deferred &d = plan.deferred.at(id);
   const PlanValue &pv = plan.values[size_t(id)];
   uint64_t total = uint64_t(numElements(pv.shape)) * dtypeSize(pv.dtype);
+  uint64_t valid = std::min(total, d.valid); // a shard's bytes of the whole; zeros after
   constexpr uint64_t kChunk = uint64_t(64) << 20;
   std::vector<uint8_t> buf(size_t(std::min(total, kChunk)));
+  auto zeros = [&] {
+    if (valid == total)
+      return;
+    std::fill(buf.begin(), buf.end(), 0);
+    for (uint64_t at = valid; at < total; at += buf.size())
+      put(at, buf.data(), size_t(std::min<uint64_t>(buf.size(), total - at)));
+  };
   if (!d.splat.empty()) {
     size_t es = d.splat.size(); // kChunk is a multiple of every element size
     for (size_t i = 0; i < buf.size(); i += es)
       std::memcpy(buf.data() + i, d.splat.data(), es);
-    for (uint64_t at = 0; at < total; at += buf.size())
-      put(at, buf.data(), size_t(std::min<uint64_t>(buf.size(), total - at)));
-    return;
+    for (uint64_t at = 0; at < valid; at += buf.size())
+      put(at, buf.data(), size_t(std::min<uint64_t>(buf.size(), valid - at)));
+    return zeros();
   }
   if (!plan.source)
     throw Error(plan.name + ": constant '" + pv.name + "' is not loaded and the plan has no file to read it from");
   std::istream &in = *plan.source;
   in.clear();
-  in.seekg(std::streamoff(plan.dataOffset + d.offset));
-  for (uint64_t at = 0; at < total; at += buf.size()) {
-    size_t k = size_t(std::min<uint64_t>(buf.size(), total - at));
+  in.seekg(std::streamoff(plan.dataOffset + d.offset + d.from));
+  for (uint64_t at = 0; at < valid; at += buf.size()) {
+    size_t k = size_t(std::min<uint64_t>(buf.size(), valid - at));
     if (!in.read(reinterpret_cast<char *>(buf.data()), std::streamsize(k)))
       throw Error(plan.name + ": cannot read constant '" + pv.name + "' from the plan file (was it truncated?)");
     put(at, buf.data(), k);
   }
+  zeros();
 }
 
 void materializeDeferred(Plan &plan) {
@@ -755,6 +769,15 @@ void selectShards(Plan &plan, int64_t rank) {
     if (sh.data)
       copyShard(*sh.data, rank, *plan.constants[id]);
     sh.data.reset();
+    if (auto d = plan.deferred.find(id); d != plan.deferred.end()) { // read from the file, the part alone
+      const PlanValue &pv = plan.values[size_t(id)];
+      uint64_t es = dtypeSize(pv.dtype), part = uint64_t(numElements(pv.shape)) * es,
+               whole = uint64_t(numElements(sh.whole)) * es;
+      d->second.from = std::min(whole, uint64_t(rank) * part);
+      d->second.valid = std::min(part, whole - d->second.from);
+      if (!d->second.splat.empty()) // the element repeated; `from` is within it
+        d->second.from = 0;
+    }
   }
 }
 

@@ -14,6 +14,25 @@
 
 namespace octet::rt {
 
+/// A plan file of `header` (the JSON) and `data` (the blob) at `path`, with the fixed header and
+/// checksum docs/PLAN.md gives; returns the file's bytes.
+inline std::string writePlanFile(const std::string &path, const std::string &header, const std::string &data) {
+  uint64_t dataOffset = (kPlanHeaderBytes + header.size() + kPlanDataAlign - 1) / kPlanDataAlign * kPlanDataAlign;
+  std::string file(size_t(dataOffset), '\0');
+  std::memcpy(file.data(), kPlanMagic, 8);
+  auto put = [&](size_t at, uint64_t v, int n) { std::memcpy(file.data() + at, &v, size_t(n)); };
+  put(8, kPlanVersion, 4);
+  put(16, header.size(), 8);
+  put(24, dataOffset, 8);
+  put(32, data.size(), 8);
+  uint32_t crc = crc32Of(crc32Of(0, header.data(), header.size()), data.data(), data.size());
+  put(40, crc, 4);
+  std::memcpy(file.data() + kPlanHeaderBytes, header.data(), header.size());
+  file += data;
+  std::ofstream(path, std::ios::binary) << file;
+  return file;
+}
+
 // A plan file written by hand (docs/PLAN.md): a 3 MiB float32 parameter `w` [768, 1024], a 2 MiB
 // zero splat state `m` [512, 1024], a small parameter `b` [4], and Identity ops returning w and b.
 inline std::string writeTestPlan(const std::string &path, std::vector<float> &w) {
@@ -39,20 +58,7 @@ inline std::string writeTestPlan(const std::string &path, std::vector<float> &w)
       R"( {"value": 2, "offset": )" + std::to_string(mAt) + R"(, "bytes": 4, "kind": "state", "splat": true}],)"
       R"( "ops": [{"type": "Identity", "name": "id_w", "in": [0], "out": [3]},)"
       R"( {"type": "Identity", "name": "id_b", "in": [1], "out": [4]}]})";
-  uint64_t dataOffset = (kPlanHeaderBytes + header.size() + kPlanDataAlign - 1) / kPlanDataAlign * kPlanDataAlign;
-  std::string file(size_t(dataOffset), '\0');
-  std::memcpy(file.data(), kPlanMagic, 8);
-  auto put = [&](size_t at, uint64_t v, int n) { std::memcpy(file.data() + at, &v, size_t(n)); };
-  put(8, kPlanVersion, 4);
-  put(16, header.size(), 8);
-  put(24, dataOffset, 8);
-  put(32, data.size(), 8);
-  uint32_t crc = crc32Of(crc32Of(0, header.data(), header.size()), data.data(), data.size());
-  put(40, crc, 4);
-  std::memcpy(file.data() + kPlanHeaderBytes, header.data(), header.size());
-  file += data;
-  std::ofstream(path, std::ios::binary) << file;
-  return file;
+  return writePlanFile(path, header, data);
 }
 
 /// Appends a float32 value of shape `s` to `plan`; returns its id.

@@ -88,7 +88,9 @@ struct Plan {
   /// One rank's shard of a whole tensor (MS-AMP O3's sharded masters, role master_shard; fully
   /// sharded parameters, weight_shard): the
   /// constant is rank r's 1/shards of the flattened, zero-padded `whole` tensor. `data` holds the
-  /// whole tensor from the file until selectShards; the constant starts as rank 0's shard.
+  /// whole tensor from the file until selectShards; the constant starts as rank 0's shard. A
+  /// deferred one (LoadOptions::deferBytes) has no `data`: its Deferred entry reads the rank's
+  /// bytes of the whole alone, so a rank never holds more than its shard.
   struct ShardedConstant {
     int64_t shards = 0;
     Shape whole;
@@ -110,6 +112,9 @@ struct Plan {
   struct Deferred {
     uint64_t offset = 0, bytes = 0; // in the data blob: the tensor's bytes, or a splat's one element
     std::vector<uint8_t> splat;     // a splat constant's element (read at load), repeated
+    /// A sharded constant's part of the whole (selectShards): the tensor's first `valid` bytes are
+    /// the whole's from byte `from` on, the rest zeros (the last rank's padding).
+    uint64_t from = 0, valid = UINT64_MAX;
   };
   std::map<int, Deferred> deferred;
   /// The open plan file (the checksum was verified on these bytes) and where its data blob starts.
