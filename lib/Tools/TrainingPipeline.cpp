@@ -67,17 +67,26 @@ std::string octet::trainingPipeline(ModuleOp module, const TrainingFlags &f) {
     o += " shard-unit=" + f.shardUnit;
   if (f.fuseMsampAdam && (f.msampLevel == "O2" || f.msampLevel == "O3"))
     o += " fuse-msamp-adam=true";
-  if (f.gradAccumSteps > 1)
-    p += ",octet-accumulate-gradients{steps=" + std::to_string(f.gradAccumSteps) + "}";
+  bool fp8Grads = !f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads;
+  // Sharded state with float32 gradients: each micro-batch's gradients are reduce-scattered and
+  // the rank accumulates its shards (FSDP's and ZeRO's accumulation), 1/N of the accumulators;
+  // else the whole gradients accumulate and are reduced once, after the last micro-batch.
+  bool shardedAccum = f.dataParallel && f.shardWorldSize > 1 && !fp8Grads;
+  std::string accumulate =
+      f.gradAccumSteps > 1 ? ",octet-accumulate-gradients{steps=" + std::to_string(f.gradAccumSteps) + "}" : "";
+  if (!shardedAccum)
+    p += accumulate;
   if (f.dataParallel)
-    p += std::string(",octet-data-parallel{fp8-gradients=") +
-         (!f.msampLevel.empty() && f.fp8AllReduce && !f.msampF32Grads ? "true" : "false") + " fp8-format=" + f.fp8AllReduceFormat +
+    p += std::string(",octet-data-parallel{fp8-gradients=") + (fp8Grads ? "true" : "false") +
+         " fp8-format=" + f.fp8AllReduceFormat +
          " bucket-bytes=" + std::to_string(f.bucketBytes) + " shard-world-size=" + std::to_string(f.shardWorldSize) +
          (f.shardWorldSize > 1 ? " unit=" + f.shardUnit : "") +
          (f.numProcesses > 1 ? " num-processes=" + std::to_string(f.numProcesses) : "") +
          (f.numMachines > 1 ? " num-machines=" + std::to_string(f.numMachines) : "") +
          (!f.mainProcessIp.empty() ? " main-process-ip=" + f.mainProcessIp : "") +
          (f.mainProcessPort ? " main-process-port=" + std::to_string(f.mainProcessPort) : "") + "}";
+  if (shardedAccum)
+    p += accumulate;
   return p + ",octet-optimizer{" + o + "}";
 }
 
