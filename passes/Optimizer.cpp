@@ -213,6 +213,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
 
   /// ZeRO-2's gathers of the updated shards (parameter name, gather), made in the optimizer's order.
   std::vector<std::pair<std::string, Operation *>> updatedGathers;
+  /// MS-AMP O3 under shard-optimizer: the FP8 weights gathered at the step's start, by name.
+  std::vector<std::pair<std::string, Operation *>> startGathers;
 
   /// shard-unit=layer: the updated shards of one layer's parameters (octet::layerOf) gathered in one
   /// collective, after the last of them is updated; what read the members' results (cutting the
@@ -265,6 +267,7 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
 
   LogicalResult run(func::FuncOp func) {
     updatedGathers.clear();
+    startGathers.clear();
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     llvm::StringMap<ox::InitializerOp> inits;
@@ -394,6 +397,8 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
             loc, RankedTensorType::get({shardType.getDimSize(0) * p.shards}, e4m3), codes, b.getI64IntegerAttr(p.shards));
         if (shardParameters)
           gather->setAttr(octet::kParameterGatherAttr, b.getUnitAttr());
+        else // ZeRO-2: the step's start gathers a layer's codes in one (octet-gather-parameters does ZeRO-3's)
+          startGathers.push_back({p.init.getName().str(), gather});
         Value whole = gather;
         auto wt = p.init.getType().cast<RankedTensorType>();
         whole = octet::unpadded(b, loc, whole, RankedTensorType::get(wt.getShape(), e4m3));
@@ -636,8 +641,10 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     octet::appendResult(func, lrNow, "octet.lr");
     octet::appendResult(func, gnorm, "octet.grad_norm");
     octet::appendStateUpdates(func, updates);
-    if (shardUnit == "layer") // after the results read the gathers: a member may be its own result
+    if (shardUnit == "layer") { // after the results read the gathers: a member may be its own result
       gatherUpdatedByLayer(body, updatedGathers);
+      gatherUpdatedByLayer(body, startGathers);
+    }
     {
       // The gradients die in the update that reads them instead of living to the end of the step.
       // A sharded one is only this rank's part: never a plan output.
