@@ -471,10 +471,15 @@ struct OverlapCollectives : octet::impl::OverlapCollectivesBase<OverlapCollectiv
       ar->erase();
     }
     // A sharded optimizer's reduce-scatter: started over the whole padded gradient in place, waited
-    // for where its shard is first read, which fp8.shard then takes from the done.
+    // for where its shard is first read, which fp8.shard then takes from the done; but no later
+    // than where the next reduce-scatter starts, so that the whole gradient it reads is freed a
+    // layer later (FSDP's): at most two layers' whole gradients are alive at once, not the
+    // backward's every one until the optimizer.
     SmallVector<fp8::ReduceScatterOp> scatters(body.getOps<fp8::ReduceScatterOp>());
-    for (fp8::ReduceScatterOp rs : scatters) {
+    for (auto [k, rs] : llvm::enumerate(scatters)) {
       Operation *reader = waitPoint(rs.getOutput());
+      if (reader && k + 1 < scatters.size() && scatters[k + 1]->isBeforeInBlock(reader))
+        reader = scatters[k + 1];
       if (!reader || rs->getNextNode() == reader)
         continue; // nothing would run beside it
       OpBuilder b(rs);

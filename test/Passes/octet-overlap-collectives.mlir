@@ -77,6 +77,31 @@ func.func @reduce_scatter(%w: tensor<64xf32>, %x: tensor<64xf32>) -> (tensor<32x
 
 // -----
 
+// Two layers' reduce-scatters: the first is waited for where the second starts (not where the
+// optimizer first reads its shard), so its whole gradient dies a layer later; the last, where its
+// shard is read.
+// CHECK-LABEL: func.func @two_reduce_scatters
+// CHECK: %[[F1:.+]] = fp8.reduce_scatter_start %{{.+}} {reduction = #fp8.reduction<avg>, world_size = 2 : i64}
+// CHECK-NEXT: %[[G2:.+]] = onnx.Exp %arg1
+// CHECK-NEXT: %[[R1:.+]] = fp8.all_reduce_done %[[F1]]
+// CHECK-NEXT: %[[S1:.+]] = fp8.shard %[[R1]]
+// CHECK-NEXT: %[[F2:.+]] = fp8.reduce_scatter_start %[[G2]]
+// CHECK-NEXT: onnx.Sin %arg1
+// CHECK-NEXT: %[[R2:.+]] = fp8.all_reduce_done %[[F2]]
+// CHECK-NEXT: %[[S2:.+]] = fp8.shard %[[R2]]
+// CHECK-NEXT: onnx.Add %[[S1]], %[[S2]]
+func.func @two_reduce_scatters(%w: tensor<64xf32>, %x: tensor<64xf32>) -> (tensor<32xf32>, tensor<64xf32>) {
+  %g1 = onnx.Mul %w, %w : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  %r1 = fp8.reduce_scatter %g1 {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>
+  %g2 = onnx.Exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %r2 = fp8.reduce_scatter %g2 {reduction = #fp8.reduction<avg>, world_size = 2 : i64} : tensor<64xf32> -> tensor<32xf32>
+  %b = onnx.Sin %x : (tensor<64xf32>) -> tensor<64xf32>
+  %n = onnx.Add %r1, %r2 : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
+  return %n, %b : tensor<32xf32>, tensor<64xf32>
+}
+
+// -----
+
 // An updated weight shard's all-gather starts where the shard is complete and is waited for where
 // the gathered weight is first read (the return: the next step's weight); the slice and reshape
 // that cut the padding off move down with the done, so the updates after it run beside it.

@@ -423,7 +423,9 @@ def OverlapCollectives : Pass<"octet-overlap-collectives", "mlir::ModuleOp"> {
     with nothing between the two points stays as it is. A sharded
     optimizer's `fp8.reduce_scatter` likewise becomes an
     `fp8.reduce_scatter_start` over the whole gradient, in place, a done
-    before the shard's first reader and the `fp8.shard` of the done. fp8-opt
+    before the shard's first reader, or before the next reduce-scatter's
+    start if that comes first (so a layer's whole gradient is freed a
+    layer later, not at the optimizer), and the `fp8.shard` of the done. fp8-opt
     runs it for plans written with `--data-parallel` (`--overlap-collectives`).
   }];
   let dependentDialects = ["octet::fp8::FP8Dialect"];
