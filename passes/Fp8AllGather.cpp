@@ -107,17 +107,6 @@ struct Fp8AllGather : octet::impl::Fp8AllGatherBase<Fp8AllGather> {
     return s;
   }
 
-  /// `codes` as 2-D [rows, cols] (the leading dims flattened) transposed: fp8.cast_amax's third
-  /// result, of type `type` ([cols, rows]).
-  static Value transposed(OpBuilder &b, Location loc, Value codes, Type type) {
-    octet::OnnxBuilder ox(b, loc);
-    auto tt = type.cast<RankedTensorType>();
-    Value flat = codes.getType().cast<RankedTensorType>().getRank() == 2
-                     ? codes
-                     : ox.reshape(codes, {tt.getDimSize(1), tt.getDimSize(0)});
-    return ox.op("Transpose", tt, {flat}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))});
-  }
-
   /// Rewrites `s` before `top` (the step's first parameter gather); the old gather and its chain go
   /// to `dead`, erased once every site is done (`top` among them).
   void rewrite(Site &s, Operation *top, ArrayRef<Value> reducedAmaxes, SmallVectorImpl<Operation *> &dead) {
@@ -134,17 +123,16 @@ struct Fp8AllGather : octet::impl::Fp8AllGatherBase<Fp8AllGather> {
     int64_t n = s.gather.getWorldSize();
     int64_t len = s.source.getType().cast<RankedTensorType>().getDimSize(0);
     // One shard cast and gather a scale and format (the backward's recomputed casts share them).
-    for (size_t i = 0; i < s.casts.size();) {
-      Operation *c0 = s.casts[i];
+    while (!s.casts.empty()) {
+      Operation *c0 = s.casts.front();
       Value scale = scaleOf(c0);
       auto codesType = c0->getResult(0).getType().cast<RankedTensorType>();
       Type format = codesType.getElementType();
       SmallVector<Operation *> same;
-      for (size_t j = i; j < s.casts.size(); ++j)
-        if (scaleOf(s.casts[j]) == scale &&
-            s.casts[j]->getResult(0).getType().cast<RankedTensorType>().getElementType() == format &&
-            s.casts[j]->getAttr("saturate") == c0->getAttr("saturate"))
-          same.push_back(s.casts[j]);
+      for (Operation *c : s.casts) // c0 among them
+        if (scaleOf(c) == scale && c->getResult(0).getType().cast<RankedTensorType>().getElementType() == format &&
+            c->getAttr("saturate") == c0->getAttr("saturate"))
+          same.push_back(c);
       for (Operation *c : same)
         s.casts.erase(llvm::find(s.casts, c));
       bool wantAmax = llvm::any_of(same, [](Operation *c) {
@@ -195,7 +183,7 @@ struct Fp8AllGather : octet::impl::Fp8AllGatherBase<Fp8AllGather> {
               if (u->isBeforeInBlock(first))
                 first = u;
             OpBuilder here(first);
-            t.replaceAllUsesWith(transposed(here, c->getLoc(), q, t.getType()));
+            t.replaceAllUsesWith(octet::OnnxBuilder(here, c->getLoc()).transposedCodes(q, t.getType().cast<RankedTensorType>()));
           }
           Value a = ca.getAmax();
           if (!a.use_empty()) {

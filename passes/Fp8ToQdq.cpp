@@ -122,9 +122,7 @@ struct Fp8ToQdqPass : octet::impl::Fp8ToQdqBase<Fp8ToQdqPass> {
       Value q = L.quantize(ca.getInput(), ca.getScaleInv(), ca.getOutput().getType(), ca.getSaturate());
       SmallVector<Value, 3> results = {q, L.amax(ca.getInput(), false, ca.getAmax().getType())};
       if (Value t = ca.getTransposed()) { // the codes as 2-D [rows, cols], transposed
-        auto tt = t.getType().cast<RankedTensorType>();
-        results.push_back(ox.op("Transpose", tt, {ox.reshape(q, {tt.getDimSize(1), tt.getDimSize(0)})},
-                                {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))}));
+        results.push_back(ox.transposedCodes(q, t.getType().cast<RankedTensorType>()));
       }
       return finish(results);
     }

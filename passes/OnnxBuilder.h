@@ -64,6 +64,15 @@ public:
     return op("Reshape", mlir::RankedTensorType::get(shape, t.getElementType()), {x, i64s(shape)});
   }
 
+  /// FP8 codes `q` as 2-D [rows, cols] (the leading dims flattened) transposed: fp8.cast_amax's
+  /// third result, of type `t` ([cols, rows]).
+  mlir::Value transposedCodes(mlir::Value q, mlir::RankedTensorType t) {
+    mlir::Value flat = q.getType().cast<mlir::RankedTensorType>().getRank() == 2
+                           ? q
+                           : reshape(q, {t.getDimSize(1), t.getDimSize(0)});
+    return op("Transpose", t, {flat}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))});
+  }
+
   mlir::OpBuilder &b;
   mlir::Location loc;
 };

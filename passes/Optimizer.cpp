@@ -377,17 +377,13 @@ struct OptimizerPass : octet::impl::OptimizerBase<OptimizerPass> {
     // (a quarter of float32's bytes); octet-overlap-collectives waits for each where the forward
     // pass first reads it.
     if (!gatheredMasters.empty()) {
-      auto vec = [&](int64_t n) { return RankedTensorType::get({n}, f32); };
       SmallVector<Value> amaxes;
       for (size_t i : gatheredMasters)
-        amaxes.push_back(g.ox.reshape(b.create<fp8::AmaxOp>(loc, scalarF32, master[i], b.getBoolAttr(false)), {1}));
-      int64_t k = int64_t(amaxes.size());
-      Value all = k == 1 ? amaxes[0] : g.ox.op("Concat", vec(k), amaxes, {g.ox.si64("axis", 0)});
-      all = b.create<fp8::AllReduceOp>(loc, vec(k), all, Value(), fp8::ReductionAttr::get(b.getContext(), fp8::Reduction::max));
+        amaxes.push_back(b.create<fp8::AmaxOp>(loc, scalarF32, master[i], b.getBoolAttr(false)));
+      SmallVector<Value> reduced = octet::maxOverRanks(b, loc, amaxes);
       for (auto [j, i] : llvm::enumerate(gatheredMasters)) {
         Param &p = params[i];
-        Value idx = g.ox.constant(DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(j)));
-        Value amax = g.ox.op("Gather", scalarF32, {all, idx}, {g.ox.si64("axis", 0)});
+        Value amax = reduced[j];
         Value scaleInv = octet::msampScale(b, loc, amax, b.getFloat8E4M3FNType()).second;
         auto shardType = master[i].getType().cast<RankedTensorType>();
         Type e4m3 = b.getFloat8E4M3FNType();

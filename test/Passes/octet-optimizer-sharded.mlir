@@ -64,9 +64,8 @@ func.func @no_padding(%l: tensor<f32>, %gw: tensor<2xf32>)
 // O3: onnx.initializer "fc.weight" = dense<0.000000e+00> : tensor<18xf16> {octet.fp8_state, octet.role = "master_shard", octet.shard_init = dense<5.000000e-01> : tensor<5x7xf16>, octet.shards = 2 : i64}
 // O3: %[[UP:.+]] = onnx.Cast %{{.+}} {to = 1 : si64} : (tensor<18xf16>) -> tensor<18xf32>
 // O3-NEXT: %[[A:.+]] = fp8.amax %[[UP]] : tensor<18xf32> -> tensor<f32>
-// O3: %[[ALL:.+]] = fp8.all_reduce %{{.+}} {reduction = #fp8.reduction<max>} : tensor<1xf32> -> tensor<1xf32>
-// O3: %[[GA:.+]] = onnx.Gather %[[ALL]]
-// O3-NEXT: %{{.+}}, %[[SI:.+]] = fp8.dynamic_scale %[[GA]] {format = f8E4M3FN, power_of_two = true}
+// O3-NEXT: %[[ALL:.+]] = fp8.all_reduce %[[A]] {reduction = #fp8.reduction<max>} : tensor<f32> -> tensor<f32>
+// O3-NEXT: %{{.+}}, %[[SI:.+]] = fp8.dynamic_scale %[[ALL]] {format = f8E4M3FN, power_of_two = true}
 // O3-NEXT: %[[Q:.+]] = fp8.cast %[[UP]], %[[SI]] : tensor<18xf32>, tensor<f32> -> tensor<18xf8E4M3FN>
 // O3-NEXT: %[[G:.+]] = fp8.all_gather %[[Q]] {world_size = 2 : i64} : tensor<18xf8E4M3FN> -> tensor<36xf8E4M3FN>
 // O3: %[[CUT:.+]] = onnx.Slice %[[G]], {{.+}} -> tensor<35xf8E4M3FN>
